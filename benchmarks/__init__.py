@@ -1,0 +1,1 @@
+"""Standalone, repeatable benchmarks: `python -m benchmarks`."""

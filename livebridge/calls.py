@@ -1,0 +1,93 @@
+"""The vocabulary of a tool call: what the model asked for, and how each call ended.
+
+These types carry no behaviour; the dispatcher produces them, the ledger tracks them and the
+vendor encoders turn them into wire messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Behavior = Literal["BLOCKING", "NON_BLOCKING"]
+Scheduling = Literal["SILENT", "WHEN_IDLE", "INTERRUPT"]
+OutcomeKind = Literal["ok", "error", "timeout", "cancelled", "rejected", "duplicate", "orphaned"]
+
+#: Every outcome kind, in the order reports list them.
+OUTCOME_KINDS: tuple[OutcomeKind, ...] = (
+    "ok",
+    "error",
+    "timeout",
+    "cancelled",
+    "rejected",
+    "duplicate",
+    "orphaned",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One function call as the model issued it.
+
+    ``args`` is whatever the model sent; the dispatcher validates it against the tool's types.
+    """
+
+    id: str
+    name: str
+    args: Any = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """What a handler may ask for by declaring a parameter of this type."""
+
+    call_id: str
+    function: str
+    turn: int
+    session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """A handler's return value with per-result options for NON_BLOCKING answers.
+
+    Returning ``Result(value, scheduling="INTERRUPT")`` overrides the tool's default scheduling.
+    """
+
+    value: Any
+    scheduling: Scheduling | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Partial:
+    """One item streamed by an async-generator handler before it finishes."""
+
+    call_id: str
+    name: str
+    response: dict[str, Any]
+    scheduling: Scheduling | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one call ended, and the response payload that answers it.
+
+    ``response`` is exactly what goes on the wire: ``{"output": ...}`` or ``{"error": {...}}``
+    (empty for the end of a stream whose items were already sent as partials).
+    """
+
+    call_id: str
+    name: str
+    kind: OutcomeKind
+    response: dict[str, Any]
+    latency: float = 0.0
+    result_bytes: int = 0
+    truncated: bool = False
+    original_bytes: int | None = None
+    duplicate_of: str | None = None
+    scheduling: Scheduling | None = None
+
+    @property
+    def is_error(self) -> bool:
+        """True when the response carries an ``error`` payload."""
+        return "error" in self.response
