@@ -1,0 +1,340 @@
+"""Prometheus metrics of tool calls and sessions, and the endpoint that serves them.
+
+``PrometheusObserver`` turns lifecycle events into metrics; pass it to a session or dispatcher
+through ``observers=[...]``. Labels are bounded by construction: function names outside the
+registry collapse to ``other``, reconnect reasons and message kinds come from fixed sets, and no
+label ever carries a session or call id.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any
+
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    make_asgi_app,
+    start_http_server,
+)
+
+from livebridge.calls import Outcome
+from livebridge.observe import (
+    AnswerSent,
+    BatchStarted,
+    CallSettled,
+    CallStarted,
+    Event,
+    MessageSeen,
+    Reconnected,
+    SessionClosed,
+    SessionOpened,
+)
+
+log = logging.getLogger("livebridge.metrics")
+
+#: Label value for anything outside a fixed set: unknown functions, reasons, message kinds.
+OTHER = "other"
+
+#: Seconds: 1 ms to 60 s, dense where tool calls usually land (10 ms to 5 s).
+SECONDS_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    20.0,
+    30.0,
+    60.0,
+)
+CALLS_PER_TURN_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64)
+RESULT_BYTES_BUCKETS = (64, 256, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576)
+
+REJECTION_REASONS = frozenset({"unknown_function", "invalid_arguments", "fanout_limit"})
+RECONNECT_REASONS = frozenset({"go_away", "dropped", "error", "timeout", "closed"})
+MESSAGE_KINDS = frozenset(
+    {
+        # client → server
+        "setup",
+        "clientContent",
+        "realtimeInput",
+        "toolResponse",
+        # server → client
+        "setupComplete",
+        "serverContent",
+        "toolCall",
+        "toolCallCancellation",
+        "usageMetadata",
+        "goAway",
+        "sessionResumptionUpdate",
+        "voiceActivityDetectionSignal",
+        "voiceActivity",
+    }
+)
+
+#: Without an explicit ``functions`` list, at most this many distinct names get their own label.
+MAX_FUNCTION_LABELS = 256
+
+
+class PrometheusObserver:
+    """Maintains livebridge's Prometheus metrics from lifecycle events.
+
+    ``registry`` defaults to prometheus_client's global ``REGISTRY``; give each observer its own
+    registry when a process holds several. ``functions`` is the set of tool names that get their
+    own ``function`` label (usually ``registry.names()``); any other name is counted as ``other``.
+    Without it, names the dispatcher marks as known are kept, up to ``MAX_FUNCTION_LABELS``.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        functions: Iterable[str] | None = None,
+    ) -> None:
+        self.registry = REGISTRY if registry is None else registry
+        self._functions = None if functions is None else frozenset(functions)
+        self._seen_functions: set[str] = set()
+        self._running: set[tuple[str | None, str]] = set()
+        self._lock = threading.Lock()
+        r = self.registry
+        self.calls = Counter(
+            "livebridge_tool_calls",
+            "Tool calls by function, outcome and behavior.",
+            ["function", "outcome", "behavior"],
+            registry=r,
+        )
+        self.duration = Histogram(
+            "livebridge_tool_call_duration_seconds",
+            "Handler run time of tool calls.",
+            ["function"],
+            buckets=SECONDS_BUCKETS,
+            registry=r,
+        )
+        self.turnaround = Histogram(
+            "livebridge_tool_turnaround_seconds",
+            "From toolCall received to its answer sent: what the user waits for.",
+            ["function", "behavior"],
+            buckets=SECONDS_BUCKETS,
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "livebridge_tool_calls_in_flight", "Handlers running now.", registry=r
+        )
+        self.per_turn = Histogram(
+            "livebridge_tool_calls_per_turn",
+            "Calls issued together in one toolCall (one model turn).",
+            buckets=CALLS_PER_TURN_BUCKETS,
+            registry=r,
+        )
+        self.result_bytes = Histogram(
+            "livebridge_tool_result_bytes",
+            "Encoded size of successful results as sent (after truncation).",
+            ["function"],
+            buckets=RESULT_BYTES_BUCKETS,
+            registry=r,
+        )
+        self.truncations = Counter(
+            "livebridge_tool_truncations",
+            "Results cut to fit max_result_bytes.",
+            ["function"],
+            registry=r,
+        )
+        self.dedups = Counter(
+            "livebridge_tool_dedups",
+            "Calls answered from an identical call of the same turn instead of running.",
+            ["function"],
+            registry=r,
+        )
+        self.rejections = Counter(
+            "livebridge_tool_rejections",
+            "Calls refused before running, by reason.",
+            ["function", "reason"],
+            registry=r,
+        )
+        self.cancellations = Counter(
+            "livebridge_tool_cancellations",
+            "Calls the server withdrew (toolCallCancellation) while they ran.",
+            ["function"],
+            registry=r,
+        )
+        self.orphans = Counter(
+            "livebridge_tool_orphans",
+            "Calls whose answer could not be delivered.",
+            ["function"],
+            registry=r,
+        )
+        self.sessions = Gauge("livebridge_sessions_active", "Open Live sessions.", registry=r)
+        self.reconnects = Counter(
+            "livebridge_session_reconnects",
+            "Sessions moved to a new socket, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.messages = Counter(
+            "livebridge_messages",
+            "Live API wire messages by direction and top-level type.",
+            ["direction", "type"],
+            registry=r,
+        )
+
+    def on_event(self, event: Event) -> None:
+        match event:
+            case CallStarted():
+                with self._lock:
+                    self._running.add((event.session_id, event.call.id))
+                self.in_flight.inc()
+            case CallSettled():
+                self._settled(event)
+            case BatchStarted():
+                self.per_turn.observe(event.size)
+            case AnswerSent():
+                for outcome, turnaround, behavior, known in zip(
+                    event.outcomes,
+                    event.turnarounds,
+                    event.behaviors,
+                    event.known_functions,
+                    strict=True,
+                ):
+                    function = self.function_label(outcome.name, known=known)
+                    self.turnaround.labels(function, behavior).observe(turnaround)
+            case SessionOpened():
+                self.sessions.inc()
+            case SessionClosed():
+                self.sessions.dec()
+            case Reconnected():
+                self.reconnects.labels(_bounded(event.reason, RECONNECT_REASONS)).inc()
+            case MessageSeen():
+                kind = _bounded(_camel(event.kind), MESSAGE_KINDS)
+                self.messages.labels(event.direction, kind).inc()
+
+    def function_label(self, name: str, *, known: bool = True) -> str:
+        """The ``function`` label for ``name``: itself if it is a known tool, else ``other``."""
+        if not known:
+            return OTHER
+        if self._functions is not None:
+            return name if name in self._functions else OTHER
+        with self._lock:
+            if name in self._seen_functions:
+                return name
+            if len(self._seen_functions) < MAX_FUNCTION_LABELS:
+                self._seen_functions.add(name)
+                return name
+        return OTHER
+
+    def _settled(self, event: CallSettled) -> None:
+        outcome = event.outcome
+        function = self.function_label(event.call.name, known=event.known_function)
+        self.calls.labels(function, outcome.kind, event.behavior).inc()
+        with self._lock:
+            key = (event.session_id, event.call.id)
+            ran = key in self._running
+            self._running.discard(key)
+        if ran:
+            self.in_flight.dec()
+            self.duration.labels(function).observe(outcome.latency)
+        if outcome.kind == "ok":
+            self.result_bytes.labels(function).observe(outcome.result_bytes)
+        if outcome.truncated:
+            self.truncations.labels(function).inc()
+        if outcome.kind == "duplicate" or outcome.duplicate_of is not None:
+            self.dedups.labels(function).inc()
+        if outcome.kind == "rejected":
+            self.rejections.labels(function, _rejection_reason(outcome)).inc()
+        elif outcome.kind == "cancelled":
+            self.cancellations.labels(function).inc()
+        elif outcome.kind == "orphaned":
+            self.orphans.labels(function).inc()
+
+
+def _rejection_reason(outcome: Outcome) -> str:
+    error = outcome.response.get("error")
+    kind = error.get("type") if isinstance(error, dict) else None
+    return _bounded(kind, REJECTION_REASONS)
+
+
+def _bounded(value: Any, allowed: frozenset[str]) -> str:
+    return value if isinstance(value, str) and value in allowed else OTHER
+
+
+def _camel(kind: str) -> str:
+    """``tool_call`` → ``toolCall``; camelCase passes through unchanged."""
+    head, *rest = kind.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+class MetricsServer:
+    """A running scrape endpoint; ``close()`` stops it and waits for its thread."""
+
+    def __init__(self, server: Any, thread: threading.Thread) -> None:
+        self._server = server
+        self._thread = thread
+        self.host: str = server.server_address[0]
+        self.port: int = server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+    def __enter__(self) -> MetricsServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def serve(
+    port: int = 0, host: str = "127.0.0.1", registry: CollectorRegistry | None = None
+) -> MetricsServer:
+    """Serve ``registry`` (default: the global one) in Prometheus/OpenMetrics text format.
+
+    Runs in a background thread; ``port=0`` picks a free port (see ``.port``). The default host
+    is loopback only: binding another address exposes the metrics to that network, which must
+    be a deliberate choice, and is logged as a warning.
+    """
+    if not _is_loopback(host):
+        log.warning("metrics endpoint bound to %s: reachable beyond this machine", host)
+    server, thread = start_http_server(
+        port, addr=host, registry=REGISTRY if registry is None else registry
+    )
+    return MetricsServer(server, thread)
+
+
+ASGIApp = Callable[
+    [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
+    Awaitable[None],
+]
+
+
+def asgi_app(registry: CollectorRegistry | None = None) -> ASGIApp:
+    """An ASGI app serving ``registry`` (default: the global one), to mount in a web server."""
+    app: ASGIApp = make_asgi_app(REGISTRY if registry is None else registry)
+    return app
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,141 @@
+"""The Grafana dashboard is importable as is, and every query in it returns data from a real
+Prometheus that scraped ``livebridge.metrics.serve()`` while the workload ran."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from livebridge.metrics import PrometheusObserver, serve
+from tests.prometheus_server import PrometheusServer
+from tests.workloads import TOOL_NAMES, drive_workload
+
+GRAFANA = Path(__file__).resolve().parent.parent / "grafana"
+DASHBOARD = GRAFANA / "dashboards" / "livebridge.json"
+#: Grafana's variables, as Grafana would expand them for "All" over the last minute.
+VARIABLES = {
+    "$__rate_interval": "1m",
+    "$__interval": "15s",
+    "$__range": "1h",
+    "${function}": ".*",
+    "$function": ".*",
+}
+METRIC = re.compile(r"\blivebridge_[a-z_]+")
+WORKLOAD_ROUNDS = 3
+
+
+def load_dashboard() -> dict[str, Any]:
+    dashboard: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return dashboard
+
+
+def walk_panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for panel in panels:
+        yield panel
+        yield from walk_panels(panel.get("panels", []))
+
+
+def queries(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
+    """(panel title, PromQL) for every target of every panel."""
+    return [
+        (panel["title"], target["expr"])
+        for panel in walk_panels(dashboard["panels"])
+        for target in panel.get("targets", [])
+    ]
+
+
+def expand(expr: str) -> str:
+    for variable, value in VARIABLES.items():
+        expr = expr.replace(variable, value)
+    assert "$" not in expr, f"unexpanded variable in {expr}"
+    return expr
+
+
+def all_strings(node: Any) -> Iterator[tuple[str, Any]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield key, value
+            yield from all_strings(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from all_strings(item)
+
+
+def test_dashboard_is_importable_as_is() -> None:
+    dashboard = load_dashboard()
+    assert dashboard["uid"] == "livebridge-tool-calls"
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    panels = [p for p in walk_panels(dashboard["panels"]) if p["type"] != "row"]
+    ids = [p["id"] for p in walk_panels(dashboard["panels"])]
+    assert len(ids) == len(set(ids))
+    for panel in panels:
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            assert target["datasource"] == panel["datasource"]
+    datasource_uids = {value["uid"] for key, value in all_strings(dashboard) if key == "datasource"}
+    assert datasource_uids == {"${datasource}"}, "no hard-coded datasource"
+    assert "__inputs" not in dashboard
+
+
+def test_readme_maps_every_panel_to_its_metric() -> None:
+    readme = (GRAFANA / "README.md").read_text()
+    for panel in walk_panels(load_dashboard()["panels"]):
+        if panel["type"] == "row":
+            continue
+        assert f"| {panel['title']} |" in readme, panel["title"]
+        for metric in METRIC.findall(" ".join(t["expr"] for t in panel["targets"])):
+            base = re.sub(r"_(bucket|sum|count)$", "", metric)
+            assert base in readme, (panel["title"], base)
+
+
+def scrape(url: str) -> set[str]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def test_every_dashboard_query_returns_data_from_real_prometheus() -> None:
+    registry = CollectorRegistry()
+    observer = PrometheusObserver(registry, functions=TOOL_NAMES)
+    dashboard = load_dashboard()
+    with serve(registry=registry) as endpoint:
+        prometheus = PrometheusServer([f"127.0.0.1:{endpoint.port}"], scrape_interval="1s")
+        try:
+            prometheus.wait_ready()
+            for _ in range(WORKLOAD_ROUNDS):
+                anyio.run(drive_workload, [observer])
+                prometheus.wait_scraped_after(time.time())
+
+            exported = scrape(endpoint.url)
+            for title, expr in queries(dashboard):
+                unknown = set(METRIC.findall(expr)) - exported
+                assert not unknown, f"{title}: {expr} names metrics not exported: {unknown}"
+                result = prometheus.query(expand(expr))
+                assert result, f"{title}: no data for {expand(expr)}"
+                values = [float(sample["value"][1]) for sample in result]
+                assert any(not math.isnan(v) for v in values), f"{title}: only NaN for {expr}"
+
+            for variable in dashboard["templating"]["list"]:
+                if variable["type"] != "query":
+                    continue
+                match = re.fullmatch(r"label_values\((\w+),\s*(\w+)\)", variable["definition"])
+                assert match, variable["definition"]
+                metric, label = match.groups()
+                assert metric in exported
+                values = prometheus.get(f"/api/v1/label/{label}/values", **{"match[]": metric})
+                assert set(TOOL_NAMES) <= set(values), values
+        finally:
+            prometheus.close()
