@@ -1,0 +1,78 @@
+"""Per-call overhead of ``Dispatcher.run`` next to a bare ``asyncio.gather`` of the same handlers.
+
+Run with ``python -m benchmarks.bench_dispatch`` (``--quick`` for a smoke run). Each batch size
+is measured in alternating rounds of both variants, and the best round of each is reported, so
+that noise from other processes on the machine inflates neither side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Sequence
+
+from livebridge import Call, CallPolicy, Dispatcher, ToolRegistry
+
+BATCH_SIZES = (1, 8, 64)
+
+tools = ToolRegistry()
+
+
+@tools.tool(idempotent=True)
+async def noop(i: int) -> None:
+    """Do nothing."""
+
+
+async def _gather_round(size: int, repeats: int) -> float:
+    started = time.perf_counter()
+    for _ in range(repeats):
+        await asyncio.gather(*(noop(i) for i in range(size)))
+    return time.perf_counter() - started
+
+
+async def _dispatch_round(dispatcher: Dispatcher, batches: list[list[Call]]) -> float:
+    started = time.perf_counter()
+    for batch in batches:
+        await dispatcher.run(batch)
+    return time.perf_counter() - started
+
+
+async def measure(size: int, calls_per_round: int, rounds: int) -> tuple[float, float]:
+    """Best µs per call of (bare gather, dispatcher) for one batch size."""
+    repeats = max(1, calls_per_round // size)
+    dispatcher = Dispatcher(tools, policy=CallPolicy(max_parallel=size, max_calls_per_turn=size))
+    best_gather = best_dispatch = float("inf")
+    for round_index in range(rounds):
+        batches = [
+            [Call(f"{round_index}-{r}-{i}", "noop", {"i": i}) for i in range(size)]
+            for r in range(repeats)
+        ]
+        best_gather = min(best_gather, await _gather_round(size, repeats))
+        best_dispatch = min(best_dispatch, await _dispatch_round(dispatcher, batches))
+    per_call = 1e6 / (repeats * size)
+    return best_gather * per_call, best_dispatch * per_call
+
+
+async def _run(quick: bool) -> str:
+    calls_per_round, rounds = (256, 2) if quick else (20_000, 7)
+    lines = [
+        "| batch size | asyncio.gather µs/call | Dispatcher.run µs/call | ratio |",
+        "|---:|---:|---:|---:|",
+    ]
+    for size in BATCH_SIZES:
+        gather, dispatch = await measure(size, calls_per_round, rounds)
+        lines.append(f"| {size} | {gather:.2f} | {dispatch:.2f} | {dispatch / gather:.1f}x |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    options = parser.parse_args(argv)
+    print(asyncio.run(_run(options.quick)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,95 @@
+"""Response payloads: results and errors as JSON-ready dicts, within a size budget.
+
+Every answer is ``{"output": value}`` or ``{"error": {...}}`` (DESIGN.md, the contract table).
+A result whose JSON encoding exceeds the budget is cut to fit and marked
+``"truncated": true, "original_bytes": N`` (N is the size of the whole encoded response):
+
+- a string keeps its longest prefix that fits;
+- a list keeps its longest prefix of items that fits;
+- anything else (objects, numbers) becomes a string: the longest prefix of its JSON text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+_encode = msgspec.json.Encoder().encode
+
+#: Longest error message sent to the model; longer ones are cut.
+MAX_ERROR_MESSAGE = 1024
+
+
+class UnserializableResult(Exception):
+    """A handler returned something that cannot be encoded as JSON."""
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """A response dict and what it costs on the wire."""
+
+    response: dict[str, Any]
+    result_bytes: int
+    truncated: bool = False
+    original_bytes: int | None = None
+
+
+def output(value: Any, max_bytes: int) -> Payload:
+    """``{"output": value}`` as plain JSON types, cut to ``max_bytes`` if needed.
+
+    Raises ``UnserializableResult`` when ``value`` has no JSON form.
+    """
+    try:
+        plain = msgspec.to_builtins(value, str_keys=True)
+        response = {"output": plain}
+        size = len(_encode(response))
+    except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError) as exc:
+        raise UnserializableResult(f"{type(value).__name__}: {exc}") from exc
+    if size <= max_bytes:
+        return Payload(response, size)
+    return _truncated(plain, size, max_bytes)
+
+
+def _truncated(plain: Any, original_bytes: int, max_bytes: int) -> Payload:
+    if isinstance(plain, str | list):
+        whole: str | list[Any] = plain
+    else:
+        whole = _encode(plain).decode()
+
+    def response(keep: int) -> dict[str, Any]:
+        return {"output": whole[:keep], "truncated": True, "original_bytes": original_bytes}
+
+    low, high = 0, len(whole)  # invariant: response(low) fits, or low == 0
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(_encode(response(middle))) <= max_bytes:
+            low = middle
+        else:
+            high = middle - 1
+    best = response(low)
+    return Payload(best, len(_encode(best)), truncated=True, original_bytes=original_bytes)
+
+
+def error(
+    kind: str, message: str, *, retryable: bool | None = None, **extra: Any
+) -> dict[str, Any]:
+    """``{"error": {"type": kind, "message": message, ...}}``; ``retryable`` only when given."""
+    if len(message) > MAX_ERROR_MESSAGE:
+        message = message[: MAX_ERROR_MESSAGE - 1] + "…"
+    body: dict[str, Any] = {"type": kind, "message": message}
+    if retryable is not None:
+        body["retryable"] = retryable
+    body.update(extra)
+    return {"error": body}
+
+
+def encoded_size(response: dict[str, Any]) -> int:
+    """Bytes of ``response`` as JSON (error payloads are always encodable)."""
+    return len(_encode(response))
+
+
+def json_text(value: Any) -> str:
+    """``value`` as compact JSON text, for encoders that send strings."""
+    return _encode(value).decode()
