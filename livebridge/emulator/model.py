@@ -1,0 +1,100 @@
+"""The default rule-based model: a user turn naming cities becomes parallel weather calls.
+
+Good enough for a demo: "weather in Paris and Tokyo?" yields one call per city to the declared
+``get_weather`` (or any declared function taking a ``city``), waits for the answers when the calls
+are BLOCKING, then speaks them back as text (``outputTranscription``) and audio.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from livebridge.emulator.connection import UserTurn
+
+if TYPE_CHECKING:
+    from livebridge.emulator.scenario import Conversation
+
+CITIES = (
+    "Paris",
+    "London",
+    "Tokyo",
+    "New York",
+    "Berlin",
+    "Madrid",
+    "Rome",
+    "Sydney",
+    "Cairo",
+    "Toronto",
+    "Lisbon",
+    "Amsterdam",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleModel:
+    """Answers every user turn by rule; ``heard`` is what an audio turn is taken to say."""
+
+    cities: tuple[str, ...] = CITIES
+    heard: str = "What's the weather in Paris and Tokyo?"
+    function: str = "get_weather"
+    speak_seconds: float = 0.4
+
+    async def __call__(self, conv: Conversation) -> None:
+        while True:
+            await self.respond(conv, await conv.expect_turn())
+
+    def named_cities(self, text: str) -> list[str]:
+        """Cities named in ``text``, in the order they are mentioned."""
+        lowered = text.lower()
+        found = [(lowered.find(city.lower()), city) for city in self.cities]
+        return [city for position, city in sorted(found) if position >= 0]
+
+    def pick_function(self, conv: Conversation) -> str | None:
+        """The declared function to call: ``function`` if declared, else one taking a city."""
+        declarations = conv.declarations
+        if self.function in declarations:
+            return self.function
+        for name, declaration in declarations.items():
+            schema = declaration.parameters_json_schema or declaration.parameters or {}
+            if isinstance(schema, dict) and "city" in (schema.get("properties") or {}):
+                return name
+        return None
+
+    async def respond(self, conv: Conversation, turn: UserTurn) -> None:
+        text = turn.text if turn.kind == "text" and turn.text else self.heard
+        if turn.kind == "audio" and conv.setup.input_audio_transcription is not None:
+            await conv.send(
+                {"serverContent": {"inputTranscription": {"text": text, "finished": True}}}
+            )
+        cities = self.named_cities(text)
+        function = self.pick_function(conv)
+        if not cities or function is None:
+            await self._reply(conv, f"You said: {text}")
+            return
+        ids = await conv.tool_call([(function, {"city": city}) for city in cities])
+        if not all(conv.known_calls[call_id].blocking for call_id in ids):
+            await self._reply(conv, "Let me check that for you.")
+            return
+        answers = await conv.wait_answers(ids)
+        if len(answers) < len(ids):
+            return  # interrupted: the calls were cancelled and the turn already ended
+        parts = [
+            f"{city}: {_summary(answers[call_id].response)}"
+            for city, call_id in zip(cities, ids, strict=True)
+        ]
+        await self._reply(conv, "; ".join(parts) + ".")
+
+    async def _reply(self, conv: Conversation, text: str) -> None:
+        await conv.say(text)
+        if conv.session.modality == "AUDIO":
+            await conv.speak(self.speak_seconds)
+        await conv.turn_complete()
+
+
+def _summary(response: dict[str, Any] | None) -> str:
+    if not response:
+        return "no answer"
+    value = response.get("output", response)
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)

@@ -1,0 +1,22 @@
+"""pytest plugin (registered through the ``pytest11`` entry point): the ``live_emulator`` fixture.
+
+The emulator serves from its own thread, so the fixture's setup and teardown are plain awaits and
+work with pytest-asyncio running them in different tasks. The fixture needs pytest-asyncio; without
+it the plugin defines nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import AsyncIterator
+
+from livebridge.emulator.server import Emulator
+
+if importlib.util.find_spec("pytest_asyncio") is not None:
+    import pytest_asyncio
+
+    @pytest_asyncio.fixture
+    async def live_emulator() -> AsyncIterator[Emulator]:
+        """A running emulator with the default rule-based model; ``emu.client()`` connects."""
+        async with Emulator() as emulator:
+            yield emulator

@@ -1,0 +1,321 @@
+"""The emulator: a TLS websocket server speaking the Gemini Live protocol on 127.0.0.1.
+
+The server runs on its own thread with its own event loop, so starting and stopping are plain
+awaits (no task group or cancel scope crosses tasks, which suits pytest fixtures) and the server's
+work never competes with the client's loop. State (``transcript``, ``violations``, ``sessions``)
+is appended to from that thread and may be read from any thread; ``wait_for`` wakes on changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import re
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qs
+
+from google import genai
+from google.genai import types
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from livebridge import wire
+from livebridge.emulator.checker import Violation
+from livebridge.emulator.connection import EmulatedSession, Shared, TranscriptEntry
+from livebridge.emulator.faults import Faults
+from livebridge.emulator.model import RuleModel
+from livebridge.emulator.scenario import Conversation, Scenario
+from livebridge.emulator.tls import Certificates, create_certificates
+
+SESSION_NOT_FOUND = "BidiGenerateContent session not found"
+INTERNAL_ERROR = "Internal error occurred."
+
+_PATH = re.compile(
+    r"^/+ws/google\.ai\.generativelanguage\.(?P<version>v1(?:alpha|beta)?)\."
+    r"GenerativeService\.BidiGenerateContent(?P<constrained>Constrained)?$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """What the opening handshake asked for."""
+
+    api_version: str
+    constrained: bool
+    auth: str
+    credential: str
+
+
+def route(path: str, headers: Headers) -> Route | tuple[HTTPStatus, str]:
+    """Accept the paths and credential forms the real service accepts, or say why not."""
+    path_only, _, query_string = path.partition("?")
+    match = _PATH.match(path_only)
+    if match is None:
+        return HTTPStatus.NOT_FOUND, f"Not found: {path_only}"
+    query = parse_qs(query_string)
+    credentials: list[tuple[str, str | None]] = [
+        ("x-goog-api-key", headers.get("x-goog-api-key")),
+        ("key", next(iter(query.get("key", [])), None)),
+        ("access_token", next(iter(query.get("access_token", [])), None)),
+    ]
+    authorization = headers.get("Authorization", "")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() in ("token", "bearer") and token:
+        credentials.append(("authorization", token))
+    for auth, credential in credentials:
+        if credential:
+            return Route(match["version"], bool(match["constrained"]), auth, credential)
+    return HTTPStatus.UNAUTHORIZED, "Missing API key: pass x-goog-api-key, ?key= or ?access_token="
+
+
+class Emulator:
+    """A local Gemini Live server; use as ``async with Emulator(...) as emu``.
+
+    ``scenario`` scripts every connection; without one, ``model`` (default ``RuleModel()``) answers.
+    ``reissue_after``: seconds before an unanswered BLOCKING call is issued again under a new id
+    (None: never). ``check_audio_during_blocking``: report audio streamed while a BLOCKING call is
+    pending. ``faults``: frame delays/drops, abrupt closes, a slow reader.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario | None = None,
+        *,
+        model: Scenario | None = None,
+        port: int = 0,
+        reissue_after: float | None = None,
+        check_audio_during_blocking: bool = True,
+        faults: Faults | None = None,
+    ) -> None:
+        self.scenario: Scenario = scenario or model or RuleModel()
+        self.port = port
+        self.sessions: list[EmulatedSession] = []
+        self._shared = Shared(
+            faults=faults or Faults(),
+            reissue_after=reissue_after,
+            check_audio_during_blocking=check_audio_during_blocking,
+            notify=self._notify,
+        )
+        self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self._waiters_lock = threading.Lock()
+        self._counter = itertools.count(1)
+        self._directory: Path | None = None
+        self._certificates: Certificates | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready: concurrent.futures.Future[int] = concurrent.futures.Future()
+        self._done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    # public state ------------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def ca_file(self) -> str:
+        if self._certificates is None:
+            raise RuntimeError("the emulator is not running")
+        return str(self._certificates.ca_file)
+
+    @property
+    def transcript(self) -> list[TranscriptEntry]:
+        return self._shared.transcript
+
+    @property
+    def violations(self) -> list[Violation]:
+        return self._shared.violations
+
+    def client(self, **http_kwargs: Any) -> genai.Client:
+        """A ``genai.Client`` (api_key "test") pointed at this emulator and trusting its CA."""
+        if self._certificates is None:
+            raise RuntimeError("the emulator is not running")
+        client_args = dict(http_kwargs.pop("async_client_args", None) or {})
+        client_args.setdefault("ssl", self._certificates.client_context())
+        http_kwargs.setdefault("base_url", self.base_url)
+        options = types.HttpOptions(async_client_args=client_args, **http_kwargs)
+        return genai.Client(api_key="test", http_options=options)
+
+    def env(self) -> dict[str, str]:
+        """Environment that points any google-genai program at this emulator."""
+        return {
+            "GOOGLE_GEMINI_BASE_URL": self.base_url,
+            "SSL_CERT_FILE": self.ca_file,
+            "GEMINI_API_KEY": "test",
+        }
+
+    async def wait_for(
+        self,
+        predicate: Callable[[], bool],
+        timeout: float = 10,  # noqa: ASYNC109 (a test helper: a bound is the point)
+    ) -> None:
+        """Wait until ``predicate()`` is true, re-checking whenever the emulator's state changes."""
+        event = asyncio.Event()
+        waiter = (asyncio.get_running_loop(), event)
+        with self._waiters_lock:
+            self._waiters.add(waiter)
+        try:
+            async with asyncio.timeout(timeout):
+                while not predicate():
+                    await event.wait()
+                    event.clear()
+        finally:
+            with self._waiters_lock:
+                self._waiters.discard(waiter)
+
+    def _notify(self) -> None:
+        with self._waiters_lock:
+            waiters = list(self._waiters)
+        for loop, event in waiters:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(event.set)
+
+    # lifecycle ---------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Emulator:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Create the CA and start serving on the server thread."""
+        self._directory = Path(tempfile.mkdtemp(prefix="livebridge-emulator-"))
+        self._certificates = create_certificates(self._directory)
+        self._thread = threading.Thread(target=self._run, name="livebridge-emulator", daemon=True)
+        self._thread.start()
+        self.port = await asyncio.wrap_future(self._ready)
+
+    async def stop(self) -> None:
+        """Close every connection (1001), wait for the server thread, remove the CA files."""
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+            await asyncio.wrap_future(self._done)
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except BaseException as error:
+            if not self._ready.done():
+                self._ready.set_exception(error)
+            self._done.set_exception(error)
+        else:
+            self._done.set_result(None)
+
+    async def _serve(self) -> None:
+        assert self._certificates is not None
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        server: Server = await serve(
+            self._handle,
+            "127.0.0.1",
+            self.port,
+            ssl=self._certificates.server_context,
+            process_request=_process_request,
+            max_size=None,
+            ping_interval=None,
+        )
+        port = int(server.sockets[0].getsockname()[1])
+        self._ready.set_result(port)
+        await self._stop.wait()
+        server.close()
+        await server.wait_closed()
+
+    # one connection ----------------------------------------------------------------------------
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        assert ws.request is not None
+        request_route = route(ws.request.path, ws.request.headers)
+        assert isinstance(request_route, Route)
+        session = EmulatedSession(
+            self._shared,
+            ws,
+            f"s{next(self._counter)}",
+            path=ws.request.path,
+            api_version=request_route.api_version,
+            auth=request_route.auth,
+        )
+        self.sessions.append(session)
+        try:
+            if await self._setup(session):
+                await self._converse(session)
+        finally:
+            await session.cancel_background()
+            session.checker.finish(server_closed=session.server_closed)
+            session.close_info = {"code": ws.close_code, "reason": ws.close_reason}
+            self._notify()
+
+    async def _setup(self, session: EmulatedSession) -> bool:
+        try:
+            frame = await session.ws.recv()
+        except ConnectionClosed:
+            return False
+        message = await session.decode(frame)
+        if message is None:
+            return False
+        if message.setup is None:
+            reason = "Invalid JSON payload received. The first message must be setup."
+            session.checker.flag("malformed_message", reason, wire.to_builtins(message))
+            await session.close(1007, reason)
+            return False
+        handle = (
+            message.setup.session_resumption.handle if message.setup.session_resumption else None
+        )
+        known = None
+        if handle:
+            known = self._shared.handles.get(handle)
+            if known is None:
+                await session.close(1008, SESSION_NOT_FOUND)
+                return False
+        session.start(message.setup, known, handle)
+        setup_complete = wire.SetupComplete(session_id=session.id)
+        await session.send(wire.ServerMessage(setup_complete=setup_complete))
+        return True
+
+    async def _converse(self, session: EmulatedSession) -> None:
+        scenario_task = asyncio.create_task(self._run_scenario(session))
+        try:
+            await session.read_loop()
+        finally:
+            scenario_task.cancel()
+            await asyncio.gather(scenario_task, return_exceptions=True)
+
+    async def _run_scenario(self, session: EmulatedSession) -> None:
+        try:
+            await self.scenario(Conversation(session))
+        except ConnectionClosed:
+            return
+        except Exception as error:
+            session.errors.append(f"{type(error).__name__}: {error}")
+            self._notify()
+            await session.close(1011, INTERNAL_ERROR)
+
+
+def _process_request(connection: ServerConnection, request: Request) -> Response | None:
+    result = route(request.path, request.headers)
+    if isinstance(result, Route):
+        return None
+    status, text = result
+    return connection.respond(status, text + "\n")

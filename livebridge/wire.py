@@ -1,0 +1,383 @@
+"""The Gemini Live wire codec: typed messages in both directions, encoded and decoded with msgspec.
+
+Server messages are decoded leniently (unknown fields ignored, proto3 JSON strings such as
+``"resumable": "true"`` coerced), client messages strictly, so an unknown field is reported the way
+the real service reports it. Client JSON may mix snake_case and lowerCamel field names
+(``normalize_keys``); user data (``args``, ``response``, JSON schemas, ``labels``) is never touched.
+Encoders and decoders are built once; use the module-level functions.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from functools import lru_cache
+from typing import Any, Literal
+
+import msgspec
+
+Scheduling = Literal["SCHEDULING_UNSPECIFIED", "SILENT", "WHEN_IDLE", "INTERRUPT"]
+
+
+class _Wire(msgspec.Struct, rename="camel", omit_defaults=True):
+    """Base of every message: camelCase on the wire, defaults omitted, unknown fields ignored."""
+
+
+class _Strict(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_fields=True):
+    """Base of client messages checked field by field, like the real service does."""
+
+
+# Shared content -------------------------------------------------------------------------------
+
+
+class Blob(_Wire):
+    """Inline bytes; ``data`` stays base64 text (standard or URL-safe), see ``b64decode``."""
+
+    mime_type: str | None = None
+    data: str = ""
+
+
+class FunctionCall(_Wire):
+    id: str | None = None
+    name: str = ""
+    args: dict[str, Any] | None = None
+
+
+class FunctionResponse(_Strict):
+    id: str | None = None
+    name: str | None = None
+    response: dict[str, Any] | None = None
+    will_continue: bool | None = None
+    scheduling: Scheduling | None = None
+    parts: list[dict[str, Any]] | None = None
+
+
+class Part(_Wire):
+    text: str | None = None
+    inline_data: Blob | None = None
+    function_call: FunctionCall | None = None
+    function_response: dict[str, Any] | None = None
+    thought: bool | None = None
+
+
+class Content(_Wire):
+    parts: list[Part] = []
+    role: str | None = None
+
+
+# Client -> server ------------------------------------------------------------------------------
+
+
+class FunctionDeclaration(_Wire):
+    name: str = ""
+    description: str | None = None
+    behavior: str | None = None
+    parameters: dict[str, Any] | None = None
+    parameters_json_schema: Any = None
+    response: dict[str, Any] | None = None
+    response_json_schema: Any = None
+
+
+class Tool(_Wire):
+    function_declarations: list[FunctionDeclaration] | None = None
+
+
+class GenerationConfig(_Wire):
+    response_modalities: list[str] | None = None
+
+
+class SessionResumptionConfig(_Wire):
+    handle: str | None = None
+    transparent: bool | None = None
+
+
+class AutomaticActivityDetection(_Wire):
+    disabled: bool | None = None
+    silence_duration_ms: int | None = None
+
+
+class RealtimeInputConfig(_Wire):
+    automatic_activity_detection: AutomaticActivityDetection | None = None
+    activity_handling: str | None = None
+    turn_coverage: str | None = None
+
+
+class Setup(_Wire):
+    model: str = ""
+    generation_config: GenerationConfig | None = None
+    system_instruction: Content | None = None
+    tools: list[Tool] | None = None
+    session_resumption: SessionResumptionConfig | None = None
+    input_audio_transcription: dict[str, Any] | None = None
+    output_audio_transcription: dict[str, Any] | None = None
+    realtime_input_config: RealtimeInputConfig | None = None
+    context_window_compression: dict[str, Any] | None = None
+    response_modalities: list[str] | None = None
+
+
+class ClientContent(_Strict):
+    turns: list[Content] | None = None
+    turn_complete: bool | None = None
+
+
+class ActivityMarker(_Wire):
+    """``activityStart`` / ``activityEnd``: an empty object."""
+
+
+class RealtimeInput(_Strict):
+    audio: Blob | None = None
+    video: Blob | None = None
+    text: str | None = None
+    activity_start: ActivityMarker | None = None
+    activity_end: ActivityMarker | None = None
+    audio_stream_end: bool | None = None
+    media_chunks: list[Blob] | None = None
+
+
+class ToolResponse(_Strict):
+    function_responses: list[FunctionResponse] = []
+
+
+class ContextUpdateTools(_Wire):
+    tools: list[Tool] = []
+
+
+class ContextUpdate(_Wire):
+    system_instruction: Content | None = None
+    tools: ContextUpdateTools | None = None
+
+
+class ClientMessage(_Strict):
+    """One client frame: exactly one field is set."""
+
+    setup: Setup | None = None
+    client_content: ClientContent | None = None
+    realtime_input: RealtimeInput | None = None
+    tool_response: ToolResponse | None = None
+    context_update: ContextUpdate | None = None
+
+
+# Server -> client ------------------------------------------------------------------------------
+
+
+class SetupComplete(_Wire):
+    session_id: str | None = None
+
+
+class Transcription(_Wire):
+    text: str | None = None
+    finished: bool | None = None
+
+
+class ServerContent(_Wire):
+    model_turn: Content | None = None
+    generation_complete: bool | None = None
+    turn_complete: bool | None = None
+    interrupted: bool | None = None
+    grounding_metadata: dict[str, Any] | None = None
+    input_transcription: Transcription | None = None
+    output_transcription: Transcription | None = None
+    interim_input_transcription: Transcription | None = None
+    url_context_metadata: dict[str, Any] | None = None
+    turn_complete_reason: str | None = None
+    waiting_for_input: bool | None = None
+    interaction_status: str | None = None
+
+
+class ToolCall(_Wire):
+    function_calls: list[FunctionCall] = []
+
+
+class ToolCallCancellation(_Wire):
+    ids: list[str] = []
+
+
+class ModalityTokenCount(_Wire):
+    modality: str | None = None
+    token_count: int | None = None
+
+
+class UsageMetadata(_Wire):
+    prompt_token_count: int | None = None
+    cached_content_token_count: int | None = None
+    response_token_count: int | None = None
+    tool_use_prompt_token_count: int | None = None
+    thoughts_token_count: int | None = None
+    total_token_count: int | None = None
+    prompt_tokens_details: list[ModalityTokenCount] | None = None
+    response_tokens_details: list[ModalityTokenCount] | None = None
+
+
+class GoAway(_Wire):
+    time_left: str | None = None
+
+
+class SessionResumptionUpdate(_Wire):
+    new_handle: str | None = None
+    resumable: bool | None = None
+    last_consumed_client_message_index: int | None = None
+
+
+class VoiceActivityDetectionSignal(_Wire):
+    vad_signal_type: str | None = None
+
+
+class VoiceActivity(_Wire):
+    type: str | None = None
+
+
+class ServerMessage(_Wire):
+    """One server frame; several fields may be set at once (e.g. ``turnComplete`` + usage)."""
+
+    setup_complete: SetupComplete | None = None
+    server_content: ServerContent | None = None
+    tool_call: ToolCall | None = None
+    tool_call_cancellation: ToolCallCancellation | None = None
+    usage_metadata: UsageMetadata | None = None
+    go_away: GoAway | None = None
+    session_resumption_update: SessionResumptionUpdate | None = None
+    voice_activity_detection_signal: VoiceActivityDetectionSignal | None = None
+    voice_activity: VoiceActivity | None = None
+
+
+# Codec -----------------------------------------------------------------------------------------
+
+_encoder = msgspec.json.Encoder()
+_server_decoder = msgspec.json.Decoder(ServerMessage, strict=False)
+_any_decoder = msgspec.json.Decoder()
+
+#: Keys whose values are user data: their contents keep their casing.
+_OPAQUE_KEYS = frozenset(
+    {
+        "args",
+        "response",
+        "properties",
+        "labels",
+        "parametersJsonSchema",
+        "responseJsonSchema",
+        "structValue",
+        "default",
+        "example",
+    }
+)
+
+
+class WireError(ValueError):
+    """A client message the real service would reject; ``reason`` mirrors its close reason."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def encode(message: msgspec.Struct | dict[str, Any]) -> bytes:
+    """Encode any wire message (Struct or plain dict) to compact JSON bytes."""
+    return _encoder.encode(message)
+
+
+def decode_server(data: bytes | str) -> ServerMessage:
+    """Decode a server frame (lenient: unknown fields ignored, proto3 strings coerced)."""
+    return _server_decoder.decode(data)
+
+
+def to_builtins(message: msgspec.Struct) -> dict[str, Any]:
+    """The JSON object a Struct encodes to (camelCase keys, defaults omitted)."""
+    result: dict[str, Any] = msgspec.to_builtins(message)
+    return result
+
+
+@lru_cache(maxsize=1024)
+def camel(name: str) -> str:
+    """``function_responses`` -> ``functionResponses``; camelCase names are returned unchanged."""
+    if "_" not in name:
+        return name
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+@lru_cache(maxsize=1024)
+def snake(name: str) -> str:
+    """``functionResponses`` -> ``function_responses`` (how the service names fields in errors)."""
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
+
+
+def normalize_keys(value: Any) -> Any:
+    """Rename every field name to lowerCamel, leaving user data (``_OPAQUE_KEYS``) untouched."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            name = camel(key) if isinstance(key, str) else key
+            out[name] = item if name in _OPAQUE_KEYS else normalize_keys(item)
+        return out
+    if isinstance(value, list):
+        return [normalize_keys(item) for item in value]
+    return value
+
+
+def decode_client_json(data: bytes | str) -> dict[str, Any]:
+    """Parse a client frame into a dict with normalised field names, or raise ``WireError``."""
+    try:
+        raw = _any_decoder.decode(data)
+    except msgspec.DecodeError:
+        raise WireError("Invalid JSON payload received. Unexpected token.") from None
+    if not isinstance(raw, dict):
+        raise WireError("Invalid JSON payload received. Expected an object.")
+    normalized: dict[str, Any] = normalize_keys(raw)
+    return normalized
+
+
+def convert_client(message: dict[str, Any]) -> ClientMessage:
+    """Type-check a normalised client message, raising ``WireError`` with the service's wording."""
+    try:
+        return msgspec.convert(message, ClientMessage, strict=False)
+    except msgspec.ValidationError as exc:
+        raise WireError(_service_reason(str(exc))) from None
+
+
+def decode_client(data: bytes | str) -> ClientMessage:
+    """Parse and type-check one client frame in either casing."""
+    return convert_client(decode_client_json(data))
+
+
+def b64decode(data: str) -> bytes:
+    """Decode standard or URL-safe base64, padded or not."""
+    text = data.replace("-", "+").replace("_", "/")
+    text += "=" * (-len(text) % 4)
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error:
+        raise WireError("Invalid value: invalid base64 data") from None
+
+
+def b64encode(data: bytes) -> str:
+    """Standard base64, as the service sends it."""
+    return base64.b64encode(data).decode("ascii")
+
+
+_UNKNOWN = re.compile(
+    r"Object contains unknown field `(?P<name>[^`]+)`(?: - at `\$(?P<at>[^`]*)`)?"
+)
+_AT = re.compile(r" - at `\$(?P<at>[^`]*)`")
+
+
+def _proto_path(path: str) -> str:
+    """``.toolResponse.functionResponses[0]`` -> ``tool_response.function_responses[0]``."""
+    return re.sub(r"[A-Za-z]+", lambda m: snake(m.group(0)), path.lstrip("."))
+
+
+def _service_reason(detail: str) -> str:
+    unknown = _UNKNOWN.match(detail)
+    if unknown:
+        name = unknown.group("name")
+        at = unknown.group("at")
+        where = f" at '{_proto_path(at)}'" if at else ""
+        return f'Invalid JSON payload received. Unknown name "{name}"{where}: Cannot find field.'
+    at_match = _AT.search(detail)
+    message = _AT.sub("", detail)
+    if at_match:
+        return (
+            f"Invalid JSON payload received. Invalid value at '{_proto_path(at_match['at'])}': "
+            f"{message}"
+        )
+    return f"Invalid JSON payload received. {message}"

@@ -1,0 +1,185 @@
+"""The contract checker: every violation is reported with its message; none for a correct client."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from livebridge.emulator import VIOLATION_KINDS, Conversation, Emulator
+
+from .helpers import (
+    MODEL,
+    answer,
+    raw_connect,
+    recv_until,
+    tool_call,
+    until_turn_complete,
+    weather_config,
+)
+
+SETUP_BLOCKING = {
+    "model": f"models/{MODEL}",
+    "tools": [
+        {
+            "functionDeclarations": [
+                {"name": "get_weather"},
+                {"name": "book", "behavior": "NON_BLOCKING"},
+            ]
+        }
+    ],
+}
+
+
+def calls_then_wait(*names: str) -> Any:
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        ids = await conv.tool_call([(name, {}) for name in names])
+        await conv.wait_answers(ids)
+        await conv.turn_complete()
+
+    return scenario
+
+
+async def exchange(emu: Emulator, responses: list[list[dict[str, Any]]], *names: str) -> list[str]:
+    """Ask for a turn, then send each list of responses (``{id}`` placeholders: call index)."""
+    async with raw_connect(emu, setup=SETUP_BLOCKING) as ws:
+        await ws.send(json.dumps({"realtime_input": {"text": "go"}}))
+        call = await recv_until(ws, "toolCall")
+        ids = [c["id"] for c in call["toolCall"]["functionCalls"]]
+        for batch in responses:
+            sent = [{**r, "id": ids[r["id"]]} if isinstance(r.get("id"), int) else r for r in batch]
+            await ws.send(json.dumps({"tool_response": {"function_responses": sent}}))
+        await ws.send(json.dumps({"realtime_input": {"text": "sync"}}))
+        await emu.wait_for(lambda: any("sync" in str(e.message) for e in emu.transcript))
+    await emu.wait_for(lambda: emu.sessions[0].close_info is not None)
+    return ids
+
+
+def kinds(emu: Emulator) -> list[str]:
+    return [v.kind for v in emu.violations]
+
+
+OK = {"name": "get_weather", "response": {"output": 1}}
+
+
+@pytest.mark.parametrize(
+    ("responses", "expected"),
+    [
+        ([[{**OK, "id": "function-call-1"}, {**OK, "id": 0}]], ["unknown_id"]),
+        ([[{**OK, "id": 0}], [{**OK, "id": 0}]], ["duplicate_answer"]),
+        ([[{"name": "get_weather", "response": {}}, {**OK, "id": 0}]], ["missing_id"]),
+        ([[{"id": 0, "response": {"output": 1}}]], ["missing_name"]),
+        ([[{"id": 0, "name": "other", "response": {}}]], ["name_mismatch"]),
+        ([[{**OK, "id": 0, "scheduling": "SILENT"}]], ["scheduling_on_blocking"]),
+        ([[{**OK, "id": 0, "will_continue": False}]], ["will_continue_on_blocking"]),
+        ([[], []], ["unanswered"]),
+    ],
+)
+async def test_single_call_violations(
+    responses: list[list[dict[str, Any]]], expected: list[str]
+) -> None:
+    async with Emulator(calls_then_wait("get_weather")) as emu:
+        await exchange(emu, [r for r in responses if r])
+    assert kinds(emu) == expected
+    offending = emu.violations[0].offending
+    assert (offending is None) == (expected == ["unanswered"])
+    assert all(v.session == "s1" for v in emu.violations)
+
+
+async def test_split_blocking_batch_is_a_warning() -> None:
+    async with Emulator(calls_then_wait("get_weather", "get_weather")) as emu:
+        await exchange(emu, [[{**OK, "id": 0}], [{**OK, "id": 1}]], "get_weather", "get_weather")
+    assert [(v.kind, v.severity) for v in emu.violations] == [("split_batch", "warning")]
+
+
+async def test_answer_for_cancelled_call() -> None:
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        ids = await conv.tool_call([("get_weather", {})])
+        await conv.cancel(ids)
+
+    async with Emulator(scenario) as emu, raw_connect(emu, setup=SETUP_BLOCKING) as ws:
+        await ws.send(json.dumps({"realtime_input": {"text": "go"}}))
+        call = await recv_until(ws, "toolCall")
+        await recv_until(ws, "toolCallCancellation")
+        call_id = call["toolCall"]["functionCalls"][0]["id"]
+        await ws.send(json.dumps({"toolResponse": {"functionResponses": [{**OK, "id": call_id}]}}))
+        await emu.wait_for(lambda: bool(emu.violations))
+    assert kinds(emu) == ["cancelled_id"]
+    assert emu.violations[0].offending == {
+        "toolResponse": {"functionResponses": [{**OK, "id": call_id}]}
+    }
+
+
+@pytest.mark.parametrize("check", [True, False])
+async def test_audio_while_blocking_call_pending(check: bool) -> None:
+    async with (
+        Emulator(calls_then_wait("get_weather"), check_audio_during_blocking=check) as emu,
+        raw_connect(emu, setup=SETUP_BLOCKING) as ws,
+    ):
+        await ws.send(json.dumps({"realtime_input": {"text": "go"}}))
+        call = await recv_until(ws, "toolCall")
+        silence = {"data": "AAAAAA==", "mime_type": "audio/pcm;rate=16000"}
+        for _ in range(3):
+            await ws.send(json.dumps({"realtime_input": {"audio": silence}}))
+        call_id = call["toolCall"]["functionCalls"][0]["id"]
+        await ws.send(json.dumps({"toolResponse": {"functionResponses": [{**OK, "id": call_id}]}}))
+        await recv_until(ws, "usageMetadata")
+    assert kinds(emu) == (["audio_during_blocking"] if check else [])
+
+
+async def test_deprecated_media_chunks_warning(live_emulator: Emulator) -> None:
+    async with raw_connect(live_emulator) as ws:
+        chunk = {"data": "AAA=", "mime_type": "audio/pcm;rate=16000"}
+        await ws.send(json.dumps({"realtime_input": {"mediaChunks": [chunk]}}))
+        await live_emulator.wait_for(lambda: bool(live_emulator.violations))
+    assert [(v.kind, v.severity) for v in live_emulator.violations] == [
+        ("deprecated_media_chunks", "warning")
+    ]
+
+
+async def test_correct_sdk_client_has_no_violations() -> None:
+    """Blocking batch answered at once, NON_BLOCKING streamed, re-issue answered: all clean."""
+    async with Emulator(reissue_after=5.0) as emu:
+        client = emu.client()
+        async with client.aio.live.connect(model=MODEL, config=weather_config()) as session:
+            for question in ("weather in Paris and Rome", "and Lisbon?"):
+                await session.send_realtime_input(text=question)
+                call = await tool_call(session)
+                await session.send_tool_response(
+                    function_responses=[answer(c) for c in call.function_calls or []]
+                )
+                await until_turn_complete(session)
+        await emu.wait_for(lambda: emu.sessions[0].close_info is not None)
+    assert emu.violations == []
+    assert len(emu.sessions[0].answered) == 3
+
+
+def test_every_kind_is_tested() -> None:
+    tested = {
+        "unknown_id",
+        "duplicate_answer",
+        "missing_id",
+        "missing_name",
+        "name_mismatch",
+        "scheduling_on_blocking",
+        "will_continue_on_blocking",
+        "unanswered",
+        "split_batch",
+        "cancelled_id",
+        "audio_during_blocking",
+        "deprecated_media_chunks",
+        "malformed_message",
+    }
+    assert tested == set(VIOLATION_KINDS)
+
+
+async def test_unanswered_when_client_closes_is_an_error(live_emulator: Emulator) -> None:
+    client = live_emulator.client()
+    async with client.aio.live.connect(model=MODEL, config=weather_config()) as session:
+        await session.send_realtime_input(text="weather in Cairo")
+        await tool_call(session)
+    await live_emulator.wait_for(lambda: bool(live_emulator.violations))
+    assert [(v.kind, v.severity) for v in live_emulator.violations] == [("unanswered", "error")]
