@@ -2,8 +2,9 @@
 
 The dispatcher knows nothing of any wire format: ``Call``s in, ``Outcome``s out (one per call,
 same order), each response following the contract table in DESIGN.md. Planning a batch is
-synchronous (re-issues, fan-out, unknown names, argument validation, duplicates); only the calls
-that must run get a task, each in its own cancel scope inside one task group.
+synchronous (re-issues, fan-out, unknown names, argument validation, duplicates). Each call that
+must run gets its own cancel scope and starts inline; the first one that suspends carries on in
+the caller's task and each call after it gets a task (see ``_run_concurrently``).
 
 Bad input to ``run()`` (something that is not a ``Call``, an id that is not a non-empty string)
 raises ``ValueError`` before anything runs, because such a call could never be answered. A name
@@ -12,10 +13,12 @@ that is not a string, with a usable id, is answered as an ``unknown_function`` r
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -33,6 +36,7 @@ log = logging.getLogger("livebridge.dispatch")
 
 OnSettled = Callable[[Outcome], None]
 OnPartial = Callable[[Partial], None]
+Job = Callable[[], Coroutine[Any, Any, None]]
 
 _canonical = msgspec.json.Encoder(order="sorted").encode
 _NO_VALUE: Any = object()
@@ -67,13 +71,18 @@ class CallPolicy:
 
 
 class _Pending:
-    """A call in flight: its cancel scope, and its outcome once settled."""
+    """A call in flight: its cancel scope, and its outcome once settled.
 
-    __slots__ = ("call", "cancel_requested", "outcome", "scope", "settled")
+    The scope gets its ``deadline`` only once the call first suspends: until then no timeout
+    can fire, and a handler that finishes without suspending never arms a timer.
+    """
 
-    def __init__(self, call: Call, scope: anyio.CancelScope) -> None:
+    __slots__ = ("call", "cancel_requested", "deadline", "outcome", "scope", "settled")
+
+    def __init__(self, call: Call, scope: anyio.CancelScope, deadline: float = math.inf) -> None:
         self.call = call
         self.scope = scope
+        self.deadline = deadline
         self.outcome: Outcome | None = None
         self.settled: anyio.Event | None = None
         self.cancel_requested = False
@@ -163,9 +172,7 @@ class Dispatcher:
         if len(jobs) == 1:
             await jobs[0]()
         elif jobs:
-            async with anyio.create_task_group() as tg:
-                for job in jobs:
-                    tg.start_soon(job)
+            await _run_concurrently(jobs)
         if self._observers:
             duration = self._clock() - batch.received
             emit(self._observers, BatchSettled(self.session_id, turn, len(calls), duration))
@@ -209,31 +216,42 @@ class Dispatcher:
         value: Any = _NO_VALUE
         failure: Exception | None = None
         started = ended = 0.0
-        with pending.scope:
+        scope = pending.scope
+        with scope:
             acquired: list[anyio.CapacityLimiter] = []
             try:
                 for limiter in self._limiters(tool):
                     try:
-                        limiter.acquire_nowait()
+                        limiter.acquire_on_behalf_of_nowait(pending)
                     except anyio.WouldBlock:
-                        await limiter.acquire()
+                        scope.deadline = pending.deadline
+                        await limiter.acquire_on_behalf_of(pending)
                     acquired.append(limiter)
                 started = self._clock()
                 if self._observers:
                     event = CallStarted(self.session_id, batch.turn, call, tool.behavior, started)
                     emit(self._observers, event)
                 if tool.kind == "async":
-                    value = await tool.handler(**kwargs)
-                elif tool.kind == "sync":
-                    function = partial(tool.handler, **kwargs)
-                    value = await anyio.to_thread.run_sync(function, abandon_on_cancel=True)
+                    coroutine = tool.handler(**kwargs)
+                    try:
+                        yielded = coroutine.send(None)
+                    except StopIteration as done:
+                        value = done.value
+                    else:
+                        scope.deadline = pending.deadline
+                        value = await _Resumed(coroutine, yielded)
                 else:
-                    value = await self._stream(call, tool, kwargs, batch.on_partial)
+                    scope.deadline = pending.deadline
+                    if tool.kind == "sync":
+                        function = partial(tool.handler, **kwargs)
+                        value = await anyio.to_thread.run_sync(function, abandon_on_cancel=True)
+                    else:
+                        value = await self._stream(call, tool, kwargs, batch.on_partial)
             except Exception as exc:
                 failure = exc
             finally:
                 for limiter in reversed(acquired):
-                    limiter.release()
+                    limiter.release_on_behalf_of(pending)
                 ended = self._clock()
         latency = ended - started if started else 0.0
         if value is _NO_VALUE and pending.scope.cancel_called:
@@ -302,6 +320,8 @@ class _Batch:
         self.on_settled = on_settled
         self.on_partial = on_partial
         self.received = dispatcher._clock()
+        # The running backend's scope class: creating scopes through it skips a backend lookup.
+        self.new_scope: type[anyio.CancelScope] = type(anyio.CancelScope())
         self._outcomes: list[Outcome | None] = [None] * len(calls)
 
     def outcomes(self) -> list[Outcome]:
@@ -378,7 +398,7 @@ class _Batch:
             else:
                 key = None
             timeout = tool.timeout or policy.timeout
-            pending = _Pending(call, anyio.CancelScope(deadline=now + timeout))
+            pending = _Pending(call, self.new_scope(), now + timeout)
             running[call.id] = pending
             if key is not None:
                 firsts[key] = pending
@@ -408,7 +428,7 @@ class _Batch:
         self, index: int, tool: Tool, first: _Pending, kind: OutcomeKind | None
     ) -> Callable[[], Coroutine[Any, Any, None]]:
         """A job answering a twin from ``first``'s outcome, cancellable by the twin's own id."""
-        own = _Pending(self.calls[index], anyio.CancelScope())
+        own = _Pending(self.calls[index], self.new_scope())
         self.dispatcher._running[own.call.id] = own
         return partial(self._wait, index, tool, own, first, kind)
 
@@ -429,6 +449,73 @@ class _Batch:
     async def _reissue(self, index: int, tool: Tool | None, first: _Pending) -> None:
         """A call id that is still running elsewhere gets that very outcome."""
         self.settle(index, await first.wait(), tool)
+
+
+async def _run_concurrently(jobs: Sequence[Job]) -> None:
+    """Run ``jobs`` concurrently, starting each inline in this task until one suspends.
+
+    A job that finishes without suspending needs no task. The first one that suspends carries on
+    in this task, and every job after it gets a task of its own; none is ever moved between
+    tasks, so cancel scopes and limiters stay with the task that entered them. Each job runs in
+    its own copy of the context, as it would in a task.
+    """
+    async with anyio.create_task_group() as tg:
+        for position, job in enumerate(jobs):
+            context = contextvars.copy_context()
+            coroutine = job()
+            try:
+                yielded = context.run(coroutine.send, None)
+            except StopIteration:
+                continue
+            for later in jobs[position + 1 :]:
+                tg.start_soon(later)
+            await _Resumed(coroutine, yielded, context)
+            return
+
+
+class _Resumed:
+    """Awaiting it carries on a coroutine that already ran up to its first suspension.
+
+    It does what ``await`` would have done from there on (``yield from``): what the coroutine
+    yields goes to the task, what the task sends or throws goes to the coroutine. Given a
+    context, every step runs in it.
+    """
+
+    __slots__ = ("_context", "_coroutine", "_yielded")
+
+    def __init__(
+        self,
+        coroutine: Coroutine[Any, Any, Any],
+        yielded: Any,
+        context: contextvars.Context | None = None,
+    ) -> None:
+        self._coroutine = coroutine
+        self._yielded = yielded
+        self._context = context
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coroutine, yielded = self._coroutine, self._yielded
+        run = self._context.run if self._context is not None else _call
+        while True:
+            try:
+                sent = yield yielded
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as exc:
+                try:
+                    yielded = run(coroutine.throw, exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    yielded = run(coroutine.send, sent)
+                except StopIteration as done:
+                    return done.value
+
+
+def _call(function: Callable[[Any], Any], argument: Any) -> Any:
+    return function(argument)
 
 
 def _check(calls: Sequence[Call]) -> None:

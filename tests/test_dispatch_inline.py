@@ -1,0 +1,88 @@
+"""Calls start inline in the caller's task: what a task of their own would give must still hold."""
+
+from __future__ import annotations
+
+import contextvars
+
+import anyio
+import anyio.lowlevel
+
+from livebridge import Call, CallPolicy, Dispatcher, ToolRegistry
+
+marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="unset")
+
+
+def batch(*names: str) -> list[Call]:
+    return [Call(f"c{index}", name, {"n": index}) for index, name in enumerate(names)]
+
+
+async def test_a_handler_context_change_stays_with_its_call() -> None:
+    tools = ToolRegistry()
+    seen: list[str] = []
+
+    @tools.tool
+    async def mark(n: int) -> None:
+        marker.set("changed")
+
+    @tools.tool
+    async def read(n: int) -> str:
+        seen.append(marker.get())
+        await anyio.lowlevel.checkpoint()
+        return marker.get()
+
+    outcomes = await Dispatcher(tools).run(batch("mark", "read", "mark", "read"))
+    assert [o.response for o in outcomes[1::2]] == [{"output": "unset"}] * 2
+    assert seen == ["unset", "unset"] and marker.get() == "unset"
+
+
+async def test_mixed_batch_keeps_timeouts_cancellation_and_handler_scopes() -> None:
+    tools = ToolRegistry()
+    started = anyio.Event()
+
+    @tools.tool
+    async def instant(n: int) -> str:
+        return "now"
+
+    @tools.tool(timeout=0.05)
+    async def hang(n: int) -> None:
+        await anyio.Event().wait()
+
+    @tools.tool
+    async def scoped(n: int) -> str:
+        with anyio.fail_after(30):
+            await anyio.lowlevel.checkpoint()
+        return "scoped"
+
+    @tools.tool
+    async def waits(n: int) -> None:
+        started.set()
+        await anyio.Event().wait()
+
+    dispatcher = Dispatcher(tools, CallPolicy(timeout=30))
+    calls = batch("instant", "hang", "scoped", "waits", "instant")
+
+    async def cancel_when_started() -> None:
+        await started.wait()
+        assert dispatcher.cancel("c3")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(cancel_when_started)
+        outcomes = await dispatcher.run(calls)
+    kinds = [o.kind for o in outcomes]
+    assert kinds == ["ok", "timeout", "ok", "cancelled", "ok"]
+    assert outcomes[2].response == {"output": "scoped"}
+
+
+async def test_a_caller_holding_the_shared_limiter_can_still_run_a_batch() -> None:
+    tools = ToolRegistry()
+    shared = anyio.CapacityLimiter(4)
+
+    @tools.tool
+    async def slow(n: int) -> str:
+        await anyio.lowlevel.checkpoint()
+        return "done"
+
+    dispatcher = Dispatcher(tools, CallPolicy(limiter=shared))
+    async with shared:
+        outcomes = await dispatcher.run(batch("slow", "slow"))
+    assert [o.kind for o in outcomes] == ["ok", "ok"]
