@@ -1,0 +1,84 @@
+"""Outcomes and streamed items as Gemini Live ``FunctionResponse`` objects.
+
+The wire shape (camelCase, as js-genai and the server's proto3 JSON use it)::
+
+    {"id": "function-call-1", "name": "get_weather", "response": {"output": ...},
+     "scheduling": "WHEN_IDLE", "willContinue": true}
+
+BLOCKING answers never carry ``scheduling`` or ``willContinue``. NON_BLOCKING answers carry the
+per-result ``scheduling`` when the handler chose one, else the tool's default, else nothing (the
+server then uses ``WHEN_IDLE``). A streaming tool sends each item with ``willContinue: true`` and
+ends with ``willContinue: false``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from livebridge.calls import Behavior, Outcome, Partial, Scheduling
+
+if TYPE_CHECKING:
+    from google.genai import types
+
+
+def encode(
+    answer: Outcome | Partial,
+    *,
+    behavior: Behavior,
+    scheduling: Scheduling | None = None,
+    streaming: bool = False,
+) -> dict[str, Any]:
+    """One ``FunctionResponse`` wire dict for a final answer or a streamed item.
+
+    ``scheduling`` is the tool's default; a value carried by ``answer`` overrides it.
+    Raises ValueError for a streamed item of a BLOCKING or non-streaming call.
+    """
+    response: dict[str, Any] = {
+        "id": answer.call_id,
+        "name": answer.name,
+        "response": answer.response,
+    }
+    partial = isinstance(answer, Partial)
+    if behavior == "BLOCKING":
+        if partial:
+            raise ValueError(f"call {answer.call_id}: a BLOCKING call cannot stream items")
+        return response
+    if partial and not streaming:
+        raise ValueError(f"call {answer.call_id}: only a streaming tool sends items")
+    chosen = answer.scheduling or scheduling
+    if chosen is not None:
+        response["scheduling"] = chosen
+    if streaming:
+        response["willContinue"] = partial
+    return response
+
+
+def tool_response(function_responses: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The complete client message carrying ``function_responses``, for a raw socket."""
+    return {"toolResponse": {"functionResponses": [dict(r) for r in function_responses]}}
+
+
+def to_sdk(function_responses: Sequence[Mapping[str, Any]]) -> list[types.FunctionResponse]:
+    """The same answers as SDK objects, for ``AsyncSession.send_tool_response``.
+
+    Use ``send_tool_response``: the SDK's older ``send(input=...)`` path drops ``scheduling``
+    and ``willContinue``.
+    """
+    from google.genai import types
+
+    converted: list[types.FunctionResponse] = []
+    for response in function_responses:
+        scheduling = response.get("scheduling")
+        if scheduling is not None:
+            scheduling = types.FunctionResponseScheduling(scheduling)
+        converted.append(
+            types.FunctionResponse(
+                id=response["id"],
+                name=response["name"],
+                response=response["response"],
+                scheduling=scheduling,
+                will_continue=response.get("willContinue"),
+            )
+        )
+    return converted

@@ -1,0 +1,492 @@
+"""The call ledger: every Live tool call from ``toolCall`` to its one fate, with no I/O.
+
+Everything that decides what is sent for a call lives here. The session shell feeds events in
+(calls received, results settled, cancellations, reconnects), asks ``drain()`` for the one
+``toolResponse`` to send now and confirms it with ``sent()`` once it left. Nothing here
+awaits, reads a clock or touches a socket: times come in as ``now`` arguments, so the whole
+ledger is tested with plain function calls.
+
+One delivery of a call id is a *life*. It moves through these states (the table below is the
+only place they change; an event not in it raises ``LedgerError`` and changes nothing)::
+
+    running --settle--> settled --release--> ready --send--> answered
+       |                   |                   |
+       +------ cancel ---> cancelled <---------+   (toolCallCancellation)
+       +------ orphan ---> orphaned  <---------+   (resumed without it, closed)
+
+``answered``, ``cancelled`` and ``orphaned`` are the fates: every life ends in exactly one.
+A BLOCKING call is released when every call of its batch (the BLOCKING calls of one
+``receive()``) has settled or been cancelled, so the whole batch goes out in one message.
+A NON_BLOCKING call is released as soon as it settles; its streamed items go out as they come.
+
+Identity rules:
+- an id that is still live is never run twice: a second delivery is dropped;
+- after a life ends, the first copy from the *other* source (``modelTurn`` vs ``toolCall``) on
+  the same connection is the twin of the same delivery and is dropped too;
+- any other delivery of an ended id is a re-issue: a new life, which the dispatcher answers from
+  its cache, so an id is answered again only when the server asked again after its answer.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from livebridge.adapters import gemini_live
+from livebridge.calls import Behavior, Call, Outcome, Partial, Scheduling
+
+CallState = Literal["running", "settled", "ready", "answered", "cancelled", "orphaned"]
+FateKind = Literal["answered", "cancelled", "orphaned"]
+Via = Literal["tool_call", "model_turn"]
+NoticeKind = Literal["duplicate_delivery", "unknown_cancel", "late_cancel", "dropped_result"]
+_Event: TypeAlias = Literal["settle", "partial", "release", "send", "cancel", "orphan"]
+
+_TRANSITIONS: dict[tuple[CallState, _Event], CallState] = {
+    ("running", "partial"): "running",
+    ("running", "settle"): "settled",
+    ("settled", "release"): "ready",
+    ("ready", "send"): "answered",
+    ("running", "cancel"): "cancelled",
+    ("settled", "cancel"): "cancelled",
+    ("ready", "cancel"): "cancelled",
+    ("running", "orphan"): "orphaned",
+    ("settled", "orphan"): "orphaned",
+    ("ready", "orphan"): "orphaned",
+    # A handler that ends after its call was withdrawn: accepted, nothing is sent.
+    ("cancelled", "partial"): "cancelled",
+    ("cancelled", "settle"): "cancelled",
+    ("orphaned", "partial"): "orphaned",
+    ("orphaned", "settle"): "orphaned",
+}
+_FATE_OF: dict[_Event, FateKind] = {"send": "answered", "cancel": "cancelled", "orphan": "orphaned"}
+_LIVE_STATES: frozenset[CallState] = frozenset({"running", "settled", "ready"})
+_MAX_HANDLES = 16
+
+
+class LedgerError(Exception):
+    """The caller (session shell or dispatcher) reported an event the ledger cannot accept.
+
+    The ledger's state is unchanged; this is a bug in the caller, never in the server's input.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class LiveCall:
+    """A call as received, with what the registry says about its tool."""
+
+    call: Call
+    behavior: Behavior = "BLOCKING"
+    scheduling: Scheduling | None = None  # the tool's default, NON_BLOCKING only
+    streaming: bool = False  # the handler is an async generator (NON_BLOCKING only)
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """One response put in an ``Outgoing`` message; ``outcome`` is None for a streamed item."""
+
+    call_id: str
+    name: str
+    behavior: Behavior
+    outcome: Outcome | None
+    turnaround: float  # seconds from the call's receipt to this send
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One ``toolResponse`` to send now; confirm it with ``CallLedger.sent()``.
+
+    ``function_responses`` are wire dicts from ``gemini_live.encode``; send them with
+    ``session.send_tool_response(function_responses=gemini_live.to_sdk(...))``, or send
+    ``message`` on a raw socket.
+    """
+
+    function_responses: list[dict[str, Any]]
+    answered: list[Answered]
+
+    @property
+    def message(self) -> dict[str, Any]:
+        """The complete client message: ``{"toolResponse": {"functionResponses": [...]}}``."""
+        return gemini_live.tool_response(self.function_responses)
+
+
+@dataclass(frozen=True, slots=True)
+class Fate:
+    """How one delivery of a call ended; each delivery gets exactly one."""
+
+    call_id: str
+    name: str
+    behavior: Behavior
+    fate: FateKind
+    reason: str
+    outcome: Outcome | None  # the answer sent, or the result that was withheld (if any)
+    received_at: float
+    ended_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something worth a log line that changed no call's fate (duplicates, late cancels...)."""
+
+    kind: NoticeKind
+    call_id: str
+    detail: str
+
+
+@dataclass(eq=False, slots=True)
+class _Life:
+    call: Call
+    behavior: Behavior
+    scheduling: Scheduling | None
+    streaming: bool
+    received_at: float
+    seq: int
+    epoch: int
+    via: set[Via]
+    batch: list[_Life] | None = None
+    state: CallState = "running"
+    outcome: Outcome | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    life: _Life
+    answer: Outcome | Partial
+
+
+class CallLedger:
+    """Tracks every call of one Live session; see the module docstring for the rules."""
+
+    def __init__(self) -> None:
+        self._lives: dict[str, _Life] = {}  # the newest life of each id
+        self._live: dict[str, _Life] = {}  # lives without a fate yet, in arrival order
+        self._ready: list[_Item] = []
+        self._in_flight: tuple[Outgoing, list[_Item]] | None = None  # drained, not yet sent()
+        self._fates: list[Fate] = []
+        self._untaken = 0  # fates not yet returned by take_fates()
+        self._notices: list[Notice] = []
+        self._seq = 0  # deliveries admitted so far; a handle knows those below its mark
+        self._epoch = 0  # connections opened so far; twins are matched within one
+        self._handles: OrderedDict[str, int] = OrderedDict()  # handle -> mark, newest last
+        self._connected = True
+        self._accepting = True
+
+    # -- queries --------------------------------------------------------------------------
+
+    @property
+    def pending_ids(self) -> frozenset[str]:
+        """Ids of calls that have no fate yet."""
+        return frozenset(self._live)
+
+    @property
+    def idle(self) -> bool:
+        """No call is waiting for its fate."""
+        return not self._live
+
+    @property
+    def blocking_pending(self) -> bool:
+        """A BLOCKING call has not been answered yet (the model is waiting for it)."""
+        return any(life.behavior == "BLOCKING" for life in self._live.values())
+
+    @property
+    def connected(self) -> bool:
+        """A socket is open, so ``drain()`` hands out answers."""
+        return self._connected
+
+    def state(self, call_id: str) -> CallState | None:
+        """The state of the newest delivery of ``call_id`` (None if never received)."""
+        life = self._lives.get(call_id)
+        return None if life is None else life.state
+
+    def fates(self) -> list[Fate]:
+        """Every fate so far, in the order they happened."""
+        return list(self._fates)
+
+    def take_fates(self) -> list[Fate]:
+        """The fates that happened since the last call."""
+        taken = self._fates[len(self._fates) - self._untaken :]
+        self._untaken = 0
+        return taken
+
+    def take_notices(self) -> list[Notice]:
+        """The notices since the last call."""
+        notices, self._notices = self._notices, []
+        return notices
+
+    # -- events ---------------------------------------------------------------------------
+
+    def receive(
+        self, calls: Sequence[LiveCall], now: float, *, via: Via = "tool_call"
+    ) -> list[Call]:
+        """Calls arrived in one ``toolCall`` (or one ``modelTurn``); returns the ones to run.
+
+        Run the returned calls as one dispatcher batch. A re-issued id is among them (the
+        dispatcher answers it from its cache). After ``shutdown()`` nothing is run: every new
+        call is orphaned at once.
+        """
+        for live_call in calls:
+            if not live_call.call.id:
+                raise LedgerError("a call without an id cannot be answered; filter it out first")
+            if live_call.streaming and live_call.behavior == "BLOCKING":
+                raise LedgerError(f"call {live_call.call.id}: only NON_BLOCKING calls can stream")
+        admitted: list[_Life] = []
+        seen: set[str] = set()
+        for live_call in calls:
+            if live_call.call.id in seen:
+                self._notices.append(
+                    Notice("duplicate_delivery", live_call.call.id, "id repeated in one message")
+                )
+                continue
+            seen.add(live_call.call.id)
+            life = self._admit(live_call, now, via)
+            if life is not None:
+                admitted.append(life)
+        batch = [life for life in admitted if life.behavior == "BLOCKING"]
+        for life in batch:
+            life.batch = batch
+        if not self._accepting:
+            for life in admitted:
+                self._end(life, "orphan", "arrived after shutdown", now)
+            return []
+        return [life.call for life in admitted]
+
+    def partial(self, item: Partial) -> None:
+        """A streaming handler yielded ``item``; it goes out with ``willContinue: true``."""
+        life = self._known(item.call_id)
+        if life.state == "running" and not life.streaming:
+            raise LedgerError(f"call {item.call_id}: {life.call.name} is not a streaming tool")
+        self._move(life, "partial")
+        if life.state == "running":
+            self._ready.append(_Item(life, item))
+        else:
+            self._note("dropped_result", life, f"item for a {life.state} call dropped")
+
+    def settle(self, outcome: Outcome) -> None:
+        """A call's final outcome, from the dispatcher.
+
+        An outcome of kind ``cancelled`` for a call the server did not cancel (a handler
+        cancelled at shutdown) is an answer like any other: its error payload is sent.
+        """
+        life = self._known(outcome.call_id)
+        if life.outcome is not None:
+            raise LedgerError(f"call {outcome.call_id} settled twice")
+        if outcome.kind == "orphaned":
+            raise LedgerError(f"call {outcome.call_id}: only the ledger orphans calls")
+        self._move(life, "settle")
+        life.outcome = outcome
+        if life.state != "settled":
+            self._note("dropped_result", life, f"result for a {life.state} call dropped")
+        elif life.batch is None:
+            self._release([life])
+        else:
+            self._release_batch_of(life)
+
+    def cancel(self, call_ids: Iterable[str], now: float) -> list[str]:
+        """``toolCallCancellation``: returns the ids whose handlers are still running.
+
+        Nothing is ever sent for a cancelled call. Ids that are unknown or already ended are
+        ignored and reported as notices.
+        """
+        running: list[str] = []
+        for call_id in call_ids:
+            life = self._lives.get(call_id)
+            if life is None:
+                self._notices.append(Notice("unknown_cancel", call_id, "cancel for unknown id"))
+                continue
+            if life.state not in _LIVE_STATES:
+                self._note("late_cancel", life, f"cancel for a call already {life.state}")
+                continue
+            if life.state == "running":
+                running.append(call_id)
+            self._end(life, "cancel", "cancelled by the server", now)
+            self._release_batch_of(life)
+        return running
+
+    def handle_issued(self, handle: str) -> None:
+        """``sessionResumptionUpdate`` with ``resumable`` and a new handle.
+
+        The handle knows every call received before it. Only the newest handles are kept.
+        """
+        if not handle:
+            raise LedgerError("a resumption handle cannot be empty")
+        handles = self._handles
+        handles[handle] = self._seq
+        handles.move_to_end(handle)
+        while len(handles) > _MAX_HANDLES:
+            handles.popitem(last=False)
+
+    def disconnected(self) -> None:
+        """No socket is open: answers wait for ``resumed()``.
+
+        A message drained but not confirmed by ``sent()`` did not leave: it goes back to the
+        front of the queue.
+        """
+        self._connected = False
+        self._requeue_in_flight()
+
+    def resumed(self, handle: str | None, now: float) -> list[str]:
+        """A socket opened with ``handle`` (None: a fresh session); returns the orphaned ids.
+
+        Every call the handle does not know is orphaned: its answer will never be sent, and a
+        result that arrives later is dropped. The shell may cancel those still running.
+        """
+        mark = None if handle is None else self._handles.get(handle)
+        orphaned: list[str] = []
+        reason = "fresh session" if handle is None else "not known to the resumed session"
+        for life in list(self._live.values()):
+            if mark is None or life.seq >= mark:
+                self._end(life, "orphan", reason, now)
+                orphaned.append(life.call.id)
+        if handle is None:
+            self._handles.clear()
+        self._requeue_in_flight()
+        self._epoch += 1
+        self._connected = True
+        return orphaned
+
+    def shutdown(self) -> list[str]:
+        """Stop accepting calls; returns the ids still running (cancel them after the grace).
+
+        Results that settle later are still answered while a socket is open.
+        """
+        self._accepting = False
+        return [life.call.id for life in self._live.values() if life.state == "running"]
+
+    def close(self, now: float) -> list[str]:
+        """The session is over: every call without a fate is orphaned; returns their ids.
+
+        Closing twice is harmless. Results that arrive later are dropped.
+        """
+        self._accepting = False
+        self._connected = False
+        self._in_flight = None
+        orphaned = list(self._live)
+        for life in list(self._live.values()):
+            self._end(life, "orphan", "session closed", now)
+        return orphaned
+
+    def drain(self, now: float) -> Outgoing | None:
+        """Everything ready to send now, as one ``toolResponse``.
+
+        None when nothing is ready, no socket is open, or the previous message awaits
+        ``sent()``: one message is in flight at a time.
+        """
+        if not self._connected or self._in_flight is not None or not self._ready:
+            return None
+        items = [item for item in self._ready if item.life.state in _LIVE_STATES]
+        self._ready = []
+        if not items:
+            return None
+        responses: list[dict[str, Any]] = []
+        answered: list[Answered] = []
+        for item in items:
+            life = item.life
+            responses.append(
+                gemini_live.encode(
+                    item.answer,
+                    behavior=life.behavior,
+                    scheduling=life.scheduling,
+                    streaming=life.streaming,
+                )
+            )
+            final = item.answer if isinstance(item.answer, Outcome) else None
+            turnaround = now - life.received_at
+            answered.append(
+                Answered(life.call.id, life.call.name, life.behavior, final, turnaround)
+            )
+        outgoing = Outgoing(responses, answered)
+        self._in_flight = (outgoing, items)
+        return outgoing
+
+    def sent(self, outgoing: Outgoing, now: float) -> None:
+        """The message from ``drain()`` left on the socket: its final answers are answered.
+
+        A call cancelled or orphaned while its answer was being written keeps that fate.
+        If the socket closes first, ``disconnected()`` puts the message back in the queue.
+        """
+        if self._in_flight is None or self._in_flight[0] is not outgoing:
+            raise LedgerError("sent() must confirm the message drain() returned last")
+        _, items = self._in_flight
+        self._in_flight = None
+        for item in items:
+            if isinstance(item.answer, Outcome) and item.life.state == "ready":
+                self._end(item.life, "send", "sent", now)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _admit(self, live_call: LiveCall, now: float, via: Via) -> _Life | None:
+        call = live_call.call
+        previous = self._lives.get(call.id)
+        if previous is not None:
+            live = previous.state in _LIVE_STATES
+            twin = previous.epoch == self._epoch and via not in previous.via
+            if live or twin:
+                previous.via.add(via)
+                self._note("duplicate_delivery", previous, f"second delivery via {via} dropped")
+                return None
+        life = _Life(
+            call=call,
+            behavior=live_call.behavior,
+            scheduling=live_call.scheduling if live_call.behavior == "NON_BLOCKING" else None,
+            streaming=live_call.streaming,
+            received_at=now,
+            seq=self._seq,
+            epoch=self._epoch,
+            via={via},
+        )
+        self._seq += 1
+        self._lives[call.id] = life
+        self._live[call.id] = life
+        return life
+
+    def _known(self, call_id: str) -> _Life:
+        life = self._lives.get(call_id)
+        if life is None:
+            raise LedgerError(f"call {call_id} was never received")
+        return life
+
+    def _move(self, life: _Life, event: _Event) -> None:
+        target = _TRANSITIONS.get((life.state, event))
+        if target is None:
+            raise LedgerError(f"call {life.call.id}: cannot {event} a call that is {life.state}")
+        life.state = target
+
+    def _end(self, life: _Life, event: _Event, reason: str, now: float) -> None:
+        self._move(life, event)
+        del self._live[life.call.id]
+        self._fates.append(
+            Fate(
+                life.call.id,
+                life.call.name,
+                life.behavior,
+                _FATE_OF[event],
+                reason,
+                life.outcome,
+                life.received_at,
+                now,
+            )
+        )
+        self._untaken += 1
+
+    def _release_batch_of(self, life: _Life) -> None:
+        batch = life.batch
+        if batch is None:
+            return
+        if any(member.state == "running" for member in batch):
+            return
+        self._release([member for member in batch if member.state == "settled"])
+
+    def _release(self, lives: list[_Life]) -> None:
+        for life in lives:
+            self._move(life, "release")
+            assert life.outcome is not None
+            self._ready.append(_Item(life, life.outcome))
+
+    def _requeue_in_flight(self) -> None:
+        if self._in_flight is not None:
+            self._ready[:0] = self._in_flight[1]
+            self._in_flight = None
+
+    def _note(self, kind: NoticeKind, life: _Life, detail: str) -> None:
+        self._notices.append(Notice(kind, life.call.id, detail))

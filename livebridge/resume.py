@@ -1,0 +1,233 @@
+"""What to do when a Live socket ends or is about to: pure policy, no clock and no I/O.
+
+Close codes become typed errors whose message says what happened and what to do::
+
+    LiveSessionError                  any way a Live session ends against the app's wish
+    ├── ConnectionLostError           1006, keepalive ping timeout, network error: resume
+    ├── ServerError                   1011 (service unavailable, internal error): resume
+    ├── InvalidPayloadError           1007: the server rejected a message we sent (fatal)
+    └── PolicyViolationError          1008 (fatal)
+        ├── ModelNotFoundError        the model name is wrong or not enabled for the key
+        ├── SessionNotFoundError      the resumption handle is stale
+        └── OperationAbortedError     reported for audio sent while a tool call was pending
+
+Close codes and reasons are those observed on the real service (``LIVE_PROTOCOL.md``).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+
+class LiveSessionError(Exception):
+    """The Live session ended in a way the app must know about.
+
+    ``code`` and ``reason`` are the websocket close code and reason, when there was one.
+    """
+
+    def __init__(self, message: str, *, code: int | None = None, reason: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+
+
+class ConnectionLostError(LiveSessionError):
+    """The socket dropped without a proper close (network, keepalive); resumable."""
+
+
+class ServerError(LiveSessionError):
+    """The server closed with an internal error (1011); resumable."""
+
+
+class InvalidPayloadError(LiveSessionError):
+    """The server rejected a message as invalid (1007)."""
+
+
+class PolicyViolationError(LiveSessionError):
+    """The server refused the session (1008)."""
+
+
+class ModelNotFoundError(PolicyViolationError):
+    """The model does not exist or is not available to this key for the Live API."""
+
+
+class SessionNotFoundError(PolicyViolationError):
+    """The resumption handle no longer names a session."""
+
+
+class OperationAbortedError(PolicyViolationError):
+    """The server aborted the session ("The operation was aborted.")."""
+
+
+@dataclass(frozen=True, slots=True)
+class CloseDecision:
+    """What to do about a closed socket.
+
+    ``retry``: connect again; ``resume``: with the newest resumption handle. ``reason`` is a
+    short label for events and metrics; ``error`` is what the app gets when the session ends
+    (or what it is told about a retry); None for an expected close.
+    """
+
+    retry: bool
+    resume: bool
+    reason: str
+    error: LiveSessionError | None
+
+
+_DURATION = re.compile(r"(-)?(\d+)(?:\.(\d{1,9}))?s")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a proto3 JSON Duration such as ``"50s"``, ``"1.5s"`` or ``"0.250s"``."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"not a protobuf Duration (like '50s' or '1.5s'): {text!r}")
+    sign, whole, fraction = match.groups()
+    seconds = int(whole) + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
+    return -seconds if sign else seconds
+
+
+def backoff(
+    initial: float = 0.25,
+    factor: float = 2.0,
+    maximum: float = 10.0,
+    jitter: float = 0.1,
+    rand: Callable[[], float] = random.random,
+) -> Iterator[float]:
+    """Delays before each reconnect attempt: exponential, capped, endless.
+
+    Each delay is spread by ``±jitter`` (a fraction) so that many sessions dropped together do
+    not reconnect together; ``rand`` returns a float in [0, 1) and is injectable for tests.
+    """
+    if initial <= 0 or factor < 1 or maximum < initial or not 0 <= jitter < 1:
+        raise ValueError("need initial > 0, factor >= 1, maximum >= initial, 0 <= jitter < 1")
+    delay = initial
+    while True:
+        yield delay * (1 + jitter * (2 * rand() - 1))
+        delay = min(maximum, delay * factor)
+
+
+def classify_close(code: int | None, reason: str, *, after_go_away: bool = False) -> CloseDecision:
+    """Decide retry / resume / give up for a socket closed with ``code`` and ``reason``.
+
+    ``code`` is None when the connection failed without a close frame (network error).
+    ``after_go_away`` is true when the server announced the end with ``goAway``.
+    """
+    text = reason.lower()
+    error: LiveSessionError
+    if code == 1000:
+        if after_go_away:
+            return CloseDecision(True, True, "go_away", None)
+        return CloseDecision(False, False, "closed", None)
+    if code is None or code in (1001, 1006):
+        error = ConnectionLostError(
+            f"The connection to the Live API was lost (close code {code}, {reason or 'no reason'})."
+            " It is resumed with the newest handle; if this repeats, check the network path.",
+            code=code,
+            reason=reason,
+        )
+        return CloseDecision(True, True, "dropped", error)
+    if code == 1011:
+        return _internal_error(reason, text, after_go_away)
+    if code == 1007:
+        error = InvalidPayloadError(
+            f"The Live API rejected a message as invalid (1007: {reason}). Fix the message it "
+            "names: an unsupported field (e.g. 'scheduling' on Vertex), a deprecated input "
+            "(mediaChunks) or a config the model does not support.",
+            code=code,
+            reason=reason,
+        )
+        return CloseDecision(False, False, "invalid_payload", error)
+    if code == 1008:
+        return _policy_violation(reason, text)
+    error = LiveSessionError(
+        f"The Live API closed the session with unexpected code {code} ({reason or 'no reason'})."
+        " Start a new session; report the code if it repeats.",
+        code=code,
+        reason=reason,
+    )
+    return CloseDecision(False, False, "unexpected_close", error)
+
+
+def _internal_error(reason: str, text: str, after_go_away: bool) -> CloseDecision:
+    error: LiveSessionError
+    if "keepalive ping timeout" in text:
+        error = ConnectionLostError(
+            "The server did not answer a websocket ping in time (keepalive timeout, 1011). "
+            "It is resumed with the newest handle; raise ping_timeout (keepalive_settings) "
+            "if this repeats.",
+            code=1011,
+            reason=reason,
+        )
+        return CloseDecision(True, True, "keepalive_timeout", error)
+    if after_go_away and "deadline expired" in text:
+        return CloseDecision(True, True, "go_away", None)
+    error = ServerError(
+        f"The Live API failed on its side (1011: {reason or 'no reason'}). It is resumed "
+        "with the newest handle; if it repeats, retry later or check the service status.",
+        code=1011,
+        reason=reason,
+    )
+    return CloseDecision(True, True, "server_error", error)
+
+
+def _policy_violation(reason: str, text: str) -> CloseDecision:
+    error: PolicyViolationError
+    if "session not found" in text:
+        label = "session_not_found"
+        error = SessionNotFoundError(
+            f"The resumption handle is stale (1008: {reason}): handles expire a few hours "
+            "after the session ends. Connect again without a handle to start a fresh session "
+            "(the conversation history is lost).",
+            code=1008,
+            reason=reason,
+        )
+    elif ("not found" in text or "not_found" in text) and "model" in text:
+        label = "model_not_found"
+        error = ModelNotFoundError(
+            f"The model was not found (1008: {reason}). Check the model name, that it supports "
+            "the Live API, and the API version (v1 / v1beta / v1alpha) it is published under.",
+            code=1008,
+            reason=reason,
+        )
+    elif "operation was aborted" in text:
+        label = "operation_aborted"
+        error = OperationAbortedError(
+            f"The Live API aborted the session (1008: {reason}). This is reported when "
+            "realtime audio is sent while a BLOCKING tool call is unanswered: hold or drop "
+            "microphone audio until the answer is sent, or make the tool NON_BLOCKING.",
+            code=1008,
+            reason=reason,
+        )
+    else:
+        label = "policy_violation"
+        error = PolicyViolationError(
+            f"The Live API refused the session (1008: {reason or 'no reason'}). Check that the "
+            "API key is valid and enabled for this model and that the setup is supported.",
+            code=1008,
+            reason=reason,
+        )
+    return CloseDecision(False, False, label, error)
+
+
+def reconnect_deadline(received_at: float, time_left: float, margin: float = 5.0) -> float:
+    """When to start switching to a new socket after ``goAway`` (same clock as ``received_at``).
+
+    The old socket stays usable until ``time_left`` runs out; the switch-over starts ``margin``
+    seconds before that (at once when less time is left), leaving room to connect, finish the
+    setup and send the answers still owed on the old socket.
+    """
+    return received_at + max(0.0, time_left - margin)
+
+
+def keepalive_settings() -> dict[str, float]:
+    """Websocket keepalive for ``websockets`` ``connect`` (``HttpOptions.async_client_args``).
+
+    Ping every 20 s (the library default) but wait up to 60 s for the pong: Gemini pongs were
+    measured at 8-30 s, so the default 20 s ping_timeout closes healthy sessions with
+    1011 "keepalive ping timeout" (aicc2025/sip-to-ai#14, google/adk-python#3067).
+    """
+    return {"ping_interval": 20.0, "ping_timeout": 60.0}
