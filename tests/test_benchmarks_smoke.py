@@ -1,5 +1,8 @@
+"""Every benchmark runs in its smoke mode and prints its rows; speed is never checked here."""
+
 import pytest
 
+from benchmarks import __main__ as benchmarks_main
 from benchmarks import bench_dispatch
 
 
@@ -9,3 +12,43 @@ def test_bench_dispatch_prints_the_table(capsys: pytest.CaptureFixture[str]) -> 
     assert lines[0].startswith("| batch size | asyncio.gather µs/call | Dispatcher.run µs/call")
     assert [line.split("|")[1].strip() for line in lines[2:]] == ["1", "8", "64"]
     assert all(line.rstrip().endswith("x |") for line in lines[2:])
+
+
+def rows(output: str, header: str) -> list[list[str]]:
+    """The cells of each row of the table whose header starts with ``header``."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    table = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        table.append([cell.strip() for cell in line.strip("|").split("|")])
+    return table
+
+
+def test_every_benchmark_prints_its_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert benchmarks_main.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    turnaround = rows(out, "| turnaround")
+    assert {(row[0], row[1]) for row in turnaround} == {
+        (variant, k)
+        for variant in ("livebridge", "sdk-serial", "sdk-gather", "raw")
+        for k in ("1", "4", "8", "16")
+    }
+    assert all(not row[2].startswith("failed") for row in turnaround)
+    assert [row[0] for row in rows(out, "| throughput")] == [
+        "livebridge",
+        "sdk-serial",
+        "sdk-gather",
+        "raw",
+    ]
+    assert [row[0] for row in rows(out, "| sessions")] == ["livebridge", "sdk"]
+    assert [row[0] for row in rows(out, "| largest N")] == ["livebridge", "sdk"]
+    assert len(rows(out, "| idle sessions")) == 4
+    assert [row[0] for row in rows(out, "| batch size")] == ["1", "8", "64"]
+    assert not any(
+        "failed" in cell
+        for table in ("| sessions", "| throughput")
+        for row in rows(out, table)
+        for cell in row
+    )

@@ -1,0 +1,46 @@
+"""``python -m benchmarks``: every benchmark, one markdown table each (``--quick``: smoke run)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks import bench_dispatch, bench_sessions, bench_turns
+from benchmarks.server import pin_to_one_core, serve
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    for line in (
+        Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
+    ):
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    return f"{cpu}, {os.cpu_count()} cores, Python {sys.version.split()[0]}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    options = parser.parse_args(argv)
+    started = time.monotonic()
+    print(f"{time.strftime('%Y-%m-%d')} · {machine()}\n")
+    with tempfile.TemporaryDirectory() as directory, serve(Path(directory)) as server:
+        print("\n".join(bench_sessions.run(server, options.quick)), end="\n\n", flush=True)
+        pin_to_one_core()
+        print("\n".join(asyncio.run(bench_turns.run(server, options.quick))), end="\n\n")
+    print(asyncio.run(bench_dispatch.measure_table(options.quick)))
+    print(f"\n(measured in {time.monotonic() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,310 @@
+"""Many sessions per core: audio both ways at real time, a tool call every few seconds each.
+
+Every probe runs in a fresh client process pinned to one core, against the server process on the
+other cores. Each session sends 40 ms of 16 kHz microphone audio every 40 ms and receives 40 ms
+of 24 kHz model audio every 40 ms; frame lag is how late a frame is sent, or received, relative to
+its schedule (the server stamps each frame with its schedule). Reported: client cores used, RSS
+per session, p99 lag; then the largest N that keeps p99 lag under 20 ms (doubling, then
+bisecting, within a time budget); then memory per idle session, with asyncio's 256 KiB TLS read
+buffer and with a 16 KiB one.
+
+Run with ``python -m benchmarks.bench_sessions`` (``--quick`` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import asyncio.sslproto
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from google.genai import types
+
+from benchmarks.clients import answer, sdk_config
+from benchmarks.server import (
+    FRAME_SECONDS,
+    Server,
+    model_name,
+    pin_to_one_core,
+    serve,
+    server_from_env,
+    stamp_of,
+)
+from livebridge import ToolRegistry
+from livebridge.events import AudioOut
+from livebridge.session import LiveSession, SessionOptions
+
+VARIANTS = ("livebridge", "sdk")
+LAG_LIMIT_MS = 20.0
+CALL_EVERY = 3.0
+MIC_FRAME = bytes(int(16_000 * FRAME_SECONDS) * 2)
+SMALL_TLS_BUFFER = 16 * 1024
+
+
+@dataclass(slots=True)
+class Lags:
+    """Frame lags (seconds) measured once every session is up."""
+
+    recording: bool = False
+    sent: list[float] | None = None
+    received: list[float] | None = None
+
+    def __post_init__(self) -> None:
+        self.sent, self.received = [], []
+
+
+def rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+async def mic(send: Callable[[bytes], Awaitable[None]], lags: Lags, stop: asyncio.Event) -> None:
+    """Send a silent 40 ms frame every 40 ms, noting how late each one goes out."""
+    assert lags.sent is not None
+    start = time.monotonic()
+    frame = 0
+    while not stop.is_set():
+        due = start + frame * FRAME_SECONDS
+        now = time.monotonic()
+        if lags.recording:
+            lags.sent.append(now - due)
+        await send(MIC_FRAME)
+        frame += 1
+        await asyncio.sleep(max(0.0, start + frame * FRAME_SECONDS - time.monotonic()))
+
+
+def heard(pcm: bytes, lags: Lags) -> None:
+    assert lags.received is not None
+    if lags.recording and len(pcm) >= 8:
+        lags.received.append(time.monotonic() - stamp_of(pcm))
+
+
+async def livebridge_session(server: Server, lags: Lags, stop: asyncio.Event) -> None:
+    tools = ToolRegistry()
+
+    @tools.tool(name="work")
+    async def handler(i: int) -> dict[str, int]:
+        """Benchmark work."""
+        return {"i": i}
+
+    model = model_name("sessions", CALL_EVERY)
+    options = SessionOptions(transport="wire", audio_during_blocking="send")
+    async with LiveSession.connect(
+        server.client(), model=model, tools=tools, options=options
+    ) as session:
+
+        async def send(pcm: bytes) -> None:
+            await session.send_audio(pcm, rate=16_000)
+
+        sender = asyncio.ensure_future(mic(send, lags, stop))
+        try:
+            async for event in session.events():
+                if isinstance(event, AudioOut):
+                    heard(event.data, lags)
+                if stop.is_set():
+                    break
+        finally:
+            sender.cancel()
+
+
+async def sdk_session(server: Server, lags: Lags, stop: asyncio.Event) -> None:
+    client = server.client()
+    model = model_name("sessions", CALL_EVERY)
+    async with client.aio.live.connect(model=model, config=sdk_config()) as session:
+
+        async def send(pcm: bytes) -> None:
+            blob = types.Blob(data=pcm, mime_type="audio/pcm;rate=16000")
+            await session.send_realtime_input(audio=blob)
+
+        sender = asyncio.ensure_future(mic(send, lags, stop))
+        try:
+            while not stop.is_set():
+                async for message in session.receive():
+                    content = message.server_content
+                    if content is not None and content.model_turn is not None:
+                        for part in content.model_turn.parts or []:
+                            if part.inline_data is not None and part.inline_data.data:
+                                heard(part.inline_data.data, lags)
+                    if message.tool_call is not None:
+                        calls = message.tool_call.function_calls or []
+                        responses = [answer(c, {"i": int((c.args or {})["i"])}) for c in calls]
+                        await session.send_tool_response(function_responses=responses)
+                    if stop.is_set():
+                        break
+        finally:
+            sender.cancel()
+
+
+async def idle_session(server: Server, variant: str, stop: asyncio.Event) -> None:
+    model = model_name("idle")
+    if variant == "livebridge":
+        async with LiveSession.connect(server.client(), model=model, tools=ToolRegistry()):
+            await stop.wait()
+    else:
+        async with server.client().aio.live.connect(model=model, config=sdk_config()):
+            await stop.wait()
+
+
+async def probe(variant: str, sessions: int, seconds: float, idle: bool) -> dict[str, float]:
+    """Run ``sessions`` sessions for ``seconds`` in this process; returns the measurements."""
+    server = server_from_env()
+    server.client()
+    lags = Lags()
+    stop = asyncio.Event()
+    baseline = rss_bytes()
+    connected = 0
+    everyone = asyncio.Event()
+
+    async def one() -> None:
+        nonlocal connected
+        if idle:
+            task = idle_session(server, variant, stop)
+        elif variant == "livebridge":
+            task = livebridge_session(server, lags, stop)
+        else:
+            task = sdk_session(server, lags, stop)
+        connected += 1
+        if connected == sessions:
+            everyone.set()
+        await task
+
+    tasks = []
+    for _ in range(sessions):
+        tasks.append(asyncio.ensure_future(one()))
+        await asyncio.sleep(0.005)
+    await everyone.wait()
+    await asyncio.sleep(1.0)
+    lags.recording = True
+    wall, cpu = time.perf_counter(), time.process_time()
+    await asyncio.sleep(seconds)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    lags.recording = False
+    rss = rss_bytes()
+    stop.set()
+    await asyncio.wait(tasks, timeout=10)
+    for task in tasks:
+        task.cancel()
+    all_lags = sorted((lags.sent or []) + (lags.received or []))
+    p99 = all_lags[int(0.99 * (len(all_lags) - 1))] * 1000 if all_lags else float("nan")
+    return {"cores": cpu / wall, "rss_kb": (rss - baseline) / sessions / 1024, "p99_ms": p99}
+
+
+def run_probe(
+    server: Server, variant: str, sessions: int, seconds: float, *, idle: bool = False, tls: int = 0
+) -> dict[str, float]:
+    """Run ``probe`` in a fresh client process pinned to one core."""
+    command = [sys.executable, "-m", "benchmarks.bench_sessions", "--probe", variant]
+    command += ["--sessions", str(sessions), "--seconds", str(seconds), "--tls-buffer", str(tls)]
+    if idle:
+        command.append("--idle")
+    env = {**os.environ, **server.env()}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr else "failed")
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def largest_n(
+    server: Server, variant: str, seconds: float, start: int, budget: float
+) -> tuple[int, dict[str, float]]:
+    """The largest N with p99 lag under the limit: double from ``start``, then bisect."""
+    deadline = time.monotonic() + budget
+    good, good_result, bad = 0, {}, 0
+    n = start
+    while time.monotonic() < deadline and n <= 1600:
+        result = run_probe(server, variant, n, seconds)
+        if result["p99_ms"] <= LAG_LIMIT_MS:
+            good, good_result = n, result
+            n *= 2
+        else:
+            bad = n
+            break
+    while bad and bad - good > max(4, good // 8) and time.monotonic() < deadline:
+        n = (good + bad) // 2
+        result = run_probe(server, variant, n, seconds)
+        if result["p99_ms"] <= LAG_LIMIT_MS:
+            good, good_result = n, result
+        else:
+            bad = n
+    return good, good_result
+
+
+def run(server: Server, quick: bool) -> list[str]:
+    seconds = 1.0 if quick else 8.0
+    fixed = 10 if quick else 100
+    lines = [
+        f"| sessions ({fixed} at once, audio both ways) | client cores | RSS/session KB "
+        "| p99 frame lag ms |",
+        "|---|---:|---:|---:|",
+    ]
+    for variant in VARIANTS:
+        try:
+            r = run_probe(server, variant, fixed, seconds)
+            lines.append(
+                f"| {variant} | {r['cores']:.2f} | {r['rss_kb']:.0f} | {r['p99_ms']:.1f} |"
+            )
+        except Exception as exc:
+            lines.append(f"| {variant} | failed: {str(exc)[:80]} | | |")
+    lines += ["", "| largest N per core with p99 lag ≤ 20 ms | N | client cores | p99 lag ms |"]
+    lines.append("|---|---:|---:|---:|")
+    for variant in VARIANTS:
+        try:
+            n, r = largest_n(server, variant, seconds, 8 if quick else 50, 5 if quick else 120)
+            cores, p99 = r.get("cores", float("nan")), r.get("p99_ms", float("nan"))
+            lines.append(f"| {variant} | {n} | {cores:.2f} | {p99:.1f} |")
+        except Exception as exc:
+            lines.append(f"| {variant} | failed: {str(exc)[:80]} | | |")
+    idle = 10 if quick else 200
+    lines += [
+        "",
+        f"| idle sessions ({idle}) | TLS read buffer | RSS/session KB |",
+        "|---|---|---:|",
+    ]
+    for variant in VARIANTS:
+        for tls in (0, SMALL_TLS_BUFFER):
+            label = "asyncio default (256 KiB)" if tls == 0 else f"{tls // 1024} KiB"
+            try:
+                r = run_probe(server, variant, idle, 1.0, idle=True, tls=tls)
+                lines.append(f"| {variant} | {label} | {r['rss_kb']:.0f} |")
+            except Exception as exc:
+                lines.append(f"| {variant} | {label} | failed: {str(exc)[:80]} |")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    parser.add_argument("--probe", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--sessions", type=int, default=10, help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=float, default=2.0, help=argparse.SUPPRESS)
+    parser.add_argument("--idle", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tls-buffer", type=int, default=0, help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    if options.probe:
+        pin_to_one_core()
+        if options.tls_buffer:
+            asyncio.sslproto.SSLProtocol.max_size = options.tls_buffer
+        result: Any = asyncio.run(
+            probe(options.probe, options.sessions, options.seconds, options.idle)
+        )
+        print(json.dumps(result))
+        return 0
+    with tempfile.TemporaryDirectory() as directory, serve(Path(directory)) as server:
+        print("\n".join(run(server, options.quick)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
