@@ -2,20 +2,43 @@
 
 from livebridge.calls import Call, CallContext, Outcome, Partial, Result
 from livebridge.dispatch import CallPolicy, Dispatcher
-from livebridge.errors import ToolError
+from livebridge.errors import (
+    ConnectionLostError,
+    InvalidPayloadError,
+    LiveSessionError,
+    ModelNotFoundError,
+    OperationAbortedError,
+    PolicyViolationError,
+    ServerError,
+    SessionClosedError,
+    SessionNotFoundError,
+    ToolError,
+)
 from livebridge.observe import Observer, Recorder
+from livebridge.session import LiveSession, SessionOptions
 from livebridge.tools import Tool, ToolRegistry
 
 __all__ = [
     "Call",
     "CallContext",
     "CallPolicy",
+    "ConnectionLostError",
     "Dispatcher",
+    "InvalidPayloadError",
+    "LiveSession",
+    "LiveSessionError",
+    "ModelNotFoundError",
     "Observer",
+    "OperationAbortedError",
     "Outcome",
     "Partial",
+    "PolicyViolationError",
     "Recorder",
     "Result",
+    "ServerError",
+    "SessionClosedError",
+    "SessionNotFoundError",
+    "SessionOptions",
     "Tool",
     "ToolError",
     "ToolRegistry",

@@ -1,15 +1,6 @@
 """What to do when a Live socket ends or is about to: pure policy, no clock and no I/O.
 
-Close codes become typed errors whose message says what happened and what to do::
-
-    LiveSessionError                  any way a Live session ends against the app's wish
-    ├── ConnectionLostError           1006, keepalive ping timeout, network error: resume
-    ├── ServerError                   1011 (service unavailable, internal error): resume
-    ├── InvalidPayloadError           1007: the server rejected a message we sent (fatal)
-    └── PolicyViolationError          1008 (fatal)
-        ├── ModelNotFoundError        the model name is wrong or not enabled for the key
-        ├── SessionNotFoundError      the resumption handle is stale
-        └── OperationAbortedError     reported for audio sent while a tool call was pending
+Close codes become the typed errors of ``livebridge.errors``.
 
 Close codes and reasons are those observed on the real service (``LIVE_PROTOCOL.md``).
 """
@@ -21,45 +12,16 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-
-class LiveSessionError(Exception):
-    """The Live session ended in a way the app must know about.
-
-    ``code`` and ``reason`` are the websocket close code and reason, when there was one.
-    """
-
-    def __init__(self, message: str, *, code: int | None = None, reason: str = "") -> None:
-        super().__init__(message)
-        self.code = code
-        self.reason = reason
-
-
-class ConnectionLostError(LiveSessionError):
-    """The socket dropped without a proper close (network, keepalive); resumable."""
-
-
-class ServerError(LiveSessionError):
-    """The server closed with an internal error (1011); resumable."""
-
-
-class InvalidPayloadError(LiveSessionError):
-    """The server rejected a message as invalid (1007)."""
-
-
-class PolicyViolationError(LiveSessionError):
-    """The server refused the session (1008)."""
-
-
-class ModelNotFoundError(PolicyViolationError):
-    """The model does not exist or is not available to this key for the Live API."""
-
-
-class SessionNotFoundError(PolicyViolationError):
-    """The resumption handle no longer names a session."""
-
-
-class OperationAbortedError(PolicyViolationError):
-    """The server aborted the session ("The operation was aborted.")."""
+from livebridge.errors import (
+    ConnectionLostError,
+    InvalidPayloadError,
+    LiveSessionError,
+    ModelNotFoundError,
+    OperationAbortedError,
+    PolicyViolationError,
+    ServerError,
+    SessionNotFoundError,
+)
 
 
 @dataclass(frozen=True, slots=True)

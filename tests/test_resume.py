@@ -2,7 +2,7 @@ import itertools
 
 import pytest
 
-from livebridge.resume import (
+from livebridge.errors import (
     ConnectionLostError,
     InvalidPayloadError,
     LiveSessionError,
@@ -11,6 +11,8 @@ from livebridge.resume import (
     PolicyViolationError,
     ServerError,
     SessionNotFoundError,
+)
+from livebridge.resume import (
     backoff,
     classify_close,
     keepalive_settings,

@@ -12,7 +12,8 @@ from google.genai import _live_converters, types
 from livebridge import wire
 from livebridge.emulator.connection import cap_reason, parse_duration
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "live_wire_samples.jsonl"
+#: Real and captured Live messages, each with its public source (see the file's "source" fields).
+SAMPLES = Path(__file__).parent / "data" / "live_wire_samples.jsonl"
 SERVER_EXAMPLES: list[dict[str, Any]] = [
     {"setupComplete": {"sessionId": "abc"}},
     {
@@ -52,8 +53,6 @@ SERVER_EXAMPLES: list[dict[str, Any]] = [
 
 
 def samples(direction: str) -> list[dict[str, Any]]:
-    if not SAMPLES.exists():
-        return []
     lines = [json.loads(line) for line in SAMPLES.read_text().splitlines() if line.strip()]
     return [
         s["message"]

@@ -262,6 +262,12 @@ class EmulatedSession:
             if faults.abort_after_tool_call and message.tool_call and not self._aborted:
                 self.abort()
 
+    async def send_raw(self, frame: bytes) -> None:
+        """Send ``frame`` exactly as given: for testing how clients take malformed messages."""
+        async with self._send_lock:
+            self.shared.record("server", self.id, {"raw": frame.decode("utf-8", "replace")})
+            await self.ws.send(frame)
+
     async def close(self, code: int = 1000, reason: str = "") -> None:
         """Close with a code and a reason (cut to 123 bytes)."""
         reason = cap_reason(reason)

@@ -106,6 +106,10 @@ class Conversation:
         """Send any server message as given (camelCase JSON object)."""
         await self.session.send(msgspec.convert(message, wire.ServerMessage))
 
+    async def send_raw(self, frame: bytes) -> None:
+        """Send a frame exactly as given, even one that is not valid JSON."""
+        await self.session.send_raw(frame)
+
     async def close(self, code: int = 1000, reason: str = "") -> None:
         await self.session.close(code, reason)
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import itertools
+import random
 import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
@@ -57,6 +58,15 @@ class Route:
     credential: str
 
 
+def model_not_found(model: str, api_version: str) -> str:
+    """The service's close reason for a model it does not serve (cut to 123 bytes on close)."""
+    return (
+        f"Request trace id: {random.getrandbits(64):016x}, [ORIGINAL ERROR] generic::not_found: "
+        f"models/{model} is not found for API version {api_version}, or is not supported for "
+        "bidiGenerateContent."
+    )
+
+
 def route(path: str, headers: Headers) -> Route | tuple[HTTPStatus, str]:
     """Accept the paths and credential forms the real service accepts, or say why not."""
     path_only, _, query_string = path.partition("?")
@@ -85,7 +95,8 @@ class Emulator:
     ``scenario`` scripts every connection; without one, ``model`` (default ``RuleModel()``) answers.
     ``reissue_after``: seconds before an unanswered BLOCKING call is issued again under a new id
     (None: never). ``check_audio_during_blocking``: report audio streamed while a BLOCKING call is
-    pending. ``faults``: frame delays/drops, abrupt closes, a slow reader.
+    pending. ``faults``: frame delays/drops, abrupt closes, a slow reader. ``models``: the model
+    names served (None: any); another name is refused during setup with the service's 1008.
     """
 
     def __init__(
@@ -97,8 +108,10 @@ class Emulator:
         reissue_after: float | None = None,
         check_audio_during_blocking: bool = True,
         faults: Faults | None = None,
+        models: Collection[str] | None = None,
     ) -> None:
         self.scenario: Scenario = scenario or model or RuleModel()
+        self.models = None if models is None else {m.removeprefix("models/") for m in models}
         self.port = port
         self.sessions: list[EmulatedSession] = []
         self._shared = Shared(
@@ -137,6 +150,10 @@ class Emulator:
     @property
     def violations(self) -> list[Violation]:
         return self._shared.violations
+
+    def expire_handles(self) -> None:
+        """Forget every resumption handle issued so far, as the service does after hours."""
+        self._shared.handles.clear()
 
     def client(self, **http_kwargs: Any) -> genai.Client:
         """A ``genai.Client`` (api_key "test") pointed at this emulator and trusting its CA."""
@@ -279,6 +296,10 @@ class Emulator:
             reason = "Invalid JSON payload received. The first message must be setup."
             session.checker.flag("malformed_message", reason, wire.to_builtins(message))
             await session.close(1007, reason)
+            return False
+        model = message.setup.model.removeprefix("models/")
+        if self.models is not None and model not in self.models:
+            await session.close(1008, model_not_found(model, session.api_version))
             return False
         handle = (
             message.setup.session_resumption.handle if message.setup.session_resumption else None
