@@ -28,6 +28,7 @@ from livebridge.calls import Outcome
 from livebridge.observe import (
     AnswerSent,
     BatchStarted,
+    CallOrphaned,
     CallSettled,
     CallStarted,
     Event,
@@ -199,6 +200,9 @@ class PrometheusObserver:
                 self.in_flight.inc()
             case CallSettled():
                 self._settled(event)
+            case CallOrphaned():
+                function = self.function_label(event.name, known=event.known_function)
+                self.orphans.labels(function).inc()
             case BatchStarted():
                 self.per_turn.observe(event.size)
             case AnswerSent():
@@ -256,8 +260,6 @@ class PrometheusObserver:
             self.rejections.labels(function, _rejection_reason(outcome)).inc()
         elif outcome.kind == "cancelled":
             self.cancellations.labels(function).inc()
-        elif outcome.kind == "orphaned":
-            self.orphans.labels(function).inc()
 
 
 def _rejection_reason(outcome: Outcome) -> str:

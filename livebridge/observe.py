@@ -43,6 +43,21 @@ class CallSettled:
 
 
 @dataclass(frozen=True, slots=True)
+class CallOrphaned:
+    """A call whose answer can never be delivered (the connection that knew it is gone).
+
+    A fate, not a handler outcome: the handler's own ``CallSettled`` may come before or after.
+    """
+
+    session_id: str | None
+    call_id: str
+    name: str
+    behavior: Behavior
+    reason: str
+    known_function: bool
+
+
+@dataclass(frozen=True, slots=True)
 class BatchStarted:
     """A group of calls issued together (one ``toolCall``, one model turn) begins."""
 
@@ -103,6 +118,7 @@ class MessageSeen:
 Event: TypeAlias = (
     CallStarted
     | CallSettled
+    | CallOrphaned
     | BatchStarted
     | BatchSettled
     | AnswerSent

@@ -51,6 +51,7 @@ from livebridge.events import (
 from livebridge.ledger import CallLedger, Fate, LiveCall, Outgoing, Via
 from livebridge.observe import (
     AnswerSent,
+    CallOrphaned,
     MessageSeen,
     Observer,
     Reconnected,
@@ -602,6 +603,17 @@ class LiveSession:
             return
         latency = fate.outcome.latency if fate.outcome else 0.0
         self._events.put(ToolCallSettled(fate.call_id, fate.name, fate.fate, latency))
+        if fate.fate == "orphaned":
+            log.warning("call %s (%s) orphaned: %s", fate.call_id, fate.name, fate.reason)
+            orphaned = CallOrphaned(
+                self.session_id,
+                fate.call_id,
+                fate.name,
+                fate.behavior,
+                fate.reason,
+                fate.name in self.tools,
+            )
+            emit(self._observers, orphaned)
 
     # -- plumbing ----------------------------------------------------------------------------
 

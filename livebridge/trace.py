@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from livebridge.observe import CallSettled, Event
+from livebridge.observe import CallOrphaned, CallSettled, Event
 
 #: Outcomes that mark a span as failed.
 FAILED_OUTCOMES = frozenset({"error", "timeout", "orphaned"})
@@ -58,6 +58,22 @@ class TraceObserver:
         return self._tracer is not None
 
     def on_event(self, event: Event) -> None:
+        if isinstance(event, CallOrphaned):
+            orphan = {
+                "session": event.session_id,
+                "call_id": event.call_id,
+                "function": event.name,
+                "outcome": "orphaned",
+                "reason": event.reason,
+            }
+            self.logger.warning(
+                "tool call orphaned: %s %s (%s)",
+                event.name,
+                event.call_id,
+                event.reason,
+                extra={**orphan, "livebridge": orphan},
+            )
+            return
         if not isinstance(event, CallSettled):
             return
         fields = self.record_fields(event)

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from livebridge.calls import Call, Outcome
-from livebridge.observe import BatchStarted, CallSettled
+from livebridge.observe import BatchStarted, CallOrphaned, CallSettled
 from livebridge.trace import TraceObserver, cap_utf8
 from tests.workloads import TURNS, drive_workload
 
@@ -127,7 +127,8 @@ async def test_workload_leaves_one_record_per_call(records: list[logging.LogReco
     kinds = {fields_of(r)["call_id"]: fields_of(r)["outcome"] for r in records}
     assert kinds["c7"] == "timeout"
     assert kinds["c14"] == "cancelled"
-    assert {fields_of(r)["call_id"] for r in records if fields_of(r)["truncated"]} == {"c3"}
+    assert kinds["c15"] == "orphaned"
+    assert {fields_of(r)["call_id"] for r in records if fields_of(r).get("truncated")} == {"c3"}
 
 
 def test_spans_carry_the_record() -> None:
@@ -166,3 +167,18 @@ def test_without_opentelemetry_only_logs(
     assert not observer.spans_enabled
     observer.on_event(settled({"people": 2}))
     assert len(records) == 1
+
+
+def test_an_orphaned_call_leaves_a_warning_record(caplog: pytest.LogCaptureFixture) -> None:
+    observer = TraceObserver()
+    with caplog.at_level(logging.INFO, logger="livebridge.trace"):
+        observer.on_event(CallOrphaned("s1", "c9", "book_table", "NON_BLOCKING", "dropped", True))
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING
+    assert record.livebridge == {  # type: ignore[attr-defined]
+        "session": "s1",
+        "call_id": "c9",
+        "function": "book_table",
+        "outcome": "orphaned",
+        "reason": "dropped",
+    }
