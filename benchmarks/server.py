@@ -220,6 +220,8 @@ def serve(directory: Path) -> Iterator[Server]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 if __name__ == "__main__":
