@@ -518,20 +518,26 @@ class LiveSession:
             if item is None:
                 await self._wait_change()
                 continue
-            await transport.send(
-                ToolAnswers(item.function_responses) if isinstance(item, Outgoing) else item
-            )
-            sent_at = self._clock()
+            try:
+                await transport.send(
+                    ToolAnswers(item.function_responses) if isinstance(item, Outgoing) else item
+                )
+            except TransportClosed:
+                if not isinstance(item, Outgoing):  # the ledger requeues its own answers
+                    self._outbox.appendleft(item)
+                raise
             if isinstance(item, Outgoing):
-                self._ledger.sent(item, sent_at)
+                self._ledger.sent(item, self._clock())
                 self._report_answers(item)
                 self._report_fates()
-            else:
-                self._outbox.popleft()
             emit(self._observers, MessageSeen(self.session_id, "sent", message_kind_of(item)))
 
     def _next_item(self) -> Outgoing | ClientItem | None:
-        """What the writer sends next: tool answers first, then the app's input in order."""
+        """Take what the writer sends next: tool answers first, then the app's input in order.
+
+        Audio held during a blocking call goes out as soon as the call is answered, ahead of
+        newer input.
+        """
         answers = self._ledger.drain(self._clock())
         if answers is not None:
             return answers
@@ -540,15 +546,14 @@ class LiveSession:
             self._idle.set()
         blocking = self._ledger.blocking_pending
         if not blocking and self._held:
-            return self._held.popleft()
+            held = self._held.popleft()
+            self._held_bytes -= len(held.pcm)
+            return held
+        policy = self.options.audio_during_blocking
         while self._outbox:
-            item = self._outbox[0]
-            if not isinstance(item, Audio) or not blocking:
+            item = self._outbox.popleft()
+            if not isinstance(item, Audio) or not blocking or policy == "send":
                 return item
-            policy = self.options.audio_during_blocking
-            if policy == "send":
-                return item
-            self._outbox.popleft()
             if policy == "hold":
                 self._hold(item)
             else:

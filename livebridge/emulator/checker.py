@@ -221,7 +221,7 @@ class Checker:
 
     def _supersede(self, record: CallRecord) -> None:
         """A re-issued call and its original are one question: one answer settles both."""
-        related = {record.id, record.reissue_of}
+        related = {record.id, record.reissue_of} - {None}
         for other in self.calls.values():
             linked = other.id in related or other.reissue_of in related
             if other is not record and linked and other.open:

@@ -9,7 +9,6 @@ reporting NON_BLOCKING results by their ``scheduling``, resumption updates) live
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import math
 import random
@@ -429,7 +428,8 @@ class EmulatedSession:
         """Send ``sessionResumptionUpdate``; never resumable while calls are pending."""
         if resumable and not self.checker.pending():
             handle = f"emu-{random.getrandbits(64):016x}"
-            self.shared.handles[handle] = copy.deepcopy(self.checker.calls)
+            # No call is open, and settled records never change: a shallow copy is a snapshot.
+            self.shared.handles[handle] = dict(self.checker.calls)
             update = wire.SessionResumptionUpdate(new_handle=handle, resumable=True)
         else:
             handle = None

@@ -1,8 +1,10 @@
-"""The default rule-based model: a user turn naming cities becomes parallel weather calls.
+"""The default rule-based model: a user turn naming cities becomes parallel tool calls.
 
-Good enough for a demo: "weather in Paris and Tokyo?" yields one call per city to the declared
-``get_weather`` (or any declared function taking a ``city``), waits for the answers when the calls
-are BLOCKING, then speaks them back as text (``outputTranscription``) and audio.
+Good enough for a demo: "weather in Paris and Tokyo?" yields, for each city, one call to the
+declared ``get_weather`` and one to every other declared function taking a ``city``, all in one
+``toolCall``. It waits for the BLOCKING answers, then speaks them back as text
+(``outputTranscription``) and audio; NON_BLOCKING answers are reported by the connection as they
+arrive. Any sustained audio followed by silence is a user utterance, taken to say ``heard``.
 """
 
 from __future__ import annotations
@@ -51,16 +53,16 @@ class RuleModel:
         found = [(lowered.find(city.lower()), city) for city in self.cities]
         return [city for position, city in sorted(found) if position >= 0]
 
-    def pick_function(self, conv: Conversation) -> str | None:
-        """The declared function to call: ``function`` if declared, else one taking a city."""
+    def pick_functions(self, conv: Conversation) -> list[str]:
+        """The declared functions to call per city: ``function`` first, then those taking a city."""
         declarations = conv.declarations
-        if self.function in declarations:
-            return self.function
+        picked = [self.function] if self.function in declarations else []
         for name, declaration in declarations.items():
             schema = declaration.parameters_json_schema or declaration.parameters or {}
-            if isinstance(schema, dict) and "city" in (schema.get("properties") or {}):
-                return name
-        return None
+            takes_city = isinstance(schema, dict) and "city" in (schema.get("properties") or {})
+            if takes_city and name not in picked:
+                picked.append(name)
+        return picked
 
     async def respond(self, conv: Conversation, turn: UserTurn) -> None:
         text = turn.text if turn.kind == "text" and turn.text else self.heard
@@ -69,22 +71,26 @@ class RuleModel:
                 {"serverContent": {"inputTranscription": {"text": text, "finished": True}}}
             )
         cities = self.named_cities(text)
-        function = self.pick_function(conv)
-        if not cities or function is None:
+        functions = self.pick_functions(conv)
+        if not cities or not functions:
             await self._reply(conv, f"You said: {text}")
             return
-        ids = await conv.tool_call([(function, {"city": city}) for city in cities])
-        if not all(conv.known_calls[call_id].blocking for call_id in ids):
+        asked = [(city, function) for city in cities for function in functions]
+        ids = await conv.tool_call([(function, {"city": city}) for city, function in asked])
+        blocking = [
+            (city, call_id)
+            for (city, _), call_id in zip(asked, ids, strict=True)
+            if conv.known_calls[call_id].blocking
+        ]
+        if not blocking:
             await self._reply(conv, "Let me check that for you.")
             return
-        answers = await conv.wait_answers(ids)
-        if len(answers) < len(ids):
+        answers = await conv.wait_answers([call_id for _, call_id in blocking])
+        if len(answers) < len(blocking):
             return  # interrupted: the calls were cancelled and the turn already ended
-        parts = [
-            f"{city}: {_summary(answers[call_id].response)}"
-            for city, call_id in zip(cities, ids, strict=True)
-        ]
-        await self._reply(conv, "; ".join(parts) + ".")
+        parts = [f"{city}: {_summary(answers[call_id].response)}" for city, call_id in blocking]
+        later = "" if len(blocking) == len(ids) else " More to follow when it is ready."
+        await self._reply(conv, "; ".join(parts) + "." + later)
 
     async def _reply(self, conv: Conversation, text: str) -> None:
         await conv.say(text)
