@@ -29,7 +29,8 @@ Identity rules:
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import itertools
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
@@ -158,12 +159,17 @@ class _Item:
 class CallLedger:
     """Tracks every call of one Live session; see the module docstring for the rules."""
 
-    def __init__(self) -> None:
+    def __init__(self, history: int = 4096) -> None:
+        """``history``: how many ended calls (and fates) are remembered, so that a long
+        session's memory stays bounded; twins and re-issues are recognised within it."""
+        if history < 1:
+            raise ValueError("history must be at least 1")
+        self._history = history
         self._lives: dict[str, _Life] = {}  # the newest life of each id
         self._live: dict[str, _Life] = {}  # lives without a fate yet, in arrival order
         self._ready: list[_Item] = []
         self._in_flight: tuple[Outgoing, list[_Item]] | None = None  # drained, not yet sent()
-        self._fates: list[Fate] = []
+        self._fates: deque[Fate] = deque(maxlen=history)
         self._untaken = 0  # fates not yet returned by take_fates()
         self._notices: list[Notice] = []
         self._seq = 0  # deliveries admitted so far; a handle knows those below its mark
@@ -200,12 +206,13 @@ class CallLedger:
         return None if life is None else life.state
 
     def fates(self) -> list[Fate]:
-        """Every fate so far, in the order they happened."""
+        """The last ``history`` fates, in the order they happened."""
         return list(self._fates)
 
     def take_fates(self) -> list[Fate]:
         """The fates that happened since the last call."""
-        taken = self._fates[len(self._fates) - self._untaken :]
+        untaken = min(self._untaken, len(self._fates))
+        taken = list(itertools.islice(self._fates, len(self._fates) - untaken, None))
         self._untaken = 0
         return taken
 
@@ -468,6 +475,15 @@ class CallLedger:
             )
         )
         self._untaken += 1
+        self._forget_old()
+
+    def _forget_old(self) -> None:
+        """Drop the oldest ended lives beyond ``history`` (pending ones are always kept)."""
+        excess = len(self._lives) - len(self._live) - self._history
+        if excess <= self._history // 4:  # prune in batches: amortised O(1) per call
+            return
+        for call_id in [i for i, life in self._lives.items() if i not in self._live][:excess]:
+            del self._lives[call_id]
 
     def _release_batch_of(self, life: _Life) -> None:
         batch = life.batch

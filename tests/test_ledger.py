@@ -522,3 +522,23 @@ def test_sent_without_drain_is_illegal() -> None:
     with pytest.raises(LedgerError, match="sent"):
         ledger.sent(message, 2.0)
     assert [f.fate for f in ledger.fates()] == ["answered"]
+
+
+def test_memory_stays_bounded_in_a_long_session() -> None:
+    ledger = CallLedger(history=8)
+    for i in range(100):
+        ledger.receive([blocking(f"c{i}")], now=float(i))
+        ledger.settle(ok(f"c{i}"))
+        assert sent_ids(ledger) == [f"c{i}"]
+    pending = ledger.receive([blocking("still-running")], now=100.0)
+    assert [c.id for c in pending] == ["still-running"]
+    assert len(ledger.fates()) == 8
+    assert ledger.state("c0") is None  # forgotten long ago
+    assert ledger.state("c99") == "answered"  # recent calls are still recognised
+    assert ledger.pending_ids == {"still-running"}
+    assert [f.call_id for f in ledger.take_fates()][-1] == "c99"
+
+
+def test_history_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        CallLedger(history=0)
