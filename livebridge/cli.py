@@ -9,6 +9,9 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from livebridge.demo import add_demo_command
+from livebridge.run import add_run_command
+
 Command = Callable[[argparse.Namespace], int]
 
 
@@ -46,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="livebridge", description=__doc__)
     subcommands = parser.add_subparsers(dest="name", required=True)
     add_emulator_command(subcommands)
+    add_demo_command(subcommands)
+    add_run_command(subcommands)
     return parser
 
 

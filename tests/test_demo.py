@@ -1,0 +1,149 @@
+"""``livebridge demo``: the scripted conversation end to end, its JSON, its terminal output."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from livebridge.cli import main
+from livebridge.demo.driver import Exchange, run_demo, summarize
+from livebridge.demo.render import Terminal
+from livebridge.emulator import Violation
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def test_demo_json_reports_the_whole_contract_and_no_violation(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["demo", "--json", "--fast"])
+    summary = json.loads(capsys.readouterr().out)
+
+    assert code == 0
+    assert summary["ok"] is True
+    assert summary["violations"] == 0 and summary["lost_calls"] == 0
+    assert summary["scenario_errors"] == []
+    outcomes = summary["outcomes"]
+    assert outcomes["error"] == 1 and outcomes["timeout"] == 1 and outcomes["cancelled"] == 1
+    assert summary["calls"] == sum(outcomes.values())
+    assert summary["connections"] == 2
+    assert summary["transcript"]["function_calls"] == summary["calls"]
+    assert summary["metrics_url"].startswith("http://127.0.0.1:")
+    turnaround = summary["turnaround_ms"]
+    assert 0 < turnaround["p50"] <= turnaround["p95"] <= turnaround["max"]
+    first = summary["turns"][0]
+    assert len(first["calls"]) == 5
+    assert first["serial_ms"] > first["turnaround_ms"]  # the batch ran concurrently
+    booking = summary["turns"][1]["calls"][0]
+    assert booking["behavior"] == "NON_BLOCKING" and booking["responses"] > 1
+    assert any("resumed on a new connection" in n for n in summary["turns"][3]["notices"])
+
+
+async def test_demo_counts_match_the_emulator_transcript() -> None:
+    run = await run_demo(pace=0.2)
+
+    issued = [
+        call["id"]
+        for entry in run.transcript
+        if entry.direction == "server" and "toolCall" in entry.message
+        for call in entry.message["toolCall"]["functionCalls"]
+    ]
+    responses = [
+        response
+        for entry in run.transcript
+        if entry.direction == "client" and "toolResponse" in entry.message
+        for response in entry.message["toolResponse"]["functionResponses"]
+    ]
+    withdrawn = {
+        call_id
+        for entry in run.transcript
+        if entry.direction == "server" and "toolCallCancellation" in entry.message
+        for call_id in entry.message["toolCallCancellation"]["ids"]
+    }
+    summary = run.summary
+    assert summary["calls"] == len(issued)
+    assert summary["transcript"]["function_calls"] == len(issued)
+    assert summary["transcript"]["function_responses"] == len(responses)
+    assert summary["transcript"]["cancelled_calls"] == len(withdrawn)
+    # Every call that was not withdrawn got exactly one final answer.
+    final = Counter(r["id"] for r in responses if not r.get("willContinue"))
+    assert set(final) == set(issued) - withdrawn
+    assert set(final.values()) == {1}
+    assert summary["answered_calls"] == len(final)
+    assert summary["outcomes"]["cancelled"] == len(withdrawn)
+    assert [v for v in run.violations if v.severity == "error"] == []
+
+
+def test_demo_terminal_output(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["demo", "--fast"])
+    out = capsys.readouterr().out
+
+    assert code == 0
+    assert "\x1b[" not in out  # not a terminal: no colour codes
+    assert "metrics   http://127.0.0.1:" in out
+    assert re.search(r"a serial loop would have taken \d+ ms; answered in \d+ ms", out)
+    assert "check_opening_hours  cancelled" in out
+    assert "you ⚡  > Actually, never mind." in out
+    assert "streamed: " in out
+    assert "violations  0" in out
+    assert out.rstrip().endswith("PASS: every call got exactly one answer")
+
+
+def test_a_violation_or_a_lost_call_fails_the_run() -> None:
+    violation = Violation("duplicate_answer", "second answer", None, "s1")
+    assert summarize([], [], [violation], [], 1)["ok"] is False
+    assert summarize([], [], [], [], 1)["ok"] is True
+    warning = Violation("split_batch", "split", None, "s1", "warning")
+    assert summarize([], [], [warning], [], 1)["ok"] is True
+    assert summarize([Exchange("hi")], [], [], ["ScenarioError: boom"], 1)["ok"] is False
+
+
+def test_colour_only_when_asked() -> None:
+    class Sink:
+        def __init__(self) -> None:
+            self.text = ""
+
+        def write(self, text: str) -> int:
+            self.text += text
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+        def isatty(self) -> bool:
+            return True
+
+    sink = Sink()
+    Terminal(sink, colour=True).user("hello")  # type: ignore[arg-type]
+    assert "\x1b[1;36m" in sink.text and sink.text.endswith("> hello\n")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_readme_demo_command_works_on_a_fresh_clone(tmp_path: Path) -> None:
+    readme = (REPOSITORY / "README.md").read_text()
+    command = next((line for line in readme.splitlines() if line.startswith("make demo")), None)
+    assert command is not None, "README.md must show the set-up-and-demo command `make demo`"
+    assert shutil.which("git") and shutil.which("make")
+    clone = tmp_path / "livebridge"
+    subprocess.run(
+        ["git", "clone", "--quiet", str(REPOSITORY), str(clone)], check=True, timeout=120
+    )
+
+    result = subprocess.run(
+        ["bash", "-c", command],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=580,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "PASS: every call got exactly one answer" in result.stdout
