@@ -1,0 +1,477 @@
+"""A voice-agent backend: browser microphone ↔ livebridge ↔ Gemini Live.
+
+One process serves the web page and a WebSocket endpoint (``/ws``). Each browser client gets its
+own ``LiveSession``. Binary frames carry 16-bit mono PCM (16 kHz from the browser, 24 kHz to it);
+text frames carry JSON: events to the browser, a few control messages from it. The tools run
+here, on the server. ``/stats`` answers JSON counters; Prometheus metrics are served beside it.
+
+    python examples/voice_agent/server.py --emulator     # fully offline, against the emulator
+    GEMINI_API_KEY=... python examples/voice_agent/server.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import mimetypes
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+import anyio
+from google import genai
+from google.genai import types
+from prometheus_client import CollectorRegistry
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from livebridge import LiveSession, LiveSessionError, SessionClosedError, ToolError, ToolRegistry
+from livebridge.events import (
+    AudioOut,
+    Closed,
+    EventsDropped,
+    GoAway,
+    InputTranscript,
+    Interrupted,
+    OutputTranscript,
+    Resumed,
+    SessionEvent,
+    TextOut,
+    ToolCallSettled,
+    ToolCallStarted,
+    TurnComplete,
+)
+from livebridge.metrics import PrometheusObserver
+from livebridge.metrics import serve as serve_metrics
+
+STATIC = Path(__file__).resolve().parent / "static"
+PAGES = {"/": "index.html", "/index.html": "index.html"} | {
+    f"/{name}": name for name in ("app.js", "mic-worklet.js", "style.css")
+}
+INPUT_RATE = 16_000
+OUTPUT_RATE = 24_000
+DEFAULT_MODEL = "gemini-2.5-flash-native-audio-preview-09-2025"
+SYSTEM_INSTRUCTION = (
+    "You are a friendly voice assistant. Answer briefly. Use get_weather and get_time for "
+    "questions about a city, and find_events when the user wants something to do there."
+)
+
+# -- the agent's tools -----------------------------------------------------------------------
+
+tools = ToolRegistry()
+
+_SKIES = ("sunny", "cloudy", "rainy", "windy", "foggy")
+_UTC_OFFSETS = {
+    "paris": 1,
+    "london": 0,
+    "tokyo": 9,
+    "new york": -5,
+    "berlin": 1,
+    "madrid": 1,
+    "rome": 1,
+    "sydney": 11,
+    "cairo": 2,
+    "toronto": -5,
+    "lisbon": 0,
+    "amsterdam": 1,
+}
+
+
+def _seed(city: str) -> int:
+    return sum(city.lower().encode())
+
+
+@tools.tool(timeout=5.0, idempotent=True)
+async def get_weather(city: str) -> dict[str, Any]:
+    """Current weather in a city."""
+    await anyio.sleep(0.05)  # a fast backend
+    seed = _seed(city)
+    return {"city": city, "sky": _SKIES[seed % len(_SKIES)], "celsius": 5 + seed % 25}
+
+
+@tools.tool(timeout=5.0, idempotent=True)
+async def get_time(city: str) -> dict[str, Any]:
+    """Local time in a city (24-hour clock)."""
+    offset = _UTC_OFFSETS.get(city.strip().lower())
+    if offset is None:
+        raise ToolError(f"I don't know the time zone of {city}.")
+    minutes = (int(time.time() // 60) + offset * 60) % (24 * 60)
+    return {"city": city, "time": f"{minutes // 60:02d}:{minutes % 60:02d}", "utc_offset": offset}
+
+
+@tools.tool(behavior="NON_BLOCKING", scheduling="WHEN_IDLE", timeout=10.0, idempotent=True)
+async def find_events(city: str) -> dict[str, Any]:
+    """Things to do in a city tonight; slow, so the conversation goes on meanwhile."""
+    await anyio.sleep(1.5)  # a slow backend
+    return {"city": city, "events": [f"jazz night in {city}", f"late museum opening in {city}"]}
+
+
+# -- the server ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Stats:
+    """Counters over the life of the process, served as JSON on ``/stats``."""
+
+    sessions_active: int = 0
+    sessions_total: int = 0
+    sessions_refused: int = 0
+    session_errors: int = 0
+    calls_started: int = 0
+    calls_settled: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    bad_frames: int = 0
+    audio_bytes_in: int = 0
+    audio_bytes_out: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    model: str = DEFAULT_MODEL
+    max_sessions: int = 100
+    max_frame_bytes: int = 64 * 1024
+    max_bad_frames: int = 20
+
+
+def event(kind: str, **fields: Any) -> str:
+    """One JSON text frame for the browser."""
+    return json.dumps({"type": kind, **fields}, default=str)
+
+
+class VoiceAgentServer:
+    """Holds the Live client, the metrics observer and the counters shared by all clients."""
+
+    def __init__(
+        self,
+        client: genai.Client,
+        settings: Settings,
+        *,
+        registry: CollectorRegistry | None = None,
+        violations: list[Any] | None = None,
+    ) -> None:
+        self.client = client
+        self.settings = settings
+        self.stats = Stats()
+        self.registry = registry or CollectorRegistry()
+        self.observer = PrometheusObserver(self.registry, functions=tools.names())
+        self._violations = violations
+        self.config = types.LiveConnectConfig(
+            response_modalities=[types.Modality.AUDIO],
+            input_audio_transcription=types.AudioTranscriptionConfig(),
+            output_audio_transcription=types.AudioTranscriptionConfig(),
+            system_instruction=SYSTEM_INSTRUCTION,
+        )
+
+    def stats_json(self) -> dict[str, Any]:
+        """The counters, plus the emulator's contract violations when it runs in-process."""
+        stats = self.stats
+        report: dict[str, Any] = {
+            "sessions_active": stats.sessions_active,
+            "sessions_total": stats.sessions_total,
+            "sessions_refused": stats.sessions_refused,
+            "session_errors": stats.session_errors,
+            "calls_started": stats.calls_started,
+            "calls_settled": stats.calls_settled,
+            "outcomes": dict(stats.outcomes),
+            "bad_frames": stats.bad_frames,
+            "audio_bytes_in": stats.audio_bytes_in,
+            "audio_bytes_out": stats.audio_bytes_out,
+        }
+        if self._violations is not None:
+            report["violations"] = [
+                {"kind": v.kind, "message": v.message, "severity": v.severity}
+                for v in list(self._violations)
+            ]
+        return report
+
+    # HTTP: the page, /stats, and the upgrade to /ws ----------------------------------------
+
+    def process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        path = request.path.partition("?")[0]
+        if path == "/ws":
+            return None
+        if path == "/stats":
+            return _response(HTTPStatus.OK, json.dumps(self.stats_json()).encode(), "json")
+        name = PAGES.get(path)
+        if name is None:
+            return _response(HTTPStatus.NOT_FOUND, b"Not found\n", "txt")
+        return _response(HTTPStatus.OK, (STATIC / name).read_bytes(), name.rpartition(".")[2])
+
+    # one browser client --------------------------------------------------------------------
+
+    async def converse(self, ws: ServerConnection) -> None:
+        """Run one browser client's conversation until either side ends it."""
+        stats = self.stats
+        if stats.sessions_active >= self.settings.max_sessions:
+            stats.sessions_refused += 1
+            message = (
+                f"The server is busy: all {self.settings.max_sessions} conversations are in "
+                "use. Please try again in a minute."
+            )
+            await _send_quietly(ws, event("error", code="busy", message=message))
+            await ws.close(1013, "server busy")
+            return
+        stats.sessions_active += 1
+        stats.sessions_total += 1
+        try:
+            async with LiveSession.connect(
+                self.client,
+                model=self.settings.model,
+                tools=tools,
+                config=self.config,
+                observers=[self.observer],
+            ) as session:
+                await _send_quietly(
+                    ws,
+                    event(
+                        "ready",
+                        session=session.session_id,
+                        input_rate=INPUT_RATE,
+                        output_rate=OUTPUT_RATE,
+                    ),
+                )
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._downstream, ws, session)
+                    await self._upstream(ws, session)
+                    await session.aclose()  # in-flight calls settle per the shutdown rules
+        except LiveSessionError as error:
+            stats.session_errors += 1
+            message = f"The voice service could not be reached: {error}"
+            await _send_quietly(ws, event("error", code="upstream", message=message))
+            await ws.close(1011, "voice service unavailable")
+        finally:
+            stats.sessions_active -= 1
+
+    async def _upstream(self, ws: ServerConnection, session: LiveSession) -> None:
+        """Browser → Live: audio frames and control messages, until the browser leaves."""
+        bad = 0
+        try:
+            async for frame in ws:
+                problem = await self._forward(frame, session)
+                if problem is None:
+                    continue
+                self.stats.bad_frames += 1
+                bad += 1
+                await ws.send(event("error", code="bad_input", message=problem))
+                if bad >= self.settings.max_bad_frames:
+                    await ws.close(1008, "too many malformed messages")
+                    return
+        except ConnectionClosed:
+            return
+        except SessionClosedError:
+            return
+
+    async def _forward(self, frame: str | bytes, session: LiveSession) -> str | None:
+        """Pass one browser frame on; returns what was wrong with it, if anything."""
+        if isinstance(frame, bytes):
+            if len(frame) % 2:
+                return "Audio frames must be 16-bit PCM: an even number of bytes."
+            self.stats.audio_bytes_in += len(frame)
+            await session.send_audio(frame, rate=INPUT_RATE)
+            return None
+        try:
+            message = json.loads(frame)
+        except ValueError:
+            return 'Text frames must be JSON objects such as {"type": "text", "text": "hi"}.'
+        kind = message.get("type") if isinstance(message, dict) else None
+        if kind == "text" and isinstance(message.get("text"), str) and message["text"].strip():
+            await session.send_text(message["text"])
+            return None
+        if kind == "audio_end":
+            await session.send_audio_stream_end()
+            return None
+        return f"Unknown message {str(kind)[:40]!r}: expected 'text' or 'audio_end'."
+
+    async def _downstream(self, ws: ServerConnection, session: LiveSession) -> None:
+        """Live → browser: the model's audio as binary frames, everything else as JSON.
+
+        Reads every event until the session ends, even after the browser left, so that calls
+        settling during shutdown are counted.
+        """
+        stats = self.stats
+        turn = 0
+        browser_gone = False
+        async for item in session.events():
+            frame: str | bytes | None = None
+            if isinstance(item, AudioOut):
+                stats.audio_bytes_out += len(item.data)
+                frame = item.data
+            elif isinstance(item, ToolCallStarted):
+                stats.calls_started += 1
+                frame = event(
+                    "tool_started",
+                    id=item.call_id,
+                    name=item.name,
+                    args=item.args,
+                    behavior=item.behavior,
+                    turn=turn,
+                )
+            elif isinstance(item, ToolCallSettled):
+                stats.calls_settled += 1
+                stats.outcomes[item.outcome] += 1
+                frame = event(
+                    "tool_settled",
+                    id=item.call_id,
+                    name=item.name,
+                    outcome=item.outcome,
+                    latency=round(item.latency, 4),
+                    turnaround=None if item.turnaround is None else round(item.turnaround, 4),
+                    error=item.error,
+                )
+            elif isinstance(item, Closed):
+                if not browser_gone:
+                    await self._closed(ws, item)
+                continue
+            else:
+                frame = _describe(item, turn)
+                if isinstance(item, TurnComplete):
+                    turn += 1
+            if frame is None or browser_gone:
+                continue
+            try:
+                await ws.send(frame)
+            except ConnectionClosed:
+                browser_gone = True
+
+    async def _closed(self, ws: ServerConnection, closed: Closed) -> None:
+        if closed.error is None:
+            await _send_quietly(ws, event("closed", reason=closed.reason))
+            await ws.close(1000, "conversation ended")
+            return
+        self.stats.session_errors += 1
+        message = f"The conversation ended unexpectedly: {closed.error}"
+        await _send_quietly(ws, event("error", code="session_closed", message=message))
+        await ws.close(1011, "conversation ended")
+
+
+def _describe(item: SessionEvent, turn: int) -> str | None:
+    """The JSON frame for a transcript, turn or connection event."""
+    if isinstance(item, InputTranscript):
+        return event("input_transcript", text=item.text, turn=turn)
+    if isinstance(item, OutputTranscript | TextOut):
+        return event("output_transcript", text=item.text, turn=turn)
+    if isinstance(item, Interrupted):
+        return event("interrupted", turn=turn)
+    if isinstance(item, TurnComplete):
+        return event("turn_complete", turn=turn)
+    if isinstance(item, GoAway | Resumed | EventsDropped):
+        return event("notice", message=_notice(item))
+    return None
+
+
+def _notice(item: GoAway | Resumed | EventsDropped) -> str:
+    if isinstance(item, GoAway):
+        return f"The voice service asked to reconnect within {item.time_left:.0f} s."
+    if isinstance(item, Resumed):
+        return "Reconnected to the voice service; the conversation goes on."
+    return f"Skipped {item.count} stale audio or transcript chunks to keep up."
+
+
+async def _send_quietly(ws: ServerConnection, message: str) -> None:
+    with suppress(ConnectionClosed):
+        await ws.send(message)
+
+
+def _response(status: HTTPStatus, body: bytes, extension: str) -> Response:
+    content_type = mimetypes.types_map.get(f".{extension}", "text/plain")
+    if content_type.startswith("text/") or extension in ("js", "json"):
+        content_type += "; charset=utf-8"
+    headers = Headers(
+        {
+            "Content-Type": content_type,
+            "Content-Length": str(len(body)),
+            "Cache-Control": "no-store",
+            "Connection": "close",
+        }
+    )
+    return Response(status.value, status.phrase, headers, body)
+
+
+# -- running it ------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--emulator", action="store_true", help="run offline against the emulator")
+    parser.add_argument("--host", default="127.0.0.1", help="address to serve on")
+    parser.add_argument("--port", type=int, default=8765, help="page and /ws port (0: any free)")
+    parser.add_argument(
+        "--metrics-port", type=int, default=9464, help="Prometheus port (0: any free)"
+    )
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="Live model name")
+    parser.add_argument(
+        "--max-sessions", type=int, default=100, help="concurrent conversations allowed"
+    )
+    parser.add_argument(
+        "--max-frame-bytes",
+        type=int,
+        default=64 * 1024,
+        help="largest WebSocket message accepted from a browser",
+    )
+    return parser
+
+
+async def run(args: argparse.Namespace) -> None:
+    settings = Settings(
+        model=args.model, max_sessions=args.max_sessions, max_frame_bytes=args.max_frame_bytes
+    )
+    async with live_client(args.emulator) as (client, violations):
+        agent = VoiceAgentServer(client, settings, violations=violations)
+        metrics = serve_metrics(args.metrics_port, host=args.host, registry=agent.registry)
+        try:
+            async with serve(
+                agent.converse,
+                args.host,
+                args.port,
+                process_request=agent.process_request,
+                max_size=settings.max_frame_bytes,
+            ) as server:
+                port = server.sockets[0].getsockname()[1]
+                print(f"Voice agent ready: open http://{args.host}:{port}/", flush=True)
+                print(f"Metrics: {metrics.url}", flush=True)
+                stop = asyncio.Event()
+                loop = asyncio.get_running_loop()
+                for signum in (signal.SIGINT, signal.SIGTERM):
+                    loop.add_signal_handler(signum, stop.set)
+                await stop.wait()
+        finally:
+            metrics.close()
+            print(f"Final stats: {json.dumps(agent.stats_json())}", flush=True)
+
+
+@asynccontextmanager
+async def live_client(offline: bool) -> AsyncIterator[tuple[genai.Client, list[Any] | None]]:
+    """The Live client and the list of contract violations (the in-process emulator's, offline).
+
+    Online, the client reads ``GEMINI_API_KEY`` from the environment and there is no checker.
+    """
+    if not offline:
+        if not (os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")):
+            raise SystemExit("Set GEMINI_API_KEY (or run with --emulator to stay offline).")
+        yield genai.Client(), None
+        return
+    from livebridge.emulator import Emulator
+
+    async with Emulator() as emulator:
+        yield emulator.client(), emulator.violations
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    asyncio.run(run(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
