@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup, TaskStatus
 from google import genai
 from google.genai import errors as genai_errors
@@ -94,6 +95,8 @@ class SessionOptions:
     it right after the answer: nothing is lost and the service is never sent audio during a
     pending blocking call (reported to abort the session with 1008). ``"send"`` streams it
     anyway (barge-in keeps working), ``"drop"`` discards it.
+
+    ``tls_read_buffer`` replaces asyncio's 256 KiB per-connection TLS read buffer (0 keeps it).
     """
 
     transport: TransportKind = "wire"
@@ -104,6 +107,7 @@ class SessionOptions:
     reconnect_attempts: int = 5
     go_away_margin: float = 1.0
     keepalive: dict[str, float] = field(default_factory=resume.keepalive_settings)
+    tls_read_buffer: int = 16 * 1024
 
 
 class LiveSession:
@@ -137,7 +141,7 @@ class LiveSession:
         self._outbox: deque[ClientItem] = deque()
         self._held: deque[Audio] = deque()
         self._held_bytes = 0
-        self._wake = anyio.Event()
+        self._wake = _Wakeup()
         self._idle = anyio.Event()
         self._transport: Transport | None = None
         self._tg: TaskGroup | None = None
@@ -272,7 +276,7 @@ class LiveSession:
                 async with self._client.aio.live.connect(
                     model=self._model, config=self._config_for(self.handle)
                 ) as sdk_session:
-                    _tune_keepalive(sdk_session, self.options.keepalive)
+                    _tune_connection(sdk_session, self.options)
                     transport = open_transport(self.options.transport, sdk_session)
                     self._attach(transport, reason)
                     attempts = 0
@@ -638,9 +642,6 @@ class LiveSession:
         self._wake.set()
 
     async def _wait_change(self) -> None:
-        if self._wake.is_set():
-            self._wake = anyio.Event()
-            return
         await self._wake.wait()
 
     async def _wait_idle(self) -> None:
@@ -665,6 +666,43 @@ class LiveSession:
         emit(self._observers, SessionClosed(self.session_id, closed.reason))
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
+
+
+class _Wakeup:
+    """A wake-up flag for the actor's tasks: ``set()`` any number of times; ``wait()`` returns
+    once it is set and clears it. Every task waiting when it is set wakes up.
+
+    Built for the hot path: one event object per wake-up, of the running backend's own class
+    (``anyio.Event()`` looks the backend up on every construction).
+    """
+
+    __slots__ = ("_event", "_make")
+
+    def __init__(self) -> None:
+        self._make: Callable[[], anyio.Event] | None = None
+        self._event: anyio.Event | None = None
+
+    def set(self) -> None:
+        if self._event is None:
+            self._event = self._new()
+        self._event.set()
+
+    async def wait(self) -> None:
+        event = self._event
+        if event is None:
+            event = self._event = self._new()
+        if event.is_set():
+            self._event = None
+            await anyio.lowlevel.checkpoint()
+            return
+        await event.wait()
+        if self._event is event:  # the first waiter to wake consumes it
+            self._event = None
+
+    def _new(self) -> anyio.Event:
+        if self._make is None:
+            self._make = type(anyio.Event())
+        return self._make()
 
 
 def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -705,12 +743,36 @@ def _live_config(
     return base
 
 
-def _tune_keepalive(sdk_session: Any, settings: dict[str, float]) -> None:
-    """Apply keepalive settings to the SDK's websocket (read on every ping by websockets)."""
+def _tune_connection(sdk_session: Any, options: SessionOptions) -> None:
+    """Keepalive and buffer sizes for the SDK's websocket (which livebridge does not create).
+
+    websockets reads ``ping_interval``/``ping_timeout`` on every ping, so setting them after
+    connecting takes effect. asyncio gives every TLS connection a 256 KiB read buffer; Live
+    frames are small, so a smaller one saves most of a session's memory at no CPU cost.
+    """
     ws = getattr(sdk_session, "_ws", None)
-    for name, value in settings.items():
-        if ws is not None and hasattr(ws, name):
+    if ws is None:
+        return
+    for name, value in options.keepalive.items():
+        if hasattr(ws, name):
             setattr(ws, name, value)
+    if options.tls_read_buffer:
+        shrink_tls_read_buffer(ws.transport, options.tls_read_buffer)
+
+
+def shrink_tls_read_buffer(transport: Any, size: int) -> bool:
+    """Give an asyncio TLS transport a ``size``-byte read buffer; False if it has none.
+
+    Safe between reads: the event loop asks for the buffer and fills it in one step.
+    """
+    protocol = getattr(transport, "_ssl_protocol", None)
+    if protocol is None or not hasattr(protocol, "_ssl_buffer"):
+        return False
+    buffer = bytearray(size)
+    protocol.max_size = size
+    protocol._ssl_buffer = buffer
+    protocol._ssl_buffer_view = memoryview(buffer)
+    return True
 
 
 def _rate(blob: wire.Blob) -> int:
