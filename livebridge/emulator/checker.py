@@ -7,6 +7,7 @@ becomes a ``Violation`` carrying the offending message.
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -68,10 +69,15 @@ class CallRecord:
     state: CallState = "pending"
     answer: Answer | None = None
     reissue_of: str | None = None
+    issued_at: float = 0.0  # time.monotonic() when the server sent it
 
     @property
     def open(self) -> bool:
         return self.state in ("pending", "streaming")
+
+
+#: Seconds after a ``toolCall`` during which client audio is taken to have been in flight.
+AUDIO_IN_FLIGHT = 0.25
 
 
 class Checker:
@@ -102,7 +108,13 @@ class Checker:
         self._batches += 1
         for call_id, name, args, blocking in calls:
             self.calls[call_id] = CallRecord(
-                call_id, name, args, blocking, self._batches, reissue_of=reissue_of
+                call_id,
+                name,
+                args,
+                blocking,
+                self._batches,
+                reissue_of=reissue_of,
+                issued_at=time.monotonic(),
             )
         return self._batches
 
@@ -176,10 +188,16 @@ class Checker:
         return accepted
 
     def on_audio(self, message: dict[str, Any]) -> None:
-        """Audio streamed while a blocking call is pending (flagged once per batch)."""
+        """Audio streamed while a blocking call is pending (flagged once per batch).
+
+        Audio arriving within ``AUDIO_IN_FLIGHT`` of the ``toolCall`` was on its way before the
+        client could have read the call, so it is not held against the client.
+        """
         if not self.check_audio_during_blocking:
             return
-        batches = {record.batch for record in self.blocking_pending()} - self._audio_flagged
+        known_since = time.monotonic() - AUDIO_IN_FLIGHT
+        pending = self.blocking_pending()
+        batches = {r.batch for r in pending if r.issued_at <= known_since} - self._audio_flagged
         if batches:
             self._audio_flagged |= batches
             self._flag(

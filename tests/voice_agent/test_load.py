@@ -69,11 +69,7 @@ async def test_fifty_browsers_at_once() -> None:
         final = await asyncio.to_thread(server.stop)
     clients = [task.result() for task in tasks]
 
-    # Contract errors: none. The one warning allowed is microphone audio that was already on the
-    # wire when the toolCall was issued (it crosses the call; livebridge holds audio from then on).
-    assert [v for v in final["violations"] if v["severity"] == "error"] == []
-    warnings = [v["kind"] for v in final["violations"]]
-    assert set(warnings) <= {"audio_during_blocking"}
+    assert final["violations"] == []  # no contract error, no warning
     assert final["sessions_total"] == CLIENTS and final["sessions_refused"] == 0
     assert final["calls_started"] == final["calls_settled"] > 0
     for client in clients:
@@ -97,7 +93,6 @@ async def test_fifty_browsers_at_once() -> None:
         "rss_per_session_kb": round((peak - rss_before) / 1024 / CLIENTS),
         "worst_audio_lag_ms": round(1000 * max(lags)),
         "calls": final["calls_settled"],
-        "in_flight_audio_warnings": len(warnings),
         "outcomes": final["outcomes"],
     }
     ARTIFACTS.mkdir(exist_ok=True)
