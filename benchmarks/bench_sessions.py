@@ -3,10 +3,13 @@
 Every probe runs in a fresh client process pinned to one core, against the server process on the
 other cores. Each session sends 40 ms of 16 kHz microphone audio every 40 ms and receives 40 ms
 of 24 kHz model audio every 40 ms; frame lag is how late a frame is sent, or received, relative to
-its schedule (the server stamps each frame with its schedule). Reported: client cores used, RSS
-per session, p99 lag; then the largest N that keeps p99 lag under 20 ms (doubling, then
-bisecting, within a time budget); then memory per idle session, with asyncio's 256 KiB TLS read
-buffer and with a 16 KiB one.
+its schedule (the server stamps each frame with its schedule). Variants: ``livebridge``
+(``LiveSession`` with a tool registry), ``sdk`` (a plain google-genai loop) and ``raw`` (websockets
++ msgspec, the same protocol without any model layer: the floor). Every websocket is opened with
+``livebridge.client_args()`` (no permessage-deflate) and a 16 KiB TLS read buffer, unless a row
+says otherwise. Reported: client cores used, RSS per session, p99 lag; the largest N that keeps
+p99 lag under 20 ms (doubling, then bisecting, within a time budget); one 8 x 50 ms tool turn
+after another while 100 other sessions stream; memory per idle session.
 
 Run with ``python -m benchmarks.bench_sessions`` (``--quick`` for a smoke run).
 """
@@ -29,7 +32,7 @@ from typing import Any
 
 from google.genai import types
 
-from benchmarks.clients import answer, sdk_config
+from benchmarks.clients import CLIENTS, answer, raw_connect, raw_setup, sdk_config
 from benchmarks.server import (
     FRAME_SECONDS,
     Server,
@@ -39,15 +42,20 @@ from benchmarks.server import (
     server_from_env,
     stamp_of,
 )
-from livebridge import ToolRegistry
+from livebridge import ToolRegistry, wire
 from livebridge.events import AudioOut
 from livebridge.session import LiveSession, SessionOptions
+from livebridge.transport import Audio, encode_client
 
-VARIANTS = ("livebridge", "sdk")
+VARIANTS = ("livebridge", "sdk", "raw")
+#: The turn client measured next to each variant's streaming sessions.
+TURN_CLIENTS = {"livebridge": "livebridge", "sdk": "sdk-gather", "raw": "raw"}
 LAG_LIMIT_MS = 20.0
 CALL_EVERY = 3.0
 MIC_FRAME = bytes(int(16_000 * FRAME_SECONDS) * 2)
 SMALL_TLS_BUFFER = 16 * 1024
+TURN_CALLS = 8
+TURN_SECONDS = 0.05
 
 
 @dataclass(slots=True)
@@ -146,20 +154,71 @@ async def sdk_session(server: Server, lags: Lags, stop: asyncio.Event) -> None:
             sender.cancel()
 
 
-async def idle_session(server: Server, variant: str, stop: asyncio.Event) -> None:
+async def raw_session(server: Server, lags: Lags, stop: asyncio.Event) -> None:
+    """The same work on a bare websocket with the msgspec codec: the floor."""
+    model = model_name("sessions", CALL_EVERY)
+    async with raw_connect(server, model) as ws:
+        await ws.send(raw_setup(model), text=True)
+        await ws.recv(decode=False)
+
+        async def send(pcm: bytes) -> None:
+            await ws.send(encode_client(Audio(pcm, 16_000)), text=True)
+
+        sender = asyncio.ensure_future(mic(send, lags, stop))
+        try:
+            while not stop.is_set():
+                message = wire.decode_server(await ws.recv(decode=False))
+                content = message.server_content
+                if content is not None and content.model_turn is not None:
+                    for part in content.model_turn.parts:
+                        if part.inline_data is not None and part.inline_data.data:
+                            heard(wire.b64decode(part.inline_data.data), lags)
+                if message.tool_call is not None:
+                    calls = message.tool_call.function_calls
+                    responses = [
+                        {
+                            "id": c.id,
+                            "name": c.name,
+                            "response": {"output": {"i": (c.args or {})["i"]}},
+                        }
+                        for c in calls
+                    ]
+                    frame = wire.encode({"toolResponse": {"functionResponses": responses}})
+                    await ws.send(frame, text=True)
+        finally:
+            sender.cancel()
+
+
+STREAMERS = {"livebridge": livebridge_session, "sdk": sdk_session, "raw": raw_session}
+
+
+async def idle_session(server: Server, variant: str, tuned: bool, stop: asyncio.Event) -> None:
     model = model_name("idle")
     if variant == "livebridge":
-        async with LiveSession.connect(server.client(), model=model, tools=ToolRegistry()):
+        client = server.client(tuned=tuned)
+        async with LiveSession.connect(client, model=model, tools=ToolRegistry()):
+            await stop.wait()
+    elif variant == "sdk":
+        client = server.client(tuned=tuned)
+        async with client.aio.live.connect(model=model, config=sdk_config()):
             await stop.wait()
     else:
-        async with server.client().aio.live.connect(model=model, config=sdk_config()):
+        async with raw_connect(server, model) as ws:
+            await ws.send(raw_setup(model), text=True)
+            await ws.recv(decode=False)
             await stop.wait()
 
 
-async def probe(variant: str, sessions: int, seconds: float, idle: bool) -> dict[str, float]:
-    """Run ``sessions`` sessions for ``seconds`` in this process; returns the measurements."""
+async def probe(
+    variant: str, sessions: int, seconds: float, idle: bool, tuned: bool, turns: int
+) -> dict[str, float]:
+    """Run ``sessions`` sessions for ``seconds`` in this process; returns the measurements.
+
+    With ``turns``, one more session runs that many 8 x 50 ms tool turns once every session is
+    up (the server records their turnaround), and the measurement lasts until they are done.
+    """
     server = server_from_env()
-    server.client()
+    server.client(tuned=tuned)
     lags = Lags()
     stop = asyncio.Event()
     baseline = rss_bytes()
@@ -169,11 +228,9 @@ async def probe(variant: str, sessions: int, seconds: float, idle: bool) -> dict
     async def one() -> None:
         nonlocal connected
         if idle:
-            task = idle_session(server, variant, stop)
-        elif variant == "livebridge":
-            task = livebridge_session(server, lags, stop)
+            task = idle_session(server, variant, tuned, stop)
         else:
-            task = sdk_session(server, lags, stop)
+            task = STREAMERS[variant](server, lags, stop)
         connected += 1
         if connected == sessions:
             everyone.set()
@@ -187,7 +244,11 @@ async def probe(variant: str, sessions: int, seconds: float, idle: bool) -> dict
     await asyncio.sleep(1.0)
     lags.recording = True
     wall, cpu = time.perf_counter(), time.process_time()
-    await asyncio.sleep(seconds)
+    if turns:
+        model = model_name("turnaround", TURN_CALLS, turns, f"{variant}_loaded")
+        await CLIENTS[TURN_CLIENTS[variant]](server, model, turns, TURN_SECONDS)
+    else:
+        await asyncio.sleep(seconds)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     lags.recording = False
     rss = rss_bytes()
@@ -201,13 +262,26 @@ async def probe(variant: str, sessions: int, seconds: float, idle: bool) -> dict
 
 
 def run_probe(
-    server: Server, variant: str, sessions: int, seconds: float, *, idle: bool = False, tls: int = 0
+    server: Server,
+    variant: str,
+    sessions: int,
+    seconds: float,
+    *,
+    idle: bool = False,
+    tuned: bool = True,
+    turns: int = 0,
 ) -> dict[str, float]:
-    """Run ``probe`` in a fresh client process pinned to one core."""
+    """Run ``probe`` in a fresh client process pinned to one core.
+
+    ``tuned``: ``client_args()`` and a 16 KiB TLS read buffer for every connection; else the
+    SDK's defaults (livebridge still shrinks its own TLS buffers).
+    """
     command = [sys.executable, "-m", "benchmarks.bench_sessions", "--probe", variant]
-    command += ["--sessions", str(sessions), "--seconds", str(seconds), "--tls-buffer", str(tls)]
+    command += ["--sessions", str(sessions), "--seconds", str(seconds), "--turns", str(turns)]
     if idle:
         command.append("--idle")
+    if not tuned:
+        command.append("--defaults")
     env = {**os.environ, **server.env()}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
@@ -241,6 +315,27 @@ def largest_n(
     return good, good_result
 
 
+IDLE_SETTINGS = (
+    ("sdk", False, "SDK defaults: deflate, 256 KiB TLS buffer"),
+    ("sdk", True, "client_args(), 16 KiB TLS buffer"),
+    ("livebridge", False, "SDK defaults: deflate; 16 KiB TLS buffer"),
+    ("livebridge", True, "client_args(), 16 KiB TLS buffer"),
+    ("raw", True, "no deflate, 16 KiB TLS buffer"),
+)
+
+
+def loaded_turns(server: Server, variant: str, others: int, turns: int) -> dict[str, float]:
+    """8 x 50 ms turns while ``others`` sessions stream; turnaround above the handler, in ms."""
+    server.take_results()
+    result = run_probe(server, variant, others, 0.0, turns=turns)
+    above = sorted((row["seconds"] - TURN_SECONDS) * 1000 for row in server.take_results())
+    if not above:
+        raise RuntimeError("no turn was recorded")
+    result["turn_p50_ms"] = above[len(above) // 2]
+    result["turn_p99_ms"] = above[round(0.99 * (len(above) - 1))]
+    return result
+
+
 def run(server: Server, quick: bool) -> list[str]:
     seconds = 1.0 if quick else 8.0
     fixed = 10 if quick else 100
@@ -257,11 +352,26 @@ def run(server: Server, quick: bool) -> list[str]:
             )
         except Exception as exc:
             lines.append(f"| {variant} | failed: {str(exc)[:80]} | | |")
+    lines += [
+        "",
+        f"| {TURN_CALLS} x 50 ms tool turn while {fixed} sessions stream | turn client "
+        "| p50 ms above handler | p99 ms above handler | p99 frame lag ms |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for variant in VARIANTS:
+        try:
+            r = loaded_turns(server, variant, fixed, 5 if quick else 100)
+            lines.append(
+                f"| {variant} | {TURN_CLIENTS[variant]} | {r['turn_p50_ms']:.2f} "
+                f"| {r['turn_p99_ms']:.2f} | {r['p99_ms']:.1f} |"
+            )
+        except Exception as exc:
+            lines.append(f"| {variant} | failed: {str(exc)[:80]} | | | |")
     lines += ["", "| largest N per core with p99 lag ≤ 20 ms | N | client cores | p99 lag ms |"]
     lines.append("|---|---:|---:|---:|")
     for variant in VARIANTS:
         try:
-            n, r = largest_n(server, variant, seconds, 8 if quick else 50, 5 if quick else 120)
+            n, r = largest_n(server, variant, seconds, 8 if quick else 100, 5 if quick else 100)
             cores, p99 = r.get("cores", float("nan")), r.get("p99_ms", float("nan"))
             lines.append(f"| {variant} | {n} | {cores:.2f} | {p99:.1f} |")
         except Exception as exc:
@@ -269,17 +379,15 @@ def run(server: Server, quick: bool) -> list[str]:
     idle = 10 if quick else 200
     lines += [
         "",
-        f"| idle sessions ({idle}) | TLS read buffer | RSS/session KB |",
+        f"| idle sessions ({idle}) | connection settings | RSS/session KB |",
         "|---|---|---:|",
     ]
-    for variant in VARIANTS:
-        for tls in (0, SMALL_TLS_BUFFER):
-            label = "asyncio default (256 KiB)" if tls == 0 else f"{tls // 1024} KiB"
-            try:
-                r = run_probe(server, variant, idle, 1.0, idle=True, tls=tls)
-                lines.append(f"| {variant} | {label} | {r['rss_kb']:.0f} |")
-            except Exception as exc:
-                lines.append(f"| {variant} | {label} | failed: {str(exc)[:80]} |")
+    for variant, tuned, label in IDLE_SETTINGS:
+        try:
+            r = run_probe(server, variant, idle, 1.0, idle=True, tuned=tuned)
+            lines.append(f"| {variant} | {label} | {r['rss_kb']:.0f} |")
+        except Exception as exc:
+            lines.append(f"| {variant} | {label} | failed: {str(exc)[:80]} |")
     return lines
 
 
@@ -290,14 +398,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=10, help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, default=2.0, help=argparse.SUPPRESS)
     parser.add_argument("--idle", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--tls-buffer", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--defaults", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--turns", type=int, default=0, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.probe:
         pin_to_one_core()
-        if options.tls_buffer:
-            asyncio.sslproto.SSLProtocol.max_size = options.tls_buffer
+        tuned = not options.defaults
+        if tuned:
+            asyncio.sslproto.SSLProtocol.max_size = SMALL_TLS_BUFFER
         result: Any = asyncio.run(
-            probe(options.probe, options.sessions, options.seconds, options.idle)
+            probe(
+                options.probe, options.sessions, options.seconds, options.idle, tuned, options.turns
+            )
         )
         print(json.dumps(result))
         return 0

@@ -7,13 +7,14 @@ Each runs ``turns`` tool turns against a ``benchmarks.server`` scenario, answeri
 - ``sdk-serial``: the documented google-genai loop, each call run and answered one by one;
 - ``sdk-gather``: google-genai, the calls of a turn run with ``asyncio.gather``, one answer;
 - ``raw``: websockets + msgspec + ``asyncio.gather`` + immediate send: the floor.
+
+Every client's websocket goes without permessage-deflate (``livebridge.client_args()``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,7 +22,7 @@ from google.genai import types
 from websockets.asyncio.client import connect
 
 from benchmarks.server import Server, declaration
-from livebridge import CallPolicy, ToolRegistry, wire
+from livebridge import CallPolicy, ToolRegistry, client_args, wire
 from livebridge.events import TurnComplete
 from livebridge.session import LiveSession, SessionOptions
 
@@ -96,11 +97,15 @@ def raw_setup(model: str) -> bytes:
     return json.dumps({"setup": {"model": f"models/{model}", "tools": tools}}).encode()
 
 
-async def raw_client(server: Server, model: str, turns: int, delay: float) -> None:
+def raw_connect(server: Server, model: str) -> connect:
+    """A websocket to ``server``, set up for ``model``, as ``LiveSession``'s is configured."""
     uri = server.base_url.replace("https://", "wss://") + PATH
-    context = ssl.create_default_context(cafile=server.ca_file)
     headers = {"x-goog-api-key": "test"}
-    async with connect(uri, ssl=context, additional_headers=headers, max_size=None) as ws:
+    return connect(uri, additional_headers=headers, **client_args(ssl=server.ssl_context()))
+
+
+async def raw_client(server: Server, model: str, turns: int, delay: float) -> None:
+    async with raw_connect(server, model) as ws:
         await ws.send(raw_setup(model), text=True)
         await ws.recv(decode=False)
         done = 0

@@ -27,6 +27,7 @@ from typing import Any
 from google import genai
 from google.genai import types
 
+from livebridge import client_args
 from livebridge.emulator import Conversation, Emulator
 
 TOOL = "work"
@@ -146,9 +147,16 @@ class Server:
     results: Path
     pid: int
 
-    def client(self) -> genai.Client:
-        """The google-genai client pointed at this server (one per process, as in production)."""
-        return _client(self.base_url, self.ca_file)
+    def client(self, *, tuned: bool = True) -> genai.Client:
+        """The google-genai client pointed at this server (one per process, as in production).
+
+        ``tuned``: websockets get ``livebridge.client_args()`` (no permessage-deflate); else the
+        SDK's defaults (deflate offered, which the emulator accepts).
+        """
+        return _client(self.base_url, self.ca_file, tuned)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=self.ca_file)
 
     def env(self) -> dict[str, str]:
         return {"BENCH_BASE_URL": self.base_url, "BENCH_CA_FILE": self.ca_file}
@@ -167,9 +175,10 @@ class Server:
 
 
 @cache
-def _client(base_url: str, ca_file: str) -> genai.Client:
+def _client(base_url: str, ca_file: str, tuned: bool) -> genai.Client:
     context = ssl.create_default_context(cafile=ca_file)
-    options = types.HttpOptions(base_url=base_url, async_client_args={"ssl": context})
+    args = client_args(ssl=context) if tuned else {"ssl": context}
+    options = types.HttpOptions(base_url=base_url, async_client_args=args)
     return genai.Client(api_key="test", http_options=options)
 
 

@@ -17,6 +17,7 @@ from livebridge.errors import (
 from livebridge.observe import Observer, Recorder
 from livebridge.session import LiveSession, SessionOptions
 from livebridge.tools import Tool, ToolRegistry
+from livebridge.transport import client_args
 
 __all__ = [
     "Call",
@@ -42,5 +43,6 @@ __all__ = [
     "Tool",
     "ToolError",
     "ToolRegistry",
+    "client_args",
 ]
 __version__ = "0.1.0"

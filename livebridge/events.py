@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -149,7 +149,8 @@ class EventBuffer:
         self._items: deque[SessionEvent] = deque()
         self._pending_drops = 0
         self._closed = False
-        self._wakeup = anyio.Event()
+        self._new_event: Callable[[], anyio.Event] = type(anyio.Event())  # no backend lookups
+        self._wakeup: anyio.Event | None = None  # set while a reader waits
 
     def put(self, event: SessionEvent) -> None:
         """Queue ``event`` without blocking, applying the overflow policy."""
@@ -158,12 +159,14 @@ class EventBuffer:
             self._count_drop()
             return
         self._items.append(event)
-        self._wakeup.set()
+        if self._wakeup is not None:
+            self._wakeup.set()
 
     def close(self) -> None:
         """No more events will come; readers finish after the last one."""
         self._closed = True
-        self._wakeup.set()
+        if self._wakeup is not None:
+            self._wakeup.set()
 
     async def get(self) -> SessionEvent | None:
         """The next event, waiting for one; ``None`` once closed and drained."""
@@ -175,8 +178,14 @@ class EventBuffer:
                 return self._items.popleft()
             if self._closed:
                 return None
-            self._wakeup = anyio.Event()
-            await self._wakeup.wait()
+            wakeup = self._wakeup
+            if wakeup is None:
+                wakeup = self._wakeup = self._new_event()
+            try:
+                await wakeup.wait()
+            finally:
+                if self._wakeup is wakeup:
+                    self._wakeup = None
 
     def __len__(self) -> int:
         return len(self._items)

@@ -223,7 +223,7 @@ class PrometheusObserver:
                 self.reconnects.labels(_bounded(event.reason, RECONNECT_REASONS)).inc()
             case MessageSeen():
                 kind = _bounded(_camel(event.kind), MESSAGE_KINDS)
-                self.messages.labels(event.direction, kind).inc()
+                self.messages.labels(event.direction, kind).inc(event.count)
 
     def function_label(self, name: str, *, known: bool = True) -> str:
         """The ``function`` label for ``name``: itself if it is a known tool, else ``other``."""

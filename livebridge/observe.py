@@ -108,11 +108,15 @@ class Reconnected:
 
 @dataclass(frozen=True, slots=True)
 class MessageSeen:
-    """One wire message; ``kind`` is its top-level field (``toolCall``, ``realtimeInput``...)."""
+    """``count`` wire messages; ``kind`` is their top-level field (``toolCall``, ...).
+
+    A session counts messages locally and reports them in batches (see ``LiveSession``).
+    """
 
     session_id: str | None
     direction: Direction
     kind: str
+    count: int = 1
 
 
 Event: TypeAlias = (

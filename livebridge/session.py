@@ -53,6 +53,7 @@ from livebridge.ledger import CallLedger, Fate, LiveCall, Outgoing, Via
 from livebridge.observe import (
     AnswerSent,
     CallOrphaned,
+    Direction,
     MessageSeen,
     Observer,
     Reconnected,
@@ -84,6 +85,9 @@ _CANCEL_FLUSH_SECONDS = 1.0
 
 _SERVER_FIELDS = tuple(wire.ServerMessage.__struct_fields__)
 _SERVER_KINDS = {name: wire.camel(name) for name in _SERVER_FIELDS}
+
+#: Messages counted locally before their ``MessageSeen`` events go to the observers.
+_SEEN_BATCH = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +158,8 @@ class LiveSession:
         self._last_call_message = -1
         self._last_handle_message = -1
         self._audio_dropped = 0
+        self._seen: dict[tuple[Direction, str], int] = {}
+        self._seen_pending = 0
         self._connection_tg: TaskGroup | None = None
         self._leave: Callable[[resume.CloseDecision], None] = _not_connected
 
@@ -395,9 +401,10 @@ class LiveSession:
                 log.exception("could not handle a server message; the session goes on")
 
     def _handle(self, message: wire.ServerMessage) -> None:
-        for name in _SERVER_FIELDS:
-            if getattr(message, name) is not None:
-                emit(self._observers, MessageSeen(self.session_id, "received", _SERVER_KINDS[name]))
+        if self._observers:
+            for name in _SERVER_FIELDS:
+                if getattr(message, name) is not None:
+                    self._count_seen("received", _SERVER_KINDS[name])
         content = message.server_content
         if content is not None:
             self._on_content(content, message.usage_metadata)
@@ -439,6 +446,7 @@ class LiveSession:
         if content.turn_complete:
             self._turn += 1
             put(TurnComplete(_usage(usage), content.turn_complete_reason))
+            self._flush_seen()
 
     def _on_calls(self, function_calls: Sequence[wire.FunctionCall], *, via: Via) -> None:
         live_calls: list[LiveCall] = []
@@ -463,6 +471,7 @@ class LiveSession:
             return
         self._last_call_message = self._messages_seen
         admitted = self._ledger.receive(live_calls, self._clock(), via=via)
+        self._report_fates()
         if not admitted:
             return
         behaviors = {lc.call.id: lc.behavior for lc in live_calls}
@@ -534,7 +543,8 @@ class LiveSession:
                 self._ledger.sent(item, self._clock())
                 self._report_answers(item)
                 self._report_fates()
-            emit(self._observers, MessageSeen(self.session_id, "sent", message_kind_of(item)))
+            if self._observers:
+                self._count_seen("sent", message_kind_of(item))
 
     def _next_item(self) -> Outgoing | ClientItem | None:
         """Take what the writer sends next: tool answers first, then the app's input in order.
@@ -542,17 +552,21 @@ class LiveSession:
         Audio held during a blocking call goes out as soon as the call is answered, ahead of
         newer input.
         """
-        answers = self._ledger.drain(self._clock())
+        ledger = self._ledger
+        if ledger.idle:  # nothing to answer and nothing blocking: the common case
+            self._idle.set()
+            if self._held:
+                return self._take_held()
+            return self._outbox.popleft() if self._outbox else None
+        answers = ledger.drain(self._clock())
         if answers is not None:
             return answers
         self._report_fates()
-        if self._ledger.idle:
+        if ledger.idle:
             self._idle.set()
-        blocking = self._ledger.blocking_pending
+        blocking = ledger.blocking_pending
         if not blocking and self._held:
-            held = self._held.popleft()
-            self._held_bytes -= len(held.pcm)
-            return held
+            return self._take_held()
         policy = self.options.audio_during_blocking
         while self._outbox:
             item = self._outbox.popleft()
@@ -563,6 +577,11 @@ class LiveSession:
             else:
                 self._audio_dropped += 1
         return None
+
+    def _take_held(self) -> Audio:
+        held = self._held.popleft()
+        self._held_bytes -= len(held.pcm)
+        return held
 
     def _hold(self, audio: Audio) -> None:
         self._held.append(audio)
@@ -602,6 +621,21 @@ class LiveSession:
                 self._observers,
                 AnswerSent(self.session_id, outcomes, turnarounds, behaviors, known),
             )
+
+    def _count_seen(self, direction: Direction, kind: str) -> None:
+        key = (direction, kind)
+        self._seen[key] = self._seen.get(key, 0) + 1
+        self._seen_pending += 1
+        if self._seen_pending >= _SEEN_BATCH:
+            self._flush_seen()
+
+    def _flush_seen(self) -> None:
+        """Report the messages counted since the last flush (every turn, batch and at close)."""
+        if not self._seen_pending:
+            return
+        seen, self._seen, self._seen_pending = self._seen, {}, 0
+        for (direction, kind), count in seen.items():
+            emit(self._observers, MessageSeen(self.session_id, direction, kind, count))
 
     def _report_fates(self) -> None:
         for fate in self._ledger.take_fates():
@@ -661,6 +695,7 @@ class LiveSession:
         self._closed = closed
         self._accepting = False
         self._report_fates()
+        self._flush_seen()
         self._events.put(closed)
         self._events.close()
         emit(self._observers, SessionClosed(self.session_id, closed.reason))
@@ -776,12 +811,24 @@ def shrink_tls_read_buffer(transport: Any, size: int) -> bool:
 
 
 def _rate(blob: wire.Blob) -> int:
-    mime = blob.mime_type or ""
-    for piece in mime.split(";"):
+    mime = blob.mime_type
+    rate = _RATES.get(mime)
+    if rate is None:
+        rate = _RATES[mime] = _parse_rate(mime)
+        if len(_RATES) > 64:  # a misbehaving server must not grow the cache
+            _RATES.clear()
+    return rate
+
+
+def _parse_rate(mime: str | None) -> int:
+    for piece in (mime or "").split(";"):
         key, _, value = piece.strip().partition("=")
         if key == "rate" and value.isdigit():
             return int(value)
     return 24_000
+
+
+_RATES: dict[str | None, int] = {}
 
 
 def _usage(usage: wire.UsageMetadata | None) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ Both turn every way a connection can end into ``TransportClosed(code, reason)``.
 
 from __future__ import annotations
 
+import ssl as ssl_module
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias
@@ -24,10 +25,33 @@ from google.genai import live as genai_live
 from google.genai import types
 from websockets.exceptions import ConnectionClosed
 
-from livebridge import wire
+from livebridge import resume, wire
 from livebridge.adapters.gemini_live import to_sdk
 
 TransportKind = Literal["wire", "sdk"]
+
+#: Largest server message accepted (websockets' default is 1 MiB).
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+def client_args(ssl: ssl_module.SSLContext | None = None) -> dict[str, Any]:
+    """``HttpOptions.async_client_args`` for a ``genai.Client`` that runs many Live sessions.
+
+    ``genai.Client(http_options=types.HttpOptions(async_client_args=livebridge.client_args()))``
+    gives every Live websocket: no permessage-deflate (Live frames are mostly base64 audio, which
+    barely compresses; deflate costs about 50 KB of memory per session and CPU on every frame),
+    keepalive from ``resume.keepalive_settings()`` and a ``MAX_MESSAGE_BYTES`` message limit. The
+    SDK passes these to ``websockets`` and drops them for its HTTP client. ``ssl`` is the
+    context to trust (default: the SDK's own).
+    """
+    args: dict[str, Any] = {
+        "compression": None,
+        "max_size": MAX_MESSAGE_BYTES,
+        **resume.keepalive_settings(),
+    }
+    if ssl is not None:
+        args["ssl"] = ssl
+    return args
 
 
 class TransportClosed(Exception):

@@ -42,13 +42,25 @@ def test_every_benchmark_prints_its_rows(capsys: pytest.CaptureFixture[str]) -> 
         "sdk-gather",
         "raw",
     ]
-    assert [row[0] for row in rows(out, "| sessions")] == ["livebridge", "sdk"]
-    assert [row[0] for row in rows(out, "| largest N")] == ["livebridge", "sdk"]
-    assert len(rows(out, "| idle sessions")) == 4
+    assert [row[0] for row in rows(out, "| sessions")] == ["livebridge", "sdk", "raw"]
+    assert [row[0] for row in rows(out, "| largest N")] == ["livebridge", "sdk", "raw"]
+    loaded = rows(out, "| 8 x 50 ms tool turn while")
+    assert [row[:2] for row in loaded] == [
+        ["livebridge", "livebridge"],
+        ["sdk", "sdk-gather"],
+        ["raw", "raw"],
+    ]
+    assert [row[0] for row in rows(out, "| idle sessions")] == [
+        "sdk",
+        "sdk",
+        "livebridge",
+        "livebridge",
+        "raw",
+    ]
     assert [row[0] for row in rows(out, "| batch size")] == ["1", "8", "64"]
     assert not any(
         "failed" in cell
-        for table in ("| sessions", "| throughput")
+        for table in ("| sessions", "| throughput", "| 8 x 50 ms tool turn while")
         for row in rows(out, table)
         for cell in row
     )
