@@ -360,7 +360,7 @@ def run(server: Server, quick: bool) -> list[str]:
     ]
     for variant in VARIANTS:
         try:
-            r = loaded_turns(server, variant, fixed, 5 if quick else 100)
+            r = loaded_turns(server, variant, fixed, 5 if quick else 75)
             lines.append(
                 f"| {variant} | {TURN_CLIENTS[variant]} | {r['turn_p50_ms']:.2f} "
                 f"| {r['turn_p99_ms']:.2f} | {r['p99_ms']:.1f} |"
@@ -371,7 +371,7 @@ def run(server: Server, quick: bool) -> list[str]:
     lines.append("|---|---:|---:|---:|")
     for variant in VARIANTS:
         try:
-            n, r = largest_n(server, variant, seconds, 8 if quick else 100, 5 if quick else 100)
+            n, r = largest_n(server, variant, seconds, 8 if quick else 100, 5 if quick else 75)
             cores, p99 = r.get("cores", float("nan")), r.get("p99_ms", float("nan"))
             lines.append(f"| {variant} | {n} | {cores:.2f} | {p99:.1f} |")
         except Exception as exc:

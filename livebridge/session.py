@@ -146,7 +146,7 @@ class LiveSession:
         self._held: deque[Audio] = deque()
         self._held_bytes = 0
         self._wake = _Wakeup()
-        self._idle = anyio.Event()
+        self._idle: anyio.Event | None = None  # set by the writer once no call is live
         self._transport: Transport | None = None
         self._tg: TaskGroup | None = None
         self._accepting = True
@@ -554,7 +554,7 @@ class LiveSession:
         """
         ledger = self._ledger
         if ledger.idle:  # nothing to answer and nothing blocking: the common case
-            self._idle.set()
+            self._set_idle()
             if self._held:
                 return self._take_held()
             return self._outbox.popleft() if self._outbox else None
@@ -563,7 +563,7 @@ class LiveSession:
             return answers
         self._report_fates()
         if ledger.idle:
-            self._idle.set()
+            self._set_idle()
         blocking = ledger.blocking_pending
         if not blocking and self._held:
             return self._take_held()
@@ -678,11 +678,16 @@ class LiveSession:
     async def _wait_change(self) -> None:
         await self._wake.wait()
 
+    def _set_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.set()
+            self._idle = None
+
     async def _wait_idle(self) -> None:
         while not self._ledger.idle:
-            self._idle = anyio.Event()
+            idle = self._idle = anyio.Event()
             self._wakeup()
-            await self._idle.wait()
+            await idle.wait()
 
     def _require_dispatcher(self) -> Dispatcher:
         if self._dispatcher is None:
