@@ -1,13 +1,12 @@
 """A real Prometheus server for tests: own port on loopback, own config and data directory.
 
-Uses Debian's ``prometheus`` package (installed here when missing and running as root, with
-service start-up disabled so no system daemon is left on :9090).
+Uses Debian's ``prometheus`` package (see ``tests/system_packages.py``; the packaged service is
+never started, so no system daemon is left on :9090).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -19,37 +18,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.system_packages import require
 
-PROMETHEUS = "/usr/bin/prometheus"
-POLICY_RC = Path("/usr/sbin/policy-rc.d")
 POLL = 0.1  # seconds between polls of Prometheus's own status API
-
-
-def ensure_prometheus() -> str:
-    """The path of the ``prometheus`` binary, installing the Debian package if needed."""
-    found = shutil.which("prometheus") or (PROMETHEUS if os.path.exists(PROMETHEUS) else None)
-    if found:
-        return found
-    if os.geteuid() != 0:
-        pytest.skip("prometheus is not installed and installing it needs root")
-    created_policy = not POLICY_RC.exists()
-    if created_policy:
-        POLICY_RC.write_text("#!/bin/sh\nexit 101\n")  # keep apt from starting the service
-        POLICY_RC.chmod(0o755)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    try:
-        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, timeout=600)
-        subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "prometheus"],
-            check=True,
-            env=env,
-            timeout=600,
-        )
-    finally:
-        if created_policy:
-            POLICY_RC.unlink()
-    return shutil.which("prometheus") or PROMETHEUS
 
 
 def free_port() -> int:
@@ -63,7 +34,7 @@ class PrometheusServer:
     """One Prometheus process scraping ``targets`` every ``scrape_interval``."""
 
     def __init__(self, targets: list[str], scrape_interval: str = "1s") -> None:
-        self.binary = ensure_prometheus()
+        self.binary = require("prometheus", "prometheus")
         self.directory = Path(tempfile.mkdtemp(prefix="livebridge-prometheus-"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"

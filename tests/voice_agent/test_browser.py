@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from playwright.async_api import async_playwright
 
-from .voice_client import ARTIFACTS, INPUT_RATE, start_server, tone
+from tests.system_packages import require
 
-CHROMIUM = Path("/usr/bin/chromium")
+from .voice_client import ARTIFACTS, INPUT_RATE, start_server, tone
 
 
 def fake_microphone(path: Path) -> Path:
@@ -25,15 +25,15 @@ def fake_microphone(path: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (installed by .ci/run)")
 async def test_page_talks_to_the_agent_in_chromium(tmp_path: Path) -> None:
+    chromium = require("chromium", "chromium")
     microphone = fake_microphone(tmp_path / "microphone.wav")
     server = start_server()
     console: list[str] = []
     try:
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(
-                executable_path=str(CHROMIUM),
+                executable_path=chromium,
                 args=[
                     "--headless=new",
                     "--no-sandbox",
