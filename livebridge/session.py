@@ -152,7 +152,7 @@ class LiveSession:
         self._accepting = True
         self._closed: Closed | None = None
         self._turn = 0
-        self._go_away: anyio.Event | None = None
+        self._going_away = False  # this connection got goAway
         self._go_away_deadline = 0.0
         self._messages_seen = 0
         self._last_call_message = -1
@@ -326,7 +326,7 @@ class LiveSession:
             await anyio.sleep(next(delays))
 
     def _decide(self, code: int | None, reason: str) -> resume.CloseDecision:
-        decision = resume.classify_close(code, reason, after_go_away=self._go_away is not None)
+        decision = resume.classify_close(code, reason, after_go_away=self._going_away)
         log.info("connection closed (%s %r): %s", code, reason, decision.reason)
         return decision
 
@@ -349,7 +349,7 @@ class LiveSession:
             emit(self._observers, SessionOpened(self.session_id))
         orphaned = self._ledger.resumed(self.handle if resumed else None, now)
         self._transport = transport
-        self._go_away = None
+        self._going_away = False
         if resumed:
             emit(self._observers, Reconnected(self.session_id, reason))
             self._events.put(Resumed(reason, tuple(orphaned)))
@@ -505,8 +505,8 @@ class LiveSession:
         except ValueError:
             time_left = 0.0
         self._events.put(GoAway(time_left))
-        if self._go_away is None:
-            self._go_away = anyio.Event()
+        if not self._going_away:
+            self._going_away = True
             self._go_away_deadline = resume.reconnect_deadline(
                 self._clock(), time_left, margin=self.options.go_away_margin
             )
