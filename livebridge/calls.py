@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import msgspec
+
 Behavior = Literal["BLOCKING", "NON_BLOCKING"]
 Scheduling = Literal["SILENT", "WHEN_IDLE", "INTERRUPT"]
 OutcomeKind = Literal["ok", "error", "timeout", "cancelled", "rejected", "duplicate", "orphaned"]
@@ -68,12 +70,12 @@ class Partial:
     scheduling: Scheduling | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     """How one call ended, and the response payload that answers it.
 
     ``response`` is exactly what goes on the wire: ``{"output": ...}`` or ``{"error": {...}}``
-    (empty for the end of a stream whose items were already sent as partials).
+    (empty for the end of a stream whose items were already sent as partials). A msgspec
+    Struct rather than a dataclass: one is built per call, and this is ten times cheaper.
     """
 
     call_id: str

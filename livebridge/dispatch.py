@@ -19,7 +19,7 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Generator, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -565,7 +565,9 @@ def _copy(call: Call, original: Outcome, kind: OutcomeKind | None) -> Outcome:
     """``original``'s answer for another call id; a withdrawn original is an error for the copy."""
     if kind is None:
         kind = "error" if original.kind == "cancelled" else original.kind
-    return replace(original, call_id=call.id, kind=kind, duplicate_of=original.call_id)
+    return msgspec.structs.replace(
+        original, call_id=call.id, kind=kind, duplicate_of=original.call_id
+    )
 
 
 def _failure(call: Call, tool: Tool, exc: Exception, latency: float) -> Outcome:
@@ -608,4 +610,4 @@ def _twin(call: Call, first_id: str) -> Outcome:
     message = f"Identical to call {first_id} in the same turn, which runs once; see its answer."
     response = payloads.error("duplicate_call", message, duplicate_of=first_id)
     outcome = _outcome(call, "duplicate", response)
-    return replace(outcome, duplicate_of=first_id)
+    return msgspec.structs.replace(outcome, duplicate_of=first_id)
