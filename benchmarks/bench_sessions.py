@@ -53,7 +53,7 @@ TURN_CLIENTS = {"livebridge": "livebridge", "sdk": "sdk-gather", "raw": "raw"}
 LAG_LIMIT_MS = 20.0
 CALL_EVERY = 3.0
 MIC_FRAME = bytes(int(16_000 * FRAME_SECONDS) * 2)
-SMALL_TLS_BUFFER = 16 * 1024
+SMALL_TLS_BUFFER = 8 * 1024
 TURN_CALLS = 8
 TURN_SECONDS = 0.05
 
@@ -273,7 +273,7 @@ def run_probe(
 ) -> dict[str, float]:
     """Run ``probe`` in a fresh client process pinned to one core.
 
-    ``tuned``: ``client_args()`` and a 16 KiB TLS read buffer for every connection; else the
+    ``tuned``: ``client_args()`` and an 8 KiB TLS read buffer for every connection; else the
     SDK's defaults (livebridge still shrinks its own TLS buffers).
     """
     command = [sys.executable, "-m", "benchmarks.bench_sessions", "--probe", variant]

@@ -111,11 +111,48 @@ class SessionOptions:
     reconnect_attempts: int = 5
     go_away_margin: float = 1.0
     keepalive: dict[str, float] = field(default_factory=resume.keepalive_settings)
-    tls_read_buffer: int = 16 * 1024
+    tls_read_buffer: int = 8 * 1024
 
 
 class LiveSession:
     """One Live conversation with its tool calls; create it with ``LiveSession.connect``."""
+
+    __slots__ = (
+        "_accepting",
+        "_audio_dropped",
+        "_client",
+        "_clock",
+        "_closed",
+        "_config",
+        "_connection_tg",
+        "_dispatcher",
+        "_events",
+        "_go_away_deadline",
+        "_going_away",
+        "_held",
+        "_held_bytes",
+        "_idle",
+        "_last_call_message",
+        "_last_handle_message",
+        "_leave",
+        "_ledger",
+        "_messages_seen",
+        "_model",
+        "_observers",
+        "_outbox",
+        "_policy",
+        "_seen",
+        "_seen_pending",
+        "_tg",
+        "_transport",
+        "_turn",
+        "_wake",
+        "_writing",
+        "handle",
+        "options",
+        "session_id",
+        "tools",
+    )
 
     def __init__(
         self,
@@ -158,6 +195,7 @@ class LiveSession:
         self._last_call_message = -1
         self._last_handle_message = -1
         self._audio_dropped = 0
+        self._writing = False  # a send is in progress (the writer's or send_audio's own)
         self._seen: dict[tuple[Direction, str], int] = {}
         self._seen_pending = 0
         self._connection_tg: TaskGroup | None = None
@@ -233,10 +271,37 @@ class LiveSession:
         self._enqueue(Text(text))
 
     async def send_audio(self, pcm16: bytes, rate: int = 16_000) -> None:
-        """Send microphone audio: 16-bit little-endian mono PCM at ``rate`` Hz."""
+        """Send microphone audio: 16-bit little-endian mono PCM at ``rate`` Hz.
+
+        When nothing else is queued and no call is pending, the frame goes straight onto the
+        socket from the caller's task (waiting only if the socket is backed up); otherwise it
+        is queued behind what came first and the ``audio_during_blocking`` policy applies.
+        """
         if len(pcm16) % 2:
             raise ValueError("16-bit PCM must have an even number of bytes")
-        self._enqueue(Audio(bytes(pcm16), rate))
+        audio = Audio(bytes(pcm16), rate)
+        transport = self._transport
+        if (
+            transport is None
+            or self._writing
+            or self._outbox
+            or self._held
+            or not self._ledger.idle
+            or not self._accepting
+        ):
+            self._enqueue(audio)
+            return
+        self._writing = True
+        try:
+            await transport.send(audio)
+        except TransportClosed:  # the connection manager reconnects; the frame goes then
+            self._outbox.append(audio)
+            self._wakeup()
+            return
+        finally:
+            self._writing = False
+        if self._observers:
+            self._count_seen("sent", "realtimeInput")
 
     async def send_activity_start(self) -> None:
         """Mark the start of user speech (when automatic activity detection is off)."""
@@ -371,8 +436,8 @@ class LiveSession:
 
             self._leave = leave
             self._connection_tg = tg
-            tg.start_soon(self._guarded, self._read(transport), leave)
             tg.start_soon(self._guarded, self._write(transport), leave)
+            await self._guarded(self._read(transport), leave)  # in this task: one task fewer
         return ended[0]
 
     async def _guarded(
@@ -531,6 +596,7 @@ class LiveSession:
             if item is None:
                 await self._wait_change()
                 continue
+            self._writing = True
             try:
                 await transport.send(
                     ToolAnswers(item.function_responses) if isinstance(item, Outgoing) else item
@@ -539,6 +605,8 @@ class LiveSession:
                 if not isinstance(item, Outgoing):  # the ledger requeues its own answers
                     self._outbox.appendleft(item)
                 raise
+            finally:
+                self._writing = False
             if isinstance(item, Outgoing):
                 self._ledger.sent(item, self._clock())
                 self._report_answers(item)
