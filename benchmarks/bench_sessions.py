@@ -6,7 +6,7 @@ of 24 kHz model audio every 40 ms; frame lag is how late a frame is sent, or rec
 its schedule (the server stamps each frame with its schedule). Variants: ``livebridge``
 (``LiveSession`` with a tool registry), ``sdk`` (a plain google-genai loop) and ``raw`` (websockets
 + msgspec, the same protocol without any model layer: the floor). Every websocket is opened with
-``livebridge.client_args()`` (no permessage-deflate) and a 16 KiB TLS read buffer, unless a row
+``livebridge.client_args()`` (no permessage-deflate) and an 8 KiB TLS read buffer, unless a row
 says otherwise. Reported: client cores used, RSS per session, p99 lag; the largest N that keeps
 p99 lag under 20 ms (doubling, then bisecting, within a time budget); one 8 x 50 ms tool turn
 after another while 100 other sessions stream; memory per idle session.
@@ -317,10 +317,10 @@ def largest_n(
 
 IDLE_SETTINGS = (
     ("sdk", False, "SDK defaults: deflate, 256 KiB TLS buffer"),
-    ("sdk", True, "client_args(), 16 KiB TLS buffer"),
-    ("livebridge", False, "SDK defaults: deflate; 16 KiB TLS buffer"),
-    ("livebridge", True, "client_args(), 16 KiB TLS buffer"),
-    ("raw", True, "no deflate, 16 KiB TLS buffer"),
+    ("sdk", True, "client_args(), 8 KiB TLS buffer"),
+    ("livebridge", False, "SDK defaults: deflate; 8 KiB TLS buffer"),
+    ("livebridge", True, "client_args(), 8 KiB TLS buffer"),
+    ("raw", True, "no deflate, 8 KiB TLS buffer"),
 )
 
 
