@@ -246,7 +246,8 @@ class LiveSession:
     async def aclose(self) -> None:
         """Stop input, give running calls ``shutdown_grace`` seconds, send what can be sent, close.
 
-        Calls still running after the grace period are cancelled and reported ``orphaned``.
+        Calls still running after the grace period are cancelled; while the socket is open their
+        cancellation is sent as an error answer, and whatever cannot be sent ends ``orphaned``.
         Closing twice is harmless.
         """
         if not self._accepting:
