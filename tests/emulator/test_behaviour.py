@@ -103,7 +103,11 @@ async def test_non_blocking_answers_follow_scheduling(scheduling: str) -> None:
     config = weather_config(behavior=types.Behavior.NON_BLOCKING)
     async with (
         Emulator(scenario) as emu,
-        emu.client().aio.live.connect(model=MODEL, config=config) as session,
+        # The test stops reading while the model still talks: an unbounded client queue lets
+        # the close handshake through instead of waiting out websockets' close_timeout.
+        emu.client(async_client_args={"max_queue": None}).aio.live.connect(
+            model=MODEL, config=config
+        ) as session,
     ):
         await session.send_realtime_input(text="weather?")
         call = (await tool_call(session)).function_calls or []
