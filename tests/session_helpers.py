@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 import anyio
 from google.genai import types
 
-from livebridge import LiveSession
+from livebridge import LiveSession, ToolRegistry
 from livebridge.emulator import Emulator
 from livebridge.events import SessionEvent
 
@@ -31,6 +32,15 @@ async def collect_until(
             if done(event):
                 return seen
     raise AssertionError(f"the session ended before the expected event; saw {seen!r}")
+
+
+def open_session(
+    emu: Emulator, tools: ToolRegistry, **settings: Any
+) -> AbstractAsyncContextManager[LiveSession]:
+    """``LiveSession.connect`` to ``emu`` in TEXT modality; ``settings`` go to ``connect``."""
+    return LiveSession.connect(
+        emu.client(), model=MODEL, tools=tools, config=TEXT_CONFIG, **settings
+    )
 
 
 def of_type(events: list[SessionEvent], kind: type[E]) -> list[E]:

@@ -32,6 +32,7 @@ from tests.session_helpers import (
     collect_until,
     errors,
     of_type,
+    open_session,
 )
 
 TRANSPORTS: list[TransportKind] = ["wire", "sdk"]
@@ -88,13 +89,7 @@ async def test_three_parallel_blocking_calls_are_answered_in_one_message(
     tools = weather_tools()
     async with (
         Emulator(three_calls) as emu,
-        LiveSession.connect(
-            emu.client(),
-            model=MODEL,
-            tools=tools,
-            config=TEXT_CONFIG,
-            options=SessionOptions(transport=transport),
-        ) as session,
+        open_session(emu, tools, options=SessionOptions(transport=transport)) as session,
     ):
         await session.send_text("What about Paris?")
         events = await collect_until(session, is_turn_complete)
@@ -188,12 +183,8 @@ async def test_non_blocking_answers_carry_scheduling_and_stream(transport: Trans
     progress: list[str] = []
     async with (
         Emulator(non_blocking_turn) as emu,
-        LiveSession.connect(
-            emu.client(),
-            model=MODEL,
-            tools=non_blocking_tools(progress),
-            config=TEXT_CONFIG,
-            options=SessionOptions(transport=transport),
+        open_session(
+            emu, non_blocking_tools(progress), options=SessionOptions(transport=transport)
         ) as session,
     ):
         await session.send_text("do everything")
@@ -271,13 +262,7 @@ async def test_cancellation_cancels_the_handler_and_sends_nothing(
 
     async with (
         Emulator(scenario) as emu,
-        LiveSession.connect(
-            emu.client(),
-            model=MODEL,
-            tools=tools,
-            config=TEXT_CONFIG,
-            options=SessionOptions(transport=transport),
-        ) as session,
+        open_session(emu, tools, options=SessionOptions(transport=transport)) as session,
     ):
         await session.send_text("search")
         events = await collect_until(session, is_turn_complete)
@@ -314,12 +299,7 @@ async def test_barge_in_interrupts_and_cancels_the_running_call() -> None:
 
     async with (
         Emulator(scenario) as emu,
-        LiveSession.connect(
-            emu.client(),
-            model=MODEL,
-            tools=tools,
-            config=TEXT_CONFIG,
-        ) as session,
+        open_session(emu, tools) as session,
     ):
         await session.send_text("tides please")
         await collect_until(session, lambda e: isinstance(e, ToolCallStarted))
@@ -363,12 +343,7 @@ async def test_go_away_switches_over_with_the_newest_handle() -> None:
 
     async with (
         Emulator(scenario) as emu,
-        LiveSession.connect(
-            emu.client(),
-            model=MODEL,
-            tools=tools,
-            config=TEXT_CONFIG,
-        ) as session,
+        open_session(emu, tools) as session,
     ):
         await session.send_text("Oslo?")
         first = await collect_until(session, lambda e: isinstance(e, Resumed))
@@ -415,12 +390,7 @@ async def test_dropped_socket_is_resumed_and_unknown_calls_are_orphaned() -> Non
 
     async with (
         Emulator(scenario) as emu,
-        LiveSession.connect(
-            emu.client(),
-            model=MODEL,
-            tools=tools,
-            config=TEXT_CONFIG,
-        ) as session,
+        open_session(emu, tools) as session,
     ):
         await session.send_text("one")
         await collect_until(session, is_turn_complete)
@@ -452,12 +422,7 @@ async def test_stale_handle_ends_the_session_with_a_clear_error() -> None:
     emu_ref: list[Emulator] = []
     async with Emulator(scenario) as emu:
         emu_ref.append(emu)
-        async with LiveSession.connect(
-            emu.client(),
-            model=MODEL,
-            tools=livebridge.ToolRegistry(),
-            config=TEXT_CONFIG,
-        ) as session:
+        async with open_session(emu, livebridge.ToolRegistry()) as session:
             await session.send_text("one")
             await collect_until(session, is_turn_complete)
             await session.send_text("two")
@@ -475,12 +440,7 @@ async def test_drop_before_any_handle_ends_with_a_terminal_event() -> None:
 
     async with (
         Emulator(scenario) as emu,
-        LiveSession.connect(
-            emu.client(),
-            model=MODEL,
-            tools=livebridge.ToolRegistry(),
-            config=TEXT_CONFIG,
-        ) as session,
+        open_session(emu, livebridge.ToolRegistry()) as session,
     ):
         await session.send_text("hello")
         events = await collect_until(session, lambda e: isinstance(e, Closed))
@@ -523,12 +483,7 @@ async def test_bad_server_messages_never_kill_the_actor() -> None:
 
     async with (
         Emulator(scenario) as emu,
-        LiveSession.connect(
-            emu.client(),
-            model=MODEL,
-            tools=tools,
-            config=TEXT_CONFIG,
-        ) as session,
+        open_session(emu, tools) as session,
     ):
         await session.send_text("go")
         events = await collect_until(
@@ -563,13 +518,7 @@ async def test_leaving_the_block_answers_calls_within_the_grace_period() -> None
         await asyncio.sleep(60)
 
     async with Emulator(scenario) as emu:
-        async with LiveSession.connect(
-            emu.client(),
-            model=MODEL,
-            tools=tools,
-            config=TEXT_CONFIG,
-            options=SessionOptions(shutdown_grace=10),
-        ) as session:
+        async with open_session(emu, tools, options=SessionOptions(shutdown_grace=10)) as session:
             await session.send_text("go")
             await collect_until(session, lambda e: isinstance(e, ToolCallStarted))
             release.set()
