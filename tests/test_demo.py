@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,3 +148,25 @@ def test_readme_demo_command_works_on_a_fresh_clone(tmp_path: Path) -> None:
 
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "PASS: every call got exactly one answer" in result.stdout
+
+
+def test_demo_exits_non_zero_when_the_emulator_finds_a_violation(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Break the client on purpose: every answer leaves without its function name, which the
+    # emulator's contract checker reports (the Live service has been seen to mishandle it).
+    from livebridge.adapters import gemini_live
+
+    encode = gemini_live.encode
+
+    def nameless(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        response = encode(*args, **kwargs)
+        response.pop("name")
+        return response
+
+    monkeypatch.setattr(gemini_live, "encode", nameless)
+    code = main(["demo", "--json", "--fast"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert summary["ok"] is False and summary["violations"] > 0
+    assert {v["kind"] for v in summary["violation_details"]} == {"missing_name"}
