@@ -36,7 +36,14 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from livebridge import LiveSession, LiveSessionError, SessionClosedError, ToolError, ToolRegistry
+from livebridge import (
+    LiveSession,
+    LiveSessionError,
+    SessionClosedError,
+    ToolError,
+    ToolRegistry,
+    client_args,
+)
 from livebridge.events import (
     AudioOut,
     Closed,
@@ -455,16 +462,17 @@ async def live_client(offline: bool) -> AsyncIterator[tuple[genai.Client, list[A
     """The Live client and the list of contract violations (the in-process emulator's, offline).
 
     Online, the client reads ``GEMINI_API_KEY`` from the environment and there is no checker.
+    Either way its websockets use ``client_args()``: one process holds many sessions.
     """
     if not offline:
         if not (os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")):
             raise SystemExit("Set GEMINI_API_KEY (or run with --emulator to stay offline).")
-        yield genai.Client(), None
+        yield genai.Client(http_options=types.HttpOptions(async_client_args=client_args())), None
         return
     from livebridge.emulator import Emulator
 
     async with Emulator() as emulator:
-        yield emulator.client(), emulator.violations
+        yield emulator.client(async_client_args=client_args()), emulator.violations
 
 
 def main(argv: Sequence[str] | None = None) -> int:
