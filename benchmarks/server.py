@@ -169,10 +169,6 @@ class Server:
         self.results.unlink()
         return [json.loads(line) for line in lines if line]
 
-    def cpu_seconds(self) -> float:
-        """User + system CPU time the server process has used."""
-        return process_cpu_seconds(self.pid)
-
 
 @cache
 def _client(base_url: str, ca_file: str, tuned: bool) -> genai.Client:
@@ -185,13 +181,6 @@ def _client(base_url: str, ca_file: str, tuned: bool) -> genai.Client:
 def server_from_env() -> Server:
     """The server a parent benchmark process started (for probe subprocesses)."""
     return Server(os.environ["BENCH_BASE_URL"], os.environ["BENCH_CA_FILE"], Path(os.devnull), 0)
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) of process ``pid``, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks
 
 
 def pin_to_one_core() -> int | None:

@@ -709,6 +709,8 @@ class LiveSession:
     def _report_fates(self) -> None:
         for fate in self._ledger.take_fates():
             self._report_fate(fate)
+        for notice in self._ledger.take_notices():  # duplicates, late cancels: worth a log line
+            log.info("call %s: %s (%s)", notice.call_id, notice.detail, notice.kind)
 
     def _report_fate(self, fate: Fate) -> None:
         if fate.fate == "answered":

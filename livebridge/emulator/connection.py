@@ -14,7 +14,6 @@ import math
 import random
 import re
 import struct
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -76,7 +75,6 @@ class Shared:
     transcript: list[TranscriptEntry] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
     handles: dict[str, dict[str, CallRecord]] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, direction: Direction, session: str, message: dict[str, Any]) -> None:
         self.transcript.append(TranscriptEntry(time.monotonic(), direction, session, message))
