@@ -4,15 +4,23 @@ from livebridge.calls import Call, CallContext, Outcome, Partial, Result
 from livebridge.dispatch import CallPolicy, Dispatcher
 from livebridge.errors import (
     ConnectionLostError,
+    FrameTooLargeError,
+    InvalidCallError,
     InvalidPayloadError,
+    LedgerError,
+    LivebridgeError,
     LiveSessionError,
+    LocalProtocolError,
+    MalformedMessageError,
     ModelNotFoundError,
     OperationAbortedError,
     PolicyViolationError,
+    RemoteProtocolError,
     ServerError,
     SessionClosedError,
     SessionNotFoundError,
     ToolError,
+    UsageError,
 )
 from livebridge.observe import Observer, Recorder
 from livebridge.session import LiveSession, SessionOptions
@@ -25,9 +33,15 @@ __all__ = [
     "CallPolicy",
     "ConnectionLostError",
     "Dispatcher",
+    "FrameTooLargeError",
+    "InvalidCallError",
     "InvalidPayloadError",
+    "LedgerError",
     "LiveSession",
     "LiveSessionError",
+    "LivebridgeError",
+    "LocalProtocolError",
+    "MalformedMessageError",
     "ModelNotFoundError",
     "Observer",
     "OperationAbortedError",
@@ -35,6 +49,7 @@ __all__ = [
     "Partial",
     "PolicyViolationError",
     "Recorder",
+    "RemoteProtocolError",
     "Result",
     "ServerError",
     "SessionClosedError",
@@ -43,6 +58,7 @@ __all__ = [
     "Tool",
     "ToolError",
     "ToolRegistry",
+    "UsageError",
     "client_args",
 ]
 __version__ = "0.1.0"

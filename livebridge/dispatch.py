@@ -28,7 +28,7 @@ import msgspec
 
 from livebridge import payloads
 from livebridge.calls import Call, CallContext, Outcome, OutcomeKind, Partial, Result, Scheduling
-from livebridge.errors import ToolError
+from livebridge.errors import InvalidCallError, ToolError
 from livebridge.observe import BatchSettled, BatchStarted, CallSettled, CallStarted, Observer, emit
 from livebridge.tools import Tool, ToolRegistry
 
@@ -521,9 +521,11 @@ def _call(function: Callable[[Any], Any], argument: Any) -> Any:
 def _check(calls: Sequence[Call]) -> None:
     for position, call in enumerate(calls):
         if not isinstance(call, Call):
-            raise ValueError(f"calls[{position}] is a {type(call).__name__}, not a livebridge.Call")
+            raise InvalidCallError(
+                f"calls[{position}] is a {type(call).__name__}, not a livebridge.Call"
+            )
         if not isinstance(call.id, str) or not call.id:
-            raise ValueError(
+            raise InvalidCallError(
                 f"calls[{position}] ({call.name!r}) needs a non-empty string id, not {call.id!r}"
             )
 

@@ -1,23 +1,61 @@
-"""Every exception livebridge raises on purpose, in two trees.
+"""Every exception livebridge raises on purpose, under one root.
 
-``ToolError`` is raised BY a handler: its message is safe to show the model. The session tree
-says how a Live session ended against the app's wish; each message says what to do::
+Who broke the rule decides the branch: a handler, a caller of livebridge, the server, or the
+session's end. Each message says what happened and what to do::
 
-    LiveSessionError                  any way a Live session ends against the app's wish
-    ├── ConnectionLostError           1006, keepalive ping timeout, network error: resumed
-    ├── ServerError                   1011 (service unavailable, internal error): resumed
-    ├── InvalidPayloadError           1007: the server rejected a message we sent (fatal)
-    ├── PolicyViolationError          1008 (fatal)
-    │   ├── ModelNotFoundError        the model name is wrong or not enabled for the key
-    │   ├── SessionNotFoundError      the resumption handle is stale
-    │   └── OperationAbortedError     reported for audio sent while a tool call was pending
-    └── SessionClosedError            input sent to a session that is closing or closed
+    LivebridgeError                   catch-all for livebridge's own errors
+    ├── ToolError                     raised BY a handler: its message is safe to show the model
+    ├── LocalProtocolError            a caller of livebridge broke a rule (a bug in that code)
+    │   ├── LedgerError               the session shell or a dispatcher misused the call ledger
+    │   └── InvalidCallError          bad input to ``Dispatcher.run`` (not a ``Call``, ...)
+    ├── UsageError                    the app used livebridge in a way it cannot serve
+    │   └── SessionClosedError        input sent to a session that is closing or closed
+    ├── RemoteProtocolError           the server sent something livebridge cannot accept
+    │   ├── MalformedMessageError     a frame that does not decode as a Live message
+    │   └── FrameTooLargeError        a frame over the client's size limit
+    └── LiveSessionError              the Live session ended against the app's wish
+        ├── ConnectionLostError       1006, keepalive ping timeout, network error: resumed
+        ├── ServerError               1011 (service unavailable, internal error): resumed
+        ├── InvalidPayloadError       1007: the server rejected a message we sent (fatal)
+        └── PolicyViolationError      1008 (fatal)
+            ├── ModelNotFoundError    the model name is wrong or not enabled for the key
+            ├── SessionNotFoundError  the resumption handle is stale
+            └── OperationAbortedError reported for audio sent while a tool call was pending
+
+``LiveSessionError`` is what ``LiveSession.connect()`` raises and ``Closed.error`` carries;
+``RemoteProtocolError`` is what a single bad server message becomes: logged, answered where it
+can be, never fatal on its own.
 """
 
 from __future__ import annotations
 
+__all__ = [
+    "ConnectionLostError",
+    "FrameTooLargeError",
+    "InvalidCallError",
+    "InvalidPayloadError",
+    "LedgerError",
+    "LiveSessionError",
+    "LivebridgeError",
+    "LocalProtocolError",
+    "MalformedMessageError",
+    "ModelNotFoundError",
+    "OperationAbortedError",
+    "PolicyViolationError",
+    "RemoteProtocolError",
+    "ServerError",
+    "SessionClosedError",
+    "SessionNotFoundError",
+    "ToolError",
+    "UsageError",
+]
 
-class ToolError(Exception):
+
+class LivebridgeError(Exception):
+    """The root of every exception livebridge raises on purpose."""
+
+
+class ToolError(LivebridgeError):
     """A failure whose message is safe to show the model.
 
     Raise it from a handler to answer ``{"error": {"type": "tool_error", "message": ...}}``;
@@ -30,7 +68,47 @@ class ToolError(Exception):
         self.retryable = retryable
 
 
-class LiveSessionError(Exception):
+class LocalProtocolError(LivebridgeError):
+    """Code calling livebridge broke one of its rules; nothing was changed."""
+
+
+class LedgerError(LocalProtocolError):
+    """The session shell or a dispatcher reported an event the call ledger cannot accept.
+
+    The ledger's state is unchanged; this is a bug in the caller, never in the server's input.
+    """
+
+
+class InvalidCallError(LocalProtocolError, ValueError):
+    """``Dispatcher.run`` was given something that is not a well-formed ``Call``."""
+
+
+class UsageError(LivebridgeError):
+    """The app asked for something livebridge cannot do in this state."""
+
+
+class SessionClosedError(UsageError):
+    """Input was sent to a session that is closing or closed; open a new ``LiveSession``."""
+
+
+class RemoteProtocolError(LivebridgeError):
+    """The server sent something livebridge cannot accept (one message; the session goes on)."""
+
+
+class MalformedMessageError(RemoteProtocolError, ValueError):
+    """A server frame that does not decode as a Live message."""
+
+
+class FrameTooLargeError(RemoteProtocolError):
+    """A server frame larger than the client accepts (``max_size``); the frame is lost."""
+
+    def __init__(self, message: str, *, size: int | None = None, limit: int | None = None) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
+
+
+class LiveSessionError(LivebridgeError):
     """The Live session ended in a way the app must know about.
 
     ``code`` and ``reason`` are the websocket close code and reason, when there was one.
@@ -68,7 +146,3 @@ class SessionNotFoundError(PolicyViolationError):
 
 class OperationAbortedError(PolicyViolationError):
     """The server aborted the session ("The operation was aborted.")."""
-
-
-class SessionClosedError(LiveSessionError):
-    """Input was sent to a session that is closing or closed."""

@@ -37,6 +37,7 @@ from typing import Any, Literal, TypeAlias
 
 from livebridge.adapters import gemini_live
 from livebridge.calls import Behavior, Call, Outcome, Partial, Scheduling
+from livebridge.errors import LedgerError as LedgerError
 
 CallState = Literal["running", "settled", "ready", "answered", "cancelled", "orphaned"]
 FateKind = Literal["answered", "cancelled", "orphaned"]
@@ -64,13 +65,6 @@ _TRANSITIONS: dict[tuple[CallState, _Event], CallState] = {
 _FATE_OF: dict[_Event, FateKind] = {"send": "answered", "cancel": "cancelled", "orphan": "orphaned"}
 _LIVE_STATES: frozenset[CallState] = frozenset({"running", "settled", "ready"})
 _MAX_HANDLES = 16
-
-
-class LedgerError(Exception):
-    """The caller (session shell or dispatcher) reported an event the ledger cannot accept.
-
-    The ledger's state is unchanged; this is a bug in the caller, never in the server's input.
-    """
 
 
 @dataclass(frozen=True, slots=True)
