@@ -1,19 +1,23 @@
 """A Gemini Live server of our own, for tests, the demo and users' offline tests."""
 
-from livebridge.emulator.checker import VIOLATION_KINDS, Answer, CallRecord, Violation
-from livebridge.emulator.connection import EmulatedSession, Report, TranscriptEntry, UserTurn
+from livebridge.emulator.checker import (
+    SEVERITIES,
+    VIOLATION_KINDS,
+    Answer,
+    CallRecord,
+    Thresholds,
+    Violation,
+)
+from livebridge.emulator.connection import EmulatedSession
 from livebridge.emulator.faults import Faults
 from livebridge.emulator.model import RuleModel
-from livebridge.emulator.scenario import (
-    Conversation,
-    Scenario,
-    ScenarioError,
-    load_scenario,
-    scenario_from_steps,
-)
+from livebridge.emulator.scenario import Conversation, Scenario, ScenarioError
 from livebridge.emulator.server import Emulator
+from livebridge.emulator.shared import Report, ServiceOptions, TranscriptEntry, UserTurn
+from livebridge.emulator.steps import load_scenario, scenario_from_steps
 
 __all__ = [
+    "SEVERITIES",
     "VIOLATION_KINDS",
     "Answer",
     "CallRecord",
@@ -25,6 +29,8 @@ __all__ = [
     "RuleModel",
     "Scenario",
     "ScenarioError",
+    "ServiceOptions",
+    "Thresholds",
     "TranscriptEntry",
     "UserTurn",
     "Violation",

@@ -10,106 +10,51 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import random
-import re
-import struct
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Literal
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from livebridge import wire
-from livebridge.emulator.checker import Answer, CallRecord, Checker, Violation
-from livebridge.emulator.faults import Faults
+from livebridge.emulator.checker import Answer, CallRecord, Checker, Ending
+from livebridge.emulator.frames import Rejection, ending_of, read_frame
+from livebridge.emulator.shared import (
+    Report,
+    Shared,
+    TranscriptEntry,
+    UserTurn,
+    cap_reason,
+    parse_duration,
+    usage_metadata,
+)
+from livebridge.emulator.voice import VoiceActivity, audio_rate, tone
 
-Direction = Literal["client", "server"]
-Scenario = Callable[["Any"], Awaitable[None]]
+__all__ = [
+    "DEADLINE_EXPIRED",
+    "INTERNAL_ERROR",
+    "CallsOnInterrupt",
+    "EmulatedSession",
+    "Report",
+    "TranscriptEntry",
+    "UserTurn",
+    "cap_reason",
+    "parse_duration",
+    "tone",
+]
 
-MAX_REASON_BYTES = 123
 DEADLINE_EXPIRED = "Deadline expired before operation could complete."
+INTERNAL_ERROR = "Internal error occurred."
+MEDIA_CHUNKS_DEPRECATED = (
+    "realtime_input.media_chunks is deprecated. Use audio, video, or text instead."
+)
 FRAME_SECONDS = 0.04
-_SPEECH_PEAK = 500
-_DEFAULT_SILENCE_SECONDS = 0.5
 
-
-@dataclass(frozen=True, slots=True)
-class TranscriptEntry:
-    """One message that crossed the wire (or a close), with its monotonic timestamp."""
-
-    at: float
-    direction: Direction
-    session: str
-    message: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class UserTurn:
-    """A finished user utterance: typed text or audio."""
-
-    kind: Literal["text", "audio"]
-    text: str | None = None
-    audio_seconds: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Report:
-    """A NON_BLOCKING answer the model acted on, and how (its scheduling)."""
-
-    call_id: str
-    scheduling: str
-    at: float
-
-
-@dataclass(slots=True)
-class Shared:
-    """State shared by every connection of one emulator (lives on the server thread)."""
-
-    faults: Faults
-    reissue_after: float | None
-    check_audio_during_blocking: bool
-    notify: Callable[[], None]
-    transcript: list[TranscriptEntry] = field(default_factory=list)
-    violations: list[Violation] = field(default_factory=list)
-    handles: dict[str, dict[str, CallRecord]] = field(default_factory=dict)
-
-    def record(self, direction: Direction, session: str, message: dict[str, Any]) -> None:
-        self.transcript.append(TranscriptEntry(time.monotonic(), direction, session, message))
-        self.notify()
-
-
-def cap_reason(reason: str) -> str:
-    """Cut a close reason to 123 UTF-8 bytes without splitting a character."""
-    return reason.encode()[:MAX_REASON_BYTES].decode("utf-8", "ignore")
-
-
-def parse_duration(text: str) -> float:
-    """A proto Duration string (``"50s"``, ``"0.5s"``) in seconds."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)s\s*", text)
-    if not match:
-        raise ValueError(f"not a duration: {text!r}")
-    return float(match.group(1))
-
-
-def tone(seconds: float, rate: int) -> bytes:
-    """A quiet 220 Hz PCM16 tone: something audible to stand in for speech."""
-    count = int(seconds * rate)
-    return struct.pack(
-        f"<{count}h", *(int(3000 * math.sin(2 * math.pi * 220 * i / rate)) for i in range(count))
-    )
-
-
-def _is_speech(pcm: bytes) -> bool:
-    samples = memoryview(pcm[: len(pcm) - len(pcm) % 2]).cast("h")
-    return len(samples) > 0 and max(max(samples), -min(samples)) > _SPEECH_PEAK
-
-
-def _rate(mime_type: str | None) -> int:
-    match = re.search(r"rate=(\d+)", mime_type or "")
-    return int(match.group(1)) if match else 16000
+#: What an interruption does to the turn's open calls: cancel them (``toolCallCancellation``),
+#: withdraw them silently (as the service has been seen to), or keep them open.
+CallsOnInterrupt = Literal["cancel", "withdraw", "keep"]
 
 
 def _new_call_id() -> str:
@@ -137,11 +82,7 @@ class EmulatedSession:
         self.auth = auth
         self.setup = wire.Setup()
         self.resumed_from: str | None = None
-        self.checker = Checker(
-            session_id,
-            shared.violations,
-            check_audio_during_blocking=shared.check_audio_during_blocking,
-        )
+        self.checker = self._new_checker(None)
         self.declarations: dict[str, wire.FunctionDeclaration] = {}
         self.turns: asyncio.Queue[UserTurn] = asyncio.Queue()
         self.reports: list[Report] = []
@@ -150,16 +91,17 @@ class EmulatedSession:
         self.generation = 0
         self.floor_owner: str | None = None
         self.server_closed = False
+        self.finished = False
         self._cond = asyncio.Condition()
         self._send_lock = asyncio.Lock()
+        self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._reissued: set[str] = set()
         self._turn_calls: list[str] = []
         self._response_tokens = 0
         self._prompt_tokens = 0
         self._aborted = False
-        self._speech = 0.0
-        self._silence = 0.0
-        self._activity = False
+        self.voice = VoiceActivity()
 
     # state views -------------------------------------------------------------------------------
 
@@ -171,11 +113,13 @@ class EmulatedSession:
     @property
     def answered(self) -> dict[str, Answer]:
         """Answers received so far, by call id."""
-        return {
-            record.id: record.answer
-            for record in self.checker.calls.values()
-            if record.answer is not None
-        }
+        calls = self.checker.calls.values()
+        return {record.id: record.answer for record in calls if record.answer is not None}
+
+    @property
+    def model(self) -> str:
+        """The model name of the setup, without ``models/``."""
+        return self.setup.model.removeprefix("models/")
 
     @property
     def turn_open(self) -> bool:
@@ -195,14 +139,20 @@ class EmulatedSession:
         """Adopt the client's setup (and, when resuming, the calls its handle knew)."""
         self.setup = setup
         self.resumed_from = handle
+        self.voice = VoiceActivity.for_setup(setup)
         self._declare(setup.tools or [])
         if known is not None:
-            self.checker = Checker(
-                self.id,
-                self.shared.violations,
-                check_audio_during_blocking=self.shared.check_audio_during_blocking,
-                known=known,
-            )
+            self.checker = self._new_checker(known)
+
+    def _new_checker(self, known: dict[str, CallRecord] | None) -> Checker:
+        options = self.shared.options
+        return Checker(
+            self.id,
+            self.shared.report,
+            check_audio_during_blocking=options.check_audio_during_blocking,
+            thresholds=options.thresholds,
+            known=known,
+        )
 
     def _declare(self, tools: list[wire.Tool]) -> None:
         self.declarations = {
@@ -215,17 +165,44 @@ class EmulatedSession:
         declaration = self.declarations.get(name)
         return declaration is None or declaration.behavior != "NON_BLOCKING"
 
-    def spawn(self, coro: Awaitable[None]) -> None:
-        """Run background work owned by this connection (cancelled when it ends)."""
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+    async def converse(self, model: Callable[[], Awaitable[None]]) -> None:
+        """Run ``model`` and the read loop in one task group; when the client's side ends,
+        everything the connection started is cancelled and waited for, then it is judged."""
+        async with asyncio.TaskGroup() as group:
+            self._group = group
+            self.spawn(model())
+            try:
+                ending = await self.read_loop()
+            finally:
+                for task in list(self._tasks):
+                    task.cancel()
+        self.finish(ending)
+
+    def finish(self, ending: Ending) -> None:
+        """Judge the calls left open; ``finished`` tells readers the verdict is final."""
+        self.checker.finish(ending)
+        self.close_info = {"code": self.ws.close_code, "reason": self.ws.close_reason}
+        self.finished = True
+        self.shared.notify()
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run work in this connection's task group; a failure in it is the service's
+        internal error: recorded in ``errors``, and the client sees 1011."""
+        if self._group is None:
+            raise RuntimeError("background work starts only once the connection is conversing")
+        task = self._group.create_task(self._guarded(coro))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def cancel_background(self) -> None:
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    async def _guarded(self, coro: Coroutine[Any, Any, None]) -> None:
+        try:
+            await coro
+        except ConnectionClosed:
+            return
+        except Exception as error:  # reported, and the client sees 1011
+            self.errors.append(f"{type(error).__name__}: {error}")
+            self.shared.notify()
+            await self.close(1011, INTERNAL_ERROR)
 
     async def _changed(self) -> None:
         async with self._cond:
@@ -285,16 +262,42 @@ class EmulatedSession:
         """Take the floor for ``owner`` (waits while someone else holds it)."""
         async with self._cond:
             await self._cond.wait_for(lambda: self.floor_owner in (None, owner))
-            if self.floor_owner is None:
-                self.floor_owner = owner
-                self._turn_calls = []
-                self._response_tokens = 0
+            if self.floor_owner == owner:
+                return
+            self.floor_owner = owner
+            self._turn_calls = []
+            self._response_tokens = 0
+        if self.shared.options.reissue_next_turn:
+            await self._reissue_left_over(owner)
+
+    async def _reissue_left_over(self, owner: str) -> None:
+        """Ask again, under new ids, the BLOCKING calls an interruption left unanswered.
+
+        The service has been seen to drop a pending call when a turn is interrupted without a
+        ``toolCallCancellation`` (LIVE_PROTOCOL.md §7, Gemini forum thread 196216); the model then
+        asks the same question in its next turn (DESIGN.md: a re-issue).
+        """
+        for record in list(self.checker.calls.values()):
+            root = record.reissue_of or record.id
+            if record.state != "withdrawn" or not record.blocking or root in self._reissued:
+                continue
+            self._reissued.add(root)
+            await self._send_tool_call(owner, [(record.name, record.args)], reissue_of=root)
 
     async def complete_turn(
-        self, owner: str, usage: wire.UsageMetadata | None = None, *, interrupted: bool = False
+        self,
+        owner: str,
+        usage: wire.UsageMetadata | None = None,
+        *,
+        interrupted: bool = False,
+        wait: bool = True,
     ) -> None:
-        """End ``owner``'s turn: ``turnComplete`` with usage; waits for pending BLOCKING calls."""
-        if not interrupted:
+        """End ``owner``'s turn: ``turnComplete`` with usage.
+
+        It waits while a BLOCKING call of the turn is unanswered, as the service does (no
+        ``turnComplete`` until then, LIVE_PROTOCOL.md §4 [CB]), unless ``wait`` is False.
+        """
+        if wait and not interrupted:
             await self.wait_until(lambda: self.floor_owner != owner or not self._turn_blocked())
         if self.floor_owner != owner:
             return
@@ -305,29 +308,23 @@ class EmulatedSession:
         await self.send(
             wire.ServerMessage(
                 server_content=wire.ServerContent(turn_complete=True),
-                usage_metadata=usage or self._usage(),
+                usage_metadata=usage
+                or usage_metadata(self._prompt_tokens, self._response_tokens, self.modality),
             )
         )
+        await self._release_floor()
+        if self.setup.session_resumption is not None:
+            await self.resumption_update(resumable=True)
+
+    async def _release_floor(self) -> None:
         async with self._cond:
             self.floor_owner = None
             self._cond.notify_all()
         self.shared.notify()
-        if self.setup.session_resumption is not None:
-            await self.resumption_update(resumable=True)
 
     def _turn_blocked(self) -> bool:
         calls = self.checker.calls
         return any(calls[i].blocking and calls[i].open for i in self._turn_calls)
-
-    def _usage(self) -> wire.UsageMetadata:
-        prompt, response = max(self._prompt_tokens, 1), max(self._response_tokens, 1)
-        modality = "AUDIO" if self.modality == "AUDIO" else "TEXT"
-        return wire.UsageMetadata(
-            prompt_token_count=prompt,
-            response_token_count=response,
-            total_token_count=prompt + response,
-            response_tokens_details=[wire.ModalityTokenCount(modality, response)],
-        )
 
     async def say(self, owner: str, text: str) -> None:
         """Model text: ``outputTranscription`` in an AUDIO session, a text part otherwise."""
@@ -360,19 +357,34 @@ class EmulatedSession:
             self._response_tokens += 1
             await asyncio.sleep(max(0.0, start + (index + 1) * FRAME_SECONDS - loop.time()))
 
-    async def interrupt(self, *, cancel_calls: bool) -> None:
-        """The model's output is cut: ``interrupted``, optionally ``toolCallCancellation``,
-        then ``turnComplete``."""
+    async def interrupt(self, calls: CallsOnInterrupt, *, complete: bool = True) -> None:
+        """The model's output is cut: ``interrupted``, then what ``calls`` says to the turn's
+        open calls, then ``turnComplete`` (or, with ``complete=False``, the turn just ends).
+
+        The service normally cancels the turn's calls, but has been seen to drop them without a
+        ``toolCallCancellation`` (LIVE_PROTOCOL.md §7, Gemini forum thread 196216); the
+        ``generationComplete`` docstring says an interrupted turn ends "interrupted >
+        turn_complete" (§3).
+        """
         owner = self.floor_owner
         if owner is None:
             return
         self.generation += 1
         await self.send(wire.ServerMessage(server_content=wire.ServerContent(interrupted=True)))
-        if cancel_calls:
-            ids = [i for i in self._turn_calls if self.checker.calls[i].open]
-            if ids:
-                await self.cancel_calls(ids)
-        await self.complete_turn(owner, interrupted=True)
+        ids = [i for i in self._turn_calls if self.checker.calls[i].open]
+        if ids and calls == "cancel":
+            await self.cancel_calls(ids)
+        elif ids and calls == "withdraw":
+            self.checker.withdraw(ids)
+        if complete:
+            await self.complete_turn(owner, interrupted=True)
+        else:
+            await self._release_floor()
+
+    async def barge_in(self) -> None:
+        """The user spoke over the model: interrupt as the options say."""
+        cancel = self.shared.options.cancel_on_interrupt
+        await self.interrupt("cancel" if cancel else "withdraw")
 
     async def cancel_calls(self, ids: list[str]) -> None:
         self.checker.cancel(ids)
@@ -382,21 +394,39 @@ class EmulatedSession:
         await self._changed()
 
     async def issue_calls(
-        self, owner: str, calls: list[tuple[str, dict[str, Any]]], reissue_of: str | None = None
+        self,
+        owner: str,
+        calls: list[tuple[str, dict[str, Any]]],
+        ids: list[str | None] | None = None,
     ) -> list[str]:
-        """Send one ``toolCall`` carrying every call; returns their ids."""
+        """Send one ``toolCall`` with every call (under ``ids`` where given); returns the ids."""
         await self.open_turn(owner)
-        specs = [(_new_call_id(), name, args, self.is_blocking(name)) for name, args in calls]
+        return await self._send_tool_call(owner, calls, ids=ids)
+
+    async def _send_tool_call(
+        self,
+        owner: str,
+        calls: list[tuple[str, dict[str, Any]]],
+        *,
+        ids: list[str | None] | None = None,
+        reissue_of: str | None = None,
+    ) -> list[str]:
+        chosen = ids or [None] * len(calls)
+        specs = [
+            (call_id or _new_call_id(), name, args, self.is_blocking(name))
+            for call_id, (name, args) in zip(chosen, calls, strict=True)
+        ]
         self.checker.issue(specs, reissue_of=reissue_of)
         self._turn_calls.extend(spec[0] for spec in specs)
         function_calls = [wire.FunctionCall(id=i, name=n, args=a) for i, n, a, _ in specs]
         await self.send(wire.ServerMessage(tool_call=wire.ToolCall(function_calls=function_calls)))
         if self.setup.session_resumption is not None:
             await self.resumption_update(resumable=False)
-        if self.shared.reissue_after is not None and reissue_of is None:
+        reissue_after = self.shared.options.reissue_after
+        if reissue_after is not None and reissue_of is None:
             for call_id, _, _, blocking in specs:
                 if blocking:
-                    self.spawn(self._reissue(owner, call_id, self.shared.reissue_after))
+                    self.spawn(self._reissue(owner, call_id, reissue_after))
         await self._changed()
         return [spec[0] for spec in specs]
 
@@ -407,20 +437,9 @@ class EmulatedSession:
             record = self.checker.calls[current]
             if not record.open or self.floor_owner != owner:
                 return
-            (current,) = await self.issue_calls(
+            (current,) = await self._send_tool_call(
                 owner, [(record.name, record.args)], reissue_of=root
             )
-
-    def resolved_answer(self, call_id: str) -> Answer | None:
-        """The answer that settled ``call_id`` (its own, or that of a re-issue of it)."""
-        record = self.checker.calls[call_id]
-        if record.state == "answered":
-            return record.answer
-        root = record.reissue_of or record.id
-        for other in self.checker.calls.values():
-            if other.state == "answered" and (other.id == root or other.reissue_of == root):
-                return other.answer
-        return None
 
     async def resumption_update(self, *, resumable: bool = True) -> str | None:
         """Send ``sessionResumptionUpdate``; never resumable while calls are pending."""
@@ -447,8 +466,8 @@ class EmulatedSession:
 
     # receiving ---------------------------------------------------------------------------------
 
-    async def read_loop(self) -> None:
-        """Read and act on client frames until the connection closes."""
+    async def read_loop(self) -> Ending:
+        """Read and act on client frames until the connection closes; returns how it ended."""
         read_delay = self.shared.faults.read_delay
         while True:
             if read_delay:
@@ -456,41 +475,26 @@ class EmulatedSession:
             try:
                 frame = await self.ws.recv()
             except ConnectionClosed as closed:
-                if closed.rcvd is not None and not self.server_closed:
-                    info = {"code": closed.rcvd.code, "reason": closed.rcvd.reason}
-                    self.shared.record("client", self.id, {"close": info})
-                return
+                ending, close = ending_of(
+                    closed, server_closed=self.server_closed or self.shared.stopping
+                )
+                if close is not None:
+                    self.shared.record("client", self.id, close)
+                return ending
             message = await self.decode(frame)
             if message is not None:
                 await self.on_message(message)
 
     async def decode(self, frame: str | bytes) -> wire.ClientMessage | None:
-        """Decode a frame; a malformed one closes the connection with 1007 like the service."""
-        try:
-            raw = wire.decode_client_json(frame)
-        except wire.WireError as error:
-            text = frame if isinstance(frame, str) else frame.decode("utf-8", "replace")
-            offending = {"invalid": text[:1000]}
-            self.shared.record("client", self.id, offending)
-            await self._reject(error.reason, offending)
+        """Decode a frame; one the service would refuse closes the connection with 1007."""
+        record, result = read_frame(frame)
+        self.shared.record("client", self.id, record)
+        if isinstance(result, Rejection):
+            self.checker.flag(result.kind, result.reason, result.offending)
+            await self.close(1007, result.reason)
             return None
-        self.shared.record("client", self.id, raw)
         drop = self.shared.faults.drop_client
-        if drop is not None and drop(raw):
-            return None
-        try:
-            message = wire.convert_client(raw)
-        except wire.WireError as error:
-            await self._reject(error.reason, raw)
-            return None
-        if len(raw) != 1:
-            names = ", ".join(wire.snake(name) for name in raw)
-            reason = (
-                f"Invalid JSON payload received. Exactly one message field expected, got: {names}"
-            )
-            await self._reject(reason, raw)
-            return None
-        return message
+        return None if drop is not None and drop(record) else result
 
     async def _reject(self, reason: str, offending: dict[str, Any]) -> None:
         self.checker.flag("malformed_message", reason, offending)
@@ -525,7 +529,7 @@ class EmulatedSession:
 
     async def _report(self, record: CallRecord, response: dict[str, Any], scheduling: str) -> None:
         if scheduling == "INTERRUPT":
-            await self.interrupt(cancel_calls=False)
+            await self.interrupt("keep")
         owner = f"report:{record.id}:{len(self.reports)}"
         await self.open_turn(owner)
         self.reports.append(Report(record.id, scheduling, time.monotonic()))
@@ -544,22 +548,23 @@ class EmulatedSession:
             self._prompt_tokens += len(realtime.text) // 4 + 1
             await self.turns.put(UserTurn("text", realtime.text))
         elif realtime.activity_start is not None:
-            self._activity = True
-            await self.interrupt(cancel_calls=True)
+            self.voice.manual = True
+            await self.barge_in()
         elif realtime.activity_end is not None:
-            self._activity = False
+            self.voice.manual = False
             await self._end_audio_turn(force=True)
         elif realtime.audio_stream_end:
             await self._end_audio_turn(force=False)
         elif realtime.audio is not None:
             await self._on_audio(raw, realtime.audio)
         elif realtime.media_chunks:
-            self.checker.flag(
-                "deprecated_media_chunks",
-                "realtime_input.media_chunks is deprecated. Use audio, video, or text instead.",
-                raw,
-                "warning",
-            )
+            # 3.x models refuse the deprecated form with 1007 (LIVE_PROTOCOL.md §2,
+            # kizuna-ai-lab/sokuji#150, close code per aicc2025/sip-to-ai#5); 2.x still take it.
+            if self.model.startswith("gemini-3"):
+                self.checker.flag("deprecated_media_chunks", MEDIA_CHUNKS_DEPRECATED, raw, "error")
+                await self.close(1007, MEDIA_CHUNKS_DEPRECATED)
+                return
+            self.checker.flag("deprecated_media_chunks", MEDIA_CHUNKS_DEPRECATED, raw)
             for blob in realtime.media_chunks:
                 if (blob.mime_type or "").startswith("audio/"):
                     await self._on_audio(raw, blob)
@@ -572,34 +577,15 @@ class EmulatedSession:
         except wire.WireError as error:
             await self._reject(error.reason, raw)
             return
-        seconds = len(pcm) / 2 / _rate(blob.mime_type)
+        seconds = len(pcm) / 2 / audio_rate(blob.mime_type)
         self._prompt_tokens += max(1, round(seconds * 25))
-        if _is_speech(pcm):
-            if self._speech == 0.0 and self.turn_open:
-                await self.interrupt(cancel_calls=True)
-            self._speech += seconds
-            self._silence = 0.0
-        elif self._speech > 0.0 and not self._activity:
-            self._silence += seconds
-            if not self._vad_disabled and self._silence >= self._silence_seconds:
-                await self._end_audio_turn(force=False)
-
-    @property
-    def _vad_disabled(self) -> bool:
-        config = self.setup.realtime_input_config
-        detection = config.automatic_activity_detection if config else None
-        return bool(detection and detection.disabled)
-
-    @property
-    def _silence_seconds(self) -> float:
-        config = self.setup.realtime_input_config
-        detection = config.automatic_activity_detection if config else None
-        if detection and detection.silence_duration_ms:
-            return detection.silence_duration_ms / 1000
-        return _DEFAULT_SILENCE_SECONDS
+        heard = self.voice.hear(pcm, seconds, model_talking=self.turn_open)
+        if heard == "barge_in":
+            await self.barge_in()
+        elif heard == "end_of_turn":
+            await self._end_audio_turn(force=False)
 
     async def _end_audio_turn(self, *, force: bool) -> None:
-        if self._speech > 0.0 or force:
-            await self.turns.put(UserTurn("audio", None, self._speech))
-        self._speech = 0.0
-        self._silence = 0.0
+        spoken = self.voice.end(force=force)
+        if spoken is not None:
+            await self.turns.put(UserTurn("audio", None, spoken))

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from livebridge.emulator.connection import UserTurn
+from livebridge.emulator.shared import UserTurn
 
 if TYPE_CHECKING:
     from livebridge.emulator.scenario import Conversation

@@ -1,17 +1,14 @@
 """Scripting a conversation step by step: the ``Conversation`` a scenario is given.
 
 A scenario is ``async def scenario(conv: Conversation) -> None``, run once per accepted connection
-after ``setupComplete``. A scenario can also be a JSON list of one-key steps (``--scenario FILE``)::
-
-    [{"expect_turn": {}}, {"tool_call": [["get_weather", {"city": "Paris"}]]},
-     {"wait_answers": {}}, {"say": "Sunny."}, {"turn_complete": {}}]
+after ``setupComplete``. A scenario can also be a JSON list of one-key steps (``--scenario FILE``,
+see ``livebridge.emulator.steps``).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -19,13 +16,15 @@ import msgspec
 from livebridge import wire
 from livebridge.emulator.checker import Answer, CallRecord
 from livebridge.emulator.connection import EmulatedSession, UserTurn
-from livebridge.emulator.model import RuleModel
+from livebridge.errors import UsageError
+
+__all__ = ["Conversation", "Scenario", "ScenarioError"]
 
 _OWNER = "model"
 
 
-class ScenarioError(Exception):
-    """A scenario could not proceed (a malformed step, or an expectation that failed)."""
+class ScenarioError(UsageError):
+    """A scenario cannot be played: a malformed step (named by its index) or an unreadable file."""
 
 
 class Conversation:
@@ -64,23 +63,29 @@ class Conversation:
     async def speak(self, seconds: float, rate: int = 24000) -> None:
         await self.session.speak(_OWNER, seconds, rate)
 
-    async def tool_call(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
-        """Send one ``toolCall`` with every call; returns the ids (``function-call-<u64>``)."""
-        return await self.session.issue_calls(_OWNER, list(calls))
+    async def tool_call(
+        self,
+        calls: Sequence[tuple[str, dict[str, Any]]],
+        ids: Sequence[str | None] | None = None,
+    ) -> list[str]:
+        """Send one ``toolCall`` with every call; returns the ids (``ids`` where given, else
+        ``function-call-<u64>``)."""
+        return await self.session.issue_calls(_OWNER, list(calls), list(ids) if ids else None)
 
     async def wait_answers(
         self,
         ids: Sequence[str],
         timeout: float | None = None,  # noqa: ASYNC109
     ) -> dict[str, Answer]:
-        """Wait until each call is answered (finally, for streams) or cancelled."""
+        """Wait until each call is answered (finally, for streams), cancelled or withdrawn;
+        ``TimeoutError`` after ``timeout`` seconds."""
         session = self.session
 
         def settled() -> bool:
             return all(not session.checker.calls[i].open for i in ids)
 
         await session.wait_until(settled, timeout)
-        answers = {i: session.resolved_answer(i) for i in ids}
+        answers = {i: session.checker.resolved_answer(i) for i in ids}
         return {i: answer for i, answer in answers.items() if answer is not None}
 
     async def cancel(self, ids: Sequence[str]) -> None:
@@ -93,14 +98,20 @@ class Conversation:
         """Send ``sessionResumptionUpdate``; returns the new handle (None if not resumable)."""
         return await self.session.resumption_update(resumable=resumable)
 
-    async def turn_complete(self, usage: dict[str, Any] | None = None) -> None:
-        """End the turn (waits while a BLOCKING call of the turn is unanswered)."""
+    async def turn_complete(
+        self, usage: dict[str, Any] | None = None, *, wait: bool = True
+    ) -> None:
+        """End the turn; waits while a BLOCKING call of the turn is unanswered, unless ``wait``
+        is False (``turnComplete`` goes out at once, the calls stay open)."""
         metadata = msgspec.convert(usage, wire.UsageMetadata) if usage is not None else None
-        await self.session.complete_turn(_OWNER, metadata)
+        await self.session.complete_turn(_OWNER, metadata, wait=wait)
 
-    async def interrupted(self) -> None:
-        """The model stops talking: ``interrupted``, then ``turnComplete``."""
-        await self.session.interrupt(cancel_calls=False)
+    async def interrupted(self, *, cancel: bool = False, turn_complete: bool = True) -> None:
+        """The model stops talking: ``interrupted``, then ``turnComplete`` (unless
+        ``turn_complete`` is False). The turn's open calls get a ``toolCallCancellation`` with
+        ``cancel``; without it they are dropped silently, as the service has been seen to do."""
+        calls = "cancel" if cancel else "withdraw"
+        await self.session.interrupt(calls, complete=turn_complete)
 
     async def send(self, message: dict[str, Any]) -> None:
         """Send any server message as given (camelCase JSON object)."""
@@ -115,61 +126,3 @@ class Conversation:
 
 
 Scenario = Callable[[Conversation], Awaitable[None]]
-
-
-def scenario_from_steps(steps: list[dict[str, Any]]) -> Scenario:
-    """Build a scenario from JSON steps, each ``{"step_name": argument}``.
-
-    Steps: ``expect_turn``, ``say`` (text), ``speak`` (seconds), ``tool_call`` (list of
-    ``[name, args]``), ``wait_answers`` (for the last tool_call), ``cancel`` (the last tool_call),
-    ``go_away`` (time left), ``resumption_update`` (resumable), ``turn_complete``,
-    ``interrupted``, ``close`` (``[code, reason]``), ``send`` (a raw message) and ``model``
-    (hand the rest of the connection to the default rule-based model).
-    """
-    for step in steps:
-        if not isinstance(step, dict) or len(step) != 1:
-            raise ScenarioError(f"each step is a one-key object, got {step!r}")
-
-    async def scenario(conv: Conversation) -> None:
-        last: list[str] = []
-        for step in steps:
-            ((name, arg),) = step.items()
-            if name == "expect_turn":
-                await conv.expect_turn()
-            elif name == "say":
-                await conv.say(str(arg))
-            elif name == "speak":
-                await conv.speak(float(arg))
-            elif name == "tool_call":
-                last = await conv.tool_call([(str(n), dict(a)) for n, a in arg])
-            elif name == "wait_answers":
-                await conv.wait_answers(last)
-            elif name == "cancel":
-                await conv.cancel(last)
-            elif name == "go_away":
-                await conv.go_away(str(arg))
-            elif name == "resumption_update":
-                await conv.resumption_update(resumable=bool(arg))
-            elif name == "turn_complete":
-                await conv.turn_complete()
-            elif name == "interrupted":
-                await conv.interrupted()
-            elif name == "close":
-                code, reason = arg
-                await conv.close(int(code), str(reason))
-            elif name == "send":
-                await conv.send(dict(arg))
-            elif name == "model":
-                await RuleModel()(conv)
-            else:
-                raise ScenarioError(f"unknown step {name!r}")
-
-    return scenario
-
-
-def load_scenario(path: Path) -> Scenario:
-    """Read a JSON list of steps from ``path``."""
-    steps = msgspec.json.decode(path.read_bytes())
-    if not isinstance(steps, list):
-        raise ScenarioError(f"{path}: expected a JSON list of steps")
-    return scenario_from_steps(steps)

@@ -4,6 +4,8 @@ The server runs on its own thread with its own event loop, so starting and stopp
 awaits (no task group or cancel scope crosses tasks, which suits pytest fixtures) and the server's
 work never competes with the client's loop. State (``transcript``, ``violations``, ``sessions``)
 is appended to from that thread and may be read from any thread; ``wait_for`` wakes on changes.
+``violations`` waits for connections the client has already closed to be judged, so it is final
+as soon as the client's ``async with`` has exited.
 """
 
 from __future__ import annotations
@@ -30,17 +32,30 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
+from websockets.protocol import State
 
 from livebridge import wire
-from livebridge.emulator.checker import Violation
-from livebridge.emulator.connection import EmulatedSession, Shared, TranscriptEntry
+from livebridge.emulator.checker import (
+    HELD_ANSWERS_SECONDS,
+    SERIAL_GAP_SECONDS,
+    Thresholds,
+    Violation,
+)
+from livebridge.emulator.connection import EmulatedSession
 from livebridge.emulator.faults import Faults
 from livebridge.emulator.model import RuleModel
 from livebridge.emulator.scenario import Conversation, Scenario
+from livebridge.emulator.shared import ServiceOptions, Shared, TranscriptEntry
 from livebridge.emulator.tls import Certificates, create_certificates
 
+__all__ = ["SESSION_NOT_FOUND", "Emulator", "Route", "model_not_found", "route"]
+
 SESSION_NOT_FOUND = "BidiGenerateContent session not found"
-INTERNAL_ERROR = "Internal error occurred."
+#: The largest frame the server reads; frames over ``MAX_FRAME_BYTES`` (1 MiB) are already
+#: refused with 1007, and anything over this is cut off by the websocket layer with 1009.
+READ_LIMIT = 16 << 20
+#: How long reading ``violations`` waits for a connection the client closed to be judged.
+SETTLE_SECONDS = 5.0
 
 _PATH = re.compile(
     r"^/+ws/google\.ai\.generativelanguage\.(?P<version>v1(?:alpha|beta)?)\."
@@ -92,34 +107,48 @@ def route(path: str, headers: Headers) -> Route | tuple[HTTPStatus, str]:
 class Emulator:
     """A local Gemini Live server; use as ``async with Emulator(...) as emu``.
 
-    ``scenario`` scripts every connection; without one, ``model`` (default ``RuleModel()``) answers.
-    ``reissue_after``: seconds before an unanswered BLOCKING call is issued again under a new id
-    (None: never). ``check_audio_during_blocking``: report audio streamed while a BLOCKING call is
-    pending. ``faults``: frame delays/drops, abrupt closes, a slow reader. ``models``: the model
-    names served (None: any); another name is refused during setup with the service's 1008.
+    ``scenario`` plays the model's side of every connection: a script (``async def
+    scenario(conv)``) or a model such as the default ``RuleModel()``. ``faults``: frame
+    delays/drops, abrupt closes, a slow reader. ``models``: the model names served (None: any);
+    another name is refused during setup with the service's 1008. ``reissue_after``,
+    ``reissue_next_turn``, ``cancel_on_interrupt``, ``check_audio_during_blocking``: see
+    ``ServiceOptions``; ``held_answers`` and ``serial_gap``: see ``Thresholds``.
+    ``on_violation`` is called (on the server's thread) with each violation as it is found.
     """
 
     def __init__(
         self,
         scenario: Scenario | None = None,
         *,
-        model: Scenario | None = None,
         port: int = 0,
-        reissue_after: float | None = None,
-        check_audio_during_blocking: bool = True,
         faults: Faults | None = None,
         models: Collection[str] | None = None,
+        reissue_after: float | None = None,
+        reissue_next_turn: bool = False,
+        cancel_on_interrupt: bool = True,
+        check_audio_during_blocking: bool = True,
+        held_answers: float | None = HELD_ANSWERS_SECONDS,
+        serial_gap: float = SERIAL_GAP_SECONDS,
+        on_violation: Callable[[Violation], None] | None = None,
     ) -> None:
-        self.scenario: Scenario = scenario or model or RuleModel()
+        self.scenario: Scenario = scenario or RuleModel()
         self.models = None if models is None else {m.removeprefix("models/") for m in models}
         self.port = port
         self.sessions: list[EmulatedSession] = []
+        options = ServiceOptions(
+            reissue_after=reissue_after,
+            reissue_next_turn=reissue_next_turn,
+            cancel_on_interrupt=cancel_on_interrupt,
+            check_audio_during_blocking=check_audio_during_blocking,
+            thresholds=Thresholds(held_answers=held_answers, serial_gap=serial_gap),
+        )
         self._shared = Shared(
             faults=faults or Faults(),
-            reissue_after=reissue_after,
-            check_audio_during_blocking=check_audio_during_blocking,
+            options=options,
             notify=self._notify,
+            on_violation=on_violation,
         )
+        self._judged = threading.Condition()
         self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
         self._waiters_lock = threading.Lock()
         self._counter = itertools.count(1)
@@ -149,7 +178,18 @@ class Emulator:
 
     @property
     def violations(self) -> list[Violation]:
+        """Every violation so far; connections the client has closed are judged first."""
+        if threading.current_thread() is not self._thread:
+            with self._judged:
+                self._judged.wait_for(self._closed_ones_judged, SETTLE_SECONDS)
         return self._shared.violations
+
+    def _closed_ones_judged(self) -> bool:
+        return all(s.finished or s.ws.state is State.OPEN for s in list(self.sessions))
+
+    async def settled(self, timeout: float = 10) -> None:  # noqa: ASYNC109 (a bound is the point)
+        """Wait until every connection so far has ended and been judged."""
+        await self.wait_for(lambda: all(s.finished for s in list(self.sessions)), timeout)
 
     def expire_handles(self) -> None:
         """Forget every resumption handle issued so far, as the service does after hours."""
@@ -166,11 +206,13 @@ class Emulator:
         return genai.Client(api_key="test", http_options=options)
 
     def env(self) -> dict[str, str]:
-        """Environment that points any google-genai program at this emulator."""
+        """Environment that points any google-genai program at this emulator (both key
+        variables: some programs read only one)."""
         return {
             "GOOGLE_GEMINI_BASE_URL": self.base_url,
             "SSL_CERT_FILE": self.ca_file,
             "GEMINI_API_KEY": "test",
+            "GOOGLE_API_KEY": "test",
         }
 
     async def wait_for(
@@ -193,6 +235,8 @@ class Emulator:
                 self._waiters.discard(waiter)
 
     def _notify(self) -> None:
+        with self._judged:
+            self._judged.notify_all()
         with self._waiters_lock:
             waiters = list(self._waiters)
         for loop, event in waiters:
@@ -214,18 +258,27 @@ class Emulator:
         await self.stop()
 
     async def start(self) -> None:
-        """Create the CA and start serving on the server thread."""
+        """Create the CA and start serving on the server thread.
+
+        Raises ``OSError`` when the port cannot be bound (nothing is left behind).
+        """
         self._directory = Path(tempfile.mkdtemp(prefix="livebridge-emulator-"))
         self._certificates = create_certificates(self._directory)
         self._thread = threading.Thread(target=self._run, name="livebridge-emulator", daemon=True)
         self._thread.start()
-        self.port = await asyncio.wrap_future(self._ready)
+        try:
+            self.port = await asyncio.wrap_future(self._ready)
+        except BaseException:
+            await self.stop()
+            raise
 
     async def stop(self) -> None:
-        """Close every connection (1001), wait for the server thread, remove the CA files."""
-        if self._loop is not None and self._stop is not None:
+        """Close every connection (1001, the server's close), wait for the server thread,
+        remove the CA files."""
+        if self._loop is not None and self._stop is not None and not self._done.done():
             self._loop.call_soon_threadsafe(self._stop.set)
-            await asyncio.wrap_future(self._done)
+        if self._thread is not None:
+            await asyncio.wait([asyncio.wrap_future(self._done)])
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join)
         if self._directory is not None:
@@ -251,12 +304,13 @@ class Emulator:
             self.port,
             ssl=self._certificates.server_context,
             process_request=_process_request,
-            max_size=None,
+            max_size=READ_LIMIT,
             ping_interval=None,
         )
         port = int(server.sockets[0].getsockname()[1])
         self._ready.set_result(port)
         await self._stop.wait()
+        self._shared.stopping = True
         server.close()
         await server.wait_closed()
 
@@ -277,12 +331,10 @@ class Emulator:
         self.sessions.append(session)
         try:
             if await self._setup(session):
-                await self._converse(session)
+                await session.converse(lambda: self._play(session))
         finally:
-            await session.cancel_background()
-            session.checker.finish(server_closed=session.server_closed)
-            session.close_info = {"code": ws.close_code, "reason": ws.close_reason}
-            self._notify()
+            if not session.finished:  # the setup failed: no call was ever issued
+                session.finish("server_close")
 
     async def _setup(self, session: EmulatedSession) -> bool:
         try:
@@ -315,23 +367,8 @@ class Emulator:
         await session.send(wire.ServerMessage(setup_complete=setup_complete))
         return True
 
-    async def _converse(self, session: EmulatedSession) -> None:
-        scenario_task = asyncio.create_task(self._run_scenario(session))
-        try:
-            await session.read_loop()
-        finally:
-            scenario_task.cancel()
-            await asyncio.gather(scenario_task, return_exceptions=True)
-
-    async def _run_scenario(self, session: EmulatedSession) -> None:
-        try:
-            await self.scenario(Conversation(session))
-        except ConnectionClosed:
-            return
-        except Exception as error:
-            session.errors.append(f"{type(error).__name__}: {error}")
-            self._notify()
-            await session.close(1011, INTERNAL_ERROR)
+    async def _play(self, session: EmulatedSession) -> None:
+        await self.scenario(Conversation(session))
 
 
 def _process_request(connection: ServerConnection, request: Request) -> Response | None:

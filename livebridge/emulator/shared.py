@@ -1,0 +1,133 @@
+"""What every connection of one emulator shares: options, the transcript, violations, handles."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from livebridge import wire
+from livebridge.emulator.checker import CallRecord, Thresholds, Violation
+from livebridge.emulator.faults import Faults
+
+__all__ = [
+    "MAX_FRAME_BYTES",
+    "MAX_REASON_BYTES",
+    "Report",
+    "ServiceOptions",
+    "Shared",
+    "TranscriptEntry",
+    "UserTurn",
+    "cap_reason",
+    "parse_duration",
+    "usage_metadata",
+]
+
+Direction = Literal["client", "server"]
+
+MAX_REASON_BYTES = 123
+#: Client frames larger than this are refused with 1007, as the service does with frames of
+#: about 1 MB (LIVE_PROTOCOL.md §7, googleapis/mcp-toolbox #3637).
+MAX_FRAME_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptEntry:
+    """One message that crossed the wire (or a close), with its monotonic timestamp."""
+
+    at: float
+    direction: Direction
+    session: str
+    message: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class UserTurn:
+    """A finished user utterance: typed text or audio."""
+
+    kind: Literal["text", "audio"]
+    text: str | None = None
+    audio_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """A NON_BLOCKING answer the model acted on, and how (its scheduling)."""
+
+    call_id: str
+    scheduling: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceOptions:
+    """How the emulated service behaves where the real one is known to vary.
+
+    ``reissue_after``: seconds before an unanswered BLOCKING call is issued again under a new id
+    within its turn (None: never). ``reissue_next_turn``: a BLOCKING call an interruption left
+    unanswered is issued again when the model's next turn starts. ``cancel_on_interrupt``: a
+    barge-in sends ``toolCallCancellation`` for the turn's open calls (False: the calls are
+    dropped without one). ``check_audio_during_blocking``: report audio sent while a BLOCKING
+    call is pending. ``thresholds``: the bounds of the timing checks.
+    """
+
+    reissue_after: float | None = None
+    reissue_next_turn: bool = False
+    cancel_on_interrupt: bool = True
+    check_audio_during_blocking: bool = True
+    thresholds: Thresholds = field(default_factory=Thresholds)
+
+
+@dataclass(slots=True)
+class Shared:
+    """State shared by every connection of one emulator (lives on the server thread).
+
+    ``on_violation`` is called on the server thread for each violation as it is found.
+    """
+
+    faults: Faults
+    options: ServiceOptions
+    notify: Callable[[], None]
+    on_violation: Callable[[Violation], None] | None = None
+    transcript: list[TranscriptEntry] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    handles: dict[str, dict[str, CallRecord]] = field(default_factory=dict)
+    stopping: bool = False
+
+    def record(self, direction: Direction, session: str, message: dict[str, Any]) -> None:
+        self.transcript.append(TranscriptEntry(time.monotonic(), direction, session, message))
+        self.notify()
+
+    def report(self, violation: Violation) -> None:
+        self.violations.append(violation)
+        if self.on_violation is not None:
+            self.on_violation(violation)
+        self.notify()
+
+
+def cap_reason(reason: str) -> str:
+    """Cut a close reason to 123 UTF-8 bytes without splitting a character."""
+    return reason.encode()[:MAX_REASON_BYTES].decode("utf-8", "ignore")
+
+
+def parse_duration(text: str) -> float:
+    """A proto Duration string (``"50s"``, ``"0.5s"``) in seconds."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)s\s*", text)
+    if not match:
+        raise ValueError(f"not a duration: {text!r}")
+    return float(match.group(1))
+
+
+def usage_metadata(prompt_tokens: int, response_tokens: int, modality: str) -> wire.UsageMetadata:
+    """The ``usageMetadata`` that goes with ``turnComplete`` (rough token counts, at least 1)."""
+    prompt, response = max(prompt_tokens, 1), max(response_tokens, 1)
+    return wire.UsageMetadata(
+        prompt_token_count=prompt,
+        response_token_count=response,
+        total_token_count=prompt + response,
+        response_tokens_details=[
+            wire.ModalityTokenCount("AUDIO" if modality == "AUDIO" else "TEXT", response)
+        ],
+    )
