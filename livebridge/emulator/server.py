@@ -206,13 +206,11 @@ class Emulator:
         return genai.Client(api_key="test", http_options=options)
 
     def env(self) -> dict[str, str]:
-        """Environment that points any google-genai program at this emulator (both key
-        variables: some programs read only one)."""
+        """Environment that points any google-genai program at this emulator."""
         return {
             "GOOGLE_GEMINI_BASE_URL": self.base_url,
             "SSL_CERT_FILE": self.ca_file,
             "GEMINI_API_KEY": "test",
-            "GOOGLE_API_KEY": "test",
         }
 
     async def wait_for(

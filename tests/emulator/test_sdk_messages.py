@@ -61,7 +61,7 @@ async def test_every_sdk_send_method_is_understood() -> None:
         emulated = live_emulator.sessions[0]
         assert emulated.close_info is None
         assert emulated.declarations == {}
-        assert emulated._vad_disabled
+        assert not emulated.voice.automatic
     client_messages = [e.message for e in live_emulator.transcript if e.direction == "client"]
     assert [next(iter(m)) for m in client_messages[:10]] == [
         "setup",
