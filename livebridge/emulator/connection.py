@@ -12,7 +12,7 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Literal
 
 from websockets.asyncio.server import ServerConnection
@@ -165,7 +165,7 @@ class EmulatedSession:
         declaration = self.declarations.get(name)
         return declaration is None or declaration.behavior != "NON_BLOCKING"
 
-    async def converse(self, model: Callable[[], Awaitable[None]]) -> None:
+    async def converse(self, model: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``model`` and the read loop in one task group; when the client's side ends,
         everything the connection started is cancelled and waited for, then it is judged."""
         async with asyncio.TaskGroup() as group:

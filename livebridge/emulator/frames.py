@@ -34,6 +34,7 @@ def read_frame(
     known top-level field (§2).
     """
     size = len(frame) if isinstance(frame, bytes) else len(frame.encode())
+    record: dict[str, Any]
     if size > max_bytes:
         record = {"oversized": size}
         reason = f"Request payload size exceeds the limit: {max_bytes} bytes."

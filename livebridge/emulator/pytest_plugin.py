@@ -1,8 +1,11 @@
 """pytest plugin (registered through the ``pytest11`` entry point): the ``live_emulator`` fixture.
 
 The emulator serves from its own thread, so the fixture's setup and teardown are plain awaits and
-work with pytest-asyncio running them in different tasks. The fixture needs pytest-asyncio; without
-it the plugin defines nothing.
+work with pytest-asyncio running them in different tasks, in strict mode (mark the test
+``@pytest.mark.asyncio``) and in auto mode alike. ``live_emulator.violations`` is final once the
+client's ``async with`` has exited: reading it waits for connections the client has closed to be
+judged. ``await live_emulator.settled()`` waits for every connection to end. The fixture needs
+pytest-asyncio; without it the plugin defines nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from collections.abc import AsyncIterator
 
 from livebridge.emulator.server import Emulator
 
+__all__: list[str] = []
+
 if importlib.util.find_spec("pytest_asyncio") is not None:
     import pytest_asyncio
 
@@ -20,3 +25,5 @@ if importlib.util.find_spec("pytest_asyncio") is not None:
         """A running emulator with the default rule-based model; ``emu.client()`` connects."""
         async with Emulator() as emulator:
             yield emulator
+
+    __all__ += ["live_emulator"]

@@ -110,8 +110,7 @@ class Conversation:
         """The model stops talking: ``interrupted``, then ``turnComplete`` (unless
         ``turn_complete`` is False). The turn's open calls get a ``toolCallCancellation`` with
         ``cancel``; without it they are dropped silently, as the service has been seen to do."""
-        calls = "cancel" if cancel else "withdraw"
-        await self.session.interrupt(calls, complete=turn_complete)
+        await self.session.interrupt("cancel" if cancel else "withdraw", complete=turn_complete)
 
     async def send(self, message: dict[str, Any]) -> None:
         """Send any server message as given (camelCase JSON object)."""
