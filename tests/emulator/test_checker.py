@@ -7,7 +7,10 @@ from typing import Any
 
 import pytest
 
-from livebridge.emulator import VIOLATION_KINDS, Conversation, Emulator, checker
+from livebridge import wire
+from livebridge.emulator import SEVERITIES, VIOLATION_KINDS, Conversation, Emulator, checker
+from livebridge.emulator.checker import TRANSITIONS, Checker, Thresholds, Violation
+from livebridge.errors import LocalProtocolError
 
 from .helpers import (
     MODEL,
@@ -181,8 +184,14 @@ def test_every_kind_is_tested() -> None:
         "audio_during_blocking",
         "deprecated_media_chunks",
         "malformed_message",
+        # tests/emulator/test_checks.py and test_service.py
+        "serial_answers",
+        "held_answers",
+        "opaque_error",
+        "client_crash",
+        "frame_too_large",
     }
-    assert tested == set(VIOLATION_KINDS)
+    assert tested == set(VIOLATION_KINDS) == set(SEVERITIES)
 
 
 async def test_unanswered_when_client_closes_is_an_error(live_emulator: Emulator) -> None:
@@ -192,3 +201,117 @@ async def test_unanswered_when_client_closes_is_an_error(live_emulator: Emulator
         await tool_call(session)
     await live_emulator.wait_for(lambda: bool(live_emulator.violations))
     assert [(v.kind, v.severity) for v in live_emulator.violations] == [("unanswered", "error")]
+
+
+# -- the checker without sockets: a clock in hand --------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def offline_checker(**thresholds: Any) -> tuple[Checker, Clock, list[Violation]]:
+    clock, found = Clock(), []
+    checker_ = Checker("s1", found.append, thresholds=Thresholds(**thresholds), clock=clock)
+    return checker_, clock, found
+
+
+def respond(checker_: Checker, *ids: str, **response: Any) -> None:
+    answers = [
+        wire.FunctionResponse(id=i, name="f", response=response or {"output": 1}) for i in ids
+    ]
+    checker_.on_tool_response({"toolResponse": {}}, answers)
+
+
+@pytest.mark.parametrize(
+    ("gaps", "one_message", "expected"),
+    [
+        ([0.3, 0.3, 0.3], False, ["split_batch", "serial_answers"]),
+        ([0.3, 0.01, 0.3], False, ["split_batch"]),  # two finished together: not a loop
+        ([0.3], True, []),
+    ],
+)
+def test_serial_answers_need_every_gap_above_the_threshold(
+    gaps: list[float], one_message: bool, expected: list[str]
+) -> None:
+    checker_, clock, found = offline_checker(serial_gap=0.05)
+    checker_.issue([(f"c{i}", "f", {}, True) for i in range(3)])
+    if one_message:
+        clock.now += gaps[0]
+        respond(checker_, "c0", "c1", "c2")
+    else:
+        for i, gap in enumerate(gaps):
+            clock.now += gap
+            respond(checker_, f"c{i}")
+    assert [v.kind for v in found] == expected
+
+
+@pytest.mark.parametrize(("waited", "flagged"), [(2.9, False), (3.1, True)])
+def test_held_answers_threshold(waited: float, flagged: bool) -> None:
+    checker_, clock, found = offline_checker(held_answers=3.0)
+    checker_.issue([("c0", "f", {}, True), ("c1", "f", {}, True)])
+    clock.now = waited
+    respond(checker_, "c0", "c1")
+    assert [v.kind for v in found] == (["held_answers"] if flagged else [])
+
+
+@pytest.mark.parametrize(
+    ("response", "opaque"),
+    [
+        ({"error": "boom"}, True),
+        ({"value": "The function f failed and returned no result."}, True),
+        ({"result": "Error: backend unavailable"}, True),
+        ({"error": {"type": "timeout", "message": "slow"}}, False),
+        ({"output": "no errors found"}, False),
+        ({"value": "sunny"}, False),
+    ],
+)
+def test_opaque_error_payloads(response: dict[str, Any], opaque: bool) -> None:
+    checker_, _, found = offline_checker()
+    checker_.issue([("c0", "f", {}, True)])
+    respond(checker_, "c0", **response)
+    assert [v.kind for v in found] == (["opaque_error"] if opaque else [])
+
+
+@pytest.mark.parametrize(
+    ("ending", "expected"),
+    [
+        ("client_close", [("unanswered", "error")] * 2),
+        ("client_crash", [("client_crash", "error")]),
+        ("server_close", [("unanswered", "warning")] * 2),
+    ],
+)
+def test_how_the_connection_ended_decides_the_verdict(
+    ending: checker.Ending, expected: list[tuple[str, str]]
+) -> None:
+    checker_, _, found = offline_checker()
+    checker_.issue([("c0", "f", {}, True), ("c1", "f", {}, False)])
+    checker_.finish(ending)
+    assert [(v.kind, v.severity) for v in found] == expected
+
+
+def test_a_move_the_table_lacks_raises_and_changes_nothing() -> None:
+    checker_, _, _ = offline_checker()
+    checker_.issue([("c0", "f", {}, True)])
+    checker_.cancel(["c0"])
+    record = checker_.calls["c0"]
+    assert ("cancelled", "answer") not in TRANSITIONS
+    with pytest.raises(LocalProtocolError, match="cannot answer a cancelled call"):
+        Checker._move(record, "answer")
+    assert record.state == "cancelled"
+    with pytest.raises(LocalProtocolError, match="issued before"):
+        checker_.issue([("c0", "f", {}, True)])
+
+
+def test_a_late_answer_to_a_withdrawn_call_is_no_fault() -> None:
+    checker_, _, found = offline_checker()
+    checker_.issue([("c0", "f", {}, True)])
+    checker_.withdraw(["c0"])
+    respond(checker_, "c0")
+    checker_.finish("client_close")
+    assert found == []
+    assert checker_.calls["c0"].state == "answered"
