@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from collections import Counter
@@ -180,7 +181,8 @@ async def _serve(emulator: Emulator, args: argparse.Namespace) -> list[Violation
         await emulator.start()
     except OSError as error:
         raise _BadInput(
-            f"cannot listen on 127.0.0.1:{emulator.port}: {error.strerror or error}; "
+            f"cannot listen on 127.0.0.1:{emulator.port}: "
+            f"{os.strerror(error.errno) if error.errno else error}; "
             "pick another --port, or 0 for any free one"
         ) from None
     try:
