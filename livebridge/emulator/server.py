@@ -274,9 +274,8 @@ class Emulator:
         """Close every connection (1001, the server's close), wait for the server thread,
         remove the CA files."""
         serving = self._ready.done() and self._ready.exception() is None
-        if serving and self._loop is not None and self._stop is not None:
-            if not self._done.done():
-                self._loop.call_soon_threadsafe(self._stop.set)
+        if serving and self._loop is not None and self._stop is not None and not self._done.done():
+            self._loop.call_soon_threadsafe(self._stop.set)
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join)
         if self._directory is not None:
