@@ -51,6 +51,8 @@ MEDIA_CHUNKS_DEPRECATED = (
     "realtime_input.media_chunks is deprecated. Use audio, video, or text instead."
 )
 FRAME_SECONDS = 0.04
+#: User turns the model has not taken yet, kept at most (the oldest goes first).
+MAX_WAITING_TURNS = 64
 
 #: What an interruption does to the turn's open calls: cancel them (``toolCallCancellation``),
 #: withdraw them silently (as the service has been seen to), or keep them open.
@@ -84,7 +86,7 @@ class EmulatedSession:
         self.resumed_from: str | None = None
         self.checker = self._new_checker(None)
         self.declarations: dict[str, wire.FunctionDeclaration] = {}
-        self.turns: asyncio.Queue[UserTurn] = asyncio.Queue()
+        self.turns: asyncio.Queue[UserTurn] = asyncio.Queue(MAX_WAITING_TURNS)
         self.reports: list[Report] = []
         self.errors: list[str] = []
         self.close_info: dict[str, Any] | None = None
@@ -518,6 +520,7 @@ class EmulatedSession:
     async def _on_tool_response(self, raw: dict[str, Any], response: wire.ToolResponse) -> None:
         accepted = self.checker.on_tool_response(raw, response.function_responses)
         for record, answer in accepted:
+            # BLOCKING: ``scheduling`` is ignored (LIVE_PROTOCOL.md §7, livekit agents PR #6600).
             if record.blocking or not answer.response:
                 continue
             scheduling = answer.scheduling or "WHEN_IDLE"
@@ -540,13 +543,13 @@ class EmulatedSession:
         texts = [part.text for turn in content.turns or [] for part in turn.parts if part.text]
         self._prompt_tokens += sum(len(text) // 4 + 1 for text in texts)
         if content.turn_complete:
-            await self.turns.put(UserTurn("text", " ".join(texts)))
+            self._heard(UserTurn("text", " ".join(texts)))
             await self._changed()
 
     async def _on_realtime_input(self, raw: dict[str, Any], realtime: wire.RealtimeInput) -> None:
         if realtime.text is not None:
             self._prompt_tokens += len(realtime.text) // 4 + 1
-            await self.turns.put(UserTurn("text", realtime.text))
+            self._heard(UserTurn("text", realtime.text))
         elif realtime.activity_start is not None:
             self.voice.manual = True
             await self.barge_in()
@@ -588,4 +591,10 @@ class EmulatedSession:
     async def _end_audio_turn(self, *, force: bool) -> None:
         spoken = self.voice.end(force=force)
         if spoken is not None:
-            await self.turns.put(UserTurn("audio", None, spoken))
+            self._heard(UserTurn("audio", None, spoken))
+
+    def _heard(self, turn: UserTurn) -> None:
+        """Queue a user turn; past ``MAX_WAITING_TURNS`` the oldest goes (reading never waits)."""
+        if self.turns.full():
+            self.turns.get_nowait()
+        self.turns.put_nowait(turn)
