@@ -215,7 +215,7 @@ class Clock:
 
 
 def offline_checker(**thresholds: Any) -> tuple[Checker, Clock, list[Violation]]:
-    clock, found = Clock(), []
+    clock, found = Clock(), list[Violation]()
     checker_ = Checker("s1", found.append, thresholds=Thresholds(**thresholds), clock=clock)
     return checker_, clock, found
 

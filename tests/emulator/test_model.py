@@ -103,7 +103,7 @@ async def test_any_function_with_one_required_string_is_called_per_place() -> No
             },
         )
 
-    tools = [
+    tools: list[types.ToolUnion] = [
         types.Tool(
             function_declarations=[
                 function("find_hotels", "destination"),
