@@ -20,19 +20,16 @@ from typing import Any
 import msgspec
 
 from livebridge.emulator.checker import HELD_ANSWERS_SECONDS, Violation
-from livebridge.emulator.faults import Faults
-from livebridge.emulator.scenario import Scenario, ScenarioError
+from livebridge.emulator.faults import Faults, MessagePredicate
+from livebridge.emulator.scenario import Scenario
 from livebridge.emulator.server import Emulator
 from livebridge.emulator.steps import load_scenario
+from livebridge.errors import UsageError
 
 __all__ = ["add_emulator_command", "parse_faults", "run_emulator"]
 
 _PROG = "livebridge emulator"
 _FAULT_SECONDS = ("delay", "read_delay")
-
-
-class _BadInput(Exception):
-    """A flag or file the command cannot use; its text is the one line printed."""
 
 
 def add_emulator_command(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -84,7 +81,7 @@ def run_emulator(args: argparse.Namespace) -> int:
     try:
         emulator = _emulator(args)
         violations = asyncio.run(_serve(emulator, args))
-    except (_BadInput, ScenarioError) as error:
+    except UsageError as error:  # a bad flag or file (ScenarioError too): one line
         print(f"{_PROG}: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # before the signal handlers were in place: nothing served
@@ -104,14 +101,14 @@ def parse_faults(text: str) -> Faults:
         elif name == "abort_after_tool_call" and not has_value:
             fields[name] = True
         else:
-            raise _BadInput(
+            raise UsageError(
                 f"--faults: cannot use {item!r}; expected delay=S, read_delay=S, drop=KEY, "
                 "drop_client=KEY or abort_after_tool_call"
             )
     return Faults(**fields)
 
 
-def _has_key(key: str) -> Any:
+def _has_key(key: str) -> MessagePredicate:
     return lambda message: key in message
 
 
@@ -119,9 +116,9 @@ def _seconds(flag: str, text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise _BadInput(f"{flag} needs a number of seconds, got {text!r}") from None
+        raise UsageError(f"{flag} needs a number of seconds, got {text!r}") from None
     if not value >= 0:
-        raise _BadInput(f"{flag} needs a number of seconds ≥ 0, got {text!r}")
+        raise UsageError(f"{flag} needs a number of seconds ≥ 0, got {text!r}")
     return value
 
 
@@ -129,9 +126,9 @@ def _port(text: str) -> int:
     try:
         port = int(text)
     except ValueError:
-        raise _BadInput(f"--port needs a number from 0 to 65535, got {text!r}") from None
+        raise UsageError(f"--port needs a number from 0 to 65535, got {text!r}") from None
     if not 0 <= port <= 65535:
-        raise _BadInput(f"--port needs a number from 0 to 65535, got {port}")
+        raise UsageError(f"--port needs a number from 0 to 65535, got {port}")
     return port
 
 
@@ -141,7 +138,7 @@ def _emulator(args: argparse.Namespace) -> Emulator:
     if args.models is not None:
         models = [m.strip() for m in args.models.split(",") if m.strip()]
         if not models:
-            raise _BadInput("--models needs at least one model name")
+            raise UsageError("--models needs at least one model name")
     held: float | None = HELD_ANSWERS_SECONDS
     if args.held_answers == "off":
         held = None
@@ -149,7 +146,7 @@ def _emulator(args: argparse.Namespace) -> Emulator:
         held = _seconds("--held-answers", args.held_answers)
     reissue = args.reissue_after
     if args.report is not None and not args.report.parent.is_dir():
-        raise _BadInput(f"--report: the folder {args.report.parent} does not exist")
+        raise UsageError(f"--report: the folder {args.report.parent} does not exist")
     return Emulator(
         scenario,
         port=_port(args.port),
@@ -180,7 +177,7 @@ async def _serve(emulator: Emulator, args: argparse.Namespace) -> list[Violation
     try:
         await emulator.start()
     except OSError as error:
-        raise _BadInput(
+        raise UsageError(
             f"cannot listen on 127.0.0.1:{emulator.port}: "
             f"{os.strerror(error.errno) if error.errno else error}; "
             "pick another --port, or 0 for any free one"
@@ -224,4 +221,4 @@ def _write_report(path: Path, emulator: Emulator, violations: list[Violation]) -
     try:
         path.write_bytes(msgspec.json.format(msgspec.json.encode(report)))
     except OSError as error:
-        raise _BadInput(f"cannot write the report to {path}: {error.strerror}") from None
+        raise UsageError(f"cannot write the report to {path}: {error.strerror}") from None
