@@ -1,9 +1,9 @@
 """One emulated Live connection: reads client frames, sends server frames, keeps the turn state.
 
-The model's side of the conversation holds "the floor" while a turn is open; a pending BLOCKING call
-keeps it open (no ``turnComplete``), barge-in takes it away. Scenarios drive it through
-``Conversation``; the behaviour the real service has on its own (re-issuing unanswered calls,
-reporting NON_BLOCKING results by their ``scheduling``, resumption updates) lives here.
+The model's side holds "the floor" while a turn is open; a pending BLOCKING call keeps it open (no
+``turnComplete``), barge-in takes it away. Scenarios drive it through ``Conversation``; what the
+service does on its own (re-issues, NON_BLOCKING reports, resumption updates) lives here, all of it
+in the connection's one task group.
 """
 
 from __future__ import annotations

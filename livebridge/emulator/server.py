@@ -114,6 +114,7 @@ class Emulator:
     ``reissue_next_turn``, ``cancel_on_interrupt``, ``check_audio_during_blocking``: see
     ``ServiceOptions``; ``held_answers`` and ``serial_gap``: see ``Thresholds``.
     ``on_violation`` is called (on the server's thread) with each violation as it is found.
+    ``transcript`` and ``violations`` keep everything for the emulator's life: they are its report.
     """
 
     def __init__(

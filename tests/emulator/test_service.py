@@ -16,6 +16,7 @@ from .helpers import (
     answer,
     next_message,
     raw_connect,
+    recv_until,
     tool_call,
     until_turn_complete,
     weather_config,
@@ -135,3 +136,24 @@ async def test_scheduling_on_a_blocking_answer_is_ignored() -> None:
     assert [m.text for m in messages if m.text] == ["Lima: sunny in Lima."]
     assert emu.sessions[0].reports == []
     assert kinds(emu) == [("scheduling_on_blocking", "warning")]
+
+
+async def test_a_failing_scenario_is_the_services_internal_error() -> None:
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        await conv.tool_call([("get_weather", {"city": "Oslo"})])
+        raise RuntimeError("the script is wrong")
+
+    async with Emulator(scenario) as emu, raw_connect(emu) as ws:
+        await ws.send(json.dumps({"realtime_input": {"text": "weather?"}}))
+        await recv_until(ws, "toolCall")
+        with pytest.raises(ConnectionClosedError) as closed:
+            await recv_until(ws, "never")
+        assert closed.value.rcvd is not None
+        assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (
+            1011,
+            "Internal error occurred.",
+        )
+        await emu.settled()
+    assert emu.sessions[0].errors == ["RuntimeError: the script is wrong"]
+    assert kinds(emu) == [("unanswered", "warning")]  # the server closed: not the client's fault
