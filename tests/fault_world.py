@@ -61,15 +61,17 @@ MODES: dict[str, tuple[str, ...]] = {
     "act_sync": ("ok", "raise", "block"),
     "notify": ("ok", "raise", "hang", "nan"),
     "progress": ("stream", "stream_slow"),
+    "hold": ("gate",),
 }
-#: Every (tool, mode) pair, each drawn as often as any other.
+#: Every (tool, mode) pair; the ones that wedge sessions are drawn more often.
 _HANDLER_FAULTS = tuple((tool, mode) for tool, modes in MODES.items() for mode in modes)
+_HANDLER_WEIGHTS = [{"block": 4, "swallow": 2, "hang": 2}.get(m, 1) for _, m in _HANDLER_FAULTS]
 #: Results JSON cannot carry: they must be answered as errors, never as ``ok``.
 UNSERIALIZABLE = frozenset({"nan", "object"})
 TIMEOUTS = {"act": QUICK_TIMEOUT, "act_sync": QUICK_TIMEOUT, "notify": QUICK_TIMEOUT}
 TIMEOUTS |= {"progress": QUICK_TIMEOUT, "hold": HOLD_TIMEOUT}
 
-#: Faults of the server; each one that needs a call still running uses a ``hold`` call first.
+#: Faults of the server; each one that needs a call still running puts a ``hold`` call last.
 SERVER_FAULTS = (
     "none",
     "close_1000",
@@ -132,6 +134,11 @@ class Case:
     max_result_bytes: int
 
     @property
+    def target(self) -> CallPlan:
+        """The call the server fault is about: the ``hold`` call last in the batch, if any."""
+        return self.calls[-1] if self.server in _NEEDS_HOLD else self.calls[0]
+
+    @property
     def faults(self) -> frozenset[str]:
         """Every fault this case draws, by name (``twice``, ``malformed:<kind>``, ...)."""
         names = {self.server, *(f"handler:{c.mode}" for c in self.calls)}
@@ -167,13 +174,13 @@ def draw_case(seed: int) -> Case:
     """The case of ``seed``: the same seed always gives the same case."""
     rng = random.Random(seed)
     server = rng.choices(SERVER_FAULTS, weights=[_WEIGHTS.get(f, 2) for f in SERVER_FAULTS])[0]
-    count = rng.randint(1, 4)
+    count = rng.randint(1, 5)
     calls: list[CallPlan] = []
     for tag in range(1, count + 1):
-        if tag == 1 and server in _NEEDS_HOLD:
+        if tag == count and server in _NEEDS_HOLD:
             calls.append(CallPlan("hold", "gate", tag))
             continue
-        tool, mode = rng.choice(_HANDLER_FAULTS)
+        tool, mode = rng.choices(_HANDLER_FAULTS, weights=_HANDLER_WEIGHTS)[0]
         calls.append(CallPlan(tool, mode, tag))
     return Case(
         seed=seed,
@@ -354,6 +361,9 @@ class World:
             ids = await self._issue_with_malformed(conv, case.malformed)
         self.issued.ids.update(ids)
         self.note(f"toolCall {ids}")
+        for call in case.calls:
+            if call is not case.target or case.server not in _NEEDS_HOLD:
+                self._gates[call.tag].open()  # only the fault's own call waits for the scenario
         return ids
 
     async def _issue_with_malformed(self, conv: Conversation, kind: str) -> dict[int, str]:
@@ -391,15 +401,15 @@ class World:
     async def _server_fault(self, conv: Conversation, ids: dict[int, str]) -> bool:
         """Apply the case's server fault; True when the script is over on this connection."""
         fault = self.case.server
-        first = self.case.calls[0]
+        target = self.case.target
         if fault in ("none", "repeat_after_ack"):
             if fault == "repeat_after_ack":
-                await self._repeat_after_ack(conv, ids, first)
+                await self._repeat_after_ack(conv, ids, target)
             return False
         if fault == "cancel_before":
-            await conv.cancel([ids[first.tag]])
+            await conv.cancel([ids[target.tag]])
             return False
-        await self._until_entered(first.tag)
+        await self._until_entered(target.tag)
         if fault.startswith("close_"):
             code = int(fault.removeprefix("close_"))
             if code == 1006:
@@ -412,17 +422,17 @@ class World:
             self.emulator.expire_handles()
             conv.session.abort()
             return True
-        gate = self._gates[first.tag]
+        gate = self._gates[target.tag]
         if fault == "cancel_during":
-            await conv.cancel([ids[first.tag]])
+            await conv.cancel([ids[target.tag]])
         elif fault == "cancel_at_settle":
             gate.open()
-            await conv.cancel([ids[first.tag]])
+            await conv.cancel([ids[target.tag]])
         elif fault == "reissue_running":
             (again,) = await conv.session.issue_calls(
-                "model", [(first.tool, first.args)], reissue_of=ids[first.tag]
+                "model", [(target.tool, target.args)], reissue_of=ids[target.tag]
             )
-            self.note(f"re-issued {ids[first.tag]} as {again}")
+            self.note(f"re-issued {ids[target.tag]} as {again}")
             gate.open()
             await self._wait_answers(conv, [again], "the re-issue")
         elif fault == "interrupted":
@@ -437,17 +447,17 @@ class World:
         return False
 
     async def _repeat_after_ack(
-        self, conv: Conversation, ids: dict[int, str], first: CallPlan
+        self, conv: Conversation, ids: dict[int, str], target: CallPlan
     ) -> None:
         """Answer delivered and acknowledged, then the same call again: a new request."""
         await self._wait_answers(conv, list(ids.values()), "the batch")
         await conv.say("noted")
         if not await self._complete_turn(conv):
             return
-        self.requests[first.tag] += 1
-        (again,) = await conv.tool_call([(first.tool, first.args)])
+        self.requests[target.tag] += 1
+        (again,) = await conv.tool_call([(target.tool, target.args)])
         self.issued.repeat_id = again
-        self.note(f"asked {first} again as {again} after its answer was acknowledged")
+        self.note(f"asked {target} again as {again} after its answer was acknowledged")
         await self._wait_answers(conv, [again], "the repeated request")
 
     async def _complete_turn(self, conv: Conversation) -> bool:

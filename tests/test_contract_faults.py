@@ -30,9 +30,9 @@ from tests.fault_world import END, TIMEOUTS, UNSERIALIZABLE, Case, World, draw_c
 from tests.session_helpers import of_type, open_session
 
 #: The seeds of the full run; each is its own test, ``-k "seed_N]"`` picks one.
-SEEDS = range(48)
+SEEDS = range(40)
 #: Seeds whose cases hold every invariant on today's code: a quick guard for every change.
-SMOKE_SEEDS = (0, 1, 2, 3)
+SMOKE_SEEDS = (9, 26, 27, 31)
 
 GRACE = 1.0
 #: Leaving the session may take ``GRACE`` plus this long (the contract says 1 s; load is slow).
