@@ -65,11 +65,13 @@ MODES: dict[str, tuple[str, ...]] = {
 }
 #: Every (tool, mode) pair; the ones that wedge sessions are drawn more often.
 _HANDLER_FAULTS = tuple((tool, mode) for tool, modes in MODES.items() for mode in modes)
-_HANDLER_WEIGHTS = [{"block": 4, "swallow": 2, "hang": 2}.get(m, 1) for _, m in _HANDLER_FAULTS]
+_HANDLER_SERVER_WEIGHTS = [
+    {"block": 4, "swallow": 2, "hang": 2}.get(m, 1) for _, m in _HANDLER_FAULTS
+]
 #: Results JSON cannot carry: they must be answered as errors, never as ``ok``.
 UNSERIALIZABLE = frozenset({"nan", "object"})
-TIMEOUTS = {"act": QUICK_TIMEOUT, "act_sync": QUICK_TIMEOUT, "notify": QUICK_TIMEOUT}
-TIMEOUTS |= {"progress": QUICK_TIMEOUT, "hold": HOLD_TIMEOUT}
+#: Each tool's timeout (seconds).
+TIMEOUTS = {tool: HOLD_TIMEOUT if tool == "hold" else QUICK_TIMEOUT for tool in MODES}
 
 #: Faults of the server; each one that needs a call still running puts a ``hold`` call last.
 SERVER_FAULTS = (
@@ -89,7 +91,7 @@ SERVER_FAULTS = (
     "interrupted",
 )
 #: How often each server fault is drawn relative to the others (2 unless listed).
-_WEIGHTS = {"none": 5, "repeat_after_ack": 4, "close_1000": 1, "close_1008": 1}
+_SERVER_WEIGHTS = {"none": 5, "repeat_after_ack": 4, "close_1000": 1, "close_1008": 1}
 _NEEDS_HOLD = frozenset(SERVER_FAULTS) - {"none", "repeat_after_ack"}
 MALFORMED = ("args_not_object", "id_not_string", "name_not_string")
 CLOSE_REASONS = {
@@ -173,14 +175,16 @@ class Case:
 def draw_case(seed: int) -> Case:
     """The case of ``seed``: the same seed always gives the same case."""
     rng = random.Random(seed)
-    server = rng.choices(SERVER_FAULTS, weights=[_WEIGHTS.get(f, 2) for f in SERVER_FAULTS])[0]
+    server = rng.choices(SERVER_FAULTS, weights=[_SERVER_WEIGHTS.get(f, 2) for f in SERVER_FAULTS])[
+        0
+    ]
     count = rng.randint(1, 5)
     calls: list[CallPlan] = []
     for tag in range(1, count + 1):
         if tag == count and server in _NEEDS_HOLD:
             calls.append(CallPlan("hold", "gate", tag))
             continue
-        tool, mode = rng.choices(_HANDLER_FAULTS, weights=_HANDLER_WEIGHTS)[0]
+        tool, mode = rng.choices(_HANDLER_FAULTS, weights=_HANDLER_SERVER_WEIGHTS)[0]
         calls.append(CallPlan(tool, mode, tag))
     return Case(
         seed=seed,
@@ -213,7 +217,8 @@ class Gate:
 
 @dataclass(slots=True)
 class Issued:
-    """Ids the scenario gave calls, by tag; and the id of a repeated request, if any."""
+    """Ids the scenario gave the calls of the batch, by tag; the repeated request's id; the
+    malformed call's id (as a string)."""
 
     ids: dict[int, str] = field(default_factory=dict)
     repeat_id: str | None = None
@@ -237,6 +242,9 @@ class World:
         self._lock = threading.Lock()
         self._entered = {c.tag: threading.Event() for c in case.calls}
         self._gates = {c.tag: Gate(self.loop) for c in case.calls}
+
+    def gate(self, tag: int) -> Gate:
+        return self._gates[tag]
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -325,7 +333,7 @@ class World:
         async def hold(tag: int) -> dict[str, Any]:
             """Waits until the other side lets it finish."""
             with world.running(tag):
-                await world._gates[tag].wait()
+                await world.gate(tag).wait()
                 return {"tag": tag, "held": True}
 
         return tools
@@ -338,6 +346,7 @@ class World:
             self.note(f"resumed connection {conv.session.id}")
             await conv.say(END)
             await _park()
+            return
         case = self.case
         await conv.expect_turn()
         if case.handle_first:
@@ -371,7 +380,7 @@ class World:
         session = conv.session
         await session.open_turn("model")
         ids = {c.tag: _call_id() for c in self.case.calls}
-        specs = [(ids[c.tag], c.tool, c.args, c.tool != "notify") for c in self.case.calls]
+        specs = [(ids[c.tag], c.tool, c.args, session.is_blocking(c.tool)) for c in self.case.calls]
         calls = [{"id": i, "name": n, "args": a} for i, n, a, _ in specs]
         bad_id = _call_id()
         if kind == "args_not_object":
