@@ -38,7 +38,7 @@ SWALLOW_SECONDS = 4.0
 #: A sync handler blocks its thread until the run ends, or this long at most.
 BLOCK_SECONDS = 1.5
 #: How long the scenario waits for answers before it moves on (and says ``END``).
-ANSWER_WAIT = 3.0
+ANSWER_WAIT = 2.5
 #: What a huge result weighs before truncation.
 HUGE_RESULT = 400_000
 #: The text that tells the app the script is over.
