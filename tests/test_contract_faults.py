@@ -1,0 +1,371 @@
+"""The exactly-once contract under randomized faults, end to end.
+
+Each seed draws a case (``tests/fault_world.py``): misbehaving handlers, a server that closes,
+cancels, re-issues or repeats, an app that leaves mid-batch. A real ``LiveSession`` plays it
+through the google-genai SDK against the emulator over TLS; then every invariant of the contract
+is checked, and all broken ones are reported at once with the case that broke them. Reproduce
+one case with ``pytest tests/test_contract_faults.py -k "seed_17]"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import pytest
+from prometheus_client import CollectorRegistry
+
+from livebridge import CallPolicy, SessionOptions
+from livebridge.emulator import Emulator
+from livebridge.emulator.checker import Violation
+from livebridge.emulator.connection import TranscriptEntry
+from livebridge.events import Closed, SessionEvent, TextOut, ToolCallSettled, ToolCallStarted
+from livebridge.metrics import PrometheusObserver
+from tests.fault_world import (
+    END,
+    MALFORMED,
+    MODES,
+    SERVER_FAULTS,
+    TIMEOUTS,
+    UNSERIALIZABLE,
+    Case,
+    World,
+    draw_case,
+)
+from tests.session_helpers import of_type, open_session
+
+#: The seeds of the full run (CI's fixed budget); each is its own test, ``-k "seed_N]"`` picks
+#: one. ``LIVEBRIDGE_FAULT_SEEDS=START:STOP`` sweeps another range, for a deeper search.
+CI_SEEDS = "0:40"
+SEEDS = range(*(int(n) for n in os.environ.get("LIVEBRIDGE_FAULT_SEEDS", CI_SEEDS).split(":")))
+#: Seeds whose cases hold every invariant on today's code: a quick guard for every change.
+SMOKE_SEEDS = (9, 26, 27, 31)
+
+GRACE = 1.0
+#: Leaving the session may take ``GRACE`` plus this long (the contract says 1 s; load is slow).
+LEAVE_SLACK = 2.5
+#: An answer may leave this long after the slowest timeout of its case.
+TURNAROUND_SLACK = 2.0
+#: The whole script of one case, from connect to ``END`` (or ``Closed``).
+CASE_BUDGET = 20.0
+#: The service closes the connection with 1007 at about 1 MB per frame.
+FRAME_LIMIT = 1 << 20
+
+#: Violations of the client's contract that a server fault, not the client, can cause.
+CAUSED_BY: dict[str, frozenset[str]] = {
+    "close_1000": frozenset({"unanswered"}),
+    "close_1006": frozenset({"unanswered"}),
+    "close_1007": frozenset({"unanswered"}),
+    "close_1008": frozenset({"unanswered"}),
+    "close_1011": frozenset({"unanswered"}),
+    "stale_handle": frozenset({"unanswered"}),
+    "go_away": frozenset({"unanswered"}),  # the deadline may pass while a call runs
+    "cancel_at_settle": frozenset({"cancelled_id"}),  # the answer crossed the cancellation
+    "interrupted": frozenset({"unanswered"}),  # the service may drop the call silently
+    "malformed:name_not_string": frozenset({"name_mismatch", "missing_name"}),
+}
+
+
+@dataclass(slots=True)
+class Run:
+    """What one case left behind: the app's events, the wire, the metrics, the timings."""
+
+    case: Case
+    world: World
+    events: list[SessionEvent]
+    transcript: list[TranscriptEntry]
+    violations: list[Violation]
+    known: dict[str, set[str]]  # connection -> every call id its checker knew
+    scenario_errors: list[str]
+    registry: CollectorRegistry
+    leave_seconds: float
+    finished: bool  # the app saw END or Closed within the budget
+    error: BaseException | None
+
+
+async def run_case(case: Case) -> Run:
+    world = World(case)
+    tools = world.registry()
+    registry = CollectorRegistry()
+    metrics = PrometheusObserver(registry, functions=tools.names())
+    policy = CallPolicy(
+        max_parallel=case.max_parallel,
+        max_calls_per_turn=8,
+        timeout=TIMEOUTS["act"],
+        max_result_bytes=case.max_result_bytes,
+    )
+    options = SessionOptions(
+        transport=case.transport, shutdown_grace=GRACE, reconnect_attempts=2, go_away_margin=0.5
+    )
+    events: list[SessionEvent] = []
+    finished = False
+    error: BaseException | None = None
+    left = time.monotonic()
+    leave_seconds = 0.0
+    async with Emulator(world.scenario) as emu:
+        world.emulator = emu
+        try:
+            async with open_session(
+                emu, tools, policy=policy, observers=[metrics], options=options
+            ) as session:
+                await session.send_text("go")
+                with anyio.move_on_after(CASE_BUDGET):
+                    async for event in session.events():
+                        events.append(event)
+                        if _stops(case, event):
+                            finished = True
+                            break
+                    else:
+                        finished = True
+                left = time.monotonic()
+            leave_seconds = time.monotonic() - left
+            while (rest := await session.next_event()) is not None:
+                events.append(rest)
+        except Exception as exc:
+            error = exc
+            leave_seconds = time.monotonic() - left
+        finally:
+            world.release()
+        return Run(
+            case=case,
+            world=world,
+            events=events,
+            transcript=list(emu.transcript),
+            violations=list(emu.violations),
+            known={s.id: set(s.checker.calls) for s in emu.sessions},
+            scenario_errors=[e for s in emu.sessions for e in s.errors],
+            registry=registry,
+            leave_seconds=leave_seconds,
+            finished=finished,
+            error=error,
+        )
+
+
+def _stops(case: Case, event: SessionEvent) -> bool:
+    if isinstance(event, TextOut) and event.text == END:
+        return True
+    return case.leave_mid_batch and isinstance(event, ToolCallStarted)
+
+
+# -- the invariants ----------------------------------------------------------------------------
+
+
+def broken_invariants(run: Run) -> list[str]:
+    """Every invariant of the contract the run broke, one readable line each."""
+    return [
+        *_session_ended(run),
+        *_answers_on_the_wire(run),
+        *_every_call_admitted(run),
+        *_one_fate_per_admission(run),
+        *_unserializable_results_are_errors(run),
+        *_metrics_agree(run),
+        *_handlers_ran_once_per_request(run),
+        *_new_request_is_not_served_an_old_answer(run),
+        *_timing(run),
+        *_emulator_saw_no_breach(run),
+    ]
+
+
+def _session_ended(run: Run) -> Iterator[str]:
+    if run.error is not None:
+        yield f"the session raised {type(run.error).__name__}: {run.error}"
+    if not run.finished:
+        yield f"the app saw neither {END!r} nor Closed within {CASE_BUDGET:g} s"
+    closed = [i for i, e in enumerate(run.events) if isinstance(e, Closed)]
+    if len(closed) != 1 or closed[0] != len(run.events) - 1:
+        yield f"the events must end with one Closed; Closed at {closed} of {len(run.events)}"
+
+
+def _answers_on_the_wire(run: Run) -> Iterator[str]:
+    asked: dict[str, set[str]] = {}
+    finals: Counter[tuple[str, str]] = Counter()
+    for entry in run.transcript:
+        message = _message(entry)
+        if entry.direction == "server":
+            asked.setdefault(entry.session, set()).update(_asked_ids(message))
+            continue
+        responses = message.get("toolResponse", {}).get("functionResponses", [])
+        size = len(json.dumps(message))
+        if responses and size > FRAME_LIMIT:
+            yield f"a toolResponse frame of {size} bytes is over the {FRAME_LIMIT} byte limit"
+        for response in responses:
+            call_id = str(response.get("id"))
+            key = (entry.session, call_id)
+            if finals[key]:
+                yield f"{call_id} answered again on {entry.session} after its final answer"
+            if not response.get("willContinue"):
+                finals[key] += 1
+            knew = asked.get(entry.session, set()) | run.known.get(entry.session, set())
+            if call_id not in knew:
+                yield f"{call_id} answered on {entry.session}, which never asked for it"
+
+
+def _every_call_admitted(run: Run) -> Iterator[str]:
+    """Each valid call of the batch reaches the app, whatever its siblings look like."""
+    seen = {e.call_id for e in run.events if isinstance(e, ToolCallStarted | ToolCallSettled)}
+    for tag, call_id in sorted(run.world.issued.ids.items()):
+        if call_id not in seen:
+            yield f"{call_id} (#{tag}) was never admitted nor given a fate: the call was lost"
+
+
+def _unserializable_results_are_errors(run: Run) -> Iterator[str]:
+    modes = {run.world.issued.ids.get(c.tag): c.mode for c in run.case.calls}
+    for event in of_type(run.events, ToolCallSettled):
+        mode = modes.get(event.call_id)
+        if mode in UNSERIALIZABLE and event.outcome == "ok":
+            yield f"{event.call_id} returned a {mode} result, which was answered as ok"
+
+
+def _one_fate_per_admission(run: Run) -> Iterator[str]:
+    started = Counter(e.call_id for e in of_type(run.events, ToolCallStarted))
+    settled = Counter(e.call_id for e in of_type(run.events, ToolCallSettled))
+    for call_id in sorted(started.keys() | settled.keys()):
+        if started[call_id] != settled[call_id]:
+            fates = [
+                e.outcome for e in of_type(run.events, ToolCallSettled) if e.call_id == call_id
+            ]
+            yield (
+                f"{call_id}: admitted {started[call_id]} time(s) but {settled[call_id]} fate "
+                f"event(s) {fates}"
+            )
+
+
+def _metrics_agree(run: Run) -> Iterator[str]:
+    registry = run.registry
+    in_flight = registry.get_sample_value("livebridge_tool_calls_in_flight")
+    if in_flight != 0:
+        yield f"livebridge_tool_calls_in_flight is {in_flight} after the session ended"
+    if (active := registry.get_sample_value("livebridge_sessions_active")) != 0:
+        yield f"livebridge_sessions_active is {active} after the session ended"
+    counted: Counter[str] = Counter()
+    for metric in registry.collect():
+        for sample in metric.samples:
+            if sample.name == "livebridge_tool_calls_total":
+                counted[sample.labels["outcome"]] += int(sample.value)
+    admitted = len(of_type(run.events, ToolCallStarted))
+    if counted.total() != admitted:
+        yield f"livebridge_tool_calls_total counts {dict(counted)}; {admitted} calls were admitted"
+    settled = of_type(run.events, ToolCallSettled)
+    answered = Counter(e.outcome for e in settled if e.turnaround is not None)
+    for outcome, count in answered.items():
+        if counted[outcome] < count:
+            yield f"{count} answers of outcome {outcome} sent, calls_total has {counted[outcome]}"
+    orphans = sum(1 for e in settled if e.outcome == "orphaned")
+    total = sum(
+        s.value
+        for m in registry.collect()
+        for s in m.samples
+        if s.name == "livebridge_tool_orphans_total"
+    )
+    if total != orphans:
+        yield f"{orphans} calls orphaned, livebridge_tool_orphans_total says {total:g}"
+
+
+def _handlers_ran_once_per_request(run: Run) -> Iterator[str]:
+    world = run.world
+    for tag, runs in sorted(world.runs.items()):
+        if runs > world.requests[tag]:
+            yield f"handler #{tag} ran {runs} times for {world.requests[tag]} request(s)"
+    if world.peak > run.case.max_parallel:
+        yield f"{world.peak} handler bodies ran at once, max_parallel={run.case.max_parallel}"
+
+
+def _new_request_is_not_served_an_old_answer(run: Run) -> Iterator[str]:
+    repeat = run.world.issued.repeat_id
+    for event in of_type(run.events, ToolCallSettled):
+        if event.call_id == repeat and event.outcome == "duplicate":
+            yield f"the repeated request {repeat} was answered from the first one, not run"
+
+
+def _timing(run: Run) -> Iterator[str]:
+    limit = GRACE + LEAVE_SLACK
+    if run.leave_seconds > limit:
+        yield f"leaving the session took {run.leave_seconds:.2f} s (limit {limit:g} s)"
+    slowest = max(TIMEOUTS[c.tool] for c in run.case.calls) + TURNAROUND_SLACK
+    for event in of_type(run.events, ToolCallSettled):
+        if event.turnaround is not None and event.turnaround > slowest:
+            yield (
+                f"{event.call_id} ({event.name}, {event.outcome}) answered after "
+                f"{event.turnaround:.2f} s (limit {slowest:g} s)"
+            )
+
+
+def _emulator_saw_no_breach(run: Run) -> Iterator[str]:
+    allowed = set().union(*(CAUSED_BY.get(f, frozenset()) for f in run.case.faults))
+    for violation in run.violations:
+        if violation.kind in allowed:
+            continue
+        malformed = run.world.issued.malformed_id
+        if run.case.malformed == "id_not_string" and f"id {malformed}" in violation.message:
+            continue  # the call whose id is a number: answering it as a string is fair
+        where = f"{violation.kind} ({violation.severity}) on {violation.session}"
+        yield f"emulator: {where}: {violation.message}"
+    for error in run.scenario_errors:
+        yield f"the scenario failed: {error}"
+
+
+def _message(entry: TranscriptEntry) -> dict[str, Any]:
+    """The entry's message; a raw frame the scenario sent is parsed back."""
+    raw = entry.message.get("raw")
+    if raw is None:
+        return entry.message
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _asked_ids(message: dict[str, Any]) -> Iterator[str]:
+    calls = list(message.get("toolCall", {}).get("functionCalls", []))
+    parts = message.get("serverContent", {}).get("modelTurn", {}).get("parts", [])
+    calls += [part["functionCall"] for part in parts if "functionCall" in part]
+    for call in calls:
+        if isinstance(call, dict) and call.get("id") is not None:
+            yield str(call["id"])
+
+
+# -- the tests ---------------------------------------------------------------------------------
+
+
+async def check_seed(seed: int) -> None:
+    case = draw_case(seed)
+    print(case.describe())
+    run = await run_case(case)
+    broken = broken_invariants(run)
+    notes = "\n".join(f"  note: {n}" for n in run.world.notes)
+    lines = "\n".join(f"  - {b}" for b in broken)
+    assert not broken, f"{case.describe()}\n{lines}\n{notes}"
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed_{s}" for s in SEEDS])
+async def test_contract_under_faults(seed: int) -> None:
+    await check_seed(seed)
+
+
+@pytest.mark.timeout(90)
+async def test_contract_faults_smoke() -> None:
+    for seed in SMOKE_SEEDS:
+        await check_seed(seed)
+
+
+def test_the_budget_draws_every_fault_and_a_seed_always_the_same_case() -> None:
+    budget = range(*(int(n) for n in CI_SEEDS.split(":")))
+    assert [draw_case(s) for s in budget] == [draw_case(s) for s in budget]
+    drawn = set().union(*(draw_case(s).faults for s in budget))
+    every = {
+        *SERVER_FAULTS,
+        *(f"handler:{mode}" for modes in MODES.values() for mode in modes),
+        *(f"malformed:{kind}" for kind in MALFORMED),
+        "twice",
+        "leave_mid_batch",
+        "no_handle",
+    }
+    assert every - drawn == set()
