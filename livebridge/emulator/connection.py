@@ -400,10 +400,12 @@ class EmulatedSession:
         owner: str,
         calls: list[tuple[str, dict[str, Any]]],
         ids: list[str | None] | None = None,
+        *,
+        reissue_of: str | None = None,
     ) -> list[str]:
-        """Send one ``toolCall`` with every call (under ``ids`` where given); returns the ids."""
+        """Send one ``toolCall`` (under ``ids`` where given; ``reissue_of``: asking again)."""
         await self.open_turn(owner)
-        return await self._send_tool_call(owner, calls, ids=ids)
+        return await self._send_tool_call(owner, calls, ids=ids, reissue_of=reissue_of)
 
     async def _send_tool_call(
         self,
