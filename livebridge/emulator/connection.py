@@ -105,8 +105,6 @@ class EmulatedSession:
         self._aborted = False
         self.voice = VoiceActivity()
 
-    # state views -------------------------------------------------------------------------------
-
     @property
     def pending_calls(self) -> list[CallRecord]:
         """Calls issued and not yet answered, cancelled or superseded."""
@@ -219,8 +217,6 @@ class EmulatedSession:
         """Wait until ``predicate()`` holds; re-checked on every state change of this connection."""
         async with asyncio.timeout(timeout), self._cond:
             await self._cond.wait_for(predicate)
-
-    # sending -----------------------------------------------------------------------------------
 
     async def send(self, message: wire.ServerMessage) -> None:
         """Send one server frame (binary, camelCase), through the configured faults."""
