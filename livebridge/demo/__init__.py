@@ -112,14 +112,15 @@ def hold(url: str, port: int, stream: TextIO) -> None:
     """Keep the process (and so the metrics endpoint) alive until SIGINT or SIGTERM."""
     import anyio
 
-    print(
-        f"\nmetrics stay up at {url} until Ctrl-C; for prometheus.yml:\n{scrape_config(port)}",
-        file=stream,
-        flush=True,
-    )
-
     async def until_signalled() -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            # Said only once the signals are caught: an early Ctrl-C still ends it cleanly.
+            print(
+                f"\nmetrics stay up at {url} until Ctrl-C; for prometheus.yml:\n"
+                f"{scrape_config(port)}",
+                file=stream,
+                flush=True,
+            )
             async for _ in signals:
                 return
 
