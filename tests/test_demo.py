@@ -202,7 +202,7 @@ def test_hold_keeps_the_metrics_endpoint_up_until_interrupted(json_output: bool)
     try:
         held = demo.stderr if json_output else demo.stdout
         assert held is not None
-        lines = []
+        lines: list[str] = []
         while not lines or "static_configs" not in lines[-1]:
             line = held.readline()
             assert line, "the demo exited before holding:\n" + "".join(lines)
