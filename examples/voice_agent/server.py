@@ -24,17 +24,17 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import anyio
 from google import genai
 from google.genai import types
+from guards import TextRateLimit, same_or_allowed_origin  # the files beside this one
 from prometheus_client import CollectorRegistry
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.datastructures import Headers
@@ -161,45 +161,6 @@ class Settings:
     #: Text frames per connection: a burst of ``text_burst``, then ``text_rate`` per second.
     text_rate: float = 2.0
     text_burst: int = 8
-
-
-class TextRateLimit:
-    """A token bucket over one connection's text frames.
-
-    ``burst`` frames may arrive at once; after that one more is allowed every ``1 / rate``
-    seconds. A frame over the limit is not forwarded (the browser gets a ``rate_limited`` error).
-    """
-
-    def __init__(
-        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.rate = rate
-        self.burst = burst
-        self._clock = clock
-        self._tokens = float(burst)
-        self._last = clock()
-
-    def allow(self) -> bool:
-        """Take one token if there is one."""
-        now = self._clock()
-        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
-        self._last = now
-        if self._tokens < 1:
-            return False
-        self._tokens -= 1
-        return True
-
-
-def same_or_allowed_origin(origin: str, host: str | None, allowed: frozenset[str]) -> bool:
-    """Whether a page from ``origin`` may open ``/ws`` on the server reached as ``host``."""
-    if origin in allowed:
-        return True
-    parts = urlsplit(origin)
-    return (
-        parts.scheme in ("http", "https")
-        and host is not None
-        and parts.netloc.lower() == host.lower()
-    )
 
 
 def event(kind: str, **fields: Any) -> str:

@@ -9,7 +9,6 @@ reporting NON_BLOCKING results by their ``scheduling``, resumption updates) live
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import random
 import re
@@ -25,6 +24,7 @@ from websockets.exceptions import ConnectionClosed
 from livebridge import wire
 from livebridge.emulator.checker import Answer, CallRecord, Checker, Violation
 from livebridge.emulator.faults import Faults
+from livebridge.emulator.speech import spoken
 
 Direction = Literal["client", "server"]
 Scenario = Callable[["Any"], Awaitable[None]]
@@ -529,7 +529,7 @@ class EmulatedSession:
         owner = f"report:{record.id}:{len(self.reports)}"
         await self.open_turn(owner)
         self.reports.append(Report(record.id, scheduling, time.monotonic()))
-        await self.say(owner, f"{record.name} says {json.dumps(response, sort_keys=True)}")
+        await self.say(owner, f"{record.name} says {spoken(response)}")
         await self.complete_turn(owner)
 
     async def _on_client_content(self, content: wire.ClientContent) -> None:
