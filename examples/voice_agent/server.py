@@ -68,8 +68,8 @@ from livebridge.metrics import PrometheusObserver
 from livebridge.metrics import serve as serve_metrics
 
 STATIC = Path(__file__).resolve().parent / "static"
-PAGES = {"/": "index.html", "/index.html": "index.html"} | {
-    f"/{name}": name for name in ("app.js", "mic-worklet.js", "style.css")
+PAGES = {"/": "index.html", "/index.html": "index.html", "/favicon.ico": "favicon.svg"} | {
+    f"/{name}": name for name in ("app.js", "mic-worklet.js", "style.css", "favicon.svg")
 }
 INPUT_RATE = 16_000
 OUTPUT_RATE = 24_000
@@ -313,9 +313,7 @@ class VoiceAgentServer:
                 if rejected >= settings.max_bad_frames:
                     await ws.close(1008, "too many rejected messages")
                     return
-        except ConnectionClosed:
-            return
-        except SessionClosedError:
+        except (ConnectionClosed, SessionClosedError, _StopRequested):
             return
 
     async def _forward(self, frame: str | bytes, session: LiveSession) -> str | None:
@@ -337,7 +335,9 @@ class VoiceAgentServer:
         if kind == "audio_end":
             await session.send_audio_stream_end()
             return None
-        return f"Unknown message {str(kind)[:40]!r}: expected 'text' or 'audio_end'."
+        if kind == "stop":
+            raise _StopRequested
+        return f"Unknown message {str(kind)[:40]!r}: expected 'text', 'audio_end' or 'stop'."
 
     async def _downstream(self, ws: ServerConnection, session: LiveSession) -> None:
         """Live → browser: the model's audio as binary frames, everything else as JSON.
@@ -399,6 +399,10 @@ class VoiceAgentServer:
         message = f"The conversation ended unexpectedly: {closed.error}"
         await _send_quietly(ws, event("error", code="session_closed", message=message))
         await ws.close(1011, "conversation ended")
+
+
+class _StopRequested(Exception):
+    """The browser asked to end the conversation once its running calls have settled."""
 
 
 def _describe(item: SessionEvent, turn: int) -> str | None:
