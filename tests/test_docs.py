@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from livebridge.emulator import Emulator
+
+from .test_readme import offline_environment, python_blocks, run_python
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
@@ -30,3 +34,11 @@ def test_the_site_builds_warning_free_with_the_api_reference(tmp_path: Path) -> 
     assert "Stop input, give running calls" in session  # LiveSession.aclose's docstring
     errors = (site / "reference" / "errors" / "index.html").read_text()
     assert re.search(r"LivebridgeError", errors)
+
+
+async def test_the_overview_program_runs_against_the_emulator(tmp_path: Path) -> None:
+    (program,) = [b.code for b in python_blocks((REPOSITORY / "docs" / "index.md").read_text())]
+    async with Emulator() as emulator:  # serves from its own thread: the run may block
+        out = run_python(program, offline_environment(**emulator.env()), tmp_path)
+        assert emulator.violations == []
+    assert out.count("[get_weather: ok]") == 2 and "Paris: " in out
