@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 
 from livebridge.cli import main
+from livebridge.demo import scrape_config
 from livebridge.demo.driver import Exchange, run_demo, summarize
 from livebridge.demo.render import Terminal
 from livebridge.emulator import Violation
+from tests.system_packages import require
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
@@ -227,3 +229,17 @@ def test_hold_keeps_the_metrics_endpoint_up_until_interrupted(json_output: bool)
     assert "Traceback" not in err
     if json_output:
         assert json.loads(out)["ok"] is True
+
+
+def test_the_printed_scrape_config_is_one_prometheus_accepts(tmp_path: Path) -> None:
+    promtool = require("promtool", "prometheus")
+    config = tmp_path / "prometheus.yml"
+    config.write_text(scrape_config(9464) + "\n")
+    result = subprocess.run(
+        [promtool, "check", "config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
