@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint demo bench clean
+.PHONY: test lint docs demo voice-agent bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,docs]'
 	touch $(STAMP)
 
 lint: $(STAMP)
@@ -17,14 +17,22 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+# The documentation site, built offline; any warning (a broken link, a missing docstring
+# reference) fails the build.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet --site-dir site
+
+test: lint docs
 	$(BIN)/pytest -q
 
 demo: $(STAMP)
 	$(BIN)/livebridge demo
 
+voice-agent: $(STAMP)
+	$(BIN)/python examples/voice_agent/server.py --emulator
+
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache

@@ -1,9 +1,6 @@
 """``livebridge run MODULE:ATTR``: talk to a Live model that calls the tools of your registry.
 
-Like ``uvicorn app:app``, ``MODULE`` is imported (the current directory first on the path) and
-``ATTR`` names a ``ToolRegistry`` in it. Text turns come from ``--text`` or, one per line, from
-standard input; the model's replies and each tool call are printed as they happen. Every failure
-is one line on standard error saying what to do, and a non-zero exit.
+Every failure is one line on standard error saying what to do, and a non-zero exit.
 """
 
 from __future__ import annotations
@@ -24,6 +21,7 @@ from google.genai import types
 from prometheus_client import CollectorRegistry
 from websockets.exceptions import InvalidStatus, WebSocketException
 
+from livebridge.cli import port_number
 from livebridge.dispatch import CallPolicy
 from livebridge.emulator import Emulator
 from livebridge.errors import ConnectionLostError, LiveSessionError, ModelNotFoundError
@@ -40,8 +38,24 @@ from livebridge.observe import Observer
 from livebridge.session import LiveSession
 from livebridge.tools import ToolRegistry
 
+__all__ = ["DEFAULT_MODEL", "RunError", "add_run_command", "load_registry", "parse_policy"]
+
 DEFAULT_MODEL = "gemini-2.5-flash-native-audio-preview-09-2025"
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+DESCRIPTION = """\
+Talk to a Live model that calls the tools of your ToolRegistry.
+
+Like `uvicorn app:app`, MODULE is a dotted module name imported with the current directory first
+on the path (myapp.tools, not myapp/tools.py), and ATTR names the ToolRegistry in it. Text turns
+come from --text or, one per line, from standard input; the model's replies and each tool call are
+printed as they happen. The key comes from GEMINI_API_KEY (or GOOGLE_API_KEY); --emulator runs
+offline against the built-in emulator instead.
+
+example:
+  livebridge run examples.embedded:tools --emulator --text "Weather in Paris?"
+"""
 
 
 class RunError(Exception):
@@ -52,7 +66,7 @@ def add_run_command(subcommands: argparse._SubParsersAction[argparse.ArgumentPar
     parser = subcommands.add_parser(
         "run",
         help="run the tools of a ToolRegistry (MODULE:ATTR) in a Live session",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.tools:registry")
@@ -66,9 +80,14 @@ def add_run_command(subcommands: argparse._SubParsersAction[argparse.ArgumentPar
         metavar="T",
         help="a user turn (repeatable); without it, one turn per line of standard input",
     )
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"(default: {DEFAULT_MODEL})")
     parser.add_argument(
-        "--metrics-port", type=int, metavar="N", help="serve Prometheus metrics on 127.0.0.1:N"
+        "--model", default=DEFAULT_MODEL, help=f"the Live model (default: {DEFAULT_MODEL})"
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=port_number,
+        metavar="N",
+        help="serve Prometheus metrics on 127.0.0.1:N (0: any free port)",
     )
     parser.add_argument(
         "--policy",
@@ -102,6 +121,12 @@ def load_registry(target: str) -> ToolRegistry:
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise RunError(f"expected MODULE:ATTR (like myapp.tools:registry), got {target!r}")
+    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
+        dotted = module_name.removesuffix(".py").replace(os.sep, ".").replace("/", ".").strip(".")
+        raise RunError(
+            f"{module_name!r} is a file path; MODULE is a dotted module name: "
+            f"try {dotted}:{attribute} from the directory that holds {dotted.split('.')[0]}"
+        )
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
@@ -186,7 +211,10 @@ async def _run(
         try:
             metrics = serve(args.metrics_port, registry=collector)
         except OSError as exc:
-            raise RunError(f"cannot serve metrics on port {args.metrics_port}: {exc}") from None
+            raise RunError(
+                f"cannot serve metrics on 127.0.0.1:{args.metrics_port} "
+                f"({exc.strerror or exc}): pick another --metrics-port, or 0 for any free port"
+            ) from None
         print(f"metrics: {metrics.url}", flush=True)
     where = os.environ.get("GOOGLE_GEMINI_BASE_URL") or "the Gemini Live API"
     try:

@@ -131,8 +131,9 @@ def test_every_dashboard_query_returns_data_from_real_prometheus() -> None:
             for variable in dashboard["templating"]["list"]:
                 if variable["type"] != "query":
                     continue
-                match = re.fullmatch(r"label_values\((\w+),\s*(\w+)\)", variable["definition"])
-                assert match, variable["definition"]
+                query = variable["query"]["query"]
+                match = re.fullmatch(r"label_values\((\w+),\s*(\w+)\)", query)
+                assert match, query
                 metric, label = match.groups()
                 assert metric in exported
                 values = prometheus.get(f"/api/v1/label/{label}/values", **{"match[]": metric})

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,9 +17,11 @@ from typing import Any
 import pytest
 
 from livebridge.cli import main
+from livebridge.demo import scrape_config
 from livebridge.demo.driver import Exchange, run_demo, summarize
 from livebridge.demo.render import Terminal
 from livebridge.emulator import Violation
+from tests.system_packages import require
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
@@ -170,3 +176,70 @@ def test_demo_exits_non_zero_when_the_emulator_finds_a_violation(
     assert code == 1
     assert summary["ok"] is False and summary["violations"] > 0
     assert {v["kind"] for v in summary["violation_details"]} == {"missing_name"}
+
+
+def test_demo_json_is_one_document_on_standard_output() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "livebridge", "demo", "--json", "--fast"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("\n") == 1  # one line, one document
+    assert json.loads(result.stdout)["ok"] is True
+
+
+@pytest.mark.parametrize("json_output", [False, True])
+def test_hold_keeps_the_metrics_endpoint_up_until_interrupted(json_output: bool) -> None:
+    command = [sys.executable, "-m", "livebridge", "demo", "--fast", "--hold"]
+    demo = subprocess.Popen(
+        command + (["--json"] if json_output else []),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        held = demo.stderr if json_output else demo.stdout
+        assert held is not None
+        lines: list[str] = []
+        while not lines or "static_configs" not in lines[-1]:
+            line = held.readline()
+            assert line, "the demo exited before holding:\n" + "".join(lines)
+            lines.append(line)
+        notice = next(line for line in lines if "until Ctrl-C" in line)
+        url = re.search(r"(http://127\.0\.0\.1:(\d+)/metrics)", notice)
+        assert url is not None, notice
+        assert f"targets: ['127.0.0.1:{url.group(2)}']" in lines[-1]
+        assert "  - job_name: livebridge-demo" in "".join(lines)
+        # Scraped after the conversation ended: the totals are all there.
+        with urllib.request.urlopen(url.group(1), timeout=10) as response:
+            text = response.read().decode()
+        assert 'livebridge_tool_calls_total{behavior="BLOCKING",function="get_weather"' in text
+        assert demo.poll() is None
+        demo.send_signal(signal.SIGINT)
+        out, err = demo.communicate(timeout=30)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    assert demo.returncode == 0, err
+    assert "Traceback" not in err
+    if json_output:
+        assert json.loads(out)["ok"] is True
+
+
+def test_the_printed_scrape_config_is_one_prometheus_accepts(tmp_path: Path) -> None:
+    promtool = require("promtool", "prometheus")
+    config = tmp_path / "prometheus.yml"
+    config.write_text(scrape_config(9464) + "\n")
+    result = subprocess.run(
+        [promtool, "check", "config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

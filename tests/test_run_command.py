@@ -84,7 +84,7 @@ def test_weather_in_two_cities_on_the_emulator(app_dir: Path) -> None:
     assert "you   > weather in Paris and Rome" in out
     assert "✓ get_weather(city='Paris') → ok" in out
     assert "✗ get_weather(city='Rome') → error" in out and "no data for Rome" in out
-    assert 'model > Paris: {"city": "Paris", "sky": "sunny"}' in out
+    assert "model > Paris: city Paris, sky sunny; Rome: that failed (no data for Rome)." in out
     assert "Traceback" not in result.stderr
 
 

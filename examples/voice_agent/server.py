@@ -5,6 +5,10 @@ own ``LiveSession``. Binary frames carry 16-bit mono PCM (16 kHz from the browse
 text frames carry JSON: events to the browser, a few control messages from it. The tools run
 here, on the server. ``/stats`` answers JSON counters; Prometheus metrics are served beside it.
 
+A browser sends its page's ``Origin`` with every WebSocket upgrade: only this server's own origin
+(and those given with ``--allow-origin``) may open ``/ws``, so no other web site the user visits
+can drive a conversation and the tools on the server's key.
+
     python examples/voice_agent/server.py --emulator     # fully offline, against the emulator
     GEMINI_API_KEY=... python examples/voice_agent/server.py
 """
@@ -30,6 +34,7 @@ from typing import Any
 import anyio
 from google import genai
 from google.genai import types
+from guards import TextRateLimit, same_or_allowed_origin  # the files beside this one
 from prometheus_client import CollectorRegistry
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.datastructures import Headers
@@ -63,8 +68,8 @@ from livebridge.metrics import PrometheusObserver
 from livebridge.metrics import serve as serve_metrics
 
 STATIC = Path(__file__).resolve().parent / "static"
-PAGES = {"/": "index.html", "/index.html": "index.html"} | {
-    f"/{name}": name for name in ("app.js", "mic-worklet.js", "style.css")
+PAGES = {"/": "index.html", "/index.html": "index.html", "/favicon.ico": "favicon.svg"} | {
+    f"/{name}": name for name in ("app.js", "mic-worklet.js", "style.css", "favicon.svg")
 }
 INPUT_RATE = 16_000
 OUTPUT_RATE = 24_000
@@ -139,6 +144,8 @@ class Stats:
     calls_settled: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     bad_frames: int = 0
+    rate_limited_frames: int = 0
+    origins_refused: int = 0
     audio_bytes_in: int = 0
     audio_bytes_out: int = 0
 
@@ -149,6 +156,11 @@ class Settings:
     max_sessions: int = 100
     max_frame_bytes: int = 64 * 1024
     max_bad_frames: int = 20
+    #: Origins allowed to open ``/ws`` besides the server's own (``scheme://host[:port]``).
+    allowed_origins: frozenset[str] = frozenset()
+    #: Text frames per connection: a burst of ``text_burst``, then ``text_rate`` per second.
+    text_rate: float = 2.0
+    text_burst: int = 8
 
 
 def event(kind: str, **fields: Any) -> str:
@@ -192,6 +204,8 @@ class VoiceAgentServer:
             "calls_settled": stats.calls_settled,
             "outcomes": dict(stats.outcomes),
             "bad_frames": stats.bad_frames,
+            "rate_limited_frames": stats.rate_limited_frames,
+            "origins_refused": stats.origins_refused,
             "audio_bytes_in": stats.audio_bytes_in,
             "audio_bytes_out": stats.audio_bytes_out,
         }
@@ -207,13 +221,26 @@ class VoiceAgentServer:
     def process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         path = request.path.partition("?")[0]
         if path == "/ws":
-            return None
+            return self._check_origin(request)
         if path == "/stats":
             return _response(HTTPStatus.OK, json.dumps(self.stats_json()).encode(), "json")
         name = PAGES.get(path)
         if name is None:
             return _response(HTTPStatus.NOT_FOUND, b"Not found\n", "txt")
         return _response(HTTPStatus.OK, (STATIC / name).read_bytes(), name.rpartition(".")[2])
+
+    def _check_origin(self, request: Request) -> Response | None:
+        """Refuse (403) an upgrade from another site's page; programs that send no Origin pass."""
+        origin = request.headers.get("Origin")
+        host = request.headers.get("Host")
+        if origin is None or same_or_allowed_origin(origin, host, self.settings.allowed_origins):
+            return None
+        self.stats.origins_refused += 1
+        body = (
+            f"WebSocket connections from pages of {origin} are refused: this server accepts "
+            "its own origin only. Start it with --allow-origin ORIGIN to allow another.\n"
+        )
+        return _response(HTTPStatus.FORBIDDEN, body.encode(), "txt")
 
     # one browser client --------------------------------------------------------------------
 
@@ -262,21 +289,31 @@ class VoiceAgentServer:
 
     async def _upstream(self, ws: ServerConnection, session: LiveSession) -> None:
         """Browser → Live: audio frames and control messages, until the browser leaves."""
-        bad = 0
+        settings = self.settings
+        limit = TextRateLimit(settings.text_rate, settings.text_burst)
+        rejected = 0
         try:
             async for frame in ws:
-                problem = await self._forward(frame, session)
-                if problem is None:
-                    continue
-                self.stats.bad_frames += 1
-                bad += 1
-                await ws.send(event("error", code="bad_input", message=problem))
-                if bad >= self.settings.max_bad_frames:
-                    await ws.close(1008, "too many malformed messages")
+                problem: str | None
+                if isinstance(frame, str) and not limit.allow():
+                    self.stats.rate_limited_frames += 1
+                    code = "rate_limited"
+                    problem = (
+                        f"Too many text messages: at most {settings.text_burst} at once, then "
+                        f"{settings.text_rate:g} per second. This one was not sent."
+                    )
+                else:
+                    problem = await self._forward(frame, session)
+                    if problem is None:
+                        continue
+                    self.stats.bad_frames += 1
+                    code = "bad_input"
+                rejected += 1
+                await ws.send(event("error", code=code, message=problem))
+                if rejected >= settings.max_bad_frames:
+                    await ws.close(1008, "too many rejected messages")
                     return
-        except ConnectionClosed:
-            return
-        except SessionClosedError:
+        except (ConnectionClosed, SessionClosedError, _StopRequested):
             return
 
     async def _forward(self, frame: str | bytes, session: LiveSession) -> str | None:
@@ -289,7 +326,7 @@ class VoiceAgentServer:
             return None
         try:
             message = json.loads(frame)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep, like "[[[[…"
             return 'Text frames must be JSON objects such as {"type": "text", "text": "hi"}.'
         kind = message.get("type") if isinstance(message, dict) else None
         if kind == "text" and isinstance(message.get("text"), str) and message["text"].strip():
@@ -298,7 +335,9 @@ class VoiceAgentServer:
         if kind == "audio_end":
             await session.send_audio_stream_end()
             return None
-        return f"Unknown message {str(kind)[:40]!r}: expected 'text' or 'audio_end'."
+        if kind == "stop":
+            raise _StopRequested
+        return f"Unknown message {str(kind)[:40]!r}: expected 'text', 'audio_end' or 'stop'."
 
     async def _downstream(self, ws: ServerConnection, session: LiveSession) -> None:
         """Live → browser: the model's audio as binary frames, everything else as JSON.
@@ -360,6 +399,10 @@ class VoiceAgentServer:
         message = f"The conversation ended unexpectedly: {closed.error}"
         await _send_quietly(ws, event("error", code="session_closed", message=message))
         await ws.close(1011, "conversation ended")
+
+
+class _StopRequested(Exception):
+    """The browser asked to end the conversation once its running calls have settled."""
 
 
 def _describe(item: SessionEvent, turn: int) -> str | None:
@@ -426,12 +469,33 @@ def build_parser() -> argparse.ArgumentParser:
         default=64 * 1024,
         help="largest WebSocket message accepted from a browser",
     )
+    parser.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="also accept /ws from pages of ORIGIN, e.g. https://app.example.com (repeatable)",
+    )
+    parser.add_argument(
+        "--text-rate",
+        type=float,
+        default=2.0,
+        help="text messages per second per browser, after a burst of --text-burst",
+    )
+    parser.add_argument(
+        "--text-burst", type=int, default=8, help="text messages a browser may send at once"
+    )
     return parser
 
 
 async def run(args: argparse.Namespace) -> None:
     settings = Settings(
-        model=args.model, max_sessions=args.max_sessions, max_frame_bytes=args.max_frame_bytes
+        model=args.model,
+        max_sessions=args.max_sessions,
+        max_frame_bytes=args.max_frame_bytes,
+        allowed_origins=frozenset(origin.rstrip("/") for origin in args.allow_origin),
+        text_rate=args.text_rate,
+        text_burst=args.text_burst,
     )
     async with live_client(args.emulator) as (client, violations):
         agent = VoiceAgentServer(client, settings, violations=violations)

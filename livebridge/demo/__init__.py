@@ -9,23 +9,46 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+from typing import TextIO
+
+from livebridge.cli import port_number
+
+__all__ = ["FAST_PACE", "add_demo_command", "run_demo_command", "scrape_config"]
 
 #: ``--fast`` runs the handlers' delays at this fraction of their normal length.
 FAST_PACE = 0.2
 
+DESCRIPTION = """\
+Run a scripted conversation of a voice travel agent against the built-in Live API emulator (no
+key, no network): parallel calls with a failure and a timeout, a streamed booking, a barge-in
+that cancels a running call, and a goAway followed by resumption on a new connection. Each turn's
+calls are drawn as a timeline; the summary counts every call's fate. Exits 1 when any call did
+not get exactly one answer.
+"""
+
 
 def add_demo_command(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subcommands.add_parser(
-        "demo", help="run a scripted voice-agent conversation against the built-in emulator"
+        "demo",
+        help="run a scripted voice-agent conversation against the built-in emulator",
+        description=DESCRIPTION,
     )
-    parser.add_argument("--json", action="store_true", help="print only the summary, as JSON")
+    parser.add_argument(
+        "--json", action="store_true", help="print only the summary, as one JSON document"
+    )
     parser.add_argument(
         "--metrics-port",
-        type=int,
+        type=port_number,
         default=0,
         metavar="N",
-        help="serve Prometheus metrics on 127.0.0.1:N while it runs (default: any free port)",
+        help="serve Prometheus metrics on 127.0.0.1:N (default: any free port)",
+    )
+    parser.add_argument(
+        "--hold",
+        action="store_true",
+        help="keep the metrics endpoint up after the conversation, until Ctrl-C",
     )
     parser.add_argument("--fast", action="store_true", help="shorten the tools' delays")
     parser.set_defaults(command=run_demo_command)
@@ -34,24 +57,71 @@ def add_demo_command(subcommands: argparse._SubParsersAction[argparse.ArgumentPa
 def run_demo_command(args: argparse.Namespace) -> int:
     """Run the demo; 0 when every call got exactly one answer and the emulator saw no violation."""
     import anyio
+    from prometheus_client import CollectorRegistry
 
     from livebridge.demo.driver import DemoFailed, Silent, run_demo
     from livebridge.demo.render import Terminal
+    from livebridge.metrics import serve
 
     terminal = None if args.json else Terminal(sys.stdout)
     pace = FAST_PACE if args.fast else 1.0
+    registry = CollectorRegistry()
     try:
-        run = anyio.run(
-            lambda: run_demo(terminal or Silent(), pace=pace, metrics_port=args.metrics_port)
-        )
-    except DemoFailed as exc:
-        print(f"livebridge demo: {exc}", file=sys.stderr)
-        return 1
+        endpoint = serve(args.metrics_port, registry=registry)
     except OSError as exc:
-        print(f"livebridge demo: cannot serve metrics or the emulator: {exc}", file=sys.stderr)
+        reason = exc.strerror or str(exc)
+        print(
+            f"livebridge demo: cannot serve metrics on 127.0.0.1:{args.metrics_port} ({reason}): "
+            "pick another --metrics-port, or 0 for any free port",
+            file=sys.stderr,
+        )
         return 1
-    if terminal is None:
-        print(json.dumps(run.summary, indent=2, default=str))
-    else:
-        terminal.summary(run.summary)
+    with endpoint:
+        try:
+            run = anyio.run(
+                lambda: run_demo(
+                    terminal or Silent(), pace=pace, registry=registry, metrics_url=endpoint.url
+                )
+            )
+        except DemoFailed as exc:
+            print(f"livebridge demo: {exc}", file=sys.stderr)
+            return 1
+        except OSError as exc:
+            print(f"livebridge demo: cannot start the emulator: {exc}", file=sys.stderr)
+            return 1
+        if terminal is None:
+            print(json.dumps(run.summary, default=str), flush=True)
+        else:
+            terminal.summary(run.summary)
+        if args.hold:
+            hold(endpoint.url, endpoint.port, sys.stderr if args.json else sys.stdout)
     return 0 if run.ok else 1
+
+
+def scrape_config(port: int) -> str:
+    """The ``scrape_configs`` entry of a ``prometheus.yml`` that scrapes the demo's endpoint."""
+    return (
+        "scrape_configs:\n"
+        "  - job_name: livebridge-demo\n"
+        "    scrape_interval: 5s\n"
+        f"    static_configs: [{{targets: ['127.0.0.1:{port}']}}]"
+    )
+
+
+def hold(url: str, port: int, stream: TextIO) -> None:
+    """Keep the process (and so the metrics endpoint) alive until SIGINT or SIGTERM."""
+    import anyio
+
+    async def until_signalled() -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            # Said only once the signals are caught: an early Ctrl-C still ends it cleanly.
+            print(
+                f"\nmetrics stay up at {url} until Ctrl-C; for prometheus.yml:\n"
+                f"{scrape_config(port)}",
+                file=stream,
+                flush=True,
+            )
+            async for _ in signals:
+                return
+
+    anyio.run(until_signalled)

@@ -31,7 +31,7 @@ from livebridge.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.metrics import PrometheusObserver, serve
+from livebridge.metrics import PrometheusObserver
 from livebridge.observe import CallSettled, CallStarted, Event
 from livebridge.session import LiveSession, SessionOptions
 
@@ -94,7 +94,7 @@ class Exchange:
 class Renderer(Protocol):
     """Where the conversation is shown as it happens."""
 
-    def start(self, metrics_url: str, emulator_url: str) -> None: ...
+    def start(self, metrics_url: str | None, emulator_url: str) -> None: ...
     def user(self, text: str, *, barge_in: bool = False) -> None: ...
     def model(self, text: str) -> None: ...
     def call_started(self, call: CallView) -> None: ...
@@ -105,7 +105,7 @@ class Renderer(Protocol):
 class Silent:
     """A renderer that shows nothing (``--json``)."""
 
-    def start(self, metrics_url: str, emulator_url: str) -> None:
+    def start(self, metrics_url: str | None, emulator_url: str) -> None:
         pass
 
     def user(self, text: str, *, barge_in: bool = False) -> None:
@@ -162,45 +162,51 @@ class DemoRun:
 
 
 async def run_demo(
-    renderer: Renderer | None = None, *, pace: float = 1.0, metrics_port: int = 0
+    renderer: Renderer | None = None,
+    *,
+    pace: float = 1.0,
+    registry: CollectorRegistry | None = None,
+    metrics_url: str | None = None,
 ) -> DemoRun:
-    """Run the whole conversation and return its summary; raises ``DemoFailed`` if it breaks."""
+    """Run the whole conversation and return its summary; raises ``DemoFailed`` if it breaks.
+
+    The session's Prometheus metrics go to ``registry`` (a private one if not given); the caller
+    serves it, and names its address in ``metrics_url``.
+    """
     renderer = renderer or Silent()
     tools = DemoTools(pace)
     timings = Timings()
-    registry = CollectorRegistry()
-    prometheus = PrometheusObserver(registry, functions=tools.registry.names())
+    prometheus = PrometheusObserver(
+        registry or CollectorRegistry(), functions=tools.registry.names()
+    )
     began = time.monotonic()
-    with serve(metrics_port, registry=registry) as metrics:
-        async with Emulator(model_side) as emu:
-            renderer.start(metrics.url, emu.base_url)
-            exchanges: list[Exchange] = []
-            try:
-                with anyio.fail_after(DEADLINE):
-                    async with LiveSession.connect(
-                        emu.client(),
-                        model=MODEL,
-                        tools=tools.registry,
-                        config=CONFIG,
-                        observers=[timings, prometheus],
-                        options=SessionOptions(transport="wire"),
-                    ) as session:
-                        for step in STEPS:
-                            exchange = await _exchange(
-                                session, step, tools, timings, renderer, pace
-                            )
-                            _count_responses(exchange, emu.transcript)
-                            renderer.exchange_done(exchange)
-                            exchanges.append(exchange)
-                            await anyio.sleep(PAUSE_BETWEEN_TURNS * pace)
-            except TimeoutError:
-                raise DemoFailed(f"the conversation did not finish within {DEADLINE:g} s") from None
-            errors = [e for s in emu.sessions for e in s.errors]
-            connections = len(emu.sessions)
-            summary = summarize(exchanges, emu.transcript, emu.violations, errors, connections)
-            summary["metrics_url"] = metrics.url
-            summary["elapsed_s"] = round(time.monotonic() - began, 2)
-            return DemoRun(summary, list(emu.transcript), list(emu.violations))
+    async with Emulator(model_side) as emu:
+        renderer.start(metrics_url, emu.base_url)
+        exchanges: list[Exchange] = []
+        try:
+            with anyio.fail_after(DEADLINE):
+                async with LiveSession.connect(
+                    emu.client(),
+                    model=MODEL,
+                    tools=tools.registry,
+                    config=CONFIG,
+                    observers=[timings, prometheus],
+                    options=SessionOptions(transport="wire"),
+                ) as session:
+                    for step in STEPS:
+                        exchange = await _exchange(session, step, tools, timings, renderer, pace)
+                        _count_responses(exchange, emu.transcript)
+                        renderer.exchange_done(exchange)
+                        exchanges.append(exchange)
+                        await anyio.sleep(PAUSE_BETWEEN_TURNS * pace)
+        except TimeoutError:
+            raise DemoFailed(f"the conversation did not finish within {DEADLINE:g} s") from None
+        errors = [e for s in emu.sessions for e in s.errors]
+        connections = len(emu.sessions)
+        summary = summarize(exchanges, emu.transcript, emu.violations, errors, connections)
+        summary["metrics_url"] = metrics_url
+        summary["elapsed_s"] = round(time.monotonic() - began, 2)
+        return DemoRun(summary, list(emu.transcript), list(emu.violations))
 
 
 async def _exchange(

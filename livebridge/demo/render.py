@@ -44,10 +44,12 @@ class Terminal:
 
     # -- the conversation ------------------------------------------------------------------
 
-    def start(self, metrics_url: str, emulator_url: str) -> None:
+    def start(self, metrics_url: str | None, emulator_url: str) -> None:
         self._line(self._paint("1", "livebridge demo") + " · a voice travel agent, offline")
         self._line(f"  emulator  {emulator_url}  (a local Live API server; no key, no network)")
-        self._line(f"  metrics   {self._paint('4', metrics_url)}  (scrape it while the demo runs)")
+        if metrics_url:
+            scrape = "scrape it while the demo runs; --hold keeps it up afterwards"
+            self._line(f"  metrics   {self._paint('4', metrics_url)}  ({scrape})")
         self._line()
 
     def user(self, text: str, *, barge_in: bool = False) -> None:

@@ -9,7 +9,6 @@ in the connection's one task group.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from collections.abc import Callable, Coroutine
@@ -30,6 +29,7 @@ from livebridge.emulator.shared import (
     parse_duration,
     usage_metadata,
 )
+from livebridge.emulator.speech import spoken
 from livebridge.emulator.voice import VoiceActivity, audio_rate, tone
 
 __all__ = [
@@ -534,7 +534,7 @@ class EmulatedSession:
         owner = f"report:{record.id}:{len(self.reports)}"
         await self.open_turn(owner)
         self.reports.append(Report(record.id, scheduling, time.monotonic()))
-        await self.say(owner, f"{record.name} says {json.dumps(response, sort_keys=True)}")
+        await self.say(owner, f"{record.name} says {spoken(response)}")
         await self.complete_turn(owner)
 
     async def _on_client_content(self, content: wire.ClientContent) -> None:

@@ -13,12 +13,12 @@ taken to say ``heard``.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from livebridge.emulator.shared import UserTurn
+from livebridge.emulator.speech import spoken
 
 if TYPE_CHECKING:
     from livebridge import wire
@@ -139,7 +139,7 @@ class RuleModel:
         answers = await conv.wait_answers([call_id for _, call_id in blocking])
         if len(answers) < len(blocking):
             return  # interrupted: the calls were cancelled and the turn already ended
-        parts = [f"{place}: {_summary(answers[call_id].response)}" for place, call_id in blocking]
+        parts = [f"{place}: {spoken(answers[call_id].response)}" for place, call_id in blocking]
         later = "" if len(blocking) == len(ids) else " More to follow when it is ready."
         await self._reply(conv, "; ".join(parts) + "." + later)
 
@@ -148,10 +148,3 @@ class RuleModel:
         if conv.session.modality == "AUDIO":
             await conv.speak(self.speak_seconds)
         await conv.turn_complete()
-
-
-def _summary(response: dict[str, Any] | None) -> str:
-    if not response:
-        return "no answer"
-    value = response.get("output", response)
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)

@@ -1,4 +1,7 @@
-"""Bad input from one browser never affects another: the other completes its turn meanwhile."""
+"""Bad input from one browser never affects another: the other completes its turn meanwhile.
+
+Also the server's guards: cross-origin upgrades are refused, text frames are rate-limited.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +9,27 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
+from websockets.exceptions import InvalidStatus
 
 from .voice_client import BrowserClient, ServerProcess, start_server, tone
 
 MAX_FRAME_BYTES = 32 * 1024
+TEXT_BURST = 8
+TEXT_RATE = 0.2  # per second: no token comes back while a test sends a few frames
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServerProcess]:
-    process = start_server("--max-frame-bytes", str(MAX_FRAME_BYTES), "--max-sessions", "4")
+    process = start_server(
+        "--max-frame-bytes",
+        str(MAX_FRAME_BYTES),
+        "--max-sessions",
+        "4",
+        "--text-burst",
+        str(TEXT_BURST),
+        "--text-rate",
+        str(TEXT_RATE),
+    )
     try:
         yield process
     finally:
@@ -85,7 +100,66 @@ async def test_flood_of_bad_frames_is_cut_off(server: ServerProcess) -> None:
         await client.wait_for(lambda: client.closed is not None)
 
     bad = await alongside_a_good_turn(server, misbehave)
-    assert bad.closed == (1008, "too many malformed messages")
+    assert bad.closed == (1008, "too many rejected messages")
+
+
+async def test_deeply_nested_json_is_bad_input(server: ServerProcess) -> None:
+    async def misbehave(client: BrowserClient) -> None:
+        await client.ws.send("[" * 30_000)  # under the frame limit; nested past any parser's
+        await client.wait_for(lambda: bool(client.of_type("error")))
+
+    bad = await alongside_a_good_turn(server, misbehave)
+    (error,) = bad.of_type("error")
+    assert error["code"] == "bad_input" and "JSON" in error["message"]
+    await bad.speak_turn()  # the handler survived: the same connection still talks
+    assert bad.closed is None
+    await bad.close()
+
+
+async def test_text_frames_past_the_rate_limit_are_refused(server: ServerProcess) -> None:
+    sent = TEXT_BURST + 4
+    before = server.stats()["rate_limited_frames"]
+
+    async def misbehave(client: BrowserClient) -> None:
+        for _ in range(sent):
+            await client.ws.send("{}")  # not a known message: each within the burst is bad_input
+        await client.wait_for(lambda: len(client.of_type("error")) == sent)
+
+    bad = await alongside_a_good_turn(server, misbehave)
+    codes = [error["code"] for error in bad.of_type("error")]
+    assert codes == ["bad_input"] * TEXT_BURST + ["rate_limited"] * 4
+    assert "at most 8 at once, then 0.2 per second" in bad.of_type("error")[-1]["message"]
+    assert server.stats()["rate_limited_frames"] - before == 4
+    await bad.speak_turn()  # audio is not text: the connection carries on
+    assert bad.closed is None
+    await bad.close()
+
+
+async def test_cross_origin_upgrade_is_refused(server: ServerProcess) -> None:
+    before = server.stats()["origins_refused"]
+    with pytest.raises(InvalidStatus) as refused:
+        await BrowserClient.open(server.ws_url, origin="https://evil.example")
+    response = refused.value.response
+    assert response.status_code == 403
+    assert b"--allow-origin" in response.body
+    assert server.stats()["origins_refused"] == before + 1
+    same = await BrowserClient.open(server.ws_url, origin=server.url.rstrip("/"))
+    await ready(same)
+    await same.close()
+
+
+async def test_allowed_origins_are_accepted() -> None:
+    server = start_server("--allow-origin", "https://app.example.com/")
+    try:
+        allowed = await BrowserClient.open(server.ws_url, origin="https://app.example.com")
+        await ready(allowed)
+        await allowed.close()
+        for origin in ("https://app.example.com.evil.example", "null", "http://127.0.0.1:1"):
+            with pytest.raises(InvalidStatus):
+                await BrowserClient.open(server.ws_url, origin=origin)
+    finally:
+        final = await asyncio.to_thread(server.stop)
+    assert final["origins_refused"] == 3 and final["sessions_total"] == 1
 
 
 async def test_abrupt_disconnect_mid_turn(server: ServerProcess) -> None:

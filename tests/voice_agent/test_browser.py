@@ -1,9 +1,14 @@
-"""The page in headless Chromium with a fake microphone fed from a generated WAV file."""
+"""The page in headless Chromium with a fake microphone fed from a generated WAV file.
+
+The page is driven as a person would: Start, speak (the looped WAV file), Stop while a call is
+still running. The timeline must then end in the same outcomes the server counted in /stats.
+"""
 
 from __future__ import annotations
 
 import json
 import wave
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -30,6 +35,7 @@ async def test_page_talks_to_the_agent_in_chromium(tmp_path: Path) -> None:
     microphone = fake_microphone(tmp_path / "microphone.wav")
     server = start_server()
     console: list[str] = []
+    failed_requests: list[str] = []
     try:
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(
@@ -52,6 +58,12 @@ async def test_page_talks_to_the_agent_in_chromium(tmp_path: Path) -> None:
             try:
                 page = await browser.new_page(viewport={"width": 1200, "height": 820})
                 page.on("console", lambda message: console.append(message.text))
+                page.on(
+                    "response",
+                    lambda response: failed_requests.extend(
+                        [f"{response.status} {response.url}"] if response.status >= 400 else []
+                    ),
+                )
                 await page.goto(server.url)
                 await page.click("#start")
                 await page.wait_for_function(
@@ -64,16 +76,40 @@ async def test_page_talks_to_the_agent_in_chromium(tmp_path: Path) -> None:
                     }""",
                     timeout=60_000,
                 )
+                rows = await page.locator(".call.ok").count()
+                # Stop while a call of a later turn is still running.
+                await page.wait_for_function(
+                    """() => window.voiceAgent.turns().slice(1)
+                        .some((turn) => turn.calls.some((call) => call.outcome === null))""",
+                    timeout=60_000,
+                )
+                await page.click("#stop")
+                await page.wait_for_function(
+                    "() => window.voiceAgent.stats.state === 'stopped'", timeout=30_000
+                )
                 stats = await page.evaluate("window.voiceAgent.stats")
                 turns = await page.evaluate("window.voiceAgent.turns()")
-                rows = await page.locator(".call.ok").count()
+                labels = await page.locator(".turn h3").all_inner_texts()
                 transcript = await page.locator("#transcript").inner_text()
+                status = await page.locator("#status").inner_text()
+                server_stats = server.stats()
                 ARTIFACTS.mkdir(exist_ok=True)
                 await page.screenshot(path=str(ARTIFACTS / "voice_agent.png"), full_page=True)
             finally:
                 await browser.close()
     finally:
         final = server.stop()
+
+    # After Stop, every call shows its final outcome, and they are the server's.
+    shown = Counter(call["outcome"] for turn in turns for call in turn["calls"])
+    assert None not in shown, turns
+    assert shown == Counter(server_stats["outcomes"]), (shown, server_stats)
+    assert stats["callsStarted"] == server_stats["calls_started"] == stats["callsSettled"]
+    assert status == "Stopped" and stats["errors"] == []
+    # Turns are numbered as shown (newest first), without gaps.
+    assert labels == [f"Turn {n}" for n in range(len(labels), 0, -1)] and len(labels) >= 2
+    assert "{" not in transcript and '"' not in transcript  # words, not JSON
+    assert failed_requests == []  # the favicon included
 
     first = turns[0]["calls"]
     assert {call["name"] for call in first} == {"get_weather", "get_time", "find_events"}

@@ -20,6 +20,7 @@ from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
+from websockets.typing import Origin
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "examples" / "voice_agent" / "server.py"
@@ -120,8 +121,10 @@ class BrowserClient:
         self._reader: asyncio.Task[None] | None = None
 
     @classmethod
-    async def open(cls, url: str) -> BrowserClient:
-        client = cls(await connect(url, max_size=None))
+    async def open(cls, url: str, origin: str | None = None) -> BrowserClient:
+        """Connect as a program does (no ``Origin``), or as a page of ``origin`` does."""
+        page = None if origin is None else Origin(origin)
+        client = cls(await connect(url, max_size=None, origin=page))
         client._reader = asyncio.create_task(client._read())
         return client
 

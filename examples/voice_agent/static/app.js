@@ -4,6 +4,9 @@
 
 const OUTPUT_RATE = 24000;
 const PLAYBACK_LEAD = 0.05; // seconds of slack before the first chunk of a reply plays
+// After Stop, the server lets running calls settle (its shutdown grace, 5 s by default) and
+// sends their outcomes before it closes; past this the page closes the socket itself.
+const STOP_WAIT_MS = 15000;
 
 const stats = {
   state: "idle",
@@ -51,11 +54,12 @@ async function start() {
     else onAudio(message.data);
   };
   socket.onclose = (close) => {
-    const wasLive = stats.state === "live";
+    const stopping = stats.state === "stopping";
+    const wasLive = stats.state === "live" || stopping;
     socket = null;
     if (stats.state !== "failed" && stats.state !== "stopped") {
       if (close.code === 1000 || close.code === 1001) {
-        setState("stopped", wasLive ? "Conversation ended" : "Not connected");
+        setState("stopped", stopping ? "Stopped" : wasLive ? "Conversation ended" : "Not connected");
       } else {
         fail(closeProblem(close.code, wasLive));
       }
@@ -72,23 +76,38 @@ async function start() {
   $("stop").disabled = false;
 }
 
+// Stop: the microphone and playback end now; the socket stays open until the server has sent
+// the final outcome of every call still running and closed it, so the timeline ends true.
 async function stop() {
+  if (socket && socket.readyState === WebSocket.OPEN && stats.state === "live") {
+    setState("stopping", "Finishing running calls…");
+    socket.send(JSON.stringify({ type: "stop" }));
+    const closing = socket;
+    setTimeout(() => closing.readyState === WebSocket.CLOSED || closing.close(1000, "user stopped"), STOP_WAIT_MS);
+    $("stop").disabled = true;
+    closeAudio();
+    return;
+  }
   if (socket) {
-    stats.state = "stopped";
     setState("stopped", "Stopped");
     socket.close(1000, "user stopped");
     socket = null;
   }
+  await closeAudio();
+  $("start").disabled = false;
+  $("stop").disabled = true;
+}
+
+async function closeAudio() {
   if (audio) {
     audio.stream.getTracks().forEach((track) => track.stop());
     audio.source.disconnect();
     audio.worklet.disconnect();
     stopPlayback();
-    await audio.context.close();
+    const context = audio.context;
     audio = null;
+    await context.close();
   }
-  $("start").disabled = false;
-  $("stop").disabled = true;
 }
 
 async function openAudio() {
@@ -186,7 +205,7 @@ function onEvent(message) {
       else fail(message.message);
       break;
     case "closed":
-      setState("stopped", "Conversation ended");
+      setState("stopped", stats.state === "stopping" ? "Stopped" : "Conversation ended");
       break;
   }
   updateMeter();
@@ -224,7 +243,7 @@ function turnSection(turn) {
     section.className = "turn";
     section.dataset.turn = String(turn);
     const title = document.createElement("h3");
-    title.textContent = `Turn ${turn + 1}`;
+    title.textContent = `Turn ${turns.size + 1}`; // numbered as shown: turns without calls skip no number
     section.append(title);
     $("timeline").prepend(section);
     entry = { section, began: performance.now(), calls: [] };

@@ -1,0 +1,44 @@
+"""The documentation site builds from the repository, offline and without a single warning."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from livebridge.emulator import Emulator
+
+from .test_readme import offline_environment, python_blocks, run_python
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def test_the_site_builds_warning_free_with_the_api_reference(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "WARNING" not in result.stderr, result.stderr
+    for page in ("contract", "emulator", "metrics", "deployment"):
+        assert (site / page / "index.html").is_file(), page
+    # The reference is generated from the docstrings, not written by hand.
+    session = (site / "reference" / "session" / "index.html").read_text()
+    assert "livebridge.session.LiveSession" in session
+    assert "Stop input, give running calls" in session  # LiveSession.aclose's docstring
+    errors = (site / "reference" / "errors" / "index.html").read_text()
+    assert re.search(r"LivebridgeError", errors)
+
+
+async def test_the_overview_program_runs_against_the_emulator(tmp_path: Path) -> None:
+    (program,) = [b.code for b in python_blocks((REPOSITORY / "docs" / "index.md").read_text())]
+    async with Emulator() as emulator:  # serves from its own thread: the run may block
+        out = run_python(program, offline_environment(**emulator.env()), tmp_path)
+        assert emulator.violations == []
+    assert out.count("[get_weather: ok]") == 2 and "Paris: " in out
