@@ -111,7 +111,8 @@ def test_every_block_has_a_way_to_run() -> None:
 
 async def test_quickstart(emulator: Emulator, tmp_path: Path) -> None:
     out = run_python(block("Quickstart"), offline_environment(**emulator.env()), tmp_path)
-    assert out.count("[get_weather: ok in") == 2
+    # The emulator's model asks the weather of every place it reads ("Chez Janou" too).
+    assert out.count("[get_weather: ok in") >= 2
     assert "Paris: " in out and "Rome: " in out
     assert emulator.violations == []
 
