@@ -225,9 +225,11 @@ class GeminiLiveProtocol:
         self.connection.move("message")
         self._messages += 1
         out: list[Output] = []
-        for kind in wire.server_kinds(message):
-            if self._observed:
+        kinds = tuple(wire.server_kinds(message))
+        if self._observed:
+            for kind in kinds:
                 self._count("received", kind, out)
+        for kind in kinds:
             match kind:
                 case "serverContent":
                     assert message.server_content is not None
