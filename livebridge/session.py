@@ -117,6 +117,7 @@ class LiveSession:
         "_closed",
         "_connector",
         "_dispatcher",
+        "_ending",
         "_events",
         "_idle",
         "_leave",
@@ -179,6 +180,7 @@ class LiveSession:
         self._accepting = True
         self._leaving = False  # the app is leaving: a connection end is no longer news
         self._closed: Closed | None = None
+        self._ending = False  # _end is settling the last calls
         self._batches = 0  # dispatcher batches still running
         self._writing = False  # a send is in progress (the writer's or send_audio's own)
         self._waiting_for_room = 0  # app tasks waiting in _enqueue for a full outbox
@@ -245,6 +247,8 @@ class LiveSession:
         The websocket is closed normally (1000). Closing twice is harmless.
         """
         if not self._accepting:
+            while self._ending:  # the session is ending on its own: let it finish
+                await self._wake.wait()
             return
         self._accepting = False
         self._protocol.shutdown()
@@ -408,12 +412,15 @@ class LiveSession:
             return
         self._closed = closed
         self._accepting = False
+        self._ending = True
         self._apply(self._protocol.close(closed, self._clock()))
         self._events.close()
         if self._batches:  # let cancelled handlers unwind so their ends are counted
             with anyio.move_on_after(_CANCEL_FLUSH_SECONDS):
                 while self._batches:
                     await self._wake.wait()
+        self._ending = False
+        self._wake.set()
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
 
