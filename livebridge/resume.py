@@ -177,22 +177,24 @@ def _policy_violation(reason: str, text: str) -> CloseDecision:
     return CloseDecision("end", label, error)
 
 
-_SIZES = re.compile(r"(\d+) bytes")
+_SIZE = re.compile(r"with (\d+) bytes")
+_LIMIT = re.compile(r"limit of (\d+) bytes")
 
 
 def frame_too_large(reason: str) -> FrameTooLargeError:
     """The error for a server frame over the client's ``max_size`` (websockets closed with 1009).
 
-    websockets' reason reads like "frame with 5000000 bytes exceeds limit of 4194304 bytes".
+    websockets' reason reads like "frame with 5000000 bytes exceeds limit of 4194304 bytes"
+    (without the size when the frame was compressed).
     """
-    sizes: list[int | None] = [int(n) for n in _SIZES.findall(reason)]
-    size, limit = [*sizes, None, None][:2]
+    size = _SIZE.search(reason)
+    limit = _LIMIT.search(reason)
     return FrameTooLargeError(
         f"The server sent a frame larger than this client accepts ({reason or 'over max_size'});"
         " the frame was lost and the session resumes. Raise max_size in the client's "
         "async_client_args (livebridge.client_args) if the service really sends frames this big.",
-        size=size,
-        limit=limit,
+        size=int(size[1]) if size else None,
+        limit=int(limit[1]) if limit else None,
     )
 
 

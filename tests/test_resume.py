@@ -210,6 +210,9 @@ def test_frame_over_the_client_limit_is_resumed_with_a_typed_error() -> None:
     assert isinstance(decision.error, FrameTooLargeError)
     assert (decision.error.size, decision.error.limit) == (5_000_000, 4_194_304)
     assert "max_size" in str(decision.error)
+    compressed = classify_close(1009, "frame exceeds limit of 4194304 bytes").error
+    assert isinstance(compressed, FrameTooLargeError)
+    assert (compressed.size, compressed.limit) == (None, 4_194_304)
 
 
 def test_error_tree_has_one_root() -> None:

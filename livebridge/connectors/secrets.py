@@ -12,9 +12,11 @@ import threading
 
 __all__ = ["LOGGERS", "RedactingFilter", "protect"]
 
-#: Loggers of the libraries that open Live connections (a filter is not inherited by children).
+#: Loggers of the libraries that open Live connections (a filter is not inherited by children),
+#: and the websockets server's, which logs the same headers on the emulator's side.
 LOGGERS = (
     "websockets.client",
+    "websockets.server",
     "websockets",
     "google_genai",
     "google_genai.live",
