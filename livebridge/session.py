@@ -67,8 +67,6 @@ log = logging.getLogger("livebridge.session")
 
 #: After the grace period, how long cancelled handlers get to unwind and have their answers sent.
 _CANCEL_FLUSH_SECONDS = 1.0
-#: How long a normal exit waits for the websocket's closing handshake (code 1000).
-_CLOSE_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,8 +260,7 @@ class LiveSession:
         self._leaving = True
         transport = self._transport
         if transport is not None and self._closed is None:
-            with anyio.move_on_after(_CLOSE_SECONDS):
-                await transport.close()
+            await transport.close()
         await self._end(Closed("closed by the app"))
 
     # -- app-facing API ----------------------------------------------------------------------

@@ -109,7 +109,8 @@ class Transport(Protocol):
         ...
 
     async def close(self) -> None:
-        """Close the connection normally (websocket code 1000)."""
+        """Close the connection normally (websocket code 1000), within a few seconds: a peer
+        that does not answer the closing handshake in time is cut off."""
         ...
 
 

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import msgspec
 from google import genai
 from google.genai import errors as genai_errors
@@ -139,6 +140,18 @@ def shrink_tls_read_buffer(transport: Any, size: int) -> bool:
     return True
 
 
+#: How long a normal close waits for the server's half of the closing handshake.
+CLOSE_SECONDS = 2.0
+
+
+async def _close(ws: Any) -> None:
+    """Close with 1000; a server that does not answer in time (it stopped reading) is cut off."""
+    with anyio.move_on_after(CLOSE_SECONDS):
+        await ws.close()
+        return
+    ws.transport.abort()
+
+
 _TOO_BIG = 1009  # websockets closes with it when a frame exceeds max_size
 
 
@@ -175,8 +188,7 @@ class WireTransport:
             raise _closed(exc) from None
 
     async def close(self) -> None:
-        """Close normally (1000)."""
-        await self._ws.close()
+        await _close(self._ws)
 
 
 class SdkTransport:
@@ -230,5 +242,4 @@ class SdkTransport:
             raise _closed(exc) from None
 
     async def close(self) -> None:
-        """Close normally (1000)."""
-        await self._session.close()
+        await _close(self._session._ws)
