@@ -23,14 +23,14 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup, TaskStatus
 
 from livebridge import resume
-from livebridge.calls import Call
+from livebridge.calls import Call, Outcome, Partial
 from livebridge.connectors import Connector
 from livebridge.dispatch import CallPolicy, Dispatcher
 from livebridge.errors import (
@@ -64,6 +64,8 @@ if TYPE_CHECKING:
 __all__ = ["AudioPolicy", "LiveSession", "SessionOptions"]
 
 log = logging.getLogger("livebridge.session")
+
+_ACTIONS = (RunCalls, CancelCalls, Notify, SwitchConnection)
 
 #: After the grace period, how long cancelled handlers get to unwind and have their answers sent.
 _CANCEL_FLUSH_SECONDS = 1.0
@@ -337,6 +339,8 @@ class LiveSession:
         while self._closed is None:
             try:
                 async with self._connector.open(protocol.handle) as transport:
+                    if self._closed is not None or self._leaving:
+                        return  # the app left while this connection was being opened
                     self._transport = transport
                     self._apply(protocol.opened(transport.session_id, self._clock()))
                     if self._dispatcher is None:
@@ -469,7 +473,11 @@ class LiveSession:
         """Deliver the protocol's events and carry out its actions."""
         if not outputs:
             return
+        put = self._events.put
         for output in outputs:
+            if not isinstance(output, _ACTIONS):
+                put(output)
+                continue
             match output:
                 case RunCalls(calls=calls, turn=turn):
                     assert self._tg is not None
@@ -483,22 +491,26 @@ class LiveSession:
                     assert connection is not None
                     connection.start_soon(self._switch_when_ready, deadline)
                 case _:
-                    self._events.put(output)
+                    assert_never(output)
         self._wake.set()
 
     async def _run_batch(self, calls: Sequence[Call], turn: int) -> None:
-        protocol = self._protocol
         try:
             assert self._dispatcher is not None
             await self._dispatcher.run(
-                calls,
-                turn=turn,
-                on_settled=lambda outcome: self._apply(protocol.settled(outcome)),
-                on_partial=lambda item: self._apply(protocol.partial(item)),
+                calls, turn=turn, on_settled=self._on_settled, on_partial=self._on_partial
             )
         finally:
             self._batches -= 1
             self._wake.set()
+
+    def _on_settled(self, outcome: Outcome) -> None:
+        self._apply(self._protocol.settled(outcome))
+        self._wake.set()  # the writer may have an answer to send
+
+    def _on_partial(self, item: Partial) -> None:
+        self._apply(self._protocol.partial(item))
+        self._wake.set()
 
     def _cancel(self, call_ids: Iterable[str]) -> None:
         if self._dispatcher is not None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any, Final, Literal, get_args
 
@@ -292,11 +291,24 @@ ServerKind = Literal[
 SERVER_KINDS: Final[tuple[ServerKind, ...]] = get_args(ServerKind)
 
 
-def server_kinds(message: ServerMessage) -> Iterator[ServerKind]:
+def server_kinds(message: ServerMessage) -> tuple[ServerKind, ...]:
     """The kinds of the fields set in ``message``, in ``SERVER_KINDS`` order."""
-    for kind, attribute in _SERVER_ATTRIBUTES:
-        if getattr(message, attribute) is not None:
-            yield kind
+    if message.server_content is not None and _only_content(message):
+        return _CONTENT_ONLY  # the hot path: audio and transcripts
+    return tuple([kind for kind, name in _SERVER_ATTRIBUTES if getattr(message, name) is not None])
+
+
+def _only_content(message: ServerMessage) -> bool:
+    return (
+        message.tool_call is None
+        and message.usage_metadata is None
+        and message.session_resumption_update is None
+        and message.go_away is None
+        and message.tool_call_cancellation is None
+        and message.setup_complete is None
+        and message.voice_activity is None
+        and message.voice_activity_detection_signal is None
+    )
 
 
 # Codec -----------------------------------------------------------------------------------------
@@ -566,3 +578,4 @@ def _service_reason(detail: str) -> str:
 _SERVER_ATTRIBUTES: tuple[tuple[ServerKind, str], ...] = tuple(
     (kind, snake(kind)) for kind in SERVER_KINDS
 )
+_CONTENT_ONLY: Final[tuple[ServerKind, ...]] = ("serverContent",)

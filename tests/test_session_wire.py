@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
+import anyio
 import msgspec
 
 import livebridge
@@ -72,3 +74,33 @@ async def test_a_snake_case_frame_is_understood() -> None:
         await session.send_text("go")
         events = await collect_until(session, lambda e: isinstance(e, TurnComplete))
     assert of_type(events, TurnComplete) == [TurnComplete(None, "X")]
+
+
+async def test_a_non_blocking_answer_goes_out_while_its_batch_still_runs() -> None:
+    release = threading.Event()  # the emulator runs its own event loop in another thread
+    tools = livebridge.ToolRegistry()
+
+    @tools.tool(behavior="NON_BLOCKING")
+    async def quick() -> str:
+        """Answers at once."""
+        return "quick"
+
+    @tools.tool(behavior="NON_BLOCKING")
+    async def slow() -> str:
+        """Answers once the server saw the quick answer."""
+        await anyio.to_thread.run_sync(release.wait, 30)
+        return "slow"
+
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        quick_id, slow_id = await conv.tool_call([("quick", {}), ("slow", {})])
+        await conv.wait_answers([quick_id])  # would wait forever if answers waited for the batch
+        release.set()
+        await conv.wait_answers([slow_id])
+        await conv.turn_complete()
+
+    async with Emulator(scenario) as emu, open_session(emu, tools) as session:
+        await session.send_text("go")
+        events = await collect_until(session, lambda e: isinstance(e, TurnComplete))
+    assert [e.name for e in of_type(events, ToolCallSettled)] == ["quick", "slow"]
+    assert len(client_messages(emu, "toolResponse")) == 2

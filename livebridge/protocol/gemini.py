@@ -225,7 +225,7 @@ class GeminiLiveProtocol:
         self.connection.move("message")
         self._messages += 1
         out: list[Output] = []
-        kinds = tuple(wire.server_kinds(message))
+        kinds = wire.server_kinds(message)
         if self._observed:
             for kind in kinds:
                 self._count("received", kind, out)
