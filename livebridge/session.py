@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, assert_never
 
 import anyio
-import anyio.lowlevel
 from anyio.abc import TaskGroup, TaskStatus
 
 from livebridge import resume
@@ -56,6 +55,7 @@ from livebridge.protocol import (
 from livebridge.tools import ToolRegistry
 from livebridge.transport import Audio, ClientItem, Signal, Text, ToolAnswers, Transport
 from livebridge.transport import TransportKind as TransportKind
+from livebridge.wakeup import Wakeup
 
 if TYPE_CHECKING:
     from google import genai
@@ -173,7 +173,7 @@ class LiveSession:
         )
         self._dispatcher: Dispatcher | None = None
         self._events = EventBuffer(self.options.event_capacity)
-        self._wake = _Wakeup()
+        self._wake = Wakeup()
         self._idle: anyio.Event | None = None  # set by the writer once no call is live
         self._transport: Transport | None = None
         self._tg: TaskGroup | None = None
@@ -543,43 +543,6 @@ class LiveSession:
             idle = self._idle = anyio.Event()
             self._wake.set()
             await idle.wait()
-
-
-class _Wakeup:
-    """A wake-up flag for the actor's tasks: ``set()`` any number of times; ``wait()`` returns
-    once it is set and clears it. Every task waiting when it is set wakes up.
-
-    Built for the hot path: one event object per wake-up, of the running backend's own class
-    (``anyio.Event()`` looks the backend up on every construction).
-    """
-
-    __slots__ = ("_event", "_make")
-
-    def __init__(self) -> None:
-        self._make: Callable[[], anyio.Event] | None = None
-        self._event: anyio.Event | None = None
-
-    def set(self) -> None:
-        if self._event is None:
-            self._event = self._new()
-        self._event.set()
-
-    async def wait(self) -> None:
-        event = self._event
-        if event is None:
-            event = self._event = self._new()
-        if event.is_set():
-            self._event = None
-            await anyio.lowlevel.checkpoint()
-            return
-        await event.wait()
-        if self._event is event:  # the first waiter to wake consumes it
-            self._event = None
-
-    def _new(self) -> anyio.Event:
-        if self._make is None:
-            self._make = type(anyio.Event())
-        return self._make()
 
 
 def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -39,6 +39,7 @@ SESSION_STACK = [
     "livebridge.resume",
     "livebridge.session",
     "livebridge.transport",
+    "livebridge.wakeup",
     "livebridge.wire",
 ]
 
