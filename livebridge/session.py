@@ -38,7 +38,7 @@ from livebridge.errors import (
     TransportClosed,
     UsageError,
 )
-from livebridge.events import Closed, EventBuffer, SessionEvent
+from livebridge.events import DROPPABLE, Closed, EventBuffer, SessionEvent
 from livebridge.ledger import Outgoing
 from livebridge.observe import Observer, emit
 from livebridge.protocol import (
@@ -441,6 +441,8 @@ class LiveSession:
                 log.exception("could not handle a server message; the session goes on")
                 continue
             self._apply(out, connection)
+            if message.session_resumption_update is not None:
+                self._wake.set()  # a new handle may let a pending switch-over go
 
     async def _write(self, transport: Transport) -> None:
         protocol = self._protocol
@@ -474,10 +476,13 @@ class LiveSession:
         if not outputs:
             return
         put = self._events.put
+        changed = False  # anything but media: the writer and watchers may have work
         for output in outputs:
             if not isinstance(output, _ACTIONS):
                 put(output)
+                changed = changed or not isinstance(output, DROPPABLE)
                 continue
+            changed = True
             match output:
                 case RunCalls(calls=calls, turn=turn):
                     assert self._tg is not None
@@ -492,7 +497,8 @@ class LiveSession:
                     connection.start_soon(self._switch_when_ready, deadline)
                 case _:
                     assert_never(output)
-        self._wake.set()
+        if changed:
+            self._wake.set()
 
     async def _run_batch(self, calls: Sequence[Call], turn: int) -> None:
         try:
