@@ -45,7 +45,6 @@ from livebridge.protocol import (
     AudioPolicy,
     CancelCalls,
     Finish,
-    GeminiLiveProtocol,
     Notify,
     Output,
     ProtocolOptions,
@@ -168,7 +167,7 @@ class LiveSession:
         self._observers = tuple(observers)
         self._clock = clock
         self._policy = policy or CallPolicy()
-        self._protocol = GeminiLiveProtocol(
+        self._protocol = connector.protocol(
             tools, self.options.protocol_options(), observed=bool(self._observers)
         )
         self._dispatcher: Dispatcher | None = None
@@ -450,7 +449,7 @@ class LiveSession:
             item = protocol.next_item(self._clock())
             if item is None:
                 self._apply(protocol.take_fates())
-                if protocol.ledger.idle:
+                if protocol.idle:
                     self._set_idle()
                 await self._wake.wait()
                 continue
@@ -545,7 +544,7 @@ class LiveSession:
             self._idle = None
 
     async def _wait_idle(self) -> None:
-        while not self._protocol.ledger.idle:
+        while not self._protocol.idle:
             idle = self._idle = anyio.Event()
             self._wake.set()
             await idle.wait()

@@ -31,6 +31,7 @@ from livebridge import resume, wire
 from livebridge.adapters.gemini_live import to_sdk
 from livebridge.connectors import secrets
 from livebridge.errors import MalformedMessageError, TransportClosed
+from livebridge.protocol import GeminiLiveProtocol, ProtocolOptions
 from livebridge.tools import ToolRegistry
 from livebridge.transport import (
     Audio,
@@ -76,6 +77,11 @@ class GeminiConnector:
         self._keepalive = dict(resume.keepalive_settings() if keepalive is None else keepalive)
         self._tls_read_buffer = tls_read_buffer
         secrets.protect(getattr(getattr(client, "_api_client", None), "api_key", None))
+
+    def protocol(
+        self, tools: ToolRegistry, options: ProtocolOptions, *, observed: bool
+    ) -> GeminiLiveProtocol:
+        return GeminiLiveProtocol(tools, options, observed=observed)
 
     @asynccontextmanager
     async def open(self, handle: str | None) -> AsyncIterator[Transport]:

@@ -13,12 +13,15 @@ from livebridge.protocol.base import (
     ConnectionStateError,
     ConnectionTable,
     Finish,
+    LiveProtocol,
     Notify,
+    Output,
+    ProtocolOptions,
     Reconnect,
     RunCalls,
     SwitchConnection,
 )
-from livebridge.protocol.gemini import GeminiLiveProtocol, Output, ProtocolOptions
+from livebridge.protocol.gemini import GeminiLiveProtocol
 from livebridge.protocol.outbox import AudioPolicy, Outbox
 
 __all__ = [
@@ -31,6 +34,7 @@ __all__ = [
     "ConnectionTable",
     "Finish",
     "GeminiLiveProtocol",
+    "LiveProtocol",
     "Notify",
     "Outbox",
     "Output",

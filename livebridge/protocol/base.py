@@ -17,12 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Literal, TypeAlias
+from typing import Any, Final, Literal, Protocol, TypeAlias
 
-from livebridge.calls import Call
-from livebridge.errors import LocalProtocolError
-from livebridge.events import Closed
+from livebridge.calls import Call, Outcome, Partial
+from livebridge.errors import LivebridgeError, LocalProtocolError
+from livebridge.events import Closed, SessionEvent
+from livebridge.ledger import Outgoing
 from livebridge.observe import Event
+from livebridge.protocol.outbox import AudioPolicy, Outbox
+from livebridge.transport import ClientItem
 
 __all__ = [
     "Action",
@@ -32,7 +35,10 @@ __all__ = [
     "ConnectionStateError",
     "ConnectionTable",
     "Finish",
+    "LiveProtocol",
     "Notify",
+    "Output",
+    "ProtocolOptions",
     "Reconnect",
     "RunCalls",
     "SwitchConnection",
@@ -122,3 +128,50 @@ class Finish:
 
 
 Action: TypeAlias = RunCalls | CancelCalls | SwitchConnection | Notify
+
+
+#: What a protocol hands the shell: an event for the app, or an action.
+Output: TypeAlias = SessionEvent | Action
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolOptions:
+    """The protocol's share of ``SessionOptions`` (see there)."""
+
+    audio_during_blocking: AudioPolicy = "hold"
+    held_audio_seconds: float = 10.0
+    outbox_bytes: int = 1024 * 1024
+    reconnect_attempts: int = 5
+    go_away_margin: float = 1.0
+
+
+class LiveProtocol(Protocol):
+    """What the session shell asks of a vendor's protocol (``GeminiLiveProtocol`` is one).
+
+    Every method takes the time as an argument and returns outputs; none awaits.
+    """
+
+    handle: str | None
+    session_id: str | None
+    outbox: Outbox
+
+    @property
+    def state(self) -> ConnectionState: ...
+    @property
+    def idle(self) -> bool: ...
+    @property
+    def switch_ready(self) -> bool: ...
+    @property
+    def send_directly(self) -> bool: ...
+    def opened(self, session_id: str | None, now: float) -> list[Output]: ...
+    def lost(
+        self, code: int | None, reason: str, now: float, *, error: LivebridgeError | None = None
+    ) -> Reconnect | Finish: ...
+    def receive(self, message: Any, now: float) -> list[Output]: ...
+    def settled(self, outcome: Outcome) -> list[Output]: ...
+    def partial(self, item: Partial) -> list[Output]: ...
+    def next_item(self, now: float) -> Outgoing | ClientItem | None: ...
+    def sent(self, item: Outgoing | ClientItem, now: float) -> list[Output]: ...
+    def take_fates(self) -> list[Output]: ...
+    def shutdown(self) -> list[str]: ...
+    def close(self, closed: Closed, now: float) -> list[Output]: ...

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeAlias, assert_never
+from typing import Any, assert_never
 
 from livebridge import resume, wire
 from livebridge.calls import Behavior, Call, Outcome, Partial
@@ -31,7 +30,6 @@ from livebridge.events import (
     Interrupted,
     OutputTranscript,
     Resumed,
-    SessionEvent,
     TextOut,
     ToolCallSettled,
     ToolCallStarted,
@@ -48,40 +46,27 @@ from livebridge.observe import (
     SessionOpened,
 )
 from livebridge.protocol.base import (
-    Action,
     CancelCalls,
     ConnectionState,
     ConnectionTable,
     Finish,
     Notify,
+    Output,
+    ProtocolOptions,
     Reconnect,
     RunCalls,
     SwitchConnection,
 )
-from livebridge.protocol.outbox import AudioPolicy, Outbox
+from livebridge.protocol.outbox import Outbox
 from livebridge.tools import ToolRegistry
 from livebridge.transport import ClientItem, message_kind
 
-__all__ = ["GeminiLiveProtocol", "Output", "ProtocolOptions"]
+__all__ = ["GeminiLiveProtocol"]
 
 log = logging.getLogger("livebridge.session")
 
-#: What the protocol hands the shell: an event for the app, or an action.
-Output: TypeAlias = SessionEvent | Action
-
 #: Messages counted before their ``MessageSeen`` events go to the observers.
 _SEEN_BATCH = 256
-
-
-@dataclass(frozen=True, slots=True)
-class ProtocolOptions:
-    """The protocol's share of ``SessionOptions`` (see there)."""
-
-    audio_during_blocking: AudioPolicy = "hold"
-    held_audio_seconds: float = 10.0
-    outbox_bytes: int = 1024 * 1024
-    reconnect_attempts: int = 5
-    go_away_margin: float = 1.0
 
 
 class GeminiLiveProtocol:
@@ -125,6 +110,11 @@ class GeminiLiveProtocol:
     @property
     def state(self) -> ConnectionState:
         return self.connection.state
+
+    @property
+    def idle(self) -> bool:
+        """No call is waiting for its fate."""
+        return self.ledger.idle
 
     @property
     def switch_ready(self) -> bool:
