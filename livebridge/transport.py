@@ -2,8 +2,9 @@
 
 A session receives only ``wire.ServerMessage``s and sends the few ``ClientItem``s below, so the
 socket work behind a ``Transport`` can be swapped (``livebridge.connectors`` builds them). Every
-way a connection ends surfaces as ``errors.TransportClosed(code, reason)``; a frame that does not
-decode surfaces as ``errors.MalformedMessageError`` and the connection goes on.
+way a connection ends surfaces as ``TransportClosed(code, reason)``; a frame that does not decode
+surfaces as ``MalformedMessageError`` and the connection goes on (both from ``livebridge.errors``,
+re-exported here as part of the seam).
 """
 
 from __future__ import annotations
@@ -16,16 +17,19 @@ from typing import Any, Literal, Protocol, TypeAlias
 import msgspec
 
 from livebridge import resume, wire
+from livebridge.errors import MalformedMessageError, TransportClosed
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
     "Audio",
     "ClientItem",
     "ClientKind",
+    "MalformedMessageError",
     "Signal",
     "Text",
     "ToolAnswers",
     "Transport",
+    "TransportClosed",
     "TransportKind",
     "client_args",
     "encode_client",
