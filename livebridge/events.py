@@ -159,6 +159,8 @@ DROPPABLE: tuple[type, ...] = (AudioOut, TextOut, InputTranscript, OutputTranscr
 KEPT: tuple[type, ...] = (ToolCallSettled, Closed)
 
 _Entry: TypeAlias = list[SessionEvent | None]  # one queued event; None once discarded
+_MEDIA = frozenset(DROPPABLE)  # exact types: a set look-up is cheaper than isinstance
+_KEPT = frozenset(KEPT)
 
 
 class EventBuffer:
@@ -197,7 +199,8 @@ class EventBuffer:
 
     def put(self, event: SessionEvent) -> None:
         """Queue ``event`` without blocking, applying the overflow policy."""
-        media = isinstance(event, DROPPABLE)
+        kind = type(event)
+        media = kind in _MEDIA
         if self._waiting >= self.capacity:
             if self._media:
                 self._discard(self._media.popleft())
@@ -209,7 +212,7 @@ class EventBuffer:
         self._waiting += 1
         if media:
             self._media.append(entry)
-        elif not isinstance(event, KEPT):
+        elif kind not in _KEPT:
             self._control.append(entry)
             if len(self._control) > self.control_capacity:
                 self._discard(self._control.popleft())
@@ -254,9 +257,10 @@ class EventBuffer:
                 self._discarded -= 1
                 continue
             self._waiting -= 1
-            if isinstance(event, DROPPABLE):
+            kind = type(event)
+            if kind in _MEDIA:
                 self._media.popleft()  # the oldest waiting media entry is this one
-            elif not isinstance(event, KEPT):
+            elif kind not in _KEPT:
                 self._control.popleft()
             return event
         return None
