@@ -1,31 +1,86 @@
-"""livebridge: Gemini Live API sessions in production, every tool call answered exactly once."""
+"""livebridge: Gemini Live API sessions in production, every tool call answered exactly once.
 
-from livebridge.calls import Call, CallContext, Outcome, Partial, Result
-from livebridge.dispatch import CallPolicy, Dispatcher
-from livebridge.errors import (
-    ConnectionLostError,
-    FrameTooLargeError,
-    InvalidCallError,
-    InvalidPayloadError,
-    LedgerError,
-    LivebridgeError,
-    LiveSessionError,
-    LocalProtocolError,
-    MalformedMessageError,
-    ModelNotFoundError,
-    OperationAbortedError,
-    PolicyViolationError,
-    RemoteProtocolError,
-    ServerError,
-    SessionClosedError,
-    SessionNotFoundError,
-    ToolError,
-    UsageError,
-)
-from livebridge.observe import Observer, Recorder
-from livebridge.session import LiveSession, SessionOptions
-from livebridge.tools import Tool, ToolRegistry
-from livebridge.transport import client_args
+Importing the package is light: each name below is loaded from its module on first use, so
+``import livebridge`` loads no SDK, websockets or Prometheus code until a name needs it.
+``livebridge.emulator`` (the local Live API server) is reachable the same way.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from livebridge import emulator
+    from livebridge.calls import Call, CallContext, Outcome, Partial, Result
+    from livebridge.dispatch import CallPolicy, Dispatcher
+    from livebridge.errors import (
+        ConnectionLostError,
+        FrameTooLargeError,
+        InvalidCallError,
+        InvalidPayloadError,
+        LedgerError,
+        LivebridgeError,
+        LiveSessionError,
+        LocalProtocolError,
+        MalformedMessageError,
+        ModelNotFoundError,
+        OperationAbortedError,
+        PolicyViolationError,
+        RemoteProtocolError,
+        ServerError,
+        SessionClosedError,
+        SessionNotFoundError,
+        ToolError,
+        TransportClosed,
+        UsageError,
+    )
+    from livebridge.observe import Observer, Recorder
+    from livebridge.session import LiveSession, SessionOptions
+    from livebridge.tools import Tool, ToolRegistry
+    from livebridge.transport import client_args
+
+#: Where each public name lives; read on first access of the name.
+_HOMES: dict[str, str] = {
+    "Call": "livebridge.calls",
+    "CallContext": "livebridge.calls",
+    "Outcome": "livebridge.calls",
+    "Partial": "livebridge.calls",
+    "Result": "livebridge.calls",
+    "CallPolicy": "livebridge.dispatch",
+    "Dispatcher": "livebridge.dispatch",
+    **dict.fromkeys(
+        [
+            "ConnectionLostError",
+            "FrameTooLargeError",
+            "InvalidCallError",
+            "InvalidPayloadError",
+            "LedgerError",
+            "LiveSessionError",
+            "LivebridgeError",
+            "LocalProtocolError",
+            "MalformedMessageError",
+            "ModelNotFoundError",
+            "OperationAbortedError",
+            "PolicyViolationError",
+            "RemoteProtocolError",
+            "ServerError",
+            "SessionClosedError",
+            "SessionNotFoundError",
+            "ToolError",
+            "TransportClosed",
+            "UsageError",
+        ],
+        "livebridge.errors",
+    ),
+    "Observer": "livebridge.observe",
+    "Recorder": "livebridge.observe",
+    "LiveSession": "livebridge.session",
+    "SessionOptions": "livebridge.session",
+    "Tool": "livebridge.tools",
+    "ToolRegistry": "livebridge.tools",
+    "client_args": "livebridge.transport",
+}
 
 __all__ = [
     "Call",
@@ -58,7 +113,24 @@ __all__ = [
     "Tool",
     "ToolError",
     "ToolRegistry",
+    "TransportClosed",
     "UsageError",
     "client_args",
+    "emulator",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "emulator":
+        return importlib.import_module("livebridge.emulator")
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'livebridge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

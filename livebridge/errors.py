@@ -13,6 +13,8 @@ session's end. Each message says what happened and what to do::
     ├── RemoteProtocolError           the server sent something livebridge cannot accept
     │   ├── MalformedMessageError     a frame that does not decode as a Live message
     │   └── FrameTooLargeError        a frame over the client's size limit
+    ├── TransportClosed               one connection ended (close code, reason): the session
+    │                                 decides whether to resume (``resume.classify_close``)
     └── LiveSessionError              the Live session ended against the app's wish
         ├── ConnectionLostError       1006, keepalive ping timeout, network error: resumed
         ├── ServerError               1011 (service unavailable, internal error): resumed
@@ -47,6 +49,7 @@ __all__ = [
     "SessionClosedError",
     "SessionNotFoundError",
     "ToolError",
+    "TransportClosed",
     "UsageError",
 ]
 
@@ -106,6 +109,23 @@ class FrameTooLargeError(RemoteProtocolError):
         super().__init__(message)
         self.size = size
         self.limit = limit
+
+
+class TransportClosed(LivebridgeError):
+    """One Live connection ended; ``code``/``reason`` are the close frame's (None: no frame).
+
+    Not an error of the session by itself: the session resumes or ends depending on the code.
+    ``error`` is set when livebridge itself closed the connection for a reason the app must
+    learn (a ``FrameTooLargeError``).
+    """
+
+    def __init__(
+        self, code: int | None, reason: str, *, error: LivebridgeError | None = None
+    ) -> None:
+        super().__init__(f"connection closed ({code}): {reason or 'no reason given'}")
+        self.code = code
+        self.reason = reason
+        self.error = error
 
 
 class LiveSessionError(LivebridgeError):

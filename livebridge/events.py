@@ -11,6 +11,25 @@ import anyio
 
 from livebridge.calls import Behavior, OutcomeKind
 
+__all__ = [
+    "DROPPABLE",
+    "KEPT",
+    "AudioOut",
+    "Closed",
+    "EventBuffer",
+    "EventsDropped",
+    "GoAway",
+    "InputTranscript",
+    "Interrupted",
+    "OutputTranscript",
+    "Resumed",
+    "SessionEvent",
+    "TextOut",
+    "ToolCallSettled",
+    "ToolCallStarted",
+    "TurnComplete",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class AudioOut:
@@ -71,7 +90,8 @@ class ToolCallSettled:
     """A call reached its fate: answered (with its outcome), cancelled or orphaned.
 
     ``latency`` is the handler's run time; ``turnaround`` is from ``toolCall`` received to the
-    answer sent (``None`` when nothing was sent: cancelled or orphaned calls).
+    answer sent (``None`` when nothing was sent: cancelled or orphaned calls). ``reason`` says
+    why a call was cancelled or orphaned (the server cancelled it, the session ended, ...).
     """
 
     call_id: str
@@ -80,6 +100,7 @@ class ToolCallSettled:
     latency: float
     turnaround: float | None = None
     error: Mapping[str, Any] | None = None
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +112,15 @@ class GoAway:
 
 @dataclass(frozen=True, slots=True)
 class Resumed:
-    """The session continues on a new connection; ``orphaned`` lists calls it could not carry."""
+    """The session continues on a new connection; ``orphaned`` lists calls it could not carry.
+
+    ``error`` says what ended the previous connection when it was not a planned switch-over
+    (e.g. a ``FrameTooLargeError`` naming the size of the frame that was lost).
+    """
 
     reason: str
     orphaned: Sequence[str] = field(default_factory=tuple)
+    error: Exception | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,26 +153,45 @@ SessionEvent: TypeAlias = (
     | EventsDropped
 )
 
-#: Events that may be discarded when the app falls behind; everything else is always delivered.
+#: Events that may be discarded when the app falls behind: stale media is worth least.
 DROPPABLE: tuple[type, ...] = (AudioOut, TextOut, InputTranscript, OutputTranscript)
+#: Events that are never discarded: a call's fate and the end of the session.
+KEPT: tuple[type, ...] = (ToolCallSettled, Closed)
+
+_Entry: TypeAlias = list[SessionEvent | None]  # one queued event; None once discarded
+_MEDIA = frozenset(DROPPABLE)  # exact types: a set look-up is cheaper than isinstance
+_KEPT = frozenset(KEPT)
 
 
 class EventBuffer:
-    """A bounded buffer between the session actor and the app.
+    """A buffer between the session actor and the app: puts are O(1) and never block.
 
-    Overflow policy: when ``capacity`` events are waiting, putting another discards the OLDEST
-    droppable event (audio, text, transcripts: stale media is worth least). Control events (tool
-    calls, turns, go-away, resumed, closed) are never discarded, so the buffer can exceed its
-    capacity only by those. The app learns of discards through one ``EventsDropped`` event placed
-    before the next event it reads. After ``close()`` readers drain what is left, then stop.
+    Overflow policy, for an app that reads slowly or not at all:
+
+    - media (audio, text, transcripts): when ``capacity`` events are waiting, putting another
+      discards the OLDEST waiting media event (or the new one when none is waiting);
+    - other events (turns, interruptions, calls started, go-away, resumed): at most
+      ``control_capacity`` (default ``4 * capacity``) wait; beyond that the oldest is discarded;
+    - a call's fate (``ToolCallSettled``) and ``Closed`` are never discarded. They grow only as
+      fast as the model issues calls, one small object per call.
+
+    The app learns of discards through one ``EventsDropped(count)`` placed before the next
+    event it reads. After ``close()`` readers drain what is left, then stop.
     """
 
-    def __init__(self, capacity: int = 1024) -> None:
+    def __init__(self, capacity: int = 1024, control_capacity: int | None = None) -> None:
         if capacity < 1:
             raise ValueError(f"event buffer capacity must be at least 1, got {capacity}")
         self.capacity = capacity
+        self.control_capacity = 4 * capacity if control_capacity is None else control_capacity
+        if self.control_capacity < 1:
+            raise ValueError("control_capacity must be at least 1")
         self.dropped = 0
-        self._items: deque[SessionEvent] = deque()
+        self._items: deque[_Entry] = deque()  # in order; discarded entries are skipped
+        self._media: deque[_Entry] = deque()  # waiting media entries, oldest first
+        self._control: deque[_Entry] = deque()  # waiting droppable control entries
+        self._waiting = 0  # entries in _items not discarded
+        self._discarded = 0  # discarded entries still in _items
         self._pending_drops = 0
         self._closed = False
         self._new_event: Callable[[], anyio.Event] = type(anyio.Event())  # no backend lookups
@@ -154,11 +199,23 @@ class EventBuffer:
 
     def put(self, event: SessionEvent) -> None:
         """Queue ``event`` without blocking, applying the overflow policy."""
-        full = len(self._items) >= self.capacity
-        if full and not self._drop_oldest_droppable() and isinstance(event, DROPPABLE):
-            self._count_drop()
-            return
-        self._items.append(event)
+        kind = type(event)
+        media = kind in _MEDIA
+        if self._waiting >= self.capacity:
+            if self._media:
+                self._discard(self._media.popleft())
+            elif media:
+                self._count_drop()
+                return
+        entry: _Entry = [event]
+        self._items.append(entry)
+        self._waiting += 1
+        if media:
+            self._media.append(entry)
+        elif kind not in _KEPT:
+            self._control.append(entry)
+            if len(self._control) > self.control_capacity:
+                self._discard(self._control.popleft())
         if self._wakeup is not None:
             self._wakeup.set()
 
@@ -174,8 +231,9 @@ class EventBuffer:
             if self._pending_drops:
                 count, self._pending_drops = self._pending_drops, 0
                 return EventsDropped(count)
-            if self._items:
-                return self._items.popleft()
+            event = self._pop()
+            if event is not None:
+                return event
             if self._closed:
                 return None
             wakeup = self._wakeup
@@ -188,15 +246,33 @@ class EventBuffer:
                     self._wakeup = None
 
     def __len__(self) -> int:
-        return len(self._items)
+        return self._waiting
 
-    def _drop_oldest_droppable(self) -> bool:
-        for index, queued in enumerate(self._items):
-            if isinstance(queued, DROPPABLE):
-                del self._items[index]
-                self._count_drop()
-                return True
-        return False
+    def _pop(self) -> SessionEvent | None:
+        items = self._items
+        while items:
+            entry = items.popleft()
+            event = entry[0]
+            if event is None:
+                self._discarded -= 1
+                continue
+            self._waiting -= 1
+            kind = type(event)
+            if kind in _MEDIA:
+                self._media.popleft()  # the oldest waiting media entry is this one
+            elif kind not in _KEPT:
+                self._control.popleft()
+            return event
+        return None
+
+    def _discard(self, entry: _Entry) -> None:
+        entry[0] = None
+        self._waiting -= 1
+        self._discarded += 1
+        self._count_drop()
+        if self._discarded > 64 and self._discarded > self._waiting:
+            self._items = deque(e for e in self._items if e[0] is not None)
+            self._discarded = 0
 
     def _count_drop(self) -> None:
         self.dropped += 1

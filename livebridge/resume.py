@@ -11,10 +11,13 @@ import random
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 from livebridge.errors import (
     ConnectionLostError,
+    FrameTooLargeError,
     InvalidPayloadError,
+    LivebridgeError,
     LiveSessionError,
     ModelNotFoundError,
     OperationAbortedError,
@@ -23,33 +26,30 @@ from livebridge.errors import (
     SessionNotFoundError,
 )
 
+__all__ = [
+    "CloseAction",
+    "CloseDecision",
+    "backoff",
+    "classify_close",
+    "keepalive_settings",
+    "reconnect_deadline",
+]
+
+#: ``resume``: connect again with the newest resumption handle; ``end``: the session is over.
+CloseAction = Literal["resume", "end"]
+
 
 @dataclass(frozen=True, slots=True)
 class CloseDecision:
     """What to do about a closed socket.
 
-    ``retry``: connect again; ``resume``: with the newest resumption handle. ``reason`` is a
-    short label for events and metrics; ``error`` is what the app gets when the session ends
-    (or what it is told about a retry); None for an expected close.
+    ``reason`` is a short label for events and metrics; ``error`` is what the app gets when the
+    session ends (or what it is told about a resume); None for an expected close.
     """
 
-    retry: bool
-    resume: bool
+    action: CloseAction
     reason: str
-    error: LiveSessionError | None
-
-
-_DURATION = re.compile(r"(-)?(\d+)(?:\.(\d{1,9}))?s")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a proto3 JSON Duration such as ``"50s"``, ``"1.5s"`` or ``"0.250s"``."""
-    match = _DURATION.fullmatch(text.strip())
-    if match is None:
-        raise ValueError(f"not a protobuf Duration (like '50s' or '1.5s'): {text!r}")
-    sign, whole, fraction = match.groups()
-    seconds = int(whole) + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
-    return -seconds if sign else seconds
+    error: LivebridgeError | None
 
 
 def backoff(
@@ -82,8 +82,8 @@ def classify_close(code: int | None, reason: str, *, after_go_away: bool = False
     error: LiveSessionError
     if code == 1000:
         if after_go_away:
-            return CloseDecision(True, True, "go_away", None)
-        return CloseDecision(False, False, "closed", None)
+            return CloseDecision("resume", "go_away", None)
+        return CloseDecision("end", "closed", None)
     if code is None or code in (1001, 1006):
         error = ConnectionLostError(
             f"The connection to the Live API was lost (close code {code}, {reason or 'no reason'})."
@@ -91,9 +91,11 @@ def classify_close(code: int | None, reason: str, *, after_go_away: bool = False
             code=code,
             reason=reason,
         )
-        return CloseDecision(True, True, "dropped", error)
+        return CloseDecision("resume", "dropped", error)
     if code == 1011:
         return _internal_error(reason, text, after_go_away)
+    if code == 1009:
+        return CloseDecision("resume", "frame_too_large", frame_too_large(reason))
     if code == 1007:
         error = InvalidPayloadError(
             f"The Live API rejected a message as invalid (1007: {reason}). Fix the message it "
@@ -102,7 +104,7 @@ def classify_close(code: int | None, reason: str, *, after_go_away: bool = False
             code=code,
             reason=reason,
         )
-        return CloseDecision(False, False, "invalid_payload", error)
+        return CloseDecision("end", "invalid_payload", error)
     if code == 1008:
         return _policy_violation(reason, text)
     error = LiveSessionError(
@@ -111,7 +113,7 @@ def classify_close(code: int | None, reason: str, *, after_go_away: bool = False
         code=code,
         reason=reason,
     )
-    return CloseDecision(False, False, "unexpected_close", error)
+    return CloseDecision("end", "unexpected_close", error)
 
 
 def _internal_error(reason: str, text: str, after_go_away: bool) -> CloseDecision:
@@ -124,16 +126,16 @@ def _internal_error(reason: str, text: str, after_go_away: bool) -> CloseDecisio
             code=1011,
             reason=reason,
         )
-        return CloseDecision(True, True, "keepalive_timeout", error)
+        return CloseDecision("resume", "keepalive_timeout", error)
     if after_go_away and "deadline expired" in text:
-        return CloseDecision(True, True, "go_away", None)
+        return CloseDecision("resume", "go_away", None)
     error = ServerError(
         f"The Live API failed on its side (1011: {reason or 'no reason'}). It is resumed "
         "with the newest handle; if it repeats, retry later or check the service status.",
         code=1011,
         reason=reason,
     )
-    return CloseDecision(True, True, "server_error", error)
+    return CloseDecision("resume", "server_error", error)
 
 
 def _policy_violation(reason: str, text: str) -> CloseDecision:
@@ -172,7 +174,28 @@ def _policy_violation(reason: str, text: str) -> CloseDecision:
             code=1008,
             reason=reason,
         )
-    return CloseDecision(False, False, label, error)
+    return CloseDecision("end", label, error)
+
+
+_SIZE = re.compile(r"with (\d+) bytes")
+_LIMIT = re.compile(r"limit of (\d+) bytes")
+
+
+def frame_too_large(reason: str) -> FrameTooLargeError:
+    """The error for a server frame over the client's ``max_size`` (websockets closed with 1009).
+
+    websockets' reason reads like "frame with 5000000 bytes exceeds limit of 4194304 bytes"
+    (without the size when the frame was compressed).
+    """
+    size = _SIZE.search(reason)
+    limit = _LIMIT.search(reason)
+    return FrameTooLargeError(
+        f"The server sent a frame larger than this client accepts ({reason or 'over max_size'});"
+        " the frame was lost and the session resumes. Raise max_size in the client's "
+        "async_client_args (livebridge.client_args) if the service really sends frames this big.",
+        size=int(size[1]) if size else None,
+        limit=int(limit[1]) if limit else None,
+    )
 
 
 def reconnect_deadline(received_at: float, time_left: float, margin: float = 5.0) -> float:

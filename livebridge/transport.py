@@ -1,36 +1,46 @@
-"""The narrow seam between a ``LiveSession`` and one Live connection.
+"""The narrow seam between a session and one Live connection, free of any SDK or socket code.
 
-A session only ever receives ``wire.ServerMessage``s and sends the few client messages below, so
-the socket work behind it can be swapped:
-
-- ``WireTransport`` (the default): the google-genai SDK opens the connection (endpoint,
-  authentication, setup), then every message is encoded and decoded with the msgspec codec in
-  ``livebridge.wire`` directly on the SDK's websocket: no per-message model validation.
-- ``SdkTransport``: every message goes through the SDK's own ``receive()`` and ``send_*``
-  methods. Slower, but it relies on nothing but the SDK's public API.
-
-Both turn every way a connection can end into ``TransportClosed(code, reason)``.
+A session receives only ``wire.ServerMessage``s and sends the few ``ClientItem``s below, so the
+socket work behind a ``Transport`` can be swapped (``livebridge.connectors`` builds them). Every
+way a connection ends surfaces as ``TransportClosed(code, reason)``; a frame that does not decode
+surfaces as ``MalformedMessageError`` and the connection goes on (both from ``livebridge.errors``,
+re-exported here as part of the seam).
 """
 
 from __future__ import annotations
 
 import ssl as ssl_module
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias
 
 import msgspec
-from google.genai import errors as genai_errors
-from google.genai import live as genai_live
-from google.genai import types
-from websockets.exceptions import ConnectionClosed
 
 from livebridge import resume, wire
-from livebridge.adapters.gemini_live import to_sdk
+from livebridge.errors import MalformedMessageError, TransportClosed
 
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "Audio",
+    "ClientItem",
+    "ClientKind",
+    "MalformedMessageError",
+    "Signal",
+    "Text",
+    "ToolAnswers",
+    "Transport",
+    "TransportClosed",
+    "TransportKind",
+    "client_args",
+    "encode_client",
+    "message_kind",
+]
+
+#: ``wire``: msgspec on the SDK's websocket (fast); ``sdk``: the SDK's own receive/send.
 TransportKind = Literal["wire", "sdk"]
 
-#: Largest server message accepted (websockets' default is 1 MiB).
+#: Largest server message accepted (websockets' default is 1 MiB); larger frames close the
+#: connection with 1009, reported as ``FrameTooLargeError`` and resumed.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 
@@ -52,19 +62,6 @@ def client_args(ssl: ssl_module.SSLContext | None = None) -> dict[str, Any]:
     if ssl is not None:
         args["ssl"] = ssl
     return args
-
-
-class TransportClosed(Exception):
-    """The connection ended; ``code``/``reason`` are the close frame's (1006 when none came)."""
-
-    def __init__(self, code: int | None, reason: str) -> None:
-        super().__init__(f"connection closed ({code}): {reason or 'no reason given'}")
-        self.code = code
-        self.reason = reason
-
-
-class MalformedMessage(ValueError):
-    """A server frame that is not a valid Live message; the connection itself is fine."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,28 +90,32 @@ class ToolAnswers:
 
 
 ClientItem: TypeAlias = Audio | Text | Signal | ToolAnswers
+#: The top-level field a client item is sent as.
+ClientKind = Literal["toolResponse", "realtimeInput"]
 
 
-def message_kind(item: ClientItem) -> str:
+def message_kind(item: ClientItem) -> ClientKind:
     """The top-level field name the item is sent as (for metrics)."""
     return "toolResponse" if isinstance(item, ToolAnswers) else "realtimeInput"
 
 
 class Transport(Protocol):
+    """One open Live connection, as a session sees it."""
+
     session_id: str | None
 
-    async def recv(self) -> wire.ServerMessage: ...
+    async def recv(self) -> wire.ServerMessage:
+        """The next server message; raises ``TransportClosed`` or ``MalformedMessageError``."""
+        ...
 
-    async def send(self, item: ClientItem) -> None: ...
+    async def send(self, item: ClientItem) -> None:
+        """Send one client message; raises ``TransportClosed`` when the connection ended."""
+        ...
 
-
-def _closed(exc: ConnectionClosed) -> TransportClosed:
-    if exc.rcvd is not None:
-        return TransportClosed(exc.rcvd.code, exc.rcvd.reason)
-    return TransportClosed(1006, "connection lost without a close frame")
-
-
-# The wire transport ---------------------------------------------------------------------------
+    async def close(self) -> None:
+        """Close the connection normally (websocket code 1000), within a few seconds: a peer
+        that does not answer the closing handshake in time is cut off."""
+        ...
 
 
 class _AudioBlob(msgspec.Struct, rename="camel"):
@@ -147,86 +148,3 @@ def encode_client(item: ClientItem) -> bytes:
     if isinstance(item, Text):
         return wire.encode({"realtimeInput": {"text": item.text}})
     return _SIGNALS[item.kind]
-
-
-class WireTransport:
-    """msgspec on the SDK's websocket: the hot path."""
-
-    def __init__(self, session: genai_live.AsyncSession) -> None:
-        self.session_id = session.session_id
-        self._ws = session._ws
-
-    async def recv(self) -> wire.ServerMessage:
-        try:
-            frame = await self._ws.recv(decode=False)
-        except ConnectionClosed as exc:
-            raise _closed(exc) from None
-        try:
-            return wire.decode_server(frame)
-        except ValueError as exc:
-            raise MalformedMessage(f"{exc}: {bytes(frame[:200])!r}") from None
-
-    async def send(self, item: ClientItem) -> None:
-        try:
-            await self._ws.send(encode_client(item), text=True)
-        except ConnectionClosed as exc:
-            raise _closed(exc) from None
-
-
-# The SDK transport ----------------------------------------------------------------------------
-
-
-class SdkTransport:
-    """Every message through the SDK's public methods and pydantic models."""
-
-    def __init__(self, session: genai_live.AsyncSession) -> None:
-        self.session_id = session.session_id
-        self._session = session
-        self._turns: AsyncIterator[types.LiveServerMessage] | None = None
-
-    async def recv(self) -> wire.ServerMessage:
-        try:
-            while True:
-                if self._turns is None:
-                    self._turns = self._session.receive()  # ends after each turnComplete
-                try:
-                    message = await anext(self._turns)
-                    break
-                except StopAsyncIteration:
-                    self._turns = None
-        except ValueError as exc:  # the SDK could not parse the frame; its iterator is spent
-            self._turns = None
-            raise MalformedMessage(str(exc)) from None
-        except genai_errors.APIError as exc:
-            raise TransportClosed(exc.code, exc.details or exc.message or "") from None
-        except ConnectionClosed as exc:
-            raise _closed(exc) from None
-        raw = message.model_dump(mode="json", by_alias=True, exclude_none=True)
-        try:
-            return msgspec.convert(raw, wire.ServerMessage, strict=False)
-        except ValueError as exc:
-            raise MalformedMessage(str(exc)) from None
-
-    async def send(self, item: ClientItem) -> None:
-        session = self._session
-        try:
-            if isinstance(item, ToolAnswers):
-                await session.send_tool_response(function_responses=to_sdk(item.responses))
-            elif isinstance(item, Audio):
-                blob = types.Blob(data=item.pcm, mime_type=f"audio/pcm;rate={item.rate}")
-                await session.send_realtime_input(audio=blob)
-            elif isinstance(item, Text):
-                await session.send_realtime_input(text=item.text)
-            elif item.kind == "activity_start":
-                await session.send_realtime_input(activity_start=types.ActivityStart())
-            elif item.kind == "activity_end":
-                await session.send_realtime_input(activity_end=types.ActivityEnd())
-            else:
-                await session.send_realtime_input(audio_stream_end=True)
-        except ConnectionClosed as exc:
-            raise _closed(exc) from None
-
-
-def open_transport(kind: TransportKind, session: genai_live.AsyncSession) -> Transport:
-    """The transport of ``kind`` over a connected SDK session."""
-    return WireTransport(session) if kind == "wire" else SdkTransport(session)

@@ -4,7 +4,11 @@ Server messages are decoded leniently (unknown fields ignored, proto3 JSON strin
 ``"resumable": "true"`` coerced), client messages strictly, so an unknown field is reported the way
 the real service reports it. Client JSON may mix snake_case and lowerCamel field names
 (``normalize_keys``); user data (``args``, ``response``, JSON schemas, ``labels``) is never touched.
-Encoders and decoders are built once; use the module-level functions.
+Server frames in snake_case (an SDK model re-serialised) decode like camelCase ones. A frame
+nested too deep to decode has its deepest values replaced by ``TOO_DEEP`` instead of being lost,
+so one absurd ``args`` cannot sink the calls beside it. Encoders and decoders are built once; use
+the module-level functions. The small parsers every Live component shares (``parse_duration``,
+``audio_rate``, ``camel``) live here too.
 """
 
 from __future__ import annotations
@@ -13,9 +17,36 @@ import base64
 import binascii
 import re
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Final, Literal, get_args
 
 import msgspec
+
+__all__ = [
+    "DEFAULT_AUDIO_RATE",
+    "MAX_DEPTH",
+    "SERVER_KINDS",
+    "TOO_DEEP",
+    "ClientMessage",
+    "FunctionCall",
+    "Scheduling",
+    "ServerKind",
+    "ServerMessage",
+    "WireError",
+    "audio_rate",
+    "b64decode",
+    "b64encode",
+    "camel",
+    "convert_client",
+    "decode_client",
+    "decode_client_json",
+    "decode_server",
+    "encode",
+    "normalize_keys",
+    "parse_duration",
+    "server_kinds",
+    "snake",
+    "to_builtins",
+]
 
 Scheduling = Literal["SCHEDULING_UNSPECIFIED", "SILENT", "WHEN_IDLE", "INTERRUPT"]
 
@@ -39,9 +70,12 @@ class Blob(_Wire):
 
 
 class FunctionCall(_Wire):
-    id: str | None = None
-    name: str = ""
-    args: dict[str, Any] | None = None
+    """Typed loosely on purpose: one call with a bad ``id``, ``name`` or ``args`` must not stop
+    the frame (and the calls beside it) from decoding. The session checks each call."""
+
+    id: Any = None
+    name: Any = ""
+    args: Any = None
 
 
 class FunctionResponse(_Strict):
@@ -241,6 +275,42 @@ class ServerMessage(_Wire):
     voice_activity: VoiceActivity | None = None
 
 
+#: The top-level fields of a server message, in the order a session handles them (a handle
+#: issued in a frame counts before that frame's ``goAway``). One name per ``ServerMessage`` field.
+ServerKind = Literal[
+    "setupComplete",
+    "serverContent",
+    "usageMetadata",
+    "toolCall",
+    "toolCallCancellation",
+    "sessionResumptionUpdate",
+    "goAway",
+    "voiceActivityDetectionSignal",
+    "voiceActivity",
+]
+SERVER_KINDS: Final[tuple[ServerKind, ...]] = get_args(ServerKind)
+
+
+def server_kinds(message: ServerMessage) -> tuple[ServerKind, ...]:
+    """The kinds of the fields set in ``message``, in ``SERVER_KINDS`` order."""
+    if message.server_content is not None and _only_content(message):
+        return _CONTENT_ONLY  # the hot path: audio and transcripts
+    return tuple([kind for kind, name in _SERVER_ATTRIBUTES if getattr(message, name) is not None])
+
+
+def _only_content(message: ServerMessage) -> bool:
+    return (
+        message.tool_call is None
+        and message.usage_metadata is None
+        and message.session_resumption_update is None
+        and message.go_away is None
+        and message.tool_call_cancellation is None
+        and message.setup_complete is None
+        and message.voice_activity is None
+        and message.voice_activity_detection_signal is None
+    )
+
+
 # Codec -----------------------------------------------------------------------------------------
 
 _encoder = msgspec.json.Encoder()
@@ -276,15 +346,133 @@ def encode(message: msgspec.Struct | dict[str, Any]) -> bytes:
     return _encoder.encode(message)
 
 
+#: Replaces every value nested deeper than ``MAX_DEPTH`` in a server frame.
+TOO_DEEP: Final = "<value nested too deep to decode>"
+#: Nesting kept when a frame is too deep for the decoder (which stops near 1,000 levels).
+MAX_DEPTH: Final = 256
+
+_EMPTY_SERVER_MESSAGE = ServerMessage()
+
+
 def decode_server(data: bytes | str) -> ServerMessage:
-    """Decode a server frame (lenient: unknown fields ignored, proto3 strings coerced)."""
-    return _server_decoder.decode(data)
+    """Decode a server frame (lenient: unknown fields ignored, proto3 strings coerced).
+
+    camelCase is what the service sends; a frame in snake_case is decoded too. Values nested
+    deeper than ``MAX_DEPTH`` become ``TOO_DEEP``, and a call whose ``args`` held such a value
+    gets ``args=TOO_DEEP`` (not an object, so it is rejected rather than run). Raises
+    ``msgspec.DecodeError`` (a ``ValueError``) for a frame that is not a JSON object of the
+    right shape.
+    """
+    try:
+        message = _server_decoder.decode(data)
+    except RecursionError:
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        message = _server_decoder.decode(_clip_depth(raw, MAX_DEPTH))
+        _mark_clipped_calls(message)
+    if message == _EMPTY_SERVER_MESSAGE:
+        return _decode_snake(data)
+    return message
+
+
+def _mark_clipped_calls(message: ServerMessage) -> None:
+    calls = list(message.tool_call.function_calls) if message.tool_call else []
+    if message.server_content is not None and message.server_content.model_turn is not None:
+        parts = message.server_content.model_turn.parts
+        calls += [part.function_call for part in parts if part.function_call is not None]
+    for call in calls:
+        if _holds_too_deep(call.args):
+            call.args = TOO_DEEP
+
+
+def _holds_too_deep(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_holds_too_deep(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds_too_deep(item) for item in value)
+    return isinstance(value, str) and value == TOO_DEEP
+
+
+def _decode_snake(data: bytes | str) -> ServerMessage:
+    try:
+        raw = _any_decoder.decode(data)
+    except RecursionError:
+        as_bytes = data.encode() if isinstance(data, str) else bytes(data)
+        raw = _any_decoder.decode(_clip_depth(as_bytes, MAX_DEPTH))
+    if not isinstance(raw, dict) or not raw:
+        return _EMPTY_SERVER_MESSAGE
+    message = msgspec.convert(normalize_keys(raw), ServerMessage, strict=False)
+    _mark_clipped_calls(message)
+    return message
+
+
+def _clip_depth(data: bytes, limit: int) -> bytes:
+    """``data`` with every JSON value opened deeper than ``limit`` replaced by ``TOO_DEEP``.
+
+    A linear scan without recursion; only used for frames the decoder refused as too deep.
+    """
+    out = bytearray()
+    depth = 0
+    start = 0  # the first byte not copied to ``out`` yet
+    skipping = -1  # the depth of the value being replaced, or -1
+    in_string = escaped = False
+    for index, byte in enumerate(data):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+            continue
+        if byte == 0x22:
+            in_string = True
+        elif byte in b"[{":
+            depth += 1
+            if depth > limit and skipping < 0:
+                out += data[start:index]
+                out += _encoder.encode(TOO_DEEP)
+                skipping = depth
+        elif byte in b"]}":
+            if depth == skipping:
+                skipping = -1
+                start = index + 1
+            depth -= 1
+    if skipping < 0:
+        out += data[start:]
+    return bytes(out)
 
 
 def to_builtins(message: msgspec.Struct) -> dict[str, Any]:
     """The JSON object a Struct encodes to (camelCase keys, defaults omitted)."""
     result: dict[str, Any] = msgspec.to_builtins(message)
     return result
+
+
+_DURATION = re.compile(r"(-)?(\d+)(?:\.(\d{1,9}))?s")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a proto3 JSON Duration such as ``"50s"``, ``"1.5s"`` or ``"0.250s"``."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"not a protobuf Duration (like '50s' or '1.5s'): {text!r}")
+    sign, whole, fraction = match.groups()
+    seconds = int(whole) + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
+    return -seconds if sign else seconds
+
+
+#: The sample rate of audio whose mime type names none (the service's output rate).
+DEFAULT_AUDIO_RATE: Final = 24_000
+
+
+@lru_cache(maxsize=64)  # a server sending ever new mime types cannot grow it
+def audio_rate(mime_type: str | None, default: int = DEFAULT_AUDIO_RATE) -> int:
+    """The ``rate=`` of an audio mime type such as ``audio/pcm;rate=16000``, else ``default``."""
+    for piece in (mime_type or "").split(";"):
+        key, _, value = piece.strip().partition("=")
+        if key.strip().lower() == "rate" and value.strip().isdigit():
+            return int(value.strip())
+    return default
 
 
 @lru_cache(maxsize=1024)
@@ -385,3 +573,9 @@ def _service_reason(detail: str) -> str:
             f"{message}"
         )
     return f"Invalid JSON payload received. {message}"
+
+
+_SERVER_ATTRIBUTES: tuple[tuple[ServerKind, str], ...] = tuple(
+    (kind, snake(kind)) for kind in SERVER_KINDS
+)
+_CONTENT_ONLY: Final[tuple[ServerKind, ...]] = ("serverContent",)

@@ -1,5 +1,9 @@
+import time
+
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from livebridge.events import (
     AudioOut,
@@ -8,6 +12,7 @@ from livebridge.events import (
     EventsDropped,
     Interrupted,
     SessionEvent,
+    ToolCallSettled,
     TurnComplete,
 )
 
@@ -61,3 +66,76 @@ async def test_get_waits_for_the_next_event() -> None:
 def test_capacity_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         EventBuffer(capacity=0)
+
+
+async def test_an_app_that_never_reads_keeps_memory_bounded_and_every_fate() -> None:
+    buffer = EventBuffer(capacity=8, control_capacity=16)
+    for i in range(20_000):
+        buffer.put(AudioOut(b"x"))
+        buffer.put(TurnComplete())
+        if i % 100 == 0:
+            buffer.put(ToolCallSettled(f"c{i}", "f", "ok", 0.0))
+    fates = 200
+    assert len(buffer) <= 8 + 16 + fates
+    assert len(buffer._items) <= 2 * (8 + 16 + fates) + 65  # discarded entries are compacted
+    events = await drain(buffer)
+    settled = [e.call_id for e in events if isinstance(e, ToolCallSettled)]
+    assert settled == [f"c{i}" for i in range(0, 20_000, 100)]
+    dropped = sum(e.count for e in events if isinstance(e, EventsDropped))
+    assert dropped == buffer.dropped == 40_000 + fates - (len(events) - 1)
+
+
+async def test_puts_stay_constant_time_when_full_of_control_events() -> None:
+    buffer = EventBuffer(capacity=4, control_capacity=50_000)
+    for _ in range(50_000):
+        buffer.put(TurnComplete())
+    started = time.perf_counter()
+    for _ in range(10_000):
+        buffer.put(AudioOut(b"x"))  # full and no media waiting: each is dropped at once
+    assert time.perf_counter() - started < 1.0  # a scan per put would take minutes
+    assert buffer.dropped == 10_000
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["audio", "turn", "fate", "read"]),
+        max_size=300,
+    ),
+    st.integers(1, 6),
+    st.integers(1, 6),
+)
+def test_random_puts_and_reads_keep_order_and_fates(
+    script: list[str], capacity: int, control: int
+) -> None:
+    anyio.run(check_random_script, script, capacity, control)
+
+
+async def check_random_script(script: list[str], capacity: int, control: int) -> None:
+    buffer = EventBuffer(capacity=capacity, control_capacity=control)
+    put: list[SessionEvent] = []
+    read: list[SessionEvent] = []
+    for step, action in enumerate(script):
+        if action == "read":
+            if len(buffer):
+                event = await buffer.get()
+                assert event is not None
+                read.append(event)
+            continue
+        new: SessionEvent
+        if action == "audio":
+            new = AudioOut(bytes([step % 256]))
+        elif action == "turn":
+            new = TurnComplete(reason=str(step))
+        else:
+            new = ToolCallSettled(str(step), "f", "ok", 0.0)
+        buffer.put(new)
+        put.append(new)
+    read += await drain(buffer)
+    delivered = [e for e in read if not isinstance(e, EventsDropped)]
+    positions = [put.index(e) for e in delivered]
+    assert positions == sorted(positions)  # order kept
+    fates = [e for e in put if isinstance(e, ToolCallSettled)]
+    assert [e for e in delivered if isinstance(e, ToolCallSettled)] == fates
+    dropped = sum(e.count for e in read if isinstance(e, EventsDropped))
+    assert dropped == len(put) - len(delivered) == buffer.dropped

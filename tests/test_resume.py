@@ -4,6 +4,7 @@ import pytest
 
 from livebridge.errors import (
     ConnectionLostError,
+    FrameTooLargeError,
     InvalidPayloadError,
     LiveSessionError,
     ModelNotFoundError,
@@ -16,9 +17,9 @@ from livebridge.resume import (
     backoff,
     classify_close,
     keepalive_settings,
-    parse_duration,
     reconnect_deadline,
 )
+from livebridge.wire import parse_duration
 
 
 @pytest.mark.parametrize(
@@ -171,12 +172,14 @@ def test_classify_close(
     label: str,
     error: type[LiveSessionError] | None,
 ) -> None:
+    assert retry == resume  # a close is either resumed or the end
     decision = classify_close(code, reason, after_go_away=go_away)
-    assert (decision.retry, decision.resume, decision.reason) == (retry, resume, label)
+    assert (decision.action, decision.reason) == ("resume" if retry else "end", label)
     if error is None:
         assert decision.error is None
     else:
         assert type(decision.error) is error
+        assert isinstance(decision.error, LiveSessionError)
         assert decision.error.code == code
         assert decision.error.reason == reason
 
@@ -198,6 +201,18 @@ def test_error_messages_say_what_to_do(code: int, reason: str, advice: str) -> N
     assert error is not None
     assert advice in str(error)
     assert isinstance(error, LiveSessionError)
+
+
+def test_frame_over_the_client_limit_is_resumed_with_a_typed_error() -> None:
+    reason = "frame with 5000000 bytes exceeds limit of 4194304 bytes"
+    decision = classify_close(1009, reason)
+    assert (decision.action, decision.reason) == ("resume", "frame_too_large")
+    assert isinstance(decision.error, FrameTooLargeError)
+    assert (decision.error.size, decision.error.limit) == (5_000_000, 4_194_304)
+    assert "max_size" in str(decision.error)
+    compressed = classify_close(1009, "frame exceeds limit of 4194304 bytes").error
+    assert isinstance(compressed, FrameTooLargeError)
+    assert (compressed.size, compressed.limit) == (None, 4_194_304)
 
 
 def test_error_tree_has_one_root() -> None:

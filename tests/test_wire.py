@@ -202,3 +202,48 @@ def test_close_reason_cap_and_durations() -> None:
     assert (parse_duration("50s"), parse_duration("0.5s")) == (50.0, 0.5)
     with pytest.raises(ValueError):
         parse_duration("soon")
+
+
+def test_server_kinds_name_every_field_once() -> None:
+    fields = {wire.camel(name) for name in wire.ServerMessage.__struct_fields__}
+    assert set(wire.SERVER_KINDS) == fields
+    assert len(wire.SERVER_KINDS) == len(fields)
+    message = wire.decode_server(b'{"goAway": {}, "toolCall": {}, "setupComplete": {}}')
+    assert list(wire.server_kinds(message)) == ["setupComplete", "toolCall", "goAway"]
+
+
+def test_snake_case_server_frames_decode_like_camel_case() -> None:
+    camel_frame = (
+        b'{"toolCall": {"functionCalls": [{"id": "a", "name": "f", "args": {"my_key": 1}}]}}'
+    )
+    snake_frame = (
+        b'{"tool_call": {"function_calls": [{"id": "a", "name": "f", "args": {"my_key": 1}}]}}'
+    )
+    assert wire.decode_server(snake_frame) == wire.decode_server(camel_frame)
+    assert wire.decode_server(b"{}") == wire.ServerMessage()
+    assert wire.decode_server(b'{"somethingNew": 1}') == wire.ServerMessage()
+
+
+def test_a_call_nested_too_deep_is_marked_and_its_siblings_decode() -> None:
+    deep = b'{"id":"d","name":"f","args":' + b'{"a":' * 2000 + b'"]}\\""' + b"}" * 2001
+    frame = b'{"toolCall":{"functionCalls":[' + deep + b',{"id":"ok","args":{"x":[1]}}]}}'
+    calls = wire.decode_server(frame).tool_call
+    assert calls is not None
+    assert [(c.id, c.args) for c in calls.function_calls] == [
+        ("d", wire.TOO_DEEP),
+        ("ok", {"x": [1]}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mime", "rate"),
+    [
+        ("audio/pcm;rate=16000", 16_000),
+        ("audio/pcm; rate=24000", 24_000),
+        ("audio/pcm", 24_000),
+        (None, 24_000),
+        ("audio/pcm;rate=fast", 24_000),
+    ],
+)
+def test_audio_rate(mime: str | None, rate: int) -> None:
+    assert wire.audio_rate(mime) == rate

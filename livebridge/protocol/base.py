@@ -1,0 +1,177 @@
+"""What every live protocol shares: the connection state table and the actions it asks for.
+
+A protocol is sans-I/O: the shell feeds it decoded server messages, app input and the time, and
+it answers with session events (for the app), observer events and actions (for the shell).
+Nothing here awaits, reads a clock or touches a socket.
+
+One connection at a time moves through this table (the only place the state changes; an event
+not in it raises ``ConnectionStateError`` and changes nothing)::
+
+    connecting --open--> ready --go_away--> going_away
+         ^                 |                    |
+         +------ lost -----+-------- lost ------+     (reconnect, resume with the handle)
+    any state --close--> closed                       (terminal)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol, TypeAlias
+
+from livebridge.calls import Call, Outcome, Partial
+from livebridge.errors import LivebridgeError, LocalProtocolError
+from livebridge.events import Closed, SessionEvent
+from livebridge.ledger import Outgoing
+from livebridge.observe import Event
+from livebridge.protocol.outbox import AudioPolicy, Outbox
+from livebridge.transport import ClientItem
+
+__all__ = [
+    "Action",
+    "CancelCalls",
+    "ConnectionEvent",
+    "ConnectionState",
+    "ConnectionStateError",
+    "ConnectionTable",
+    "Finish",
+    "LiveProtocol",
+    "Notify",
+    "Output",
+    "ProtocolOptions",
+    "Reconnect",
+    "RunCalls",
+    "SwitchConnection",
+]
+
+ConnectionState = Literal["connecting", "ready", "going_away", "closed"]
+ConnectionEvent = Literal["open", "message", "go_away", "lost", "close"]
+
+_TABLE: Final[dict[tuple[ConnectionState, ConnectionEvent], ConnectionState]] = {
+    ("connecting", "open"): "ready",
+    ("connecting", "lost"): "connecting",
+    ("connecting", "close"): "closed",
+    ("ready", "message"): "ready",
+    ("ready", "go_away"): "going_away",
+    ("ready", "lost"): "connecting",
+    ("ready", "close"): "closed",
+    ("going_away", "message"): "going_away",
+    ("going_away", "go_away"): "going_away",  # a repeated goAway changes nothing
+    ("going_away", "lost"): "connecting",
+    ("going_away", "close"): "closed",
+    ("closed", "close"): "closed",  # closing twice is harmless
+}
+
+
+class ConnectionStateError(LocalProtocolError):
+    """The shell reported a connection event the state table does not allow; nothing changed."""
+
+
+class ConnectionTable:
+    """The state of the current connection; ``move`` is the one gate that changes it."""
+
+    __slots__ = ("state",)
+
+    def __init__(self) -> None:
+        self.state: ConnectionState = "connecting"
+
+    def move(self, event: ConnectionEvent) -> ConnectionState:
+        target = _TABLE.get((self.state, event))
+        if target is None:
+            raise ConnectionStateError(f"a connection that is {self.state} cannot take {event!r}")
+        self.state = target
+        return target
+
+
+@dataclass(frozen=True, slots=True)
+class RunCalls:
+    """Run these admitted calls as one dispatcher batch, in turn ``turn``."""
+
+    calls: Sequence[Call]
+    turn: int
+
+
+@dataclass(frozen=True, slots=True)
+class CancelCalls:
+    """Cancel the handlers of these calls (their fate is already decided)."""
+
+    call_ids: Sequence[str]
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchConnection:
+    """Leave this connection once ``switch_ready`` is true, or at ``deadline`` at the latest."""
+
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class Notify:
+    """Give ``event`` to the observers (metrics, traces)."""
+
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class Reconnect:
+    """Open a new connection after ``delay`` seconds, resuming with the newest handle."""
+
+    reason: str
+    delay: float
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The session is over: cancel what still runs, deliver ``closed`` and stop."""
+
+    closed: Closed
+
+
+Action: TypeAlias = RunCalls | CancelCalls | SwitchConnection | Notify
+
+
+#: What a protocol hands the shell: an event for the app, or an action.
+Output: TypeAlias = SessionEvent | Action
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolOptions:
+    """The protocol's share of ``SessionOptions`` (see there)."""
+
+    audio_during_blocking: AudioPolicy = "hold"
+    held_audio_seconds: float = 10.0
+    outbox_bytes: int = 1024 * 1024
+    reconnect_attempts: int = 5
+    go_away_margin: float = 1.0
+
+
+class LiveProtocol(Protocol):
+    """What the session shell asks of a vendor's protocol (``GeminiLiveProtocol`` is one).
+
+    Every method takes the time as an argument and returns outputs; none awaits.
+    """
+
+    handle: str | None
+    session_id: str | None
+    outbox: Outbox
+
+    @property
+    def state(self) -> ConnectionState: ...
+    @property
+    def idle(self) -> bool: ...
+    @property
+    def switch_ready(self) -> bool: ...
+    @property
+    def send_directly(self) -> bool: ...
+    def opened(self, session_id: str | None, now: float) -> list[Output]: ...
+    def lost(
+        self, code: int | None, reason: str, now: float, *, error: LivebridgeError | None = None
+    ) -> Reconnect | Finish: ...
+    def receive(self, message: Any, now: float) -> list[Output]: ...
+    def settled(self, outcome: Outcome) -> list[Output]: ...
+    def partial(self, item: Partial) -> list[Output]: ...
+    def next_item(self, now: float) -> Outgoing | ClientItem | None: ...
+    def sent(self, item: Outgoing | ClientItem, now: float) -> list[Output]: ...
+    def take_fates(self) -> list[Output]: ...
+    def shutdown(self) -> list[str]: ...
+    def close(self, closed: Closed, now: float) -> list[Output]: ...

@@ -1,0 +1,454 @@
+"""``GeminiLiveProtocol``: one Gemini Live conversation as a sans-I/O state machine.
+
+The shell (``livebridge.session``) feeds it what happened, with the time as an argument:
+decoded server messages (``receive``), connections opened and lost, results of handlers, the
+app's input; it answers with session events for the app and actions for the shell (run these
+calls, cancel these, switch connection, reconnect or finish). It owns the turn counter, the
+resumption handle, the connection state table (``protocol.base``) and the call ledger, so a
+message carrying audio, a transcript and ``turnComplete`` at once is tested with plain calls.
+
+Interrupted without cancellation: the service may interrupt a turn while BLOCKING calls are
+pending and never send ``toolCallCancellation``. The calls were not withdrawn, so they keep
+running and are answered as usual; a call re-delivered with the same id is not run again (the
+ledger), and the same request re-issued under a new id is the dispatcher's to recognise.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any, assert_never
+
+from livebridge import resume, wire
+from livebridge.calls import Behavior, Call, Outcome, Partial
+from livebridge.errors import ConnectionLostError, LivebridgeError
+from livebridge.events import (
+    AudioOut,
+    Closed,
+    GoAway,
+    InputTranscript,
+    Interrupted,
+    OutputTranscript,
+    Resumed,
+    TextOut,
+    ToolCallSettled,
+    ToolCallStarted,
+    TurnComplete,
+)
+from livebridge.ledger import CallLedger, LiveCall, Outgoing, Via
+from livebridge.observe import (
+    AnswerSent,
+    CallOrphaned,
+    Direction,
+    MessageSeen,
+    Reconnected,
+    SessionClosed,
+    SessionOpened,
+)
+from livebridge.protocol.base import (
+    CancelCalls,
+    ConnectionState,
+    ConnectionTable,
+    Finish,
+    Notify,
+    Output,
+    ProtocolOptions,
+    Reconnect,
+    RunCalls,
+    SwitchConnection,
+)
+from livebridge.protocol.outbox import Outbox
+from livebridge.tools import ToolRegistry
+from livebridge.transport import ClientItem, message_kind
+
+__all__ = ["GeminiLiveProtocol"]
+
+log = logging.getLogger("livebridge.session")
+
+#: Messages counted before their ``MessageSeen`` events go to the observers.
+_SEEN_BATCH = 256
+
+
+class GeminiLiveProtocol:
+    """The decisions of one Live conversation; see the module docstring."""
+
+    def __init__(
+        self,
+        tools: ToolRegistry,
+        options: ProtocolOptions | None = None,
+        *,
+        observed: bool = True,
+        delays: Iterator[float] | None = None,
+    ) -> None:
+        """``observed``: produce ``Notify`` outputs (skip the work when nobody listens);
+        ``delays``: the waits before reconnects (default ``resume.backoff()``)."""
+        self.options = options or ProtocolOptions()
+        self.tools = tools
+        self.handle: str | None = None
+        self.session_id: str | None = None
+        self.turn = 0
+        self.connection = ConnectionTable()
+        self.ledger = CallLedger()  # the ledger is built here
+        self.outbox = Outbox(
+            self.options.audio_during_blocking,
+            self.options.held_audio_seconds,
+            self.options.outbox_bytes,
+        )
+        self._observed = observed
+        self._delays = delays if delays is not None else resume.backoff()
+        self._opened = False
+        self._attempts = 0
+        self._lost: tuple[str, LivebridgeError | None] = ("connect", None)
+        self._messages = 0
+        self._last_call_message = -1
+        self._last_handle_message = -1
+        self._seen: dict[tuple[Direction, str], int] = {}
+        self._seen_pending = 0
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        return self.connection.state
+
+    @property
+    def idle(self) -> bool:
+        """No call is waiting for its fate."""
+        return self.ledger.idle
+
+    @property
+    def switch_ready(self) -> bool:
+        """After ``goAway``: every call is answered and the newest handle covers them all."""
+        return self.ledger.idle and self._last_handle_message > self._last_call_message
+
+    @property
+    def send_directly(self) -> bool:
+        """App audio may skip the outbox: nothing queued, no call pending."""
+        return not self.outbox and self.ledger.idle
+
+    # -- connections -----------------------------------------------------------------------
+
+    def opened(self, session_id: str | None, now: float) -> list[Output]:
+        """A connection is open and set up (resuming ``self.handle`` unless it is the first)."""
+        self.connection.move("open")
+        resumed = self._opened
+        self._opened = True
+        self._attempts = 0
+        self.session_id = self.session_id or session_id
+        out: list[Output] = []
+        if not resumed and self._observed:
+            out.append(Notify(SessionOpened(self.session_id)))
+        orphaned = self.ledger.resumed(self.handle if resumed else None, now)
+        if resumed:
+            reason, error = self._lost
+            if self._observed:
+                out.append(Notify(Reconnected(self.session_id, reason)))
+            out.append(Resumed(reason, tuple(orphaned), error))
+        self._fates(out)
+        return out
+
+    def lost(
+        self, code: int | None, reason: str, now: float, *, error: LivebridgeError | None = None
+    ) -> Reconnect | Finish:
+        """The connection ended with ``code``/``reason`` (None: no close frame).
+
+        ``error``: what livebridge itself found wrong (it closed the socket). Returns whether
+        to reconnect or to finish; after ``Finish`` the shell calls ``close``.
+        """
+        decision = resume.classify_close(code, reason, after_go_away=self.state == "going_away")
+        log.info("connection closed (%s %r): %s", code, reason, decision.reason)
+        cause = error or decision.error
+        self.ledger.disconnected()
+        if not self._opened:
+            return Finish(
+                Closed(
+                    "the first connection failed",
+                    cause
+                    or ConnectionLostError(
+                        f"the first connection closed at once ({decision.reason})"
+                    ),
+                )
+            )
+        self.connection.move("lost")
+        if decision.action == "end":
+            text = f"session ended: {cause}" if cause else "the service closed the session"
+            return Finish(Closed(text, cause))
+        if self.handle is None:
+            lost = ConnectionLostError(
+                f"the connection ended ({decision.reason}) before the service issued a "
+                "resumption handle, so the conversation cannot continue; start a new session"
+            )
+            return Finish(Closed(str(lost), lost))
+        self._lost = (decision.reason, cause)
+        if decision.reason == "go_away" and cause is None:
+            return Reconnect("go_away", 0.0)
+        self._attempts += 1
+        if self._attempts > self.options.reconnect_attempts:
+            return Finish(Closed(f"gave up after {self._attempts - 1} reconnects", cause))
+        return Reconnect(decision.reason, next(self._delays))
+
+    def shutdown(self) -> list[str]:
+        """Take no more calls; returns the ids still running (cancel them after the grace)."""
+        return self.ledger.shutdown()
+
+    def close(self, closed: Closed, now: float) -> list[Output]:
+        """The session is over: every call without a fate is orphaned, its handler cancelled."""
+        if self.state == "closed":
+            return []
+        self.connection.move("close")
+        out: list[Output] = []
+        self._fates(out)
+        orphaned = self.ledger.close(now)
+        self._fates(out, reason=f"the session ended: {closed.reason}")
+        if orphaned:
+            out.append(CancelCalls(orphaned))
+        self._flush_seen(out)
+        out.append(closed)
+        if self._observed:
+            out.append(Notify(SessionClosed(self.session_id, closed.reason)))
+        return out
+
+    # -- server messages -------------------------------------------------------------------
+
+    def receive(self, message: wire.ServerMessage, now: float) -> list[Output]:
+        """A server message arrived: every decoded message enters here."""
+        self.connection.move("message")
+        self._messages += 1
+        out: list[Output] = []
+        kinds = wire.server_kinds(message)
+        if self._observed:
+            for kind in kinds:
+                self._count("received", kind, out)
+        for kind in kinds:
+            match kind:
+                case "serverContent":
+                    assert message.server_content is not None
+                    self._on_content(message.server_content, message.usage_metadata, now, out)
+                case "toolCall":
+                    assert message.tool_call is not None
+                    self._on_calls(message.tool_call.function_calls, "tool_call", now, out)
+                case "toolCallCancellation":
+                    assert message.tool_call_cancellation is not None
+                    self._on_cancellation(message.tool_call_cancellation.ids, now, out)
+                case "sessionResumptionUpdate":
+                    assert message.session_resumption_update is not None
+                    self._on_handle(message.session_resumption_update)
+                case "goAway":
+                    assert message.go_away is not None
+                    self._on_go_away(message.go_away, now, out)
+                case "setupComplete" | "usageMetadata":  # usage goes with its turnComplete
+                    pass
+                case "voiceActivityDetectionSignal" | "voiceActivity":
+                    pass
+                case _:
+                    assert_never(kind)
+        return out
+
+    def _on_content(
+        self,
+        content: wire.ServerContent,
+        usage: wire.UsageMetadata | None,
+        now: float,
+        out: list[Output],
+    ) -> None:
+        if content.interrupted:  # pending calls keep running: see the module docstring
+            out.append(Interrupted())
+        if content.model_turn is not None:
+            calls: list[wire.FunctionCall] = []
+            for part in content.model_turn.parts:
+                blob = part.inline_data
+                if blob is not None and blob.data:
+                    out.append(AudioOut(wire.b64decode(blob.data), wire.audio_rate(blob.mime_type)))
+                if part.text and not part.thought:
+                    out.append(TextOut(part.text))
+                if part.function_call is not None:
+                    calls.append(part.function_call)
+            if calls:
+                self._on_calls(calls, "model_turn", now, out)
+        heard = content.input_transcription
+        if heard is not None and heard.text:
+            out.append(InputTranscript(heard.text, bool(heard.finished)))
+        said = content.output_transcription
+        if said is not None and said.text:
+            out.append(OutputTranscript(said.text, bool(said.finished)))
+        if content.turn_complete:
+            self.turn += 1
+            usage_dict = wire.to_builtins(usage) if usage is not None else None
+            out.append(TurnComplete(usage_dict, content.turn_complete_reason))
+            self._flush_seen(out)
+
+    def _on_calls(
+        self, function_calls: Sequence[wire.FunctionCall], via: Via, now: float, out: list[Output]
+    ) -> None:
+        """Admit each call on its own: one malformed call never sinks the calls beside it."""
+        live_calls: list[LiveCall] = []
+        for fc in function_calls:
+            if not isinstance(fc.id, str) or not fc.id:
+                log.error(
+                    "the service sent a call to %r without a usable id (%r); it cannot be "
+                    "answered and is skipped (the Developer API always sends string ids: is "
+                    "this a Vertex endpoint?)",
+                    fc.name,
+                    fc.id,
+                )
+                continue
+            # A name that is not a string matches no tool: it is answered unknown_function.
+            name = fc.name if isinstance(fc.name, str) else f"<not a name: {fc.name!r:.80}>"
+            tool = self.tools.get(name)
+            args: Any = fc.args if fc.args is not None else {}
+            live_calls.append(
+                LiveCall(
+                    call=Call(fc.id, name, args),  # args that are not an object are rejected
+                    behavior=tool.behavior if tool else "BLOCKING",
+                    scheduling=tool.scheduling if tool else None,
+                    streaming=tool.streaming if tool else False,
+                )
+            )
+        if not live_calls:
+            return
+        self._last_call_message = self._messages
+        admitted = self.ledger.receive(live_calls, now, via=via)
+        self._fates(out)
+        if not admitted:
+            return
+        behaviors: dict[str, Behavior] = {lc.call.id: lc.behavior for lc in live_calls}
+        for call in admitted:
+            out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
+        out.append(RunCalls(admitted, self.turn))
+
+    def _on_cancellation(self, ids: Sequence[str], now: float, out: list[Output]) -> None:
+        running = self.ledger.cancel([i for i in ids if isinstance(i, str)], now)
+        self._fates(out)
+        if running:
+            out.append(CancelCalls(running))
+
+    def _on_handle(self, update: wire.SessionResumptionUpdate) -> None:
+        handle = update.new_handle
+        if update.resumable and isinstance(handle, str) and handle:
+            self.handle = handle
+            self.ledger.handle_issued(handle)
+            self._last_handle_message = self._messages
+
+    def _on_go_away(self, go_away: wire.GoAway, now: float, out: list[Output]) -> None:
+        try:
+            time_left = wire.parse_duration(go_away.time_left or "0s")
+        except ValueError:
+            time_left = 0.0
+        out.append(GoAway(time_left))
+        first = self.state == "ready"
+        self.connection.move("go_away")
+        if first:
+            margin = self.options.go_away_margin
+            out.append(SwitchConnection(resume.reconnect_deadline(now, time_left, margin)))
+
+    # -- handlers and the writer -----------------------------------------------------------
+
+    def settled(self, outcome: Outcome) -> list[Output]:
+        """A handler's final outcome (from the dispatcher)."""
+        self.ledger.settle(outcome)
+        out: list[Output] = []
+        self._fates(out)
+        return out
+
+    def partial(self, item: Partial) -> list[Output]:
+        """A streaming handler yielded ``item``."""
+        self.ledger.partial(item)
+        out: list[Output] = []
+        self._fates(out)
+        return out
+
+    def next_item(self, now: float) -> Outgoing | ClientItem | None:
+        """What the writer sends next: tool answers first, then the app's input in order.
+
+        Audio held during a blocking call goes out as soon as the call is answered, ahead of
+        newer input.
+        """
+        ledger = self.ledger
+        if ledger.idle:  # nothing to answer and nothing blocking: the common case
+            return self.outbox.take(blocking=False)
+        answers = ledger.drain(now)
+        if answers is not None:
+            return answers
+        return self.outbox.take(blocking=ledger.blocking_pending)
+
+    def sent(self, item: Outgoing | ClientItem, now: float) -> list[Output]:
+        """``item`` left on the socket."""
+        out: list[Output] = []
+        if isinstance(item, Outgoing):
+            self.ledger.sent(item, now)
+            self._report_answers(item, out)
+            self._fates(out)
+            kind = "toolResponse"
+        else:
+            kind = message_kind(item)
+        if self._observed:
+            self._count("sent", kind, out)
+        return out
+
+    def take_fates(self) -> list[Output]:
+        """Fates decided since the last look (e.g. by ``drain``), as outputs."""
+        out: list[Output] = []
+        self._fates(out)
+        return out
+
+    # -- reporting -------------------------------------------------------------------------
+
+    def _report_answers(self, sent: Outgoing, out: list[Output]) -> None:
+        outcomes: list[Outcome] = []
+        turnarounds: list[float] = []
+        behaviors: list[Any] = []
+        known: list[bool] = []
+        for answer in sent.answered:
+            outcome = answer.outcome
+            if outcome is None:
+                continue
+            outcomes.append(outcome)
+            turnarounds.append(answer.turnaround)
+            behaviors.append(answer.behavior)
+            known.append(outcome.name in self.tools)
+            out.append(
+                ToolCallSettled(
+                    outcome.call_id,
+                    outcome.name,
+                    outcome.kind,
+                    outcome.latency,
+                    answer.turnaround,
+                    outcome.response.get("error"),
+                )
+            )
+        if outcomes and self._observed:
+            out.append(Notify(AnswerSent(self.session_id, outcomes, turnarounds, behaviors, known)))
+
+    def _fates(self, out: list[Output], *, reason: str | None = None) -> None:
+        ledger = self.ledger
+        for fate in ledger.take_fates():
+            if fate.fate == "answered":
+                continue
+            why = reason if reason is not None and fate.reason == "session closed" else fate.reason
+            latency = fate.outcome.latency if fate.outcome else 0.0
+            out.append(ToolCallSettled(fate.call_id, fate.name, fate.fate, latency, reason=why))
+            if fate.fate == "orphaned":
+                log.warning("call %s (%s) orphaned: %s", fate.call_id, fate.name, why)
+                if self._observed:
+                    known = fate.name in self.tools
+                    orphan = CallOrphaned(
+                        self.session_id, fate.call_id, fate.name, fate.behavior, why, known
+                    )
+                    out.append(Notify(orphan))
+        for notice in ledger.take_notices():  # duplicates, late cancels: worth a log line
+            log.info("call %s: %s (%s)", notice.call_id, notice.detail, notice.kind)
+
+    def _count(self, direction: Direction, kind: str, out: list[Output]) -> None:
+        key = (direction, kind)
+        self._seen[key] = self._seen.get(key, 0) + 1
+        self._seen_pending += 1
+        if self._seen_pending >= _SEEN_BATCH:
+            self._flush_seen(out)
+
+    def _flush_seen(self, out: list[Output]) -> None:
+        """Report the messages counted since the last flush (every turn, batch and at close)."""
+        if not self._seen_pending:
+            return
+        seen, self._seen, self._seen_pending = self._seen, {}, 0
+        for (direction, kind), count in seen.items():
+            out.append(Notify(MessageSeen(self.session_id, direction, kind, count)))

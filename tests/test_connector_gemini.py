@@ -1,0 +1,78 @@
+"""The Gemini connector and the emulator: no secret in any log line, oversized frames named."""
+
+from __future__ import annotations
+
+import logging
+import ssl
+
+import pytest
+from google import genai
+from google.genai import types
+
+import livebridge
+from livebridge import FrameTooLargeError, LiveSession
+from livebridge.connectors.secrets import RedactingFilter
+from livebridge.emulator import Conversation, Emulator
+from livebridge.events import Resumed, TextOut, TurnComplete
+from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until, open_session
+
+KEY = "AIzaSyRECOGNIZABLE-livebridge-test-key-0123456789"
+
+
+async def test_the_api_key_never_appears_in_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)  # every logger, the websockets client's included
+    async with Emulator() as emu:
+        trust = ssl.create_default_context(cafile=emu.ca_file)
+        options = types.HttpOptions(base_url=emu.base_url, async_client_args={"ssl": trust})
+        client = genai.Client(api_key=KEY, http_options=options)
+        async with LiveSession.connect(
+            client, model=MODEL, tools=livebridge.ToolRegistry(), config=TEXT_CONFIG
+        ) as session:
+            await session.send_text("hello")
+            await collect_until(session, lambda e: isinstance(e, TurnComplete))
+    lines = [record.getMessage() for record in caplog.records]
+    assert any("x-goog-api-key" in line.lower() for line in lines)  # the header was logged...
+    assert not [line for line in lines if KEY in line]  # ...without the key
+
+
+def test_redaction_covers_headers_query_strings_and_known_secrets() -> None:
+    redactor = RedactingFilter()
+    redactor.add("s3cret-value")
+    text = "> x-goog-api-key: AIzaXYZ\n GET /ws?key=AIzaABC&alt=json token s3cret-value"
+    redacted = redactor.redact(text)
+    assert "AIzaXYZ" not in redacted
+    assert "AIzaABC" not in redacted
+    assert "s3cret-value" not in redacted
+    assert "alt=json" in redacted
+
+
+async def test_a_frame_over_the_client_limit_is_named_and_the_session_resumes() -> None:
+    async def scenario(conv: Conversation) -> None:
+        if conv.resumed_from is not None:
+            await conv.say("back")
+            await conv.turn_complete()
+            return
+        await conv.expect_turn()
+        await conv.resumption_update()
+        await conv.say("x" * 20_000)  # over the 8 KB limit below
+        await conv.expect_turn(timeout=30)
+
+    async with Emulator(scenario) as emu:
+        limited = emu.client(async_client_args={"max_size": 8_192, "compression": None})
+        async with LiveSession.connect(
+            limited, model=MODEL, tools=livebridge.ToolRegistry(), config=TEXT_CONFIG
+        ) as session:
+            await session.send_text("hello")
+            events = await collect_until(session, lambda e: isinstance(e, TextOut))
+    (resumed,) = [e for e in events if isinstance(e, Resumed)]
+    assert resumed.reason == "frame_too_large"
+    assert isinstance(resumed.error, FrameTooLargeError)
+    assert resumed.error.limit == 8_192
+    assert resumed.error.size is not None and resumed.error.size > 8_192
+    assert events[-1] == TextOut("back")
+
+
+async def test_open_session_helper_still_uses_the_default_connector() -> None:
+    async with Emulator() as emu, open_session(emu, livebridge.ToolRegistry()) as session:
+        await session.send_text("hi")
+        await collect_until(session, lambda e: isinstance(e, TurnComplete))

@@ -1,0 +1,106 @@
+"""Odd frames from the server, through the real SDK and TLS: each call is judged on its own."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import anyio
+import msgspec
+
+import livebridge
+from livebridge.emulator import Conversation, Emulator
+from livebridge.events import ToolCallSettled, TurnComplete
+from tests.session_helpers import client_messages, collect_until, of_type, open_session
+
+
+def lookup_tools() -> livebridge.ToolRegistry:
+    tools = livebridge.ToolRegistry()
+
+    @tools.tool
+    async def lookup(city: str) -> str:
+        """Look a city up."""
+        return f"found {city}"
+
+    return tools
+
+
+async def test_malformed_calls_are_answered_or_skipped_and_their_siblings_run() -> None:
+    calls: list[dict[str, Any]] = [
+        {"id": "good", "name": "lookup", "args": {"city": "Oslo"}},
+        {"id": "not-object", "name": "lookup", "args": ["Oslo"]},
+        {"id": 42, "name": "lookup", "args": {"city": "Rome"}},
+        {"name": "lookup", "args": {"city": "Lima"}},
+        {"id": "bad-name", "name": {"x": 1}, "args": {}},
+    ]
+    frame = msgspec.json.encode({"toolCall": {"functionCalls": calls}})
+    deep = b'{"id":"deep","name":"lookup","args":' + b'{"a":' * 1000 + b"1" + b"}" * 1001
+    frame = frame[:-3] + b"," + deep + b"]}}"
+
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        await conv.send_raw(frame)
+        await conv.expect_turn(timeout=30)
+
+    async with Emulator(scenario) as emu, open_session(emu, lookup_tools()) as session:
+        await session.send_text("go")
+        events = await collect_until(
+            session, lambda e: isinstance(e, ToolCallSettled) and e.call_id == "deep"
+        )
+    fates = {e.call_id: e.outcome for e in of_type(events, ToolCallSettled)}
+    assert fates == {
+        "good": "ok",
+        "not-object": "rejected",
+        "bad-name": "rejected",
+        "deep": "rejected",
+    }
+    (message,) = client_messages(emu, "toolResponse")
+    answers = {r["id"]: r["response"] for r in message["functionResponses"]}
+    assert answers["good"] == {"output": "found Oslo"}
+    assert answers["not-object"]["error"]["type"] == "invalid_arguments"
+    assert answers["bad-name"]["error"]["type"] == "unknown_function"
+    assert answers["deep"]["error"]["type"] == "invalid_arguments"
+
+
+async def test_a_snake_case_frame_is_understood() -> None:
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        await conv.send_raw(
+            b'{"server_content": {"turn_complete": true, "turn_complete_reason": "X"}}'
+        )
+        await conv.expect_turn(timeout=30)
+
+    async with Emulator(scenario) as emu, open_session(emu, lookup_tools()) as session:
+        await session.send_text("go")
+        events = await collect_until(session, lambda e: isinstance(e, TurnComplete))
+    assert of_type(events, TurnComplete) == [TurnComplete(None, "X")]
+
+
+async def test_a_non_blocking_answer_goes_out_while_its_batch_still_runs() -> None:
+    release = threading.Event()  # the emulator runs its own event loop in another thread
+    tools = livebridge.ToolRegistry()
+
+    @tools.tool(behavior="NON_BLOCKING")
+    async def quick() -> str:
+        """Answers at once."""
+        return "quick"
+
+    @tools.tool(behavior="NON_BLOCKING")
+    async def slow() -> str:
+        """Answers once the server saw the quick answer."""
+        await anyio.to_thread.run_sync(release.wait, 30)
+        return "slow"
+
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        quick_id, slow_id = await conv.tool_call([("quick", {}), ("slow", {})])
+        await conv.wait_answers([quick_id])  # would wait forever if answers waited for the batch
+        release.set()
+        await conv.wait_answers([slow_id])
+        await conv.turn_complete()
+
+    async with Emulator(scenario) as emu, open_session(emu, tools) as session:
+        await session.send_text("go")
+        events = await collect_until(session, lambda e: isinstance(e, TurnComplete))
+    assert [e.name for e in of_type(events, ToolCallSettled)] == ["quick", "slow"]
+    assert len(client_messages(emu, "toolResponse")) == 2
