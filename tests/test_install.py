@@ -54,7 +54,7 @@ async def test_pip_install_into_an_existing_app_runs_the_quickstart(tmp_path: Pa
         violations = list(emulator.violations)
     out = result.stdout.decode()
     assert result.returncode == 0, result.stderr.decode()
-    assert out.count("[get_weather: ok in") == 2, out
+    assert out.count("[get_weather: ok in") >= 2, out  # one per place the emulator's model reads
     assert violations == []
 
     # The package came from the venv, not from this checkout, and its command works.

@@ -699,6 +699,8 @@ async def test_microphone_audio_while_a_blocking_call_is_pending(
     ):
         await session.send_text("look it up")
         await collect_until(session, lambda e: isinstance(e, ToolCallStarted))
+        # Audio is judged from the moment the client is seen to have read the call (its pong).
+        await emu.wait_for(lambda: all(r.read_at for r in emu.sessions[0].checker.calls.values()))
         for _ in range(5):
             await session.send_audio(chunk)
         await session.send_text("marker")  # the writer has handled the audio before this

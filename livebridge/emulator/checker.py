@@ -83,7 +83,9 @@ TRANSITIONS: dict[tuple[CallState, CallEvent], CallState] = {
     ("superseded", "stream"): "superseded",
 }
 
-#: Seconds after a ``toolCall`` during which client audio is taken to have been in flight.
+#: Seconds after the client was seen to read a ``toolCall`` (its pong to the ping sent right
+#: behind it) during which its audio is taken to have been in flight: the app had not yet seen
+#: the call. Measured from the pong, so a loaded client is not blamed for its own lag.
 AUDIO_IN_FLIGHT = 0.25
 #: Default bounds of the timing checks (``Thresholds``), in seconds.
 HELD_ANSWERS_SECONDS = 8.0
@@ -145,6 +147,7 @@ class CallRecord:
     answer: Answer | None = None
     reissue_of: str | None = None
     issued_at: float = 0.0  # the checker's clock when the server sent it
+    read_at: float | None = None  # when the client was seen to have read it (its pong)
 
     @property
     def open(self) -> bool:
@@ -200,6 +203,14 @@ class Checker:
             )
         return batch
 
+    def read(self, batch: int) -> None:
+        """The client has read ``toolCall`` ``batch`` (it answered the ping sent behind it)."""
+        now = self.clock()
+        for call_id in self._batches[batch].ids:
+            record = self.calls[call_id]
+            if record.read_at is None:
+                record.read_at = now
+
     def cancel(self, ids: list[str]) -> None:
         """``toolCallCancellation``: the client must not answer these any more."""
         self._move_open(ids, "cancel")
@@ -251,14 +262,15 @@ class Checker:
     def on_audio(self, message: dict[str, Any]) -> None:
         """Audio streamed while a blocking call is pending (flagged once per batch).
 
-        Audio arriving within ``AUDIO_IN_FLIGHT`` of the ``toolCall`` was on its way before the
-        client could have read the call, so it is not held against the client.
+        Audio arriving before the client read the ``toolCall``, or within ``AUDIO_IN_FLIGHT``
+        after, was on its way before the app could have seen the call: not held against it.
         """
         if not self.check_audio_during_blocking:
             return
         known_since = self.clock() - AUDIO_IN_FLIGHT
         pending = self.blocking_pending()
-        batches = {r.batch for r in pending if r.issued_at <= known_since} - self._audio_flagged
+        seen = {r.batch for r in pending if r.read_at is not None and r.read_at <= known_since}
+        batches = seen - self._audio_flagged
         if batches:
             self._audio_flagged |= batches
             self.flag(

@@ -9,6 +9,7 @@ in the connection's one task group.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import Callable, Coroutine
@@ -26,6 +27,7 @@ from livebridge.emulator.shared import (
     TranscriptEntry,
     UserTurn,
     cap_reason,
+    new_call_id,
     parse_duration,
     usage_metadata,
 )
@@ -57,10 +59,6 @@ MAX_WAITING_TURNS = 64
 #: What an interruption does to the turn's open calls: cancel them (``toolCallCancellation``),
 #: withdraw them silently (as the service has been seen to), or keep them open.
 CallsOnInterrupt = Literal["cancel", "withdraw", "keep"]
-
-
-def _new_call_id() -> str:
-    return f"function-call-{random.getrandbits(64)}"
 
 
 class EmulatedSession:
@@ -254,8 +252,6 @@ class EmulatedSession:
         self.shared.record("server", self.id, {"close": {"code": 1006, "reason": "aborted"}})
         self.ws.transport.abort()
 
-    # the model's turn --------------------------------------------------------------------------
-
     async def open_turn(self, owner: str) -> None:
         """Take the floor for ``owner`` (waits while someone else holds it)."""
         async with self._cond:
@@ -413,13 +409,16 @@ class EmulatedSession:
     ) -> list[str]:
         chosen = ids or [None] * len(calls)
         specs = [
-            (call_id or _new_call_id(), name, args, self.is_blocking(name))
+            (call_id or new_call_id(), name, args, self.is_blocking(name))
             for call_id, (name, args) in zip(chosen, calls, strict=True)
         ]
-        self.checker.issue(specs, reissue_of=reissue_of)
+        batch = self.checker.issue(specs, reissue_of=reissue_of)
         self._turn_calls.extend(spec[0] for spec in specs)
         function_calls = [wire.FunctionCall(id=i, name=n, args=a) for i, n, a, _ in specs]
         await self.send(wire.ServerMessage(tool_call=wire.ToolCall(function_calls=function_calls)))
+        with contextlib.suppress(ConnectionClosed):  # the pong proves the client read the call
+            pong = asyncio.ensure_future(await self.ws.ping())
+            pong.add_done_callback(lambda _: self._read_by_client(batch))
         if self.setup.session_resumption is not None:
             await self.resumption_update(resumable=False)
         reissue_after = self.shared.options.reissue_after
@@ -429,6 +428,10 @@ class EmulatedSession:
                     self.spawn(self._reissue(owner, call_id, reissue_after))
         await self._changed()
         return [spec[0] for spec in specs]
+
+    def _read_by_client(self, batch: int) -> None:
+        self.checker.read(batch)
+        self.shared.notify()
 
     async def _reissue(self, owner: str, root: str, delay: float) -> None:
         current = root
@@ -463,8 +466,6 @@ class EmulatedSession:
     async def _close_later(self, seconds: float, code: int, reason: str) -> None:
         await asyncio.sleep(seconds)
         await self.close(code, reason)
-
-    # receiving ---------------------------------------------------------------------------------
 
     async def read_loop(self) -> Ending:
         """Read and act on client frames until the connection closes; returns how it ended."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ __all__ = [
     "TranscriptEntry",
     "UserTurn",
     "cap_reason",
+    "new_call_id",
     "parse_duration",
     "usage_metadata",
 ]
@@ -131,3 +133,8 @@ def usage_metadata(prompt_tokens: int, response_tokens: int, modality: str) -> w
             wire.ModalityTokenCount("AUDIO" if modality == "AUDIO" else "TEXT", response)
         ],
     )
+
+
+def new_call_id() -> str:
+    """A fresh call id in the service's form."""
+    return f"function-call-{random.getrandbits(64)}"

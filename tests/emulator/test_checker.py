@@ -124,8 +124,8 @@ async def test_answer_for_cancelled_call() -> None:
 async def test_audio_while_blocking_call_pending(
     check: bool, in_flight: float, flagged: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Audio that arrives within AUDIO_IN_FLIGHT of the toolCall was sent before the client
-    # could have read it; the window is set to 0 or to a minute so the outcome is certain.
+    # Audio that arrives within AUDIO_IN_FLIGHT of the client reading the toolCall (its pong) was
+    # sent before the app saw it; the window is set to 0 or to a minute so the outcome is certain.
     monkeypatch.setattr(checker, "AUDIO_IN_FLIGHT", in_flight)
     async with (
         Emulator(calls_then_wait("get_weather"), check_audio_during_blocking=check) as emu,
@@ -133,6 +133,7 @@ async def test_audio_while_blocking_call_pending(
     ):
         await ws.send(json.dumps({"realtime_input": {"text": "go"}}))
         call = await recv_until(ws, "toolCall")
+        await emu.wait_for(lambda: all(r.read_at for r in emu.sessions[0].checker.calls.values()))
         silence = {"data": "AAAAAA==", "mime_type": "audio/pcm;rate=16000"}
         for _ in range(3):
             await ws.send(json.dumps({"realtime_input": {"audio": silence}}))
