@@ -7,24 +7,40 @@ vendor encoders turn them into wire messages.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
+
+__all__ = [
+    "BEHAVIORS",
+    "DEDUP_REASONS",
+    "FAILURE_KINDS",
+    "OUTCOME_KINDS",
+    "SCHEDULINGS",
+    "Behavior",
+    "Call",
+    "CallContext",
+    "DedupReason",
+    "Outcome",
+    "OutcomeKind",
+    "Partial",
+    "Result",
+    "Scheduling",
+]
 
 Behavior = Literal["BLOCKING", "NON_BLOCKING"]
 Scheduling = Literal["SILENT", "WHEN_IDLE", "INTERRUPT"]
 OutcomeKind = Literal["ok", "error", "timeout", "cancelled", "rejected", "duplicate", "orphaned"]
+#: Why a call was answered from another call's result instead of running.
+DedupReason = Literal["twin", "reissue", "key"]
 
+BEHAVIORS: tuple[Behavior, ...] = get_args(Behavior)
+SCHEDULINGS: tuple[Scheduling, ...] = get_args(Scheduling)
 #: Every outcome kind, in the order reports list them.
-OUTCOME_KINDS: tuple[OutcomeKind, ...] = (
-    "ok",
-    "error",
-    "timeout",
-    "cancelled",
-    "rejected",
-    "duplicate",
-    "orphaned",
-)
+OUTCOME_KINDS: tuple[OutcomeKind, ...] = get_args(OutcomeKind)
+DEDUP_REASONS: tuple[DedupReason, ...] = get_args(DedupReason)
+#: Outcomes that are never served to a later request: it runs again instead.
+FAILURE_KINDS: frozenset[OutcomeKind] = frozenset({"error", "timeout", "cancelled", "rejected"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +104,7 @@ class Outcome(msgspec.Struct, frozen=True):
     original_bytes: int | None = None
     duplicate_of: str | None = None
     scheduling: Scheduling | None = None
+    dedup: DedupReason | None = None  # set when answered from ``duplicate_of`` without running
 
     @property
     def is_error(self) -> bool:
