@@ -63,8 +63,6 @@ OnPartial = Callable[[Partial], None]
 
 #: Seconds a handler gets after its deadline to end before it is abandoned.
 ABANDON_GRACE = 0.25
-#: The Live service closes the session (1007) at about 1 MB per frame.
-DEFAULT_MAX_FRAME_BYTES = 900_000
 
 _canonical = msgspec.json.Encoder(order="sorted").encode
 _NO_VALUE: Any = object()
@@ -86,7 +84,7 @@ class CallPolicy:
     max_calls_per_turn: int = 16
     timeout: float = 30.0
     max_result_bytes: int = 65_536
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    max_frame_bytes: int = payloads.DEFAULT_MAX_FRAME_BYTES
     idempotency_ttl: float = 600.0
     idempotency_cache: int = 4096
     limiter: anyio.CapacityLimiter | None = None

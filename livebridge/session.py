@@ -31,6 +31,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from livebridge import resume, wire
+from livebridge.adapters import gemini_live
 from livebridge.calls import Call, Outcome, Partial
 from livebridge.dispatch import CallPolicy, Dispatcher
 from livebridge.errors import ConnectionLostError, SessionClosedError
@@ -177,7 +178,9 @@ class LiveSession:
         self._clock = clock
         self._policy = policy or CallPolicy()
         self._dispatcher: Dispatcher | None = None
-        self._ledger = CallLedger()
+        self._ledger = CallLedger(
+            encode=gemini_live.encode, max_frame_bytes=self._policy.max_frame_bytes
+        )
         self._events = EventBuffer(self.options.event_capacity)
         self._outbox: deque[ClientItem] = deque()
         self._held: deque[Audio] = deque()
@@ -263,6 +266,8 @@ class LiveSession:
             with anyio.move_on_after(_CANCEL_FLUSH_SECONDS):
                 await self._wait_idle()
         self._ledger.close(self._clock())
+        if self._dispatcher is not None:  # handlers that ignored their cancellation
+            await self._dispatcher.aclose(0.0)
         self._finish(Closed("closed by the app"))
 
     # -- app-facing API ----------------------------------------------------------------------
@@ -411,6 +416,7 @@ class LiveSession:
                 policy=self._policy,
                 observers=self._observers,
                 session_id=self.session_id,
+                answer_seen=self._ledger.answer_seen,
             )
             emit(self._observers, SessionOpened(self.session_id))
         orphaned = self._ledger.resumed(self.handle if resumed else None, now)
@@ -465,6 +471,7 @@ class LiveSession:
                 self._handle(message)
             except Exception:
                 log.exception("could not handle a server message; the session goes on")
+            self._ledger.server_message()
 
     def _handle(self, message: wire.ServerMessage) -> None:
         if self._observers:

@@ -3,8 +3,13 @@ from typing import Any
 
 import pytest
 
+from livebridge.adapters import gemini_live
 from livebridge.calls import Behavior, Call, Outcome, Partial
 from livebridge.ledger import CallLedger, CallState, LedgerError, LiveCall, Notice, Outgoing
+
+
+def new_ledger(history: int = 4096, **options: Any) -> CallLedger:
+    return CallLedger(history, encode=gemini_live.encode, **options)
 
 
 def blocking(call_id: str, name: str = "f") -> LiveCall:
@@ -41,7 +46,7 @@ def fate_of(ledger: CallLedger, call_id: str) -> str:
 
 
 def test_blocking_batch_goes_out_in_one_message_when_the_last_settles() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     run = ledger.receive([blocking("a"), blocking("b"), blocking("c")], now=10.0)
     assert [c.id for c in run] == ["a", "b", "c"]
     ledger.settle(ok("b"))
@@ -71,7 +76,7 @@ def test_blocking_batch_goes_out_in_one_message_when_the_last_settles() -> None:
 
 
 def test_each_receive_is_its_own_batch() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     ledger.receive([blocking("b")], now=0.0)
     ledger.settle(ok("b"))
@@ -81,7 +86,7 @@ def test_each_receive_is_its_own_batch() -> None:
 
 
 def test_cancelled_member_does_not_hold_the_batch() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a"), blocking("b"), blocking("c")], now=0.0)
     ledger.settle(ok("a"))
     assert ledger.cancel(["a", "b"], now=1.0) == ["b"]  # a had settled: only b still runs
@@ -91,7 +96,7 @@ def test_cancelled_member_does_not_hold_the_batch() -> None:
 
 
 def test_cancelling_the_last_running_member_releases_the_batch() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a"), blocking("b")], now=0.0)
     ledger.settle(ok("a"))
     assert ledger.cancel(["b"], now=1.0) == ["b"]
@@ -99,7 +104,7 @@ def test_cancelling_the_last_running_member_releases_the_batch() -> None:
 
 
 def test_a_fully_cancelled_batch_sends_nothing() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a"), blocking("b")], now=0.0)
     assert ledger.cancel(["a", "b"], now=1.0) == ["a", "b"]
     ledger.settle(Outcome("a", "f", "cancelled", {"error": {"type": "cancelled"}}))
@@ -110,7 +115,7 @@ def test_a_fully_cancelled_batch_sends_nothing() -> None:
 
 
 def test_cancel_after_release_but_before_drain_withholds_the_answer() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a"), blocking("b")], now=0.0)
     ledger.settle(ok("a"))
     ledger.settle(ok("b"))
@@ -119,7 +124,7 @@ def test_cancel_after_release_but_before_drain_withholds_the_answer() -> None:
 
 
 def test_locally_cancelled_handler_is_answered_with_its_error() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     ledger.settle(Outcome("a", "f", "cancelled", {"error": {"type": "cancelled"}}))
     assert sent_ids(ledger) == ["a"]
@@ -130,7 +135,7 @@ def test_locally_cancelled_handler_is_answered_with_its_error() -> None:
 
 
 def test_non_blocking_answers_as_each_settles_and_coalesces() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     run = ledger.receive([non_blocking("a"), non_blocking("b"), non_blocking("c")], now=0.0)
     assert len(run) == 3
     assert not ledger.blocking_pending
@@ -147,7 +152,7 @@ def test_non_blocking_answers_as_each_settles_and_coalesces() -> None:
 
 
 def test_streaming_items_then_the_end() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([non_blocking("s", streaming=True)], now=0.0)
     ledger.partial(Partial("s", "g", {"output": 1}))
     message = send(ledger, 1.0)
@@ -168,7 +173,7 @@ def test_streaming_items_then_the_end() -> None:
 
 
 def test_mixed_behaviors_in_one_tool_call() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a"), non_blocking("n"), blocking("b")], now=0.0)
     ledger.settle(ok("n", "g"))
     ledger.settle(ok("a"))
@@ -178,7 +183,7 @@ def test_mixed_behaviors_in_one_tool_call() -> None:
 
 
 def test_ready_answers_of_both_kinds_share_one_message() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a"), non_blocking("n")], now=0.0)
     ledger.settle(ok("a"))
     ledger.settle(ok("n", "g"))
@@ -189,7 +194,7 @@ def test_ready_answers_of_both_kinds_share_one_message() -> None:
 
 
 def test_duplicate_delivery_while_pending_runs_once() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     assert [c.id for c in ledger.receive([blocking("a")], now=0.0, via="model_turn")] == ["a"]
     assert ledger.receive([blocking("a"), blocking("b")], now=0.1) == [Call("b", "f")]
     assert ledger.take_notices() == [
@@ -200,12 +205,12 @@ def test_duplicate_delivery_while_pending_runs_once() -> None:
 
 
 def test_same_id_twice_in_one_message_runs_once() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     assert [c.id for c in ledger.receive([blocking("a"), blocking("a")], now=0.0)] == ["a"]
 
 
 def test_twin_from_the_other_source_after_the_answer_is_dropped() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0, via="model_turn")
     ledger.settle(ok("a"))
     assert sent_ids(ledger) == ["a"]
@@ -214,7 +219,7 @@ def test_twin_from_the_other_source_after_the_answer_is_dropped() -> None:
 
 
 def test_reissue_after_the_answer_is_answered_again() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     ledger.settle(ok("a"))
     assert sent_ids(ledger) == ["a"]
@@ -227,7 +232,7 @@ def test_reissue_after_the_answer_is_answered_again() -> None:
 
 
 def test_twin_rule_resets_on_a_new_connection() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0, via="tool_call")
     ledger.settle(ok("a"))
     send(ledger, 1.0)
@@ -241,7 +246,7 @@ def test_twin_rule_resets_on_a_new_connection() -> None:
 
 
 def test_cancel_reports_unknown_and_late_ids() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     ledger.settle(ok("a"))
     send(ledger, 1.0)
@@ -254,7 +259,7 @@ def test_cancel_reports_unknown_and_late_ids() -> None:
 
 
 def test_streaming_call_cancelled_mid_stream_sends_nothing_more() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([non_blocking("s", streaming=True)], now=0.0)
     ledger.partial(Partial("s", "g", {"output": 1}))
     assert ledger.cancel(["s"], now=1.0) == ["s"]
@@ -268,7 +273,7 @@ def test_streaming_call_cancelled_mid_stream_sends_nothing_more() -> None:
 
 
 def test_answers_wait_for_the_socket() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     ledger.handle_issued("h1")
     ledger.disconnected()
@@ -292,7 +297,7 @@ def test_answers_wait_for_the_socket() -> None:
 def test_resume_orphans_calls_the_handle_does_not_know(
     handle: str | None, orphaned: list[str]
 ) -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     ledger.handle_issued("h1")
     ledger.receive([non_blocking("b")], now=0.0)
@@ -308,7 +313,7 @@ def test_resume_orphans_calls_the_handle_does_not_know(
 
 
 def test_fresh_session_forgets_old_handles() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.handle_issued("h1")
     ledger.resumed(None, now=0.0)
     ledger.receive([blocking("a")], now=0.0)
@@ -317,7 +322,7 @@ def test_fresh_session_forgets_old_handles() -> None:
 
 
 def test_only_the_newest_handles_are_kept() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     for index in range(20):
         ledger.handle_issued(f"h{index}")
@@ -325,7 +330,7 @@ def test_only_the_newest_handles_are_kept() -> None:
 
 
 def test_switch_over_without_a_disconnect() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     ledger.handle_issued("h")
     ledger.settle(ok("a"))
@@ -337,7 +342,7 @@ def test_switch_over_without_a_disconnect() -> None:
 
 
 def test_shutdown_then_close() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a"), blocking("b"), non_blocking("n")], now=0.0)
     ledger.settle(ok("a"))
     assert ledger.shutdown() == ["b", "n"]
@@ -359,7 +364,7 @@ def test_shutdown_then_close() -> None:
 
 
 def test_shutdown_lets_the_batch_finish() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a"), blocking("b")], now=0.0)
     assert ledger.shutdown() == ["a", "b"]
     ledger.settle(ok("a"))
@@ -373,7 +378,7 @@ def test_shutdown_lets_the_batch_finish() -> None:
 
 def _reach(state: CallState, behavior: Behavior, streaming: bool) -> CallLedger:
     """A ledger whose call ``x`` is in ``state`` (and ``y`` runs in the same batch)."""
-    ledger = CallLedger()
+    ledger = new_ledger()
     call = LiveCall(Call("x", "f"), behavior, None, streaming)
     ledger.receive([call, LiveCall(Call("y", "f"), behavior)], now=0.0)
     if state in ("settled", "ready", "answered"):
@@ -458,7 +463,7 @@ def test_late_settle_after_cancel_cannot_settle_twice() -> None:
     ],
 )
 def test_illegal_events(action: Callable[[CallLedger], object], message: str) -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("x")], now=0.0)
     with pytest.raises(LedgerError, match=message):
         action(ledger)
@@ -472,12 +477,11 @@ def test_illegal_events(action: Callable[[CallLedger], object], message: str) ->
 
 
 def test_one_message_in_flight_until_sent() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([non_blocking("a"), non_blocking("b")], now=0.0)
     ledger.settle(ok("a", "g"))
     first = ledger.drain(1.0)
     assert first is not None
-    assert first.message == {"toolResponse": {"functionResponses": first.function_responses}}
     ledger.settle(ok("b", "g"))
     assert ledger.drain(1.5) is None
     assert ledger.pending_ids == {"a", "b"}
@@ -487,7 +491,7 @@ def test_one_message_in_flight_until_sent() -> None:
 
 
 def test_unsent_message_goes_back_to_the_front_of_the_queue() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([non_blocking("a"), non_blocking("b")], now=0.0)
     ledger.handle_issued("h")
     ledger.settle(ok("a", "g"))
@@ -502,7 +506,7 @@ def test_unsent_message_goes_back_to_the_front_of_the_queue() -> None:
 
 
 def test_cancel_while_in_flight_keeps_the_cancelled_fate() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([non_blocking("a")], now=0.0)
     ledger.settle(ok("a", "g"))
     message = ledger.drain(1.0)
@@ -513,7 +517,7 @@ def test_cancel_while_in_flight_keeps_the_cancelled_fate() -> None:
 
 
 def test_sent_without_drain_is_illegal() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     ledger.settle(ok("a"))
     message = ledger.drain(1.0)
@@ -525,7 +529,7 @@ def test_sent_without_drain_is_illegal() -> None:
 
 
 def test_memory_stays_bounded_in_a_long_session() -> None:
-    ledger = CallLedger(history=8)
+    ledger = new_ledger(history=8)
     for i in range(100):
         ledger.receive([blocking(f"c{i}")], now=float(i))
         ledger.settle(ok(f"c{i}"))
@@ -541,4 +545,4 @@ def test_memory_stays_bounded_in_a_long_session() -> None:
 
 def test_history_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
-        CallLedger(history=0)
+        new_ledger(history=0)
