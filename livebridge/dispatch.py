@@ -397,13 +397,17 @@ class Dispatcher:
                 age = clock_now - same.at
                 if served_by_key(kind, age=age, ttl=policy.idempotency_ttl):
                     same.answered_as(call.id)
-                    return self._waiter(call, same.first, "duplicate", "key")
+                    wait = self._waiter(call, same.first, "duplicate", "key")
+                    firsts[key] = wait.own  # a twin of this call is still a twin
+                    return wait
         request = self._requests.get(key)
         if request is not None:
             kind = request.first.outcome.kind if request.first.outcome else None
             if classify(kind, seen=request.seen(self._answer_seen)) == "reissue":
                 request.answered_as(call.id)
-                return self._waiter(call, request.first, "duplicate", "reissue")
+                wait = self._waiter(call, request.first, "duplicate", "reissue")
+                firsts[key] = wait.own
+                return wait
         timeout = tool.timeout or policy.timeout
         pending = _Pending(call, anyio.CancelScope(), now + timeout)
         self._running[call.id] = pending
