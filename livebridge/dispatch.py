@@ -380,7 +380,10 @@ class Dispatcher:
                 hash(app_key)
         except msgspec.ValidationError as exc:
             return Settle(outcomes.invalid_arguments(call, str(exc)))
-        except Exception as exc:  # too deep, unencodable, or a failing idempotency_key
+        except RecursionError:
+            message = "the arguments are nested too deeply to read; send a flatter object"
+            return Settle(outcomes.invalid_arguments(call, message))
+        except Exception as exc:  # unencodable, or a failing idempotency_key
             message = f"the arguments could not be read: {type(exc).__name__}: {exc}"
             return Settle(outcomes.invalid_arguments(call, message))
         first = firsts.get(key)
