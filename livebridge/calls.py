@@ -7,7 +7,7 @@ vendor encoders turn them into wire messages.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 import msgspec
 
@@ -17,6 +17,7 @@ __all__ = [
     "FAILURE_KINDS",
     "OUTCOME_KINDS",
     "SCHEDULINGS",
+    "AnswerEncoder",
     "Behavior",
     "Call",
     "CallContext",
@@ -110,3 +111,16 @@ class Outcome(msgspec.Struct, frozen=True):
     def is_error(self) -> bool:
         """True when the response carries an ``error`` payload."""
         return "error" in self.response
+
+
+class AnswerEncoder(Protocol):
+    """Turns one answer into the vendor's wire dict (``gemini_live.encode`` for Live)."""
+
+    def __call__(
+        self,
+        answer: Outcome | Partial,
+        *,
+        behavior: Behavior,
+        scheduling: Scheduling | None = None,
+        streaming: bool = False,
+    ) -> dict[str, Any]: ...

@@ -23,16 +23,14 @@ Anything wrong with one call's name or arguments is that call's answer, never an
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal, TypeAlias, assert_never
+from typing import Any, assert_never
 
 import anyio
 import msgspec
@@ -51,7 +49,9 @@ from livebridge.calls import (
 from livebridge.eager import EagerStarter, Resumed
 from livebridge.errors import InvalidCallError
 from livebridge.observe import BatchSettled, BatchStarted, CallSettled, CallStarted, Observer, emit
+from livebridge.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait
 from livebridge.repeats import Requests, classify, served_by_key
+from livebridge.threads import ThreadSlots
 from livebridge.tools import Tool, ToolRegistry
 
 __all__ = ["ABANDON_GRACE", "CallPolicy", "Dispatcher", "OnPartial", "OnSettled"]
@@ -102,128 +102,6 @@ class CallPolicy:
             raise ValueError("idempotency_ttl must not be negative, idempotency_cache at least 1")
 
 
-class _Pending:
-    """A call in flight: its cancel scope, and its outcome once settled.
-
-    The scope gets its ``deadline`` only once the call first suspends: until then no timeout
-    can fire, and a handler that finishes without suspending never arms a timer.
-    """
-
-    __slots__ = ("call", "cancel_requested", "deadline", "outcome", "scope", "settled")
-
-    def __init__(self, call: Call, scope: anyio.CancelScope, deadline: float = math.inf) -> None:
-        self.call = call
-        self.scope = scope
-        self.deadline = deadline
-        self.outcome: Outcome | None = None
-        self.settled: anyio.Event | None = None
-        self.cancel_requested = False
-
-    def finish(self, outcome: Outcome) -> bool:
-        """Record the outcome; False if it already had one (abandoned, or run() cancelled)."""
-        if self.outcome is not None:
-            return False
-        self.outcome = outcome
-        if self.settled is not None:
-            self.settled.set()
-        return True
-
-    async def wait(self) -> Outcome:
-        if self.outcome is None:
-            if self.settled is None:
-                self.settled = anyio.Event()
-            await self.settled.wait()
-        assert self.outcome is not None
-        return self.outcome
-
-
-@dataclass(frozen=True, slots=True)
-class Settle:
-    """Answer now, without running anything."""
-
-    outcome: Outcome
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    """Run the handler."""
-
-    pending: _Pending
-    tool: Tool
-    kwargs: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Wait:
-    """Answer with another call's outcome when it settles (copied under this call's id)."""
-
-    own: _Pending
-    first: _Pending
-    kind: OutcomeKind | None  # None: the original's kind (an idempotent twin shares it)
-    reason: DedupReason
-
-
-@dataclass(frozen=True, slots=True)
-class Rejoin:
-    """The same id is running in another batch: this delivery gets that very outcome."""
-
-    first: _Pending
-
-
-Plan: TypeAlias = Settle | Run | Wait | Rejoin
-_Slot = Literal["waiting", "running", "done", "abandoned", "closed"]
-
-
-class _Batch:
-    """One ``run()``: its calls, and each call's outcome once settled (exactly once)."""
-
-    __slots__ = (
-        "calls",
-        "done",
-        "on_partial",
-        "on_settled",
-        "outcomes",
-        "received",
-        "runs",
-        "turn",
-    )
-
-    def __init__(
-        self,
-        calls: Sequence[Call],
-        turn: int,
-        on_settled: OnSettled | None,
-        on_partial: OnPartial | None,
-        received: float,
-    ) -> None:
-        self.calls = calls
-        self.turn = turn
-        self.on_settled = on_settled
-        self.on_partial = on_partial
-        self.received = received
-        self.outcomes: list[Outcome | None] = [None] * len(calls)
-        self.runs: dict[int, tuple[_Pending, Tool]] = {}
-        self.done: anyio.Event | None = None
-
-    @property
-    def unsettled(self) -> list[int]:
-        return [i for i, outcome in enumerate(self.outcomes) if outcome is None]
-
-    def record(self, index: int, outcome: Outcome) -> bool:
-        """Store the outcome of call ``index``; False if it was settled already."""
-        if self.outcomes[index] is not None:
-            return False
-        self.outcomes[index] = outcome
-        if self.done is not None and None not in self.outcomes:
-            self.done.set()
-        return True
-
-    def results(self) -> list[Outcome]:
-        done = self.outcomes
-        assert all(o is not None for o in done), "every call settles before run() returns"
-        return done  # type: ignore[return-value]
-
-
 class Dispatcher:
     """Runs batches of calls against a registry; one per session.
 
@@ -255,9 +133,9 @@ class Dispatcher:
         self._threads = anyio.CapacityLimiter(policy.max_parallel)
         self._ledger_size = ledger_size
         self._answered: OrderedDict[str, Outcome] = OrderedDict()
-        self._running: dict[str, _Pending] = {}
-        self._requests: Requests[_Pending] = Requests(ledger_size)
-        self._keyed: Requests[_Pending] = Requests(policy.idempotency_cache)
+        self._running: dict[str, Pending] = {}
+        self._requests: Requests[Pending] = Requests(ledger_size)
+        self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
         self._limiters_by_tool: dict[str, tuple[anyio.CapacityLimiter, ...]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -312,7 +190,7 @@ class Dispatcher:
         if not calls:
             return []
         _check(calls)
-        batch = _Batch(calls, turn, on_settled, on_partial, self._clock())
+        batch = Batch(calls, turn, on_settled, on_partial, self._clock())
         if self._observers:
             emit(self._observers, BatchStarted(self.session_id, turn, len(calls)))
         plans = self._plan(batch)
@@ -348,14 +226,14 @@ class Dispatcher:
 
     # -- planning -------------------------------------------------------------------------
 
-    def _plan(self, batch: _Batch) -> list[Plan]:
+    def _plan(self, batch: Batch) -> list[Plan]:
         """One plan per call; registers each call that runs or waits (synchronous)."""
-        firsts: dict[Hashable, _Pending] = {}
+        firsts: dict[Hashable, Pending] = {}
         now = anyio.current_time()
         return [self._plan_one(batch, i, call, firsts, now) for i, call in enumerate(batch.calls)]
 
     def _plan_one(
-        self, batch: _Batch, index: int, call: Call, firsts: dict[Hashable, _Pending], now: float
+        self, batch: Batch, index: int, call: Call, firsts: dict[Hashable, Pending], now: float
     ) -> Plan:
         policy = self.policy
         running = self._running.get(call.id)
@@ -412,7 +290,7 @@ class Dispatcher:
                 firsts[key] = wait.own
                 return wait
         timeout = tool.timeout or policy.timeout
-        pending = _Pending(call, anyio.CancelScope(), now + timeout)
+        pending = Pending(call, anyio.CancelScope(), now + timeout)
         self._running[call.id] = pending
         firsts[key] = pending
         self._requests.put(key, pending, call.id, clock_now)
@@ -421,15 +299,15 @@ class Dispatcher:
         return Run(pending, tool, kwargs)
 
     def _waiter(
-        self, call: Call, first: _Pending, kind: OutcomeKind | None, reason: DedupReason
+        self, call: Call, first: Pending, kind: OutcomeKind | None, reason: DedupReason
     ) -> Wait:
-        own = _Pending(call, anyio.CancelScope())
+        own = Pending(call, anyio.CancelScope())
         self._running[call.id] = own  # cancellable by its own id
         return Wait(own, first, kind, reason)
 
     # -- settling -------------------------------------------------------------------------
 
-    def _settle(self, batch: _Batch, index: int, outcome: Outcome) -> None:
+    def _settle(self, batch: Batch, index: int, outcome: Outcome) -> None:
         """The one place a call of a batch gets its outcome: remembered, observed, reported."""
         if not batch.record(index, outcome):
             return
@@ -454,7 +332,7 @@ class Dispatcher:
         if batch.on_settled is not None:
             _deliver(batch.on_settled, outcome)
 
-    async def _until_settled(self, batch: _Batch) -> None:
+    async def _until_settled(self, batch: Batch) -> None:
         """Wait until every call has its outcome; abandon handlers overdue past the grace."""
         while None in batch.outcomes:
             batch.done = batch.done or anyio.Event()
@@ -470,7 +348,7 @@ class Dispatcher:
                 if batch.outcomes[index] is None and pending.deadline + ABANDON_GRACE <= now:
                     self._abandon(batch, index, pending, tool)
 
-    def _abandon(self, batch: _Batch, index: int, pending: _Pending, tool: Tool) -> None:
+    def _abandon(self, batch: Batch, index: int, pending: Pending, tool: Tool) -> None:
         call = pending.call
         log.warning(
             "tool %s (call %s) ignored its cancellation at the deadline: answered timeout and"
@@ -483,7 +361,7 @@ class Dispatcher:
         pending.finish(outcome)
         self._settle(batch, index, outcome)
 
-    def _withdraw(self, batch: _Batch) -> None:
+    def _withdraw(self, batch: Batch) -> None:
         """``run()`` was cancelled: cancel what still runs and settle each call ``cancelled``."""
         for index in batch.unsettled:
             call = batch.calls[index]
@@ -494,14 +372,14 @@ class Dispatcher:
                 pending.finish(outcomes.cancelled(call, 0.0))
             self._settle(batch, index, outcomes.cancelled(call, 0.0))
 
-    def _forget(self, pending: _Pending) -> None:
+    def _forget(self, pending: Pending) -> None:
         if self._running.get(pending.call.id) is pending:
             del self._running[pending.call.id]
 
     # -- jobs -----------------------------------------------------------------------------
 
     async def _execute(
-        self, batch: _Batch, index: int, pending: _Pending, tool: Tool, kwargs: dict[str, Any]
+        self, batch: Batch, index: int, pending: Pending, tool: Tool, kwargs: dict[str, Any]
     ) -> None:
         call = pending.call
         if tool.context_parameter is not None:
@@ -518,10 +396,10 @@ class Dispatcher:
 
     async def _wait(
         self,
-        batch: _Batch,
+        batch: Batch,
         index: int,
-        own: _Pending,
-        first: _Pending,
+        own: Pending,
+        first: Pending,
         kind: OutcomeKind | None,
         reason: DedupReason,
     ) -> None:
@@ -536,7 +414,7 @@ class Dispatcher:
             if own.finish(outcome):
                 self._settle(batch, index, outcome)
 
-    async def _rejoin(self, batch: _Batch, index: int, first: _Pending) -> None:
+    async def _rejoin(self, batch: Batch, index: int, first: Pending) -> None:
         self._settle(batch, index, await first.wait())
 
     # -- running a handler ----------------------------------------------------------------
@@ -551,12 +429,12 @@ class Dispatcher:
         return limiters
 
     async def _invoke(
-        self, pending: _Pending, tool: Tool, kwargs: dict[str, Any], batch: _Batch
+        self, pending: Pending, tool: Tool, kwargs: dict[str, Any], batch: Batch
     ) -> Outcome:
         """Run one handler under its limits and scope, and turn what happened into an Outcome.
 
         A sync handler's thread cannot be interrupted: its slots are handed to the thread,
-        which gives them back when it really returns (``_ThreadSlots``).
+        which gives them back when it really returns (``ThreadSlots``).
         """
         call = pending.call
         value: Any = _NO_VALUE
@@ -564,7 +442,7 @@ class Dispatcher:
         started = 0.0
         scope = pending.scope
         acquired: list[anyio.CapacityLimiter] = []
-        slots: _ThreadSlots | None = None
+        slots: ThreadSlots | None = None
         with scope:
             try:
                 for limiter in self._limiters(tool):
@@ -591,7 +469,7 @@ class Dispatcher:
                         value = await Resumed(coroutine, yielded)
                 elif tool.kind == "sync":
                     scope.deadline = pending.deadline
-                    slots = _ThreadSlots(acquired, pending)
+                    slots = ThreadSlots(acquired, pending)
                     body = slots.wrap(partial(tool.handler, **kwargs))
                     value = await anyio.to_thread.run_sync(
                         body, abandon_on_cancel=True, limiter=self._threads
@@ -655,58 +533,6 @@ class Dispatcher:
             payload.original_bytes,
             scheduling=scheduling,
         )
-
-
-class _ThreadSlots:
-    """The concurrency slots of a sync handler, held until its thread really returns.
-
-    If the call is answered first (timeout, cancellation), the thread gives the slots back
-    from its last line through the event loop; a thread that never started skips the body.
-    """
-
-    __slots__ = ("_acquired", "_borrower", "_lock", "_loop", "_state")
-
-    def __init__(self, acquired: list[anyio.CapacityLimiter], borrower: object) -> None:
-        self._acquired = acquired
-        self._borrower = borrower
-        self._lock = threading.Lock()
-        self._loop = asyncio.get_running_loop()
-        self._state: _Slot = "waiting"
-
-    def wrap(self, body: Callable[[], Any]) -> Callable[[], Any]:
-        def in_thread() -> Any:
-            with self._lock:
-                if self._state == "closed":
-                    return None  # the call was answered before this thread started
-                self._state = "running"
-            try:
-                return body()
-            finally:
-                if self._finish_in_thread():
-                    with contextlib.suppress(RuntimeError):  # the loop is gone: nothing to guard
-                        self._loop.call_soon_threadsafe(self._release)
-
-        return in_thread
-
-    def _finish_in_thread(self) -> bool:
-        """The body returned; True if the call was already answered (the slots are ours)."""
-        with self._lock:
-            abandoned = self._state == "abandoned"
-            self._state = "done"
-            return abandoned
-
-    def leave(self) -> bool:
-        """The call is settled; True if the caller releases the slots now (no thread runs)."""
-        with self._lock:
-            if self._state == "running":
-                self._state = "abandoned"
-                return False
-            self._state = "closed"
-            return True
-
-    def _release(self) -> None:
-        for limiter in reversed(self._acquired):
-            limiter.release_on_behalf_of(self._borrower)
 
 
 def _always(call_id: str) -> bool:

@@ -38,22 +38,18 @@ first, down to a common cap); NON_BLOCKING answers that do not fit wait for the 
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import Any, Literal, TypeAlias
 
-import msgspec
-
-from livebridge import payloads
-from livebridge.calls import Behavior, Call, Outcome, Partial, Scheduling
+from livebridge import frames, payloads
+from livebridge.calls import AnswerEncoder, Behavior, Call, Outcome, Partial, Scheduling
 from livebridge.errors import LedgerError as LedgerError
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
-    "AnswerEncoder",
     "Answered",
     "CallLedger",
     "CallState",
@@ -95,20 +91,6 @@ _LIVE_STATES: frozenset[CallState] = frozenset({"running", "settled", "ready"})
 _MAX_HANDLES = 16
 DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
 _ENVELOPE_BYTES = 64  # the message around the responses, with room to spare
-_MIN_CAP = 96  # the smallest truncated output: {"output":"","truncated":true,...}
-
-
-class AnswerEncoder(Protocol):
-    """Turns one answer into the vendor's wire dict (``gemini_live.encode`` for Live)."""
-
-    def __call__(
-        self,
-        answer: Outcome | Partial,
-        *,
-        behavior: Behavior,
-        scheduling: Scheduling | None = None,
-        streaming: bool = False,
-    ) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,11 +439,11 @@ class CallLedger:
         while position < len(ready):
             unit = _unit_at(ready, position)
             encoded = [self._encode_item(item) for item in unit]
-            size = sum(_size(r) + 1 for r in encoded)
+            size = sum(payloads.encoded_size(r) + 1 for r in encoded)
             if size > budget:
                 if taken:  # it waits for the next message
                     break
-                unit, encoded = self._fit(unit, encoded, budget)
+                unit, encoded = self._fit(unit, budget)
                 size = budget
             taken += unit
             responses += encoded
@@ -531,27 +513,17 @@ class CallLedger:
             streaming=life.streaming,
         )
 
-    def _fit(
-        self, unit: list[_Item], encoded: list[dict[str, Any]], budget: int
-    ) -> tuple[list[_Item], list[dict[str, Any]]]:
-        """Cut the outputs of ``unit`` (answers that must go together) to fit ``budget``.
+    def _fit(self, unit: list[_Item], budget: int) -> tuple[list[_Item], list[dict[str, Any]]]:
+        """Cut the outputs of ``unit`` (answers that must go together) to fit ``budget``."""
 
-        Every output above a common cap is cut to that cap, the cap being the largest that
-        fits: small results are untouched, large ones share what is left fairly.
-        """
-        sizes = [_size(item.answer.response) for item in unit]
-        cuttable = [i for i, item in enumerate(unit) if "output" in item.answer.response]
-        fixed = sum(_size(r) + 1 for r in encoded) - sum(sizes[i] for i in cuttable)
-        cap = _water_level([sizes[i] for i in cuttable], budget - fixed)
-        items, responses = list(unit), list(encoded)
-        for i in cuttable:
-            if sizes[i] <= cap:
-                continue
-            answer = _shrunk(unit[i].answer, cap)
-            items[i] = _Item(unit[i].life, answer)
-            if isinstance(answer, Outcome):
-                unit[i].life.outcome = answer
-            responses[i] = self._encode_item(items[i])
+        def encode(index: int, answer: Outcome | Partial) -> dict[str, Any]:
+            return self._encode_item(_Item(unit[index].life, answer))
+
+        answers, responses = frames.fit([item.answer for item in unit], encode, budget)
+        items = [_Item(item.life, answer) for item, answer in zip(unit, answers, strict=True)]
+        for item in items:
+            if isinstance(item.answer, Outcome):
+                item.life.outcome = item.answer
         return items, responses
 
     def _known(self, call_id: str) -> _Life:
@@ -615,10 +587,6 @@ class CallLedger:
         self._notices.append(Notice(kind, life.call.id, detail))
 
 
-def _size(value: Any) -> int:
-    return payloads.encoded_size(value)
-
-
 def _unit_at(ready: list[_Item], position: int) -> list[_Item]:
     """The answers from ``position`` that must share one message: one BLOCKING batch."""
     batch = ready[position].life.batch
@@ -627,32 +595,3 @@ def _unit_at(ready: list[_Item], position: int) -> list[_Item]:
         while end < len(ready) and ready[end].life.batch is batch:
             end += 1
     return ready[position:end]
-
-
-def _water_level(sizes: list[int], room: int) -> int:
-    """The largest cap such that ``sum(min(size, cap))`` stays within ``room``."""
-    level = _MIN_CAP
-    remaining, count = room, len(sizes)
-    for size in sorted(sizes):
-        share = remaining // count if count else remaining
-        if size > share:
-            return max(share, _MIN_CAP)
-        remaining -= size
-        count -= 1
-        level = size
-    return max(level, _MIN_CAP)
-
-
-def _shrunk(answer: Outcome | Partial, cap: int) -> Outcome | Partial:
-    """``answer`` with its output cut to ``cap`` bytes (keeping the first original size)."""
-    response = answer.response
-    payload = payloads.shrink(response, cap)
-    if isinstance(answer, Partial):
-        return dataclasses.replace(answer, response=payload.response)
-    return msgspec.structs.replace(
-        answer,
-        response=payload.response,
-        result_bytes=payload.result_bytes,
-        truncated=True,
-        original_bytes=payload.original_bytes,
-    )
