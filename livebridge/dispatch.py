@@ -35,7 +35,7 @@ from typing import Any, assert_never
 import anyio
 import msgspec
 
-from livebridge import outcomes, payloads
+from livebridge import frames, outcomes, payloads
 from livebridge.calls import (
     Call,
     CallContext,
@@ -75,7 +75,8 @@ class CallPolicy:
 
     ``limiter`` may be shared by many dispatchers so that all sessions of a process together
     keep within what one backend can take. ``max_frame_bytes`` bounds one ``toolResponse``
-    message (results are cut to fit, fairly across a batch). ``idempotency_ttl`` is how long
+    message (results are cut to fit, fairly across a batch); it must hold
+    ``frames.BYTES_PER_CALL`` bytes for each call a turn may carry. ``idempotency_ttl`` is how long
     (seconds) a tool's ``idempotency_key`` makes later calls the same request; at most
     ``idempotency_cache`` keys are remembered (the oldest is forgotten first).
     """
@@ -96,8 +97,12 @@ class CallPolicy:
             raise ValueError("timeout must be positive")
         if self.max_result_bytes < 128:
             raise ValueError("max_result_bytes must be at least 128")
-        if self.max_frame_bytes < self.max_result_bytes + 1024:
-            raise ValueError("max_frame_bytes must exceed max_result_bytes by at least 1024")
+        least = max(self.max_result_bytes + 1024, frames.BYTES_PER_CALL * self.max_calls_per_turn)
+        if self.max_frame_bytes < least:
+            raise ValueError(
+                f"max_frame_bytes must be at least {least}: max_result_bytes + 1024, and"
+                f" {frames.BYTES_PER_CALL} bytes for each of max_calls_per_turn"
+            )
         if not self.idempotency_ttl >= 0 or self.idempotency_cache < 1:
             raise ValueError("idempotency_ttl must not be negative, idempotency_cache at least 1")
 

@@ -16,11 +16,12 @@ import msgspec
 from livebridge import payloads
 from livebridge.calls import Outcome, Partial
 
-__all__ = ["MIN_CAP", "fit", "shrunk", "water_level"]
+__all__ = ["BYTES_PER_CALL", "fit", "shrunk", "water_level"]
 
 A = TypeVar("A", Outcome, Partial, Outcome | Partial)
-#: The smallest output a cut leaves: ``{"output":"","truncated":true,"original_bytes":N}``.
-MIN_CAP = 96
+#: What a frame must hold per answer for every batch to fit: id, name and the smallest cut
+#: output (``{"output":"","truncated":true,"original_bytes":N}``), with room to spare.
+BYTES_PER_CALL = 256
 
 
 def fit(
@@ -42,17 +43,16 @@ def fit(
 
 
 def water_level(sizes: list[int], room: int) -> int:
-    """The largest cap such that ``sum(min(size, cap))`` stays within ``room`` (at least
-    ``MIN_CAP``)."""
-    remaining, count, level = room, len(sizes), MIN_CAP
+    """The largest cap such that ``sum(min(size, cap))`` stays within ``room``."""
+    remaining, count, level = room, len(sizes), 0
     for size in sorted(sizes):
         share = remaining // count
         if size > share:
-            return max(share, MIN_CAP)
+            return max(share, 0)
         remaining -= size
         count -= 1
         level = size
-    return max(level, MIN_CAP)
+    return level
 
 
 def shrunk(answer: A, cap: int) -> A:

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from livebridge import frames
 from livebridge.adapters import gemini_live
 from livebridge.calls import Behavior, Call, Outcome, Partial
 from livebridge.ledger import CallLedger, CallState, LedgerError, LiveCall, Notice, Outgoing
@@ -642,6 +643,8 @@ def test_non_blocking_answers_that_do_not_fit_go_in_the_next_message() -> None:
 def test_random_batches_always_encode_within_the_frame_budget(
     budget: int, batches: list[tuple[bool, list[int], str]]
 ) -> None:
+    # CallPolicy guarantees this much room per call of a batch
+    budget = max(budget, frames.BYTES_PER_CALL * max(len(sizes) for _, sizes, _ in batches))
     ledger = new_ledger(max_frame_bytes=budget)
     expected: list[str] = []
     for number, (is_blocking, sizes, shape) in enumerate(batches):
