@@ -7,14 +7,13 @@ vendor encoders turn them into wire messages.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Literal, Protocol, assert_never, get_args
 
 import msgspec
 
 __all__ = [
     "BEHAVIORS",
     "DEDUP_REASONS",
-    "FAILURE_KINDS",
     "OUTCOME_KINDS",
     "SCHEDULINGS",
     "AnswerEncoder",
@@ -40,8 +39,17 @@ SCHEDULINGS: tuple[Scheduling, ...] = get_args(Scheduling)
 #: Every outcome kind, in the order reports list them.
 OUTCOME_KINDS: tuple[OutcomeKind, ...] = get_args(OutcomeKind)
 DEDUP_REASONS: tuple[DedupReason, ...] = get_args(DedupReason)
-#: Outcomes that are never served to a later request: it runs again instead.
-FAILURE_KINDS: frozenset[OutcomeKind] = frozenset({"error", "timeout", "cancelled", "rejected"})
+
+
+def is_failure(kind: OutcomeKind) -> bool:
+    """A failed outcome is never served to a later request: the request runs again."""
+    match kind:
+        case "error" | "timeout" | "cancelled" | "rejected":
+            return True
+        case "ok" | "duplicate" | "orphaned":
+            return False
+        case _:
+            assert_never(kind)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
-from livebridge.calls import FAILURE_KINDS, OutcomeKind
+from livebridge.calls import OutcomeKind, is_failure
 
 __all__ = ["MAX_IDS_PER_REQUEST", "Repeat", "Request", "Requests", "classify", "served_by_key"]
 
@@ -37,7 +37,7 @@ def classify(first: OutcomeKind | None, *, seen: bool) -> Repeat:
     while it runs) and whether the model could have seen an answer of that request."""
     if first is None:
         return "reissue"
-    if first in FAILURE_KINDS:
+    if is_failure(first):
         return "new"
     return "new" if seen else "reissue"
 

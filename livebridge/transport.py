@@ -26,7 +26,7 @@ from google.genai import types
 from websockets.exceptions import ConnectionClosed
 
 from livebridge import resume, wire
-from livebridge.adapters.gemini_live import to_sdk
+from livebridge.adapters.gemini_live import to_sdk, tool_response
 
 TransportKind = Literal["wire", "sdk"]
 
@@ -143,7 +143,7 @@ def encode_client(item: ClientItem) -> bytes:
         blob = _AudioBlob(mime_type=f"audio/pcm;rate={item.rate}", data=item.pcm)
         return wire.encode(_AudioMessage(_RealtimeAudio(blob)))
     if isinstance(item, ToolAnswers):
-        return wire.encode({"toolResponse": {"functionResponses": list(item.responses)}})
+        return wire.encode(tool_response(item.responses))
     if isinstance(item, Text):
         return wire.encode({"realtimeInput": {"text": item.text}})
     return _SIGNALS[item.kind]
