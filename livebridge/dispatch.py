@@ -45,12 +45,13 @@ from livebridge.calls import (
     Partial,
     Result,
     Scheduling,
+    is_failure,
 )
 from livebridge.eager import EagerStarter, Resumed
 from livebridge.errors import InvalidCallError
 from livebridge.observe import BatchSettled, BatchStarted, CallSettled, CallStarted, Observer, emit
 from livebridge.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait
-from livebridge.repeats import Requests, classify, served_by_key
+from livebridge.repeats import Request, Requests, classify, served_by_key
 from livebridge.threads import ThreadSlots
 from livebridge.tools import Tool, ToolRegistry
 
@@ -139,7 +140,7 @@ class Dispatcher:
         self._ledger_size = ledger_size
         self._answered: OrderedDict[str, Outcome] = OrderedDict()
         self._running: dict[str, Pending] = {}
-        self._requests: Requests[Pending] = Requests(ledger_size)
+        self._requests: Requests[Pending] = Requests(ledger_size, self._decided)
         self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
         self._limiters_by_tool: dict[str, tuple[anyio.CapacityLimiter, ...]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -302,6 +303,11 @@ class Dispatcher:
         if app_key is not None:
             self._keyed.put(app_key, pending, call.id, clock_now)
         return Run(pending, tool, kwargs)
+
+    def _decided(self, request: Request[Pending]) -> bool:
+        """A repeat of ``request`` would be a new request whatever happens next."""
+        outcome = request.first.outcome
+        return outcome is not None and (is_failure(outcome.kind) or request.seen(self._answer_seen))
 
     def _waiter(
         self, call: Call, first: Pending, kind: OutcomeKind | None, reason: DedupReason

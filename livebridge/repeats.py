@@ -64,12 +64,20 @@ class Request(Generic[F]):
 
 
 class Requests(Generic[F]):
-    """The newest request of each key, at most ``capacity`` (oldest forgotten first)."""
+    """The newest request of each key, at most ``capacity`` (oldest forgotten first).
 
-    def __init__(self, capacity: int) -> None:
+    ``stale(request)`` says a request can no longer change a decision (its answer was seen,
+    or it failed): each ``put`` forgets up to two stale requests from the oldest end, so in a
+    conversation whose answers arrive the memory stays small, far below ``capacity``.
+    """
+
+    def __init__(
+        self, capacity: int, stale: Callable[[Request[F]], bool] = lambda request: False
+    ) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self._capacity = capacity
+        self._stale = stale
         self._by_key: OrderedDict[Hashable, Request[F]] = OrderedDict()
 
     def __len__(self) -> int:
@@ -85,6 +93,11 @@ class Requests(Generic[F]):
         by_key.move_to_end(key)
         if len(by_key) > self._capacity:
             by_key.popitem(last=False)
+        for _ in range(2):
+            oldest_key, oldest = next(iter(by_key.items()))
+            if oldest is request or not self._stale(oldest):
+                break
+            del by_key[oldest_key]
         return request
 
     def expire(self, now: float, ttl: float) -> None:
