@@ -6,6 +6,9 @@ over the socket: an answer is seen once a later server message arrives on its co
 
 from __future__ import annotations
 
+import threading
+import time
+
 import anyio
 
 import livebridge
@@ -77,4 +80,39 @@ async def test_a_call_repeated_before_its_answer_could_be_seen_runs_once() -> No
         r["response"] for m in client_messages(emu, "toolResponse") for r in m["functionResponses"]
     ]
     assert answers == [{"output": {"coffees": 1}}] * 2
+    assert errors(emu) == []
+
+
+async def test_a_handler_that_swallows_cancellation_cannot_wedge_the_session() -> None:
+    stop = threading.Event()
+    tools = livebridge.ToolRegistry()
+
+    @tools.tool(timeout=0.3)
+    async def stubborn() -> str:
+        """Never gives up."""
+        while not stop.is_set():
+            try:
+                await anyio.sleep(0.01)
+            except anyio.get_cancelled_exc_class():
+                pass
+        return "too late"
+
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        ids = await conv.tool_call([("stubborn", {})])
+        await conv.wait_answers(ids)
+        await conv.turn_complete()
+
+    options = livebridge.SessionOptions(shutdown_grace=0.5)
+    try:
+        async with Emulator(scenario) as emu:
+            async with open_session(emu, tools, options=options) as session:
+                await session.send_text("Go.")
+                events = await collect_until(session, is_turn_complete)
+                leaving = time.monotonic()
+            left_after = time.monotonic() - leaving
+    finally:
+        stop.set()
+    assert [e.outcome for e in of_type(events, ToolCallSettled)] == ["timeout"]
+    assert left_after < 0.5 + 1.0, left_after
     assert errors(emu) == []
