@@ -144,6 +144,9 @@ class Dispatcher:
         self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
         self._limiters_by_tool: dict[str, tuple[anyio.CapacityLimiter, ...]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._new_scope: type[anyio.CancelScope] = anyio.CancelScope
+        self._starter: EagerStarter | None = None
+        self._loop_time: Callable[[], float] = time.monotonic
 
     def cancel(self, call_id: str) -> bool:
         """Cancel a call in flight; its outcome becomes ``cancelled``. False if none is running."""
@@ -199,8 +202,14 @@ class Dispatcher:
         batch = Batch(calls, turn, on_settled, on_partial, self._clock())
         if self._observers:
             emit(self._observers, BatchStarted(self.session_id, turn, len(calls)))
+        starter = self._starter
+        if starter is None or starter.loop is not asyncio.get_running_loop():
+            starter = self._starter = EagerStarter()
+            # Looked up once per event loop: the scope class (skips a backend lookup per call)
+            # and the loop's clock, which cancel-scope deadlines are measured on.
+            self._new_scope = type(anyio.CancelScope())
+            self._loop_time = starter.loop.time
         plans = self._plan(batch)
-        starter: EagerStarter | None = None
         try:
             for index, plan in enumerate(plans):
                 match plan:
@@ -216,7 +225,6 @@ class Dispatcher:
                         job = self._rejoin(batch, index, first)
                     case _:
                         assert_never(plan)
-                starter = starter or EagerStarter()
                 task = starter.start(job)
                 if task is not None:
                     self._tasks.add(task)
@@ -235,7 +243,7 @@ class Dispatcher:
     def _plan(self, batch: Batch) -> list[Plan]:
         """One plan per call; registers each call that runs or waits (synchronous)."""
         firsts: dict[Hashable, Pending] = {}
-        now = anyio.current_time()
+        now = self._loop_time()
         return [self._plan_one(batch, i, call, firsts, now) for i, call in enumerate(batch.calls)]
 
     def _plan_one(
@@ -296,7 +304,7 @@ class Dispatcher:
                 firsts[key] = wait.own
                 return wait
         timeout = tool.timeout or policy.timeout
-        pending = Pending(call, anyio.CancelScope(), now + timeout)
+        pending = Pending(call, self._new_scope(), now + timeout)
         self._running[call.id] = pending
         firsts[key] = pending
         self._requests.put(key, pending, call.id, clock_now)
@@ -312,7 +320,7 @@ class Dispatcher:
     def _waiter(
         self, call: Call, first: Pending, kind: OutcomeKind | None, reason: DedupReason
     ) -> Wait:
-        own = Pending(call, anyio.CancelScope())
+        own = Pending(call, self._new_scope())
         self._running[call.id] = own  # cancellable by its own id
         return Wait(own, first, kind, reason)
 

@@ -7,7 +7,8 @@ first step, such as a tool handler that never awaits, costs no scheduling round 
 suspends carries on in its task and never moves, so its cancel scopes stay valid.
 
 A task object is only consumed when its coroutine suspends: ``EagerStarter`` keeps the unused
-one for the next coroutine, so a burst of handlers that finish at once creates one task.
+one for the next coroutine until the event loop runs it, so any number of coroutines that
+finish in their first step, one after another, cost one task between them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ _enter_task: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None]
 _leave_task: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None]
 _enter_task = asyncio.tasks._enter_task
 _leave_task = asyncio.tasks._leave_task
+_current_tasks: dict[asyncio.AbstractEventLoop, asyncio.Task[Any]]
+_current_tasks = asyncio.tasks._current_tasks  # type: ignore[attr-defined]
 _NOTHING: Any = object()
 
 
@@ -69,10 +72,10 @@ class _Carrier(Coroutine[Any, Any, Any]):
 class EagerStarter:
     """Starts coroutines eagerly; ``start`` returns the task, or None if it already finished."""
 
-    __slots__ = ("_carrier", "_loop", "_spare")
+    __slots__ = ("_carrier", "_loop", "_spare", "loop")
 
     def __init__(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        self.loop = self._loop = asyncio.get_running_loop()
         self._spare: asyncio.Task[Any] | None = None
         self._carrier: _Carrier | None = None
 
@@ -82,13 +85,13 @@ class EagerStarter:
         Exceptions of that first step propagate to the caller, as they would from a call.
         """
         loop = self._loop
-        if self._spare is None:
+        if self._spare is None or self._spare.done():  # the spare ran its step: it is gone
             self._carrier = _Carrier()
             self._spare = loop.create_task(self._carrier)
         task, carrier = self._spare, self._carrier
         assert carrier is not None
         context = contextvars.copy_context()
-        caller = asyncio.current_task(loop)
+        caller = _current_tasks.get(loop)
         if caller is not None:
             _leave_task(loop, caller)
         _enter_task(loop, task)

@@ -67,7 +67,7 @@ def output(value: Any, max_bytes: int) -> Payload:
         encoded = _encode(response)
     except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError) as exc:
         raise UnserializableResult(f"{type(value).__name__}: {exc}") from exc
-    if b"null" in encoded and _non_finite(plain):
+    if plain is not None and b"null" in encoded and _non_finite(plain):
         raise UnserializableResult(f"{type(value).__name__}: NaN or Infinity has no JSON form")
     size = len(encoded)
     if size <= max_bytes:

@@ -60,7 +60,7 @@ class Request(Generic[F]):
         del self.ids[:-MAX_IDS_PER_REQUEST]
 
     def seen(self, answer_seen: Callable[[str], bool]) -> bool:
-        return any(answer_seen(call_id) for call_id in self.ids)
+        return any(map(answer_seen, self.ids))
 
 
 class Requests(Generic[F]):
@@ -89,8 +89,8 @@ class Requests(Generic[F]):
     def put(self, key: Hashable, first: F, call_id: str, at: float) -> Request[F]:
         request = Request(first, at, [call_id])
         by_key = self._by_key
+        by_key.pop(key, None)  # re-inserted at the newest end
         by_key[key] = request
-        by_key.move_to_end(key)
         if len(by_key) > self._capacity:
             by_key.popitem(last=False)
         for _ in range(2):
