@@ -163,7 +163,7 @@ class Dispatcher:
 
     @property
     def lingering(self) -> int:
-        """Handler tasks still running after their call settled or their batch was left."""
+        """Handler tasks still running, abandoned ones included (``aclose()`` reaps them)."""
         return len(self._tasks)
 
     async def aclose(self, grace: float = 5.0) -> int:
