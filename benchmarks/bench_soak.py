@@ -21,8 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from google import genai
+from google.genai import types
+
 from benchmarks.server import FRAME_SECONDS, Server, model_name, serve
-from livebridge import ToolRegistry
+from livebridge import ToolRegistry, client_args
 from livebridge.events import ToolCallSettled
 from livebridge.session import LiveSession
 
@@ -79,6 +82,11 @@ class Soak:
         self.progress = progress
         self.answered = 0
         self.open = 0
+        # A client of its own: the benchmarks' shared one belongs to an event loop already closed.
+        options = types.HttpOptions(
+            base_url=server.base_url, async_client_args=client_args(ssl=server.ssl_context())
+        )
+        self.client = genai.Client(api_key="test", http_options=options)
         self.tools = ToolRegistry()
 
         @self.tools.tool(name="work")
@@ -89,9 +97,7 @@ class Soak:
 
     async def session(self, stop: asyncio.Event) -> None:
         model = model_name("sessions", self.settings.call_every)
-        async with LiveSession.connect(
-            self.server.client(), model=model, tools=self.tools
-        ) as session:
+        async with LiveSession.connect(self.client, model=model, tools=self.tools) as session:
             self.open += 1
             try:
 
