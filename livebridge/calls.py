@@ -7,24 +7,49 @@ vendor encoders turn them into wire messages.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, assert_never, get_args
 
 import msgspec
+
+__all__ = [
+    "BEHAVIORS",
+    "DEDUP_REASONS",
+    "OUTCOME_KINDS",
+    "SCHEDULINGS",
+    "AnswerEncoder",
+    "Behavior",
+    "Call",
+    "CallContext",
+    "DedupReason",
+    "Outcome",
+    "OutcomeKind",
+    "Partial",
+    "Result",
+    "Scheduling",
+]
 
 Behavior = Literal["BLOCKING", "NON_BLOCKING"]
 Scheduling = Literal["SILENT", "WHEN_IDLE", "INTERRUPT"]
 OutcomeKind = Literal["ok", "error", "timeout", "cancelled", "rejected", "duplicate", "orphaned"]
+#: Why a call was answered from another call's result instead of running.
+DedupReason = Literal["twin", "reissue", "key"]
 
+BEHAVIORS: tuple[Behavior, ...] = get_args(Behavior)
+SCHEDULINGS: tuple[Scheduling, ...] = get_args(Scheduling)
 #: Every outcome kind, in the order reports list them.
-OUTCOME_KINDS: tuple[OutcomeKind, ...] = (
-    "ok",
-    "error",
-    "timeout",
-    "cancelled",
-    "rejected",
-    "duplicate",
-    "orphaned",
-)
+OUTCOME_KINDS: tuple[OutcomeKind, ...] = get_args(OutcomeKind)
+DEDUP_REASONS: tuple[DedupReason, ...] = get_args(DedupReason)
+
+
+def is_failure(kind: OutcomeKind) -> bool:
+    """A failed outcome is never served to a later request: the request runs again."""
+    match kind:
+        case "error" | "timeout" | "cancelled" | "rejected":
+            return True
+        case "ok" | "duplicate" | "orphaned":
+            return False
+        case _:
+            assert_never(kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +113,22 @@ class Outcome(msgspec.Struct, frozen=True):
     original_bytes: int | None = None
     duplicate_of: str | None = None
     scheduling: Scheduling | None = None
+    dedup: DedupReason | None = None  # set when answered from ``duplicate_of`` without running
 
     @property
     def is_error(self) -> bool:
         """True when the response carries an ``error`` payload."""
         return "error" in self.response
+
+
+class AnswerEncoder(Protocol):
+    """Turns one answer into the vendor's wire dict (``gemini_live.encode`` for Live)."""
+
+    def __call__(
+        self,
+        answer: Outcome | Partial,
+        *,
+        behavior: Behavior,
+        scheduling: Scheduling | None = None,
+        streaming: bool = False,
+    ) -> dict[str, Any]: ...

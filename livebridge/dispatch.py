@@ -1,42 +1,69 @@
 """Run a batch of calls under limits, timeouts and cancel scopes, and answer each exactly once.
 
 The dispatcher knows nothing of any wire format: ``Call``s in, ``Outcome``s out (one per call,
-same order), each response following the contract table in DESIGN.md. Planning a batch is
-synchronous (re-issues, fan-out, unknown names, argument validation, duplicates). Each call that
-must run gets its own cancel scope and starts inline; the first one that suspends carries on in
-the caller's task and each call after it gets a task (see ``_run_concurrently``).
+same order), each response following the contract table in the README. Planning a call is
+synchronous and returns one ``Plan``: settle it now, run it, wait for another call's answer
+(a twin, a re-issue, the same idempotency key) or rejoin the same id running elsewhere.
+
+Each call that runs or waits is started eagerly (``livebridge.eager``): one that finishes
+without suspending needs no task; one that suspends carries on in a task of its own, so that
+``run()`` returns once every call of the batch has its outcome, even if a handler that
+ignored its cancellation is still running (it is *abandoned*: answered ``timeout``, tracked,
+and it keeps its concurrency slots until it really ends; ``aclose()`` reaps what is left).
+
+Every call ``run()`` planned is settled exactly once (``on_settled`` and observers), also when
+``run()`` itself is cancelled: the calls still running are then cancelled and settled
+``cancelled`` at once.
 
 Bad input to ``run()`` (something that is not a ``Call``, an id that is not a non-empty string)
-raises ``ValueError`` before anything runs, because such a call could never be answered. A name
-that is not a string, with a usable id, is answered as an ``unknown_function`` rejection.
+raises ``InvalidCallError`` before anything runs, because such a call could never be answered.
+Anything wrong with one call's name or arguments is that call's answer, never an exception.
 """
 
 from __future__ import annotations
 
-import contextvars
+import asyncio
 import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Generator, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, assert_never
 
 import anyio
 import msgspec
 
-from livebridge import payloads
-from livebridge.calls import Call, CallContext, Outcome, OutcomeKind, Partial, Result, Scheduling
-from livebridge.errors import InvalidCallError, ToolError
+from livebridge import frames, outcomes, payloads
+from livebridge.calls import (
+    Call,
+    CallContext,
+    DedupReason,
+    Outcome,
+    OutcomeKind,
+    Partial,
+    Result,
+    Scheduling,
+    is_failure,
+)
+from livebridge.eager import EagerStarter, Resumed
+from livebridge.errors import InvalidCallError
 from livebridge.observe import BatchSettled, BatchStarted, CallSettled, CallStarted, Observer, emit
+from livebridge.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait
+from livebridge.repeats import Request, Requests, classify, served_by_key
+from livebridge.threads import ThreadSlots
 from livebridge.tools import Tool, ToolRegistry
+
+__all__ = ["ABANDON_GRACE", "CallPolicy", "Dispatcher", "OnPartial", "OnSettled"]
 
 log = logging.getLogger("livebridge.dispatch")
 
 OnSettled = Callable[[Outcome], None]
 OnPartial = Callable[[Partial], None]
-Job = Callable[[], Coroutine[Any, Any, None]]
+
+#: Seconds a handler gets after its deadline to end before it is abandoned.
+ABANDON_GRACE = 0.25
 
 _canonical = msgspec.json.Encoder(order="sorted").encode
 _NO_VALUE: Any = object()
@@ -48,15 +75,20 @@ class CallPolicy:
     """Limits for one dispatcher (one session).
 
     ``limiter`` may be shared by many dispatchers so that all sessions of a process together
-    keep within what one backend can take. ``dedup_window`` is how long (seconds) an identical
-    call of a non-idempotent tool is answered from the first one instead of running again.
+    keep within what one backend can take. ``max_frame_bytes`` bounds one ``toolResponse``
+    message (results are cut to fit, fairly across a batch); it must hold
+    ``frames.BYTES_PER_CALL`` bytes for each call a turn may carry. ``idempotency_ttl`` is how long
+    (seconds) a tool's ``idempotency_key`` makes later calls the same request; at most
+    ``idempotency_cache`` keys are remembered (the oldest is forgotten first).
     """
 
     max_parallel: int = 8
     max_calls_per_turn: int = 16
     timeout: float = 30.0
     max_result_bytes: int = 65_536
-    dedup_window: float = 30.0
+    max_frame_bytes: int = payloads.DEFAULT_MAX_FRAME_BYTES
+    idempotency_ttl: float = 600.0
+    idempotency_cache: int = 4096
     limiter: anyio.CapacityLimiter | None = None
 
     def __post_init__(self) -> None:
@@ -66,52 +98,24 @@ class CallPolicy:
             raise ValueError("timeout must be positive")
         if self.max_result_bytes < 128:
             raise ValueError("max_result_bytes must be at least 128")
-        if self.dedup_window < 0:
-            raise ValueError("dedup_window must not be negative")
-
-
-class _Pending:
-    """A call in flight: its cancel scope, and its outcome once settled.
-
-    The scope gets its ``deadline`` only once the call first suspends: until then no timeout
-    can fire, and a handler that finishes without suspending never arms a timer.
-    """
-
-    __slots__ = ("call", "cancel_requested", "deadline", "outcome", "scope", "settled")
-
-    def __init__(self, call: Call, scope: anyio.CancelScope, deadline: float = math.inf) -> None:
-        self.call = call
-        self.scope = scope
-        self.deadline = deadline
-        self.outcome: Outcome | None = None
-        self.settled: anyio.Event | None = None
-        self.cancel_requested = False
-
-    def finish(self, outcome: Outcome) -> None:
-        self.outcome = outcome
-        if self.settled is not None:
-            self.settled.set()
-
-    async def wait(self) -> Outcome:
-        if self.outcome is None:
-            if self.settled is None:
-                self.settled = anyio.Event()
-            await self.settled.wait()
-        assert self.outcome is not None
-        return self.outcome
-
-
-@dataclass(frozen=True, slots=True)
-class _Recent:
-    first: _Pending
-    started_at: float
+        least = max(self.max_result_bytes + 1024, frames.BYTES_PER_CALL * self.max_calls_per_turn)
+        if self.max_frame_bytes < least:
+            raise ValueError(
+                f"max_frame_bytes must be at least {least}: max_result_bytes + 1024, and"
+                f" {frames.BYTES_PER_CALL} bytes for each of max_calls_per_turn"
+            )
+        if not self.idempotency_ttl >= 0 or self.idempotency_cache < 1:
+            raise ValueError("idempotency_ttl must not be negative, idempotency_cache at least 1")
 
 
 class Dispatcher:
     """Runs batches of calls against a registry; one per session.
 
-    Remembers the last ``ledger_size`` answered call ids, so a re-issued id gets its answer
-    again without the handler running twice.
+    Remembers the last ``ledger_size`` answered call ids (a re-delivered id gets its answer
+    again without the handler running twice) and as many earlier requests, to tell a re-issue
+    from a new request. ``answer_seen(call_id)`` says whether the model could have seen that
+    call's answer; a session passes ``CallLedger.answer_seen``. The default (no connection to
+    know about, as with the non-streaming APIs) takes every settled answer as seen.
     """
 
     def __init__(
@@ -122,18 +126,27 @@ class Dispatcher:
         session_id: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         ledger_size: int = 4096,
+        answer_seen: Callable[[str], bool] | None = None,
     ) -> None:
         self.tools = tools
         self.policy = policy = policy or CallPolicy()
         self.session_id = session_id
         self._observers = tuple(observers)
         self._clock = clock
+        self._answer_seen = answer_seen or _always
         self._limiter = anyio.CapacityLimiter(policy.max_parallel)
+        # Worker threads for sync handlers: their own pool, not anyio's process-wide default.
+        self._threads = anyio.CapacityLimiter(policy.max_parallel)
         self._ledger_size = ledger_size
         self._answered: OrderedDict[str, Outcome] = OrderedDict()
-        self._running: dict[str, _Pending] = {}
-        self._recent: OrderedDict[tuple[str, bytes], _Recent] = OrderedDict()
+        self._running: dict[str, Pending] = {}
+        self._requests: Requests[Pending] = Requests(ledger_size, self._decided)
+        self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
         self._limiters_by_tool: dict[str, tuple[anyio.CapacityLimiter, ...]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._new_scope: type[anyio.CancelScope] = anyio.CancelScope
+        self._starter: EagerStarter | None = None
+        self._loop_time: Callable[[], float] = time.monotonic
 
     def cancel(self, call_id: str) -> bool:
         """Cancel a call in flight; its outcome becomes ``cancelled``. False if none is running."""
@@ -147,6 +160,27 @@ class Dispatcher:
     def answered(self, call_id: str) -> Outcome | None:
         """The remembered outcome of an earlier call id, if any."""
         return self._answered.get(call_id)
+
+    @property
+    def lingering(self) -> int:
+        """Handler tasks still running, abandoned ones included (``aclose()`` reaps them)."""
+        return len(self._tasks)
+
+    async def aclose(self, grace: float = 5.0) -> int:
+        """Give running handlers ``grace`` seconds, then cancel them; returns how many are left.
+
+        Those left ignored their cancellation; they are logged and keep their slots.
+        """
+        if not self._tasks:
+            return 0
+        _, left = await asyncio.wait(set(self._tasks), timeout=max(grace, 0.0))
+        if left:
+            for task in left:
+                task.cancel()
+            _, left = await asyncio.wait(left, timeout=ABANDON_GRACE)
+        if left:
+            log.warning("%d tool handler(s) still running after cancellation; abandoned", len(left))
+        return len(left)
 
     async def run(
         self,
@@ -165,37 +199,244 @@ class Dispatcher:
         if not calls:
             return []
         _check(calls)
-        batch = _Batch(self, calls, turn, on_settled, on_partial)
+        batch = Batch(calls, turn, on_settled, on_partial, self._clock())
         if self._observers:
             emit(self._observers, BatchStarted(self.session_id, turn, len(calls)))
-        jobs = batch.plan()
-        if len(jobs) == 1:
-            await jobs[0]()
-        elif jobs:
-            await _run_concurrently(jobs)
+        starter = self._starter
+        if starter is None or starter.loop is not asyncio.get_running_loop():
+            starter = self._starter = EagerStarter()
+            # Looked up once per event loop: the scope class (skips a backend lookup per call)
+            # and the loop's clock, which cancel-scope deadlines are measured on.
+            self._new_scope = type(anyio.CancelScope())
+            self._loop_time = starter.loop.time
+        plans = self._plan(batch)
+        try:
+            for index, plan in enumerate(plans):
+                match plan:
+                    case Settle(outcome):
+                        self._settle(batch, index, outcome)
+                        continue
+                    case Run(pending, tool, kwargs):
+                        batch.runs[index] = (pending, tool)
+                        job = self._execute(batch, index, pending, tool, kwargs)
+                    case Wait(own, first, kind, reason):
+                        job = self._wait(batch, index, own, first, kind, reason)
+                    case Rejoin(first):
+                        job = self._rejoin(batch, index, first)
+                    case _:
+                        assert_never(plan)
+                task = starter.start(job)
+                if task is not None:
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+            await self._until_settled(batch)
+        finally:
+            if None in batch.outcomes:  # run() was cancelled: every call still gets its fate
+                self._withdraw(batch)
         if self._observers:
             duration = self._clock() - batch.received
             emit(self._observers, BatchSettled(self.session_id, turn, len(calls), duration))
-        return batch.outcomes()
+        return batch.results()
 
-    # -- shared state ---------------------------------------------------------------------
+    # -- planning -------------------------------------------------------------------------
 
-    def _remember(self, outcome: Outcome) -> None:
+    def _plan(self, batch: Batch) -> list[Plan]:
+        """One plan per call; registers each call that runs or waits (synchronous)."""
+        firsts: dict[Hashable, Pending] = {}
+        now = self._loop_time()
+        return [self._plan_one(batch, i, call, firsts, now) for i, call in enumerate(batch.calls)]
+
+    def _plan_one(
+        self, batch: Batch, index: int, call: Call, firsts: dict[Hashable, Pending], now: float
+    ) -> Plan:
+        policy = self.policy
+        running = self._running.get(call.id)
+        if running is not None:
+            return Rejoin(running)
+        earlier = self._answered.get(call.id)
+        if earlier is not None:
+            self._answered.move_to_end(call.id)
+            return Settle(earlier)
+        if index >= policy.max_calls_per_turn:
+            return Settle(outcomes.fanout(call, policy.max_calls_per_turn))
+        tool = self.tools.get(call.name) if isinstance(call.name, str) else None
+        if tool is None:
+            return Settle(outcomes.unknown(call, self.tools.names()))
+        try:
+            arguments = tool.convert_arguments(call.args)
+            kwargs = msgspec.structs.asdict(arguments)
+            key: Hashable = (tool.name, _canonical(arguments))
+            app_key = None
+            if tool.idempotency_key is not None:
+                app_key = (tool.name, tool.idempotency_key(dict(kwargs)))
+                hash(app_key)
+        except msgspec.ValidationError as exc:
+            return Settle(outcomes.invalid_arguments(call, str(exc)))
+        except RecursionError:
+            message = "the arguments are nested too deeply to read; send a flatter object"
+            return Settle(outcomes.invalid_arguments(call, message))
+        except Exception as exc:  # unencodable, or a failing idempotency_key
+            message = f"the arguments could not be read: {type(exc).__name__}: {exc}"
+            return Settle(outcomes.invalid_arguments(call, message))
+        first = firsts.get(key)
+        if first is not None:  # the same request twice in one toolCall
+            if tool.idempotent:
+                return self._waiter(call, first, None, "twin")
+            return Settle(outcomes.twin(call, first.call.id))
+        clock_now = batch.received
+        if app_key is not None:
+            self._keyed.expire(clock_now, policy.idempotency_ttl)
+            same = self._keyed.get(app_key)
+            if same is not None:
+                kind = same.first.outcome.kind if same.first.outcome else None
+                age = clock_now - same.at
+                if served_by_key(kind, age=age, ttl=policy.idempotency_ttl):
+                    same.answered_as(call.id)
+                    wait = self._waiter(call, same.first, "duplicate", "key")
+                    firsts[key] = wait.own  # a twin of this call is still a twin
+                    return wait
+        request = self._requests.get(key)
+        if request is not None:
+            kind = request.first.outcome.kind if request.first.outcome else None
+            if classify(kind, seen=request.seen(self._answer_seen)) == "reissue":
+                request.answered_as(call.id)
+                wait = self._waiter(call, request.first, "duplicate", "reissue")
+                firsts[key] = wait.own
+                return wait
+        timeout = tool.timeout or policy.timeout
+        pending = Pending(call, self._new_scope(), now + timeout)
+        self._running[call.id] = pending
+        firsts[key] = pending
+        self._requests.put(key, pending, call.id, clock_now)
+        if app_key is not None:
+            self._keyed.put(app_key, pending, call.id, clock_now)
+        return Run(pending, tool, kwargs)
+
+    def _decided(self, request: Request[Pending]) -> bool:
+        """A repeat of ``request`` would be a new request whatever happens next."""
+        outcome = request.first.outcome
+        return outcome is not None and (is_failure(outcome.kind) or request.seen(self._answer_seen))
+
+    def _waiter(
+        self, call: Call, first: Pending, kind: OutcomeKind | None, reason: DedupReason
+    ) -> Wait:
+        own = Pending(call, self._new_scope())
+        self._running[call.id] = own  # cancellable by its own id
+        return Wait(own, first, kind, reason)
+
+    # -- settling -------------------------------------------------------------------------
+
+    def _settle(self, batch: Batch, index: int, outcome: Outcome) -> None:
+        """The one place a call of a batch gets its outcome: remembered, observed, reported."""
+        if not batch.record(index, outcome):
+            return
         answered = self._answered
         answered[outcome.call_id] = outcome
         if len(answered) > self._ledger_size:
             answered.popitem(last=False)
+        if self._observers:
+            call = batch.calls[index]
+            tool = self.tools.get(call.name) if isinstance(call.name, str) else None
+            behavior = tool.behavior if tool is not None else "BLOCKING"
+            event = CallSettled(
+                self.session_id,
+                batch.turn,
+                call,
+                behavior,
+                outcome,
+                batch.received,
+                tool is not None,
+            )
+            emit(self._observers, event)
+        if batch.on_settled is not None:
+            _deliver(batch.on_settled, outcome)
 
-    def _recent_twin(self, key: tuple[str, bytes], now: float) -> _Pending | None:
-        recent = self._recent
-        window = self.policy.dedup_window
-        while recent:
-            oldest = next(iter(recent.values()))
-            if now - oldest.started_at < window and len(recent) <= self._ledger_size:
-                break
-            recent.popitem(last=False)
-        entry = recent.get(key)
-        return entry.first if entry is not None else None
+    async def _until_settled(self, batch: Batch) -> None:
+        """Wait until every call has its outcome; abandon handlers overdue past the grace."""
+        while None in batch.outcomes:
+            batch.done = batch.done or anyio.Event()
+            overdue = [
+                pending.deadline
+                for i, (pending, _) in batch.runs.items()
+                if batch.outcomes[i] is None
+            ]
+            with anyio.CancelScope(deadline=min(overdue, default=math.inf) + ABANDON_GRACE):
+                await batch.done.wait()
+            now = anyio.current_time()
+            for index, (pending, tool) in list(batch.runs.items()):
+                if batch.outcomes[index] is None and pending.deadline + ABANDON_GRACE <= now:
+                    self._abandon(batch, index, pending, tool)
+
+    def _abandon(self, batch: Batch, index: int, pending: Pending, tool: Tool) -> None:
+        call = pending.call
+        log.warning(
+            "tool %s (call %s) ignored its cancellation at the deadline: answered timeout and"
+            " abandoned; it keeps its concurrency slots until it ends",
+            tool.name,
+            call.id,
+        )
+        outcome = outcomes.abandoned(call, tool.name, tool.timeout or self.policy.timeout, None)
+        self._forget(pending)
+        pending.finish(outcome)
+        self._settle(batch, index, outcome)
+
+    def _withdraw(self, batch: Batch) -> None:
+        """``run()`` was cancelled: cancel what still runs and settle each call ``cancelled``."""
+        for index in batch.unsettled:
+            call = batch.calls[index]
+            pending = self._running.get(call.id)
+            if pending is not None and pending.call is call:
+                pending.scope.cancel()
+                self._forget(pending)
+                pending.finish(outcomes.cancelled(call, 0.0))
+            self._settle(batch, index, outcomes.cancelled(call, 0.0))
+
+    def _forget(self, pending: Pending) -> None:
+        if self._running.get(pending.call.id) is pending:
+            del self._running[pending.call.id]
+
+    # -- jobs -----------------------------------------------------------------------------
+
+    async def _execute(
+        self, batch: Batch, index: int, pending: Pending, tool: Tool, kwargs: dict[str, Any]
+    ) -> None:
+        call = pending.call
+        if tool.context_parameter is not None:
+            context = CallContext(call.id, tool.name, batch.turn, self.session_id)
+            kwargs[tool.context_parameter] = context
+        outcome: Outcome | None = None
+        try:
+            outcome = await self._invoke(pending, tool, kwargs, batch)
+        finally:
+            self._forget(pending)
+            outcome = outcome or outcomes.cancelled(call, 0.0)
+            if pending.finish(outcome):
+                self._settle(batch, index, outcome)
+
+    async def _wait(
+        self,
+        batch: Batch,
+        index: int,
+        own: Pending,
+        first: Pending,
+        kind: OutcomeKind | None,
+        reason: DedupReason,
+    ) -> None:
+        call = own.call
+        outcome: Outcome | None = None
+        try:
+            with own.scope:
+                outcome = outcomes.copied(call, await first.wait(), kind, reason)
+        finally:
+            self._forget(own)
+            outcome = outcome or outcomes.cancelled(call, 0.0)
+            if own.finish(outcome):
+                self._settle(batch, index, outcome)
+
+    async def _rejoin(self, batch: Batch, index: int, first: Pending) -> None:
+        self._settle(batch, index, await first.wait())
+
+    # -- running a handler ----------------------------------------------------------------
 
     def _limiters(self, tool: Tool) -> tuple[anyio.CapacityLimiter, ...]:
         """Per-tool, then process-wide, then this dispatcher's: always acquired in that order."""
@@ -206,19 +447,22 @@ class Dispatcher:
             self._limiters_by_tool[tool.name] = limiters
         return limiters
 
-    # -- outcomes -------------------------------------------------------------------------
-
     async def _invoke(
-        self, pending: _Pending, tool: Tool, kwargs: dict[str, Any], batch: _Batch
+        self, pending: Pending, tool: Tool, kwargs: dict[str, Any], batch: Batch
     ) -> Outcome:
-        """Run one handler under its limits and scope, and turn what happened into an Outcome."""
+        """Run one handler under its limits and scope, and turn what happened into an Outcome.
+
+        A sync handler's thread cannot be interrupted: its slots are handed to the thread,
+        which gives them back when it really returns (``ThreadSlots``).
+        """
         call = pending.call
         value: Any = _NO_VALUE
         failure: Exception | None = None
-        started = ended = 0.0
+        started = 0.0
         scope = pending.scope
+        acquired: list[anyio.CapacityLimiter] = []
+        slots: ThreadSlots | None = None
         with scope:
-            acquired: list[anyio.CapacityLimiter] = []
             try:
                 for limiter in self._limiters(tool):
                     try:
@@ -227,6 +471,8 @@ class Dispatcher:
                         scope.deadline = pending.deadline
                         await limiter.acquire_on_behalf_of(pending)
                     acquired.append(limiter)
+                if pending.outcome is not None:  # settled while waiting for a slot
+                    return pending.outcome
                 started = self._clock()
                 if self._observers:
                     event = CallStarted(self.session_id, batch.turn, call, tool.behavior, started)
@@ -239,30 +485,33 @@ class Dispatcher:
                         value = done.value
                     else:
                         scope.deadline = pending.deadline
-                        value = await _Resumed(coroutine, yielded)
+                        value = await Resumed(coroutine, yielded)
+                elif tool.kind == "sync":
+                    scope.deadline = pending.deadline
+                    slots = ThreadSlots(acquired, pending)
+                    body = slots.wrap(partial(tool.handler, **kwargs))
+                    value = await anyio.to_thread.run_sync(
+                        body, abandon_on_cancel=True, limiter=self._threads
+                    )
                 else:
                     scope.deadline = pending.deadline
-                    if tool.kind == "sync":
-                        function = partial(tool.handler, **kwargs)
-                        value = await anyio.to_thread.run_sync(function, abandon_on_cancel=True)
-                    else:
-                        value = await self._stream(call, tool, kwargs, batch.on_partial)
+                    value = await self._stream(call, tool, kwargs, batch.on_partial)
             except Exception as exc:
                 failure = exc
             finally:
-                for limiter in reversed(acquired):
-                    limiter.release_on_behalf_of(pending)
-                ended = self._clock()
-        latency = ended - started if started else 0.0
-        if value is _NO_VALUE and pending.scope.cancel_called:
+                if slots is None or slots.leave():
+                    for limiter in reversed(acquired):
+                        limiter.release_on_behalf_of(pending)
+        latency = self._clock() - started if started else 0.0
+        if value is _NO_VALUE and scope.cancel_called:
             if pending.cancel_requested:
-                return _cancelled(call, latency)
-            timeout = tool.timeout or self.policy.timeout
-            message = f"{tool.name} did not finish within {timeout:g} s."
-            response = payloads.error("timeout", message, retryable=True)
-            return _outcome(call, "timeout", response, latency=latency, scheduling=tool.scheduling)
+                return outcomes.cancelled(call, latency)
+            seconds = tool.timeout or self.policy.timeout
+            return outcomes.timeout(call, tool.name, seconds, latency, tool.scheduling)
         if failure is not None:
-            return _failure(call, tool, failure, latency)
+            return outcomes.failure(
+                call, tool.name, failure, latency, expose=tool.expose_errors, sched=tool.scheduling
+            )
         return self._success(call, tool, value, latency)
 
     async def _stream(
@@ -289,7 +538,9 @@ class Dispatcher:
         try:
             payload = payloads.output(value, self.policy.max_result_bytes)
         except payloads.UnserializableResult as exc:
-            return _failure(call, tool, exc, latency)
+            return outcomes.failure(
+                call, tool.name, exc, latency, expose=tool.expose_errors, sched=tool.scheduling
+            )
         return Outcome(
             call.id,
             tool.name,
@@ -303,219 +554,8 @@ class Dispatcher:
         )
 
 
-class _Batch:
-    """One ``run()``: planning each call, then settling it exactly once."""
-
-    def __init__(
-        self,
-        dispatcher: Dispatcher,
-        calls: Sequence[Call],
-        turn: int,
-        on_settled: OnSettled | None,
-        on_partial: OnPartial | None,
-    ) -> None:
-        self.dispatcher = dispatcher
-        self.calls = calls
-        self.turn = turn
-        self.on_settled = on_settled
-        self.on_partial = on_partial
-        self.received = dispatcher._clock()
-        # The running backend's scope class: creating scopes through it skips a backend lookup.
-        self.new_scope: type[anyio.CancelScope] = type(anyio.CancelScope())
-        self._outcomes: list[Outcome | None] = [None] * len(calls)
-
-    def outcomes(self) -> list[Outcome]:
-        done = self._outcomes
-        assert all(o is not None for o in done), "every call settles before run() returns"
-        return done  # type: ignore[return-value]
-
-    def settle(self, index: int, outcome: Outcome, tool: Tool | None) -> None:
-        self._outcomes[index] = outcome
-        dispatcher = self.dispatcher
-        dispatcher._remember(outcome)
-        if dispatcher._observers:
-            call = self.calls[index]
-            behavior = tool.behavior if tool is not None else "BLOCKING"
-            event = CallSettled(
-                dispatcher.session_id,
-                self.turn,
-                call,
-                behavior,
-                outcome,
-                self.received,
-                tool is not None,
-            )
-            emit(dispatcher._observers, event)
-        if self.on_settled is not None:
-            _deliver(self.on_settled, outcome)
-
-    def plan(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
-        """Settle what can be answered now; return a job for each call that must wait or run."""
-        dispatcher = self.dispatcher
-        policy = dispatcher.policy
-        tools = dispatcher.tools
-        running = dispatcher._running
-        firsts: dict[tuple[str, bytes], _Pending] = {}
-        jobs: list[Callable[[], Coroutine[Any, Any, None]]] = []
-        now = anyio.current_time()
-        for index, call in enumerate(self.calls):
-            tool = tools.get(call.name) if isinstance(call.name, str) else None
-            same_id = running.get(call.id)
-            if same_id is not None:
-                jobs.append(partial(self._reissue, index, tool, same_id))
-                continue
-            earlier = dispatcher._answered.get(call.id)
-            if earlier is not None:
-                dispatcher._answered.move_to_end(call.id)
-                self.settle(index, earlier, tool)
-                continue
-            if index >= policy.max_calls_per_turn:
-                self.settle(index, _fanout(call, policy.max_calls_per_turn), tool)
-                continue
-            if tool is None:
-                self.settle(index, _unknown(call, tools.names()), None)
-                continue
-            try:
-                arguments = tool.convert_arguments(call.args)
-            except (msgspec.ValidationError, RecursionError) as exc:
-                response = payloads.error("invalid_arguments", str(exc))
-                self.settle(index, _outcome(call, "rejected", response), tool)
-                continue
-            if len(self.calls) > 1 or (not tool.idempotent and policy.dedup_window > 0):
-                key = (tool.name, _canonical_arguments(arguments))
-                first = firsts.get(key)
-                if first is not None:
-                    if tool.idempotent:
-                        jobs.append(self._waiter(index, tool, first, None))
-                    else:
-                        self.settle(index, _twin(call, first.call.id), tool)
-                    continue
-                if not tool.idempotent and policy.dedup_window > 0:
-                    earlier_run = dispatcher._recent_twin(key, self.received)
-                    if earlier_run is not None:
-                        jobs.append(self._waiter(index, tool, earlier_run, "duplicate"))
-                        continue
-            else:
-                key = None
-            timeout = tool.timeout or policy.timeout
-            pending = _Pending(call, self.new_scope(), now + timeout)
-            running[call.id] = pending
-            if key is not None:
-                firsts[key] = pending
-                if not tool.idempotent and policy.dedup_window > 0:
-                    dispatcher._recent[key] = _Recent(pending, self.received)
-            jobs.append(partial(self._execute, index, pending, tool, arguments))
-        return jobs
-
-    async def _execute(
-        self, index: int, pending: _Pending, tool: Tool, arguments: msgspec.Struct
-    ) -> None:
-        call = pending.call
-        dispatcher = self.dispatcher
-        kwargs = msgspec.structs.asdict(arguments)
-        if tool.context_parameter is not None:
-            context = CallContext(call.id, tool.name, self.turn, dispatcher.session_id)
-            kwargs[tool.context_parameter] = context
-        outcome: Outcome | None = None
-        try:
-            outcome = await dispatcher._invoke(pending, tool, kwargs, self)
-        finally:
-            del dispatcher._running[call.id]
-            pending.finish(outcome or _cancelled(call, 0.0))
-        self.settle(index, outcome, tool)
-
-    def _waiter(
-        self, index: int, tool: Tool, first: _Pending, kind: OutcomeKind | None
-    ) -> Callable[[], Coroutine[Any, Any, None]]:
-        """A job answering a twin from ``first``'s outcome, cancellable by the twin's own id."""
-        own = _Pending(self.calls[index], self.new_scope())
-        self.dispatcher._running[own.call.id] = own
-        return partial(self._wait, index, tool, own, first, kind)
-
-    async def _wait(
-        self, index: int, tool: Tool, own: _Pending, first: _Pending, kind: OutcomeKind | None
-    ) -> None:
-        call = own.call
-        outcome: Outcome | None = None
-        try:
-            with own.scope:
-                outcome = _copy(call, await first.wait(), kind)
-        finally:
-            del self.dispatcher._running[call.id]
-            outcome = outcome or _cancelled(call, 0.0)
-            own.finish(outcome)
-        self.settle(index, outcome, tool)
-
-    async def _reissue(self, index: int, tool: Tool | None, first: _Pending) -> None:
-        """A call id that is still running elsewhere gets that very outcome."""
-        self.settle(index, await first.wait(), tool)
-
-
-async def _run_concurrently(jobs: Sequence[Job]) -> None:
-    """Run ``jobs`` concurrently, starting each inline in this task until one suspends.
-
-    A job that finishes without suspending needs no task. The first one that suspends carries on
-    in this task, and every job after it gets a task of its own; none is ever moved between
-    tasks, so cancel scopes and limiters stay with the task that entered them. Each job runs in
-    its own copy of the context, as it would in a task.
-    """
-    async with anyio.create_task_group() as tg:
-        for position, job in enumerate(jobs):
-            context = contextvars.copy_context()
-            coroutine = job()
-            try:
-                yielded = context.run(coroutine.send, None)
-            except StopIteration:
-                continue
-            for later in jobs[position + 1 :]:
-                tg.start_soon(later)
-            await _Resumed(coroutine, yielded, context)
-            return
-
-
-class _Resumed:
-    """Awaiting it carries on a coroutine that already ran up to its first suspension.
-
-    It does what ``await`` would have done from there on (``yield from``): what the coroutine
-    yields goes to the task, what the task sends or throws goes to the coroutine. Given a
-    context, every step runs in it.
-    """
-
-    __slots__ = ("_context", "_coroutine", "_yielded")
-
-    def __init__(
-        self,
-        coroutine: Coroutine[Any, Any, Any],
-        yielded: Any,
-        context: contextvars.Context | None = None,
-    ) -> None:
-        self._coroutine = coroutine
-        self._yielded = yielded
-        self._context = context
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coroutine, yielded = self._coroutine, self._yielded
-        run = self._context.run if self._context is not None else _call
-        while True:
-            try:
-                sent = yield yielded
-            except GeneratorExit:
-                coroutine.close()
-                raise
-            except BaseException as exc:
-                try:
-                    yielded = run(coroutine.throw, exc)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    yielded = run(coroutine.send, sent)
-                except StopIteration as done:
-                    return done.value
-
-
-def _call(function: Callable[[Any], Any], argument: Any) -> Any:
-    return function(argument)
+def _always(call_id: str) -> bool:
+    return True
 
 
 def _check(calls: Sequence[Call]) -> None:
@@ -530,13 +570,6 @@ def _check(calls: Sequence[Call]) -> None:
             )
 
 
-def _canonical_arguments(arguments: msgspec.Struct) -> bytes:
-    try:
-        return _canonical(arguments)
-    except (TypeError, ValueError, OverflowError, RecursionError):
-        return repr(arguments).encode()
-
-
 def _unwrap(value: Any, default: Scheduling | None) -> tuple[Any, Scheduling | None]:
     if isinstance(value, Result):
         return value.value, value.scheduling or default
@@ -548,68 +581,3 @@ def _deliver(callback: Callable[[Any], None], item: Any) -> None:
         callback(item)
     except Exception:
         log.exception("callback %r failed on %r", callback, item)
-
-
-def _outcome(
-    call: Call,
-    kind: OutcomeKind,
-    response: dict[str, Any],
-    *,
-    latency: float = 0.0,
-    scheduling: Scheduling | None = None,
-) -> Outcome:
-    name = call.name if isinstance(call.name, str) else repr(call.name)
-    size = payloads.encoded_size(response)
-    return Outcome(call.id, name, kind, response, latency, size, scheduling=scheduling)
-
-
-def _copy(call: Call, original: Outcome, kind: OutcomeKind | None) -> Outcome:
-    """``original``'s answer for another call id; a withdrawn original is an error for the copy."""
-    if kind is None:
-        kind = "error" if original.kind == "cancelled" else original.kind
-    return msgspec.structs.replace(
-        original, call_id=call.id, kind=kind, duplicate_of=original.call_id
-    )
-
-
-def _failure(call: Call, tool: Tool, exc: Exception, latency: float) -> Outcome:
-    if isinstance(exc, ToolError):
-        response = payloads.error("tool_error", exc.message, retryable=exc.retryable)
-    elif isinstance(exc, payloads.UnserializableResult):
-        log.error(
-            "tool %s (call %s) returned an unserializable result: %s", tool.name, call.id, exc
-        )
-        message = f"The tool's result cannot be encoded as JSON ({exc})."
-        response = payloads.error("unserializable_result", message, retryable=False)
-    else:
-        log.error("tool %s (call %s) raised", tool.name, call.id, exc_info=exc)
-        kind = type(exc).__name__
-        if tool.expose_errors:
-            message = str(exc) or kind
-        else:
-            message = f"The tool raised {kind}; details are in the server log."
-        response = payloads.error(kind, message, retryable=False)
-    return _outcome(call, "error", response, latency=latency, scheduling=tool.scheduling)
-
-
-def _cancelled(call: Call, latency: float) -> Outcome:
-    response = payloads.error("cancelled", "The call was cancelled.", retryable=True)
-    return _outcome(call, "cancelled", response, latency=latency)
-
-
-def _fanout(call: Call, limit: int) -> Outcome:
-    message = f"Too many calls in one turn: only the first {limit} run. Issue this one again later."
-    return _outcome(call, "rejected", payloads.error("fanout_limit", message, retryable=True))
-
-
-def _unknown(call: Call, available: list[str]) -> Outcome:
-    what = f"{call.name!r}" if isinstance(call.name, str) else f"name {call.name!r} (not a string)"
-    message = f"Unknown function {what}; available: {', '.join(available) or '(none)'}"
-    return _outcome(call, "rejected", payloads.error("unknown_function", message))
-
-
-def _twin(call: Call, first_id: str) -> Outcome:
-    message = f"Identical to call {first_id} in the same turn, which runs once; see its answer."
-    response = payloads.error("duplicate_call", message, duplicate_of=first_id)
-    outcome = _outcome(call, "duplicate", response)
-    return msgspec.structs.replace(outcome, duplicate_of=first_id)

@@ -25,6 +25,15 @@ Identity rules:
   the same connection is the twin of the same delivery and is dropped too;
 - any other delivery of an ended id is a re-issue: a new life, which the dispatcher answers from
   its cache, so an id is answered again only when the server asked again after its answer.
+
+Could the model have seen an answer? An answer sent on a connection is *acknowledged* once any
+later server message arrives on that same connection (the shell calls ``server_message()``
+after handling each one). ``answer_seen()`` tells the dispatcher, which treats an identical
+call whose first answer was not seen as a re-issue of it rather than a new request.
+
+Frames are bounded: one ``toolResponse`` never encodes to more than ``max_frame_bytes``. The
+results of a BLOCKING batch, which must go out together, are cut to fit, fairly (the largest
+first, down to a common cap); NON_BLOCKING answers that do not fit wait for the next message.
 """
 
 from __future__ import annotations
@@ -35,9 +44,24 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from livebridge.adapters import gemini_live
-from livebridge.calls import Behavior, Call, Outcome, Partial, Scheduling
+from livebridge import frames, payloads
+from livebridge.calls import AnswerEncoder, Behavior, Call, Outcome, Partial, Scheduling
 from livebridge.errors import LedgerError as LedgerError
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "Answered",
+    "CallLedger",
+    "CallState",
+    "Fate",
+    "FateKind",
+    "LedgerError",
+    "LiveCall",
+    "Notice",
+    "NoticeKind",
+    "Outgoing",
+    "Via",
+]
 
 CallState = Literal["running", "settled", "ready", "answered", "cancelled", "orphaned"]
 FateKind = Literal["answered", "cancelled", "orphaned"]
@@ -65,6 +89,8 @@ _TRANSITIONS: dict[tuple[CallState, _Event], CallState] = {
 _FATE_OF: dict[_Event, FateKind] = {"send": "answered", "cancel": "cancelled", "orphan": "orphaned"}
 _LIVE_STATES: frozenset[CallState] = frozenset({"running", "settled", "ready"})
 _MAX_HANDLES = 16
+DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
+_ENVELOPE_BYTES = 64  # the message around the responses, with room to spare
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,18 +118,13 @@ class Answered:
 class Outgoing:
     """One ``toolResponse`` to send now; confirm it with ``CallLedger.sent()``.
 
-    ``function_responses`` are wire dicts from ``gemini_live.encode``; send them with
+    ``function_responses`` are wire dicts from the ledger's encoder; for Live, send them with
     ``session.send_tool_response(function_responses=gemini_live.to_sdk(...))``, or send
-    ``message`` on a raw socket.
+    ``gemini_live.tool_response(...)`` on a raw socket.
     """
 
     function_responses: list[dict[str, Any]]
     answered: list[Answered]
-
-    @property
-    def message(self) -> dict[str, Any]:
-        """The complete client message: ``{"toolResponse": {"functionResponses": [...]}}``."""
-        return gemini_live.tool_response(self.function_responses)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +163,7 @@ class _Life:
     batch: list[_Life] | None = None
     state: CallState = "running"
     outcome: Outcome | None = None
+    acknowledged: bool = False  # its answer was sent and a later server message arrived
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,12 +175,25 @@ class _Item:
 class CallLedger:
     """Tracks every call of one Live session; see the module docstring for the rules."""
 
-    def __init__(self, history: int = 4096) -> None:
+    def __init__(
+        self,
+        history: int = 4096,
+        *,
+        encode: AnswerEncoder,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> None:
         """``history``: how many ended calls (and fates) are remembered, so that a long
-        session's memory stays bounded; twins and re-issues are recognised within it."""
+        session's memory stays bounded; twins and re-issues are recognised within it.
+        ``encode`` builds each answer's wire dict; no message drained is larger than
+        ``max_frame_bytes`` once encoded."""
         if history < 1:
             raise ValueError("history must be at least 1")
+        if max_frame_bytes < 1024:
+            raise ValueError("max_frame_bytes must be at least 1024")
         self._history = history
+        self._encode = encode
+        self._max_frame_bytes = max_frame_bytes
+        self._unacknowledged: list[_Life] = []  # answered on this connection, not yet confirmed
         self._lives: dict[str, _Life] = {}  # the newest life of each id
         self._live: dict[str, _Life] = {}  # lives without a fate yet, in arrival order
         self._ready: list[_Item] = []
@@ -198,6 +233,14 @@ class CallLedger:
         """The state of the newest delivery of ``call_id`` (None if never received)."""
         life = self._lives.get(call_id)
         return None if life is None else life.state
+
+    def answer_seen(self, call_id: str) -> bool:
+        """Could the model have seen this call's answer? Sent and acknowledged on its connection.
+
+        An id forgotten beyond ``history`` counts as seen: it was answered long ago.
+        """
+        life = self._lives.get(call_id)
+        return life is None or life.acknowledged
 
     def fates(self) -> list[Fate]:
         """The last ``history`` fates, in the order they happened."""
@@ -317,6 +360,14 @@ class CallLedger:
         while len(handles) > _MAX_HANDLES:
             handles.popitem(last=False)
 
+    def server_message(self) -> None:
+        """A server message arrived (call it after handling each one): it acknowledges every
+        answer sent before it on this connection."""
+        if self._unacknowledged:
+            for life in self._unacknowledged:
+                life.acknowledged = True
+            self._unacknowledged = []
+
     def disconnected(self) -> None:
         """No socket is open: answers wait for ``resumed()``.
 
@@ -324,6 +375,7 @@ class CallLedger:
         front of the queue.
         """
         self._connected = False
+        self._unacknowledged = []  # the connection ended before anything confirmed them
         self._requeue_in_flight()
 
     def resumed(self, handle: str | None, now: float) -> list[str]:
@@ -342,6 +394,7 @@ class CallLedger:
         if handle is None:
             self._handles.clear()
         self._requeue_in_flight()
+        self._unacknowledged = []
         self._epoch += 1
         self._connected = True
         return orphaned
@@ -368,36 +421,45 @@ class CallLedger:
         return orphaned
 
     def drain(self, now: float) -> Outgoing | None:
-        """Everything ready to send now, as one ``toolResponse``.
+        """What is ready to send now, as one ``toolResponse`` within ``max_frame_bytes``.
 
         None when nothing is ready, no socket is open, or the previous message awaits
-        ``sent()``: one message is in flight at a time.
+        ``sent()``: one message is in flight at a time. What did not fit stays queued.
         """
         if not self._connected or self._in_flight is not None or not self._ready:
             return None
-        items = [item for item in self._ready if item.life.state in _LIVE_STATES]
-        self._ready = []
-        if not items:
+        ready = [item for item in self._ready if item.life.state in _LIVE_STATES]
+        if not ready:
+            self._ready = []
             return None
+        budget = self._max_frame_bytes - _ENVELOPE_BYTES
+        taken: list[_Item] = []
         responses: list[dict[str, Any]] = []
+        position = 0
+        while position < len(ready):
+            unit = _unit_at(ready, position)
+            encoded = [self._encode_item(item) for item in unit]
+            size = sum(payloads.encoded_size(r) + 1 for r in encoded)
+            if size > budget:
+                if taken:  # it waits for the next message
+                    break
+                unit, encoded = self._fit(unit, budget)
+                size = budget
+            taken += unit
+            responses += encoded
+            budget -= size
+            position += len(unit)
+        self._ready = ready[position:]
         answered: list[Answered] = []
-        for item in items:
+        for item in taken:
             life = item.life
-            responses.append(
-                gemini_live.encode(
-                    item.answer,
-                    behavior=life.behavior,
-                    scheduling=life.scheduling,
-                    streaming=life.streaming,
-                )
-            )
             final = item.answer if isinstance(item.answer, Outcome) else None
             turnaround = now - life.received_at
             answered.append(
                 Answered(life.call.id, life.call.name, life.behavior, final, turnaround)
             )
         outgoing = Outgoing(responses, answered)
-        self._in_flight = (outgoing, items)
+        self._in_flight = (outgoing, taken)
         return outgoing
 
     def sent(self, outgoing: Outgoing, now: float) -> None:
@@ -413,6 +475,7 @@ class CallLedger:
         for item in items:
             if isinstance(item.answer, Outcome) and item.life.state == "ready":
                 self._end(item.life, "send", "sent", now)
+                self._unacknowledged.append(item.life)
 
     # -- internals ------------------------------------------------------------------------
 
@@ -440,6 +503,28 @@ class CallLedger:
         self._lives[call.id] = life
         self._live[call.id] = life
         return life
+
+    def _encode_item(self, item: _Item) -> dict[str, Any]:
+        life = item.life
+        return self._encode(
+            item.answer,
+            behavior=life.behavior,
+            scheduling=life.scheduling,
+            streaming=life.streaming,
+        )
+
+    def _fit(self, unit: list[_Item], budget: int) -> tuple[list[_Item], list[dict[str, Any]]]:
+        """Cut the outputs of ``unit`` (answers that must go together) to fit ``budget``."""
+
+        def encode(index: int, answer: Outcome | Partial) -> dict[str, Any]:
+            return self._encode_item(_Item(unit[index].life, answer))
+
+        answers, responses = frames.fit([item.answer for item in unit], encode, budget)
+        items = [_Item(item.life, answer) for item, answer in zip(unit, answers, strict=True)]
+        for item in items:
+            if isinstance(item.answer, Outcome):
+                item.life.outcome = item.answer
+        return items, responses
 
     def _known(self, call_id: str) -> _Life:
         life = self._lives.get(call_id)
@@ -500,3 +585,13 @@ class CallLedger:
 
     def _note(self, kind: NoticeKind, life: _Life, detail: str) -> None:
         self._notices.append(Notice(kind, life.call.id, detail))
+
+
+def _unit_at(ready: list[_Item], position: int) -> list[_Item]:
+    """The answers from ``position`` that must share one message: one BLOCKING batch."""
+    batch = ready[position].life.batch
+    end = position + 1
+    if batch is not None:
+        while end < len(ready) and ready[end].life.batch is batch:
+            end += 1
+    return ready[position:end]

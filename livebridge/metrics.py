@@ -156,8 +156,8 @@ class PrometheusObserver:
         )
         self.dedups = Counter(
             "livebridge_tool_dedups",
-            "Calls answered from an identical call of the same turn instead of running.",
-            ["function"],
+            "Calls answered from another call's result instead of running, by reason.",
+            ["function", "reason"],
             registry=r,
         )
         self.rejections = Counter(
@@ -254,8 +254,8 @@ class PrometheusObserver:
             self.result_bytes.labels(function).observe(outcome.result_bytes)
         if outcome.truncated:
             self.truncations.labels(function).inc()
-        if outcome.kind == "duplicate" or outcome.duplicate_of is not None:
-            self.dedups.labels(function).inc()
+        if outcome.dedup is not None:
+            self.dedups.labels(function, outcome.dedup).inc()
         if outcome.kind == "rejected":
             self.rejections.labels(function, _rejection_reason(outcome)).inc()
         elif outcome.kind == "cancelled":

@@ -7,16 +7,36 @@ A result whose JSON encoding exceeds the budget is cut to fit and marked
 - a string keeps its longest prefix that fits;
 - a list keeps its longest prefix of items that fits;
 - anything else (objects, numbers) becomes a string: the longest prefix of its JSON text.
+
+A result holding NaN or an infinity has no JSON form (the service would read ``null``): it is
+refused as ``UnserializableResult`` rather than silently changed.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "MAX_ERROR_MESSAGE",
+    "Payload",
+    "UnserializableResult",
+    "encoded_size",
+    "error",
+    "json_text",
+    "output",
+    "shrink",
+]
+
 _encode = msgspec.json.Encoder().encode
+
+#: Largest ``toolResponse`` frame by default: the Live service closes a session (1007) on a
+#: frame of about 1 MB, so stay clearly below it.
+DEFAULT_MAX_FRAME_BYTES = 900_000
 
 #: Longest error message sent to the model; longer ones are cut.
 MAX_ERROR_MESSAGE = 1024
@@ -44,12 +64,44 @@ def output(value: Any, max_bytes: int) -> Payload:
     try:
         plain = msgspec.to_builtins(value, str_keys=True)
         response = {"output": plain}
-        size = len(_encode(response))
+        encoded = _encode(response)
     except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError) as exc:
         raise UnserializableResult(f"{type(value).__name__}: {exc}") from exc
+    if plain is not None and b"null" in encoded and _non_finite(plain):
+        raise UnserializableResult(f"{type(value).__name__}: NaN or Infinity has no JSON form")
+    size = len(encoded)
     if size <= max_bytes:
         return Payload(response, size)
     return _truncated(plain, size, max_bytes)
+
+
+def shrink(response: dict[str, Any], max_bytes: int) -> Payload:
+    """An ``{"output": ...}`` response cut to ``max_bytes``, to share a frame with others.
+
+    A response cut before keeps the size of the whole original in ``original_bytes``.
+    """
+    size = len(_encode(response))
+    if size <= max_bytes:
+        return Payload(
+            response, size, bool(response.get("truncated")), response.get("original_bytes")
+        )
+    original = response.get("original_bytes", size) if response.get("truncated") else size
+    return _truncated(response["output"], original, max_bytes)
+
+
+def _non_finite(plain: Any) -> bool:
+    """Does ``plain`` (JSON types) hold a NaN or an infinity anywhere? Iterative: no depth limit."""
+    stack = [plain]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if item != item or item in (math.inf, -math.inf):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _truncated(plain: Any, original_bytes: int, max_bytes: int) -> Payload:

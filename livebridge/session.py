@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, assert_never
 
 import anyio
@@ -168,7 +168,9 @@ class LiveSession:
         self._clock = clock
         self._policy = policy or CallPolicy()
         self._protocol = connector.protocol(
-            tools, self.options.protocol_options(), observed=bool(self._observers)
+            tools,
+            replace(self.options.protocol_options(), max_frame_bytes=self._policy.max_frame_bytes),
+            observed=bool(self._observers),
         )
         self._dispatcher: Dispatcher | None = None
         self._events = EventBuffer(self.options.event_capacity)
@@ -348,6 +350,7 @@ class LiveSession:
                             policy=self._policy,
                             observers=self._observers,
                             session_id=protocol.session_id,
+                            answer_seen=protocol.answer_seen,
                         )
                     self._wake.set()
                     if not started:
@@ -419,6 +422,8 @@ class LiveSession:
             with anyio.move_on_after(_CANCEL_FLUSH_SECONDS):
                 while self._batches:
                     await self._wake.wait()
+        if self._dispatcher is not None:  # handlers that ignored their cancellation
+            await self._dispatcher.aclose(0.0)
         self._ending = False
         self._wake.set()
         if self._tg is not None:

@@ -10,24 +10,49 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, Unpack, overload
 
 import anyio
 import msgspec
 
-from livebridge.calls import Behavior, CallContext, Scheduling
+from livebridge.calls import BEHAVIORS, SCHEDULINGS, Behavior, CallContext, Scheduling
 
 if TYPE_CHECKING:
     from google.genai import types
 
+__all__ = ["HandlerKind", "IdempotencyKey", "Tool", "ToolOptions", "ToolRegistry"]
+
 HandlerKind = Literal["async", "sync", "stream"]
+#: Maps a call's validated arguments to what makes two requests "the same" (e.g. an order id).
+IdempotencyKey = Callable[[dict[str, Any]], Hashable]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}")
-_BEHAVIORS = ("BLOCKING", "NON_BLOCKING")
-_SCHEDULINGS = ("SILENT", "WHEN_IDLE", "INTERRUPT")
+
+
+class ToolOptions(TypedDict, total=False):
+    """Every option of ``@tools.tool(...)`` and ``ToolRegistry.add``, with its default.
+
+    - ``name`` (the function's name), ``description`` (its docstring);
+    - ``behavior="BLOCKING"``; ``scheduling=None`` (NON_BLOCKING answers only);
+    - ``timeout=None`` (the policy's), ``max_concurrency=None`` (no per-tool limit);
+    - ``idempotent=False``: True lets identical twins of one ``toolCall`` share one run;
+    - ``idempotency_key=None``: ``f(arguments) -> key``; calls with the same key within
+      ``CallPolicy.idempotency_ttl`` are one request, served from the first successful result;
+    - ``expose_errors=False``: True lets any exception's text reach the model.
+    """
+
+    name: str | None
+    description: str | None
+    behavior: Behavior
+    scheduling: Scheduling | None
+    timeout: float | None
+    idempotent: bool
+    idempotency_key: IdempotencyKey | None
+    max_concurrency: int | None
+    expose_errors: bool
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -42,6 +67,7 @@ class Tool:
     idempotent: bool
     max_concurrency: int | None
     expose_errors: bool
+    idempotency_key: IdempotencyKey | None
     handler: Callable[..., Any]
     kind: HandlerKind
     parameters_json_schema: dict[str, Any]
@@ -55,8 +81,15 @@ class Tool:
         return self.kind == "stream"
 
     def convert_arguments(self, args: Any) -> msgspec.Struct:
-        """Validate and convert the model's arguments; raises ``msgspec.ValidationError``."""
-        return msgspec.convert({} if args is None else args, self.arguments_type)
+        """Validate and convert the model's arguments.
+
+        Raises ``msgspec.ValidationError`` saying what was wrong; arguments that are not a
+        JSON object (a list, a string, a number, null) are refused before msgspec sees them.
+        """
+        if not isinstance(args, dict):
+            got = "null" if args is None else type(args).__name__
+            raise msgspec.ValidationError(f"arguments must be a JSON object, not {got}")
+        return msgspec.convert(args, self.arguments_type)
 
     def declaration(self) -> types.FunctionDeclaration:
         """The ``google.genai`` declaration; ``behavior`` is set only when non-blocking."""
@@ -80,69 +113,28 @@ class ToolRegistry:
     def tool(self, fn: F, /) -> F: ...
 
     @overload
-    def tool(
-        self,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        behavior: Behavior = "BLOCKING",
-        scheduling: Scheduling | None = None,
-        timeout: float | None = None,
-        idempotent: bool = False,
-        max_concurrency: int | None = None,
-        expose_errors: bool = False,
-    ) -> Callable[[F], F]: ...
+    def tool(self, /, **options: Unpack[ToolOptions]) -> Callable[[F], F]: ...
 
-    def tool(
-        self,
-        fn: Callable[..., Any] | None = None,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        behavior: Behavior = "BLOCKING",
-        scheduling: Scheduling | None = None,
-        timeout: float | None = None,
-        idempotent: bool = False,
-        max_concurrency: int | None = None,
-        expose_errors: bool = False,
-    ) -> Any:
-        """Register a handler; usable bare (``@tools.tool``) or with options.
-
-        ``expose_errors=True`` lets the text of any exception the handler raises reach the model;
-        by default only ``ToolError`` messages do.
-        """
+    def tool(self, fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]) -> Any:
+        """Register a handler; usable bare (``@tools.tool``) or with options (``ToolOptions``)."""
 
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:
-            self.add(
-                handler,
-                name=name,
-                description=description,
-                behavior=behavior,
-                scheduling=scheduling,
-                timeout=timeout,
-                idempotent=idempotent,
-                max_concurrency=max_concurrency,
-                expose_errors=expose_errors,
-            )
+            self.add(handler, **options)
             return handler
 
         return register if fn is None else register(fn)
 
-    def add(
-        self,
-        handler: Callable[..., Any],
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        behavior: Behavior = "BLOCKING",
-        scheduling: Scheduling | None = None,
-        timeout: float | None = None,
-        idempotent: bool = False,
-        max_concurrency: int | None = None,
-        expose_errors: bool = False,
-    ) -> Tool:
+    def add(self, handler: Callable[..., Any], /, **options: Unpack[ToolOptions]) -> Tool:
         """Register ``handler`` without decorator syntax and return its ``Tool``."""
-        tool_name = name or handler.__name__
+        unknown = set(options) - set(ToolOptions.__annotations__)
+        if unknown:
+            raise TypeError(f"unknown tool option(s): {', '.join(sorted(unknown))}")
+        tool_name = options.get("name") or handler.__name__
+        behavior = options.get("behavior", "BLOCKING")
+        scheduling = options.get("scheduling")
+        timeout = options.get("timeout")
+        max_concurrency = options.get("max_concurrency")
+        idempotency_key = options.get("idempotency_key")
         if not _NAME.fullmatch(tool_name):
             raise ValueError(
                 f"tool name {tool_name!r} must start with a letter or underscore and hold at most"
@@ -150,26 +142,35 @@ class ToolRegistry:
             )
         if tool_name in self._tools:
             raise ValueError(f"a tool named {tool_name!r} is already registered")
-        if behavior not in _BEHAVIORS:
-            raise ValueError(f"behavior must be one of {_BEHAVIORS}, not {behavior!r}")
-        if scheduling is not None and scheduling not in _SCHEDULINGS:
-            raise ValueError(f"scheduling must be one of {_SCHEDULINGS}, not {scheduling!r}")
+        if behavior not in BEHAVIORS:
+            raise ValueError(f"behavior must be one of {BEHAVIORS}, not {behavior!r}")
+        if scheduling is not None and scheduling not in SCHEDULINGS:
+            raise ValueError(f"scheduling must be one of {SCHEDULINGS}, not {scheduling!r}")
         if timeout is not None and not timeout > 0:
             raise ValueError("timeout must be positive")
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        if idempotency_key is not None and not callable(idempotency_key):
+            raise TypeError("idempotency_key must be a function of the arguments dict")
+        kind = _handler_kind(handler)
+        if kind == "stream" and behavior != "NON_BLOCKING":
+            raise ValueError(
+                f"tool {tool_name!r} is an async generator, which streams its answers: register"
+                ' it with behavior="NON_BLOCKING" (a BLOCKING call gets exactly one answer)'
+            )
         arguments_type, context_parameter = _arguments_type(handler, tool_name)
         tool = Tool(
             name=tool_name,
-            description=description or inspect.getdoc(handler),
+            description=options.get("description") or inspect.getdoc(handler),
             behavior=behavior,
             scheduling=scheduling,
             timeout=timeout,
-            idempotent=idempotent,
+            idempotent=options.get("idempotent", False),
             max_concurrency=max_concurrency,
-            expose_errors=expose_errors,
+            expose_errors=options.get("expose_errors", False),
+            idempotency_key=idempotency_key,
             handler=handler,
-            kind=_handler_kind(handler),
+            kind=kind,
             parameters_json_schema=_parameters_schema(arguments_type),
             arguments_type=arguments_type,
             context_parameter=context_parameter,

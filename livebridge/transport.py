@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol, TypeAlias
 import msgspec
 
 from livebridge import resume, wire
+from livebridge.adapters.gemini_live import tool_response
 from livebridge.errors import MalformedMessageError, TransportClosed
 
 __all__ = [
@@ -144,7 +145,7 @@ def encode_client(item: ClientItem) -> bytes:
         blob = _AudioBlob(mime_type=f"audio/pcm;rate={item.rate}", data=item.pcm)
         return wire.encode(_AudioMessage(_RealtimeAudio(blob)))
     if isinstance(item, ToolAnswers):
-        return wire.encode({"toolResponse": {"functionResponses": list(item.responses)}})
+        return wire.encode(tool_response(item.responses))
     if isinstance(item, Text):
         return wire.encode({"realtimeInput": {"text": item.text}})
     return _SIGNALS[item.kind]

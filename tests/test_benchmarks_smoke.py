@@ -3,7 +3,7 @@
 import pytest
 
 from benchmarks import __main__ as benchmarks_main
-from benchmarks import bench_dispatch
+from benchmarks import bench_dispatch, bench_soak
 
 
 def test_bench_dispatch_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
@@ -12,6 +12,17 @@ def test_bench_dispatch_prints_the_table(capsys: pytest.CaptureFixture[str]) -> 
     assert lines[0].startswith("| batch size | asyncio.gather µs/call | Dispatcher.run µs/call")
     assert [line.split("|")[1].strip() for line in lines[2:]] == ["1", "8", "64"]
     assert all(line.rstrip().endswith("x |") for line in lines[2:])
+
+
+def test_bench_soak_quick_samples_a_steady_state(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_soak.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    samples = rows(out, "| elapsed s")
+    assert len(samples) == 3
+    assert all(row[1] == "4" for row in samples)  # every session stayed open
+    answered = [int(row[2]) for row in samples]
+    assert answered == sorted(answered) and answered[-1] > answered[0] > 0
+    assert "RSS" in out.splitlines()[-1] and "calls answered +" in out.splitlines()[-1]
 
 
 def rows(output: str, header: str) -> list[list[str]]:
@@ -58,6 +69,7 @@ def test_every_benchmark_prints_its_rows(capsys: pytest.CaptureFixture[str]) -> 
         "raw",
     ]
     assert [row[0] for row in rows(out, "| batch size")] == ["1", "8", "64"]
+    assert len(rows(out, "| elapsed s")) == 3
     assert not any(
         "failed" in cell
         for table in ("| sessions", "| throughput", "| 8 x 50 ms tool turn while")

@@ -23,3 +23,23 @@ def test_emit_isolates_failing_observers() -> None:
     observers: list[Observer] = [_Broken(), recorder]
     emit(observers, BatchStarted(None, 0, 3))
     assert recorder.of(BatchStarted) == [BatchStarted(None, 0, 3)]
+
+
+def test_the_vocabulary_is_defined_once() -> None:
+    from livebridge.calls import (
+        BEHAVIORS,
+        DEDUP_REASONS,
+        OUTCOME_KINDS,
+        SCHEDULINGS,
+        is_failure,
+    )
+
+    assert BEHAVIORS == ("BLOCKING", "NON_BLOCKING")
+    assert SCHEDULINGS == ("SILENT", "WHEN_IDLE", "INTERRUPT")
+    assert DEDUP_REASONS == ("twin", "reissue", "key")
+    assert [k for k in OUTCOME_KINDS if is_failure(k)] == [
+        "error",
+        "timeout",
+        "cancelled",
+        "rejected",
+    ]

@@ -245,19 +245,44 @@ async def test_cancel_by_id() -> None:
 # -- across batches -----------------------------------------------------------------------
 
 
-async def test_identical_call_in_a_later_batch_reuses_the_first_answer() -> None:
+async def test_identical_call_whose_answer_was_not_seen_is_a_reissue() -> None:
     tools, runs = registry()
-    clock = FakeClock()
-    dispatcher = Dispatcher(tools, CallPolicy(dedup_window=30), clock=clock)
+    seen: set[str] = set()
+    dispatcher = Dispatcher(tools, answer_seen=seen.__contains__)
     [first] = await dispatcher.run([Call("c1", "add", {"a": 1})])
-    clock.now += 29
     [second] = await dispatcher.run([Call("c2", "add", {"a": 1})], turn=1)
     assert runs["add"] == 1
     assert second.kind == "duplicate" and second.duplicate_of == "c1"
+    assert second.dedup == "reissue"
     assert second.response == first.response == {"output": 2}
-    clock.now += 2  # 31 s after the first one started: a new request
+    seen.add("c2")  # the model saw the re-issue's answer: asking again is a new request
     [third] = await dispatcher.run([Call("c3", "add", {"a": 1})], turn=2)
     assert third.kind == "ok" and runs["add"] == 2
+
+
+async def test_identical_call_after_a_seen_answer_is_a_new_request() -> None:
+    tools, runs = registry()
+    dispatcher = Dispatcher(tools)  # no connection to know about: settled answers are seen
+    await dispatcher.run([Call("c1", "add", {"a": 1})])
+    [again] = await dispatcher.run([Call("c2", "add", {"a": 1})], turn=1)
+    assert again.kind == "ok" and again.dedup is None and runs["add"] == 2
+
+
+async def test_a_failure_is_never_served_to_a_later_request() -> None:
+    tools = ToolRegistry()
+    attempts: list[int] = []
+
+    @tools.tool
+    async def flaky() -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ToolError("try again", retryable=True)
+        return "done"
+
+    dispatcher = Dispatcher(tools, answer_seen=lambda call_id: False)
+    [first] = await dispatcher.run([Call("c1", "flaky")])
+    [retry] = await dispatcher.run([Call("c2", "flaky")], turn=1)
+    assert (first.kind, retry.kind, len(attempts)) == ("error", "ok", 2)
 
 
 async def test_later_twin_waits_for_a_running_first_call() -> None:
@@ -305,7 +330,7 @@ async def test_later_twin_waits_for_a_running_first_call() -> None:
 
 async def test_ledger_is_bounded() -> None:
     tools, runs = registry()
-    dispatcher = Dispatcher(tools, CallPolicy(dedup_window=0), ledger_size=2)
+    dispatcher = Dispatcher(tools, ledger_size=2)
     for i in range(3):
         await dispatcher.run([Call(f"c{i}", "add", {"a": i})])
     assert dispatcher.answered("c0") is None and dispatcher.answered("c2") is not None
@@ -525,4 +550,6 @@ def test_policy_validation() -> None:
     with pytest.raises(ValueError):
         CallPolicy(max_result_bytes=10)
     with pytest.raises(ValueError):
-        CallPolicy(dedup_window=-1)
+        CallPolicy(idempotency_ttl=-1)
+    with pytest.raises(ValueError):
+        CallPolicy(max_result_bytes=65_536, max_frame_bytes=65_536)

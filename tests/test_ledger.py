@@ -1,10 +1,19 @@
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from livebridge import frames
+from livebridge.adapters import gemini_live
 from livebridge.calls import Behavior, Call, Outcome, Partial
 from livebridge.ledger import CallLedger, CallState, LedgerError, LiveCall, Notice, Outgoing
+
+
+def new_ledger(history: int = 4096, **options: Any) -> CallLedger:
+    return CallLedger(history, encode=gemini_live.encode, **options)
 
 
 def blocking(call_id: str, name: str = "f") -> LiveCall:
@@ -41,7 +50,7 @@ def fate_of(ledger: CallLedger, call_id: str) -> str:
 
 
 def test_blocking_batch_goes_out_in_one_message_when_the_last_settles() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     run = ledger.receive([blocking("a"), blocking("b"), blocking("c")], now=10.0)
     assert [c.id for c in run] == ["a", "b", "c"]
     ledger.settle(ok("b"))
@@ -71,7 +80,7 @@ def test_blocking_batch_goes_out_in_one_message_when_the_last_settles() -> None:
 
 
 def test_each_receive_is_its_own_batch() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     ledger.receive([blocking("b")], now=0.0)
     ledger.settle(ok("b"))
@@ -81,7 +90,7 @@ def test_each_receive_is_its_own_batch() -> None:
 
 
 def test_cancelled_member_does_not_hold_the_batch() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a"), blocking("b"), blocking("c")], now=0.0)
     ledger.settle(ok("a"))
     assert ledger.cancel(["a", "b"], now=1.0) == ["b"]  # a had settled: only b still runs
@@ -91,7 +100,7 @@ def test_cancelled_member_does_not_hold_the_batch() -> None:
 
 
 def test_cancelling_the_last_running_member_releases_the_batch() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a"), blocking("b")], now=0.0)
     ledger.settle(ok("a"))
     assert ledger.cancel(["b"], now=1.0) == ["b"]
@@ -99,7 +108,7 @@ def test_cancelling_the_last_running_member_releases_the_batch() -> None:
 
 
 def test_a_fully_cancelled_batch_sends_nothing() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a"), blocking("b")], now=0.0)
     assert ledger.cancel(["a", "b"], now=1.0) == ["a", "b"]
     ledger.settle(Outcome("a", "f", "cancelled", {"error": {"type": "cancelled"}}))
@@ -110,7 +119,7 @@ def test_a_fully_cancelled_batch_sends_nothing() -> None:
 
 
 def test_cancel_after_release_but_before_drain_withholds_the_answer() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a"), blocking("b")], now=0.0)
     ledger.settle(ok("a"))
     ledger.settle(ok("b"))
@@ -119,7 +128,7 @@ def test_cancel_after_release_but_before_drain_withholds_the_answer() -> None:
 
 
 def test_locally_cancelled_handler_is_answered_with_its_error() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     ledger.settle(Outcome("a", "f", "cancelled", {"error": {"type": "cancelled"}}))
     assert sent_ids(ledger) == ["a"]
@@ -130,7 +139,7 @@ def test_locally_cancelled_handler_is_answered_with_its_error() -> None:
 
 
 def test_non_blocking_answers_as_each_settles_and_coalesces() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     run = ledger.receive([non_blocking("a"), non_blocking("b"), non_blocking("c")], now=0.0)
     assert len(run) == 3
     assert not ledger.blocking_pending
@@ -147,7 +156,7 @@ def test_non_blocking_answers_as_each_settles_and_coalesces() -> None:
 
 
 def test_streaming_items_then_the_end() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([non_blocking("s", streaming=True)], now=0.0)
     ledger.partial(Partial("s", "g", {"output": 1}))
     message = send(ledger, 1.0)
@@ -168,7 +177,7 @@ def test_streaming_items_then_the_end() -> None:
 
 
 def test_mixed_behaviors_in_one_tool_call() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a"), non_blocking("n"), blocking("b")], now=0.0)
     ledger.settle(ok("n", "g"))
     ledger.settle(ok("a"))
@@ -178,7 +187,7 @@ def test_mixed_behaviors_in_one_tool_call() -> None:
 
 
 def test_ready_answers_of_both_kinds_share_one_message() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a"), non_blocking("n")], now=0.0)
     ledger.settle(ok("a"))
     ledger.settle(ok("n", "g"))
@@ -189,7 +198,7 @@ def test_ready_answers_of_both_kinds_share_one_message() -> None:
 
 
 def test_duplicate_delivery_while_pending_runs_once() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     assert [c.id for c in ledger.receive([blocking("a")], now=0.0, via="model_turn")] == ["a"]
     assert ledger.receive([blocking("a"), blocking("b")], now=0.1) == [Call("b", "f")]
     assert ledger.take_notices() == [
@@ -200,12 +209,12 @@ def test_duplicate_delivery_while_pending_runs_once() -> None:
 
 
 def test_same_id_twice_in_one_message_runs_once() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     assert [c.id for c in ledger.receive([blocking("a"), blocking("a")], now=0.0)] == ["a"]
 
 
 def test_twin_from_the_other_source_after_the_answer_is_dropped() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0, via="model_turn")
     ledger.settle(ok("a"))
     assert sent_ids(ledger) == ["a"]
@@ -214,7 +223,7 @@ def test_twin_from_the_other_source_after_the_answer_is_dropped() -> None:
 
 
 def test_reissue_after_the_answer_is_answered_again() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     ledger.settle(ok("a"))
     assert sent_ids(ledger) == ["a"]
@@ -227,7 +236,7 @@ def test_reissue_after_the_answer_is_answered_again() -> None:
 
 
 def test_twin_rule_resets_on_a_new_connection() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0, via="tool_call")
     ledger.settle(ok("a"))
     send(ledger, 1.0)
@@ -241,7 +250,7 @@ def test_twin_rule_resets_on_a_new_connection() -> None:
 
 
 def test_cancel_reports_unknown_and_late_ids() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     ledger.settle(ok("a"))
     send(ledger, 1.0)
@@ -254,7 +263,7 @@ def test_cancel_reports_unknown_and_late_ids() -> None:
 
 
 def test_streaming_call_cancelled_mid_stream_sends_nothing_more() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([non_blocking("s", streaming=True)], now=0.0)
     ledger.partial(Partial("s", "g", {"output": 1}))
     assert ledger.cancel(["s"], now=1.0) == ["s"]
@@ -268,7 +277,7 @@ def test_streaming_call_cancelled_mid_stream_sends_nothing_more() -> None:
 
 
 def test_answers_wait_for_the_socket() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     ledger.handle_issued("h1")
     ledger.disconnected()
@@ -292,7 +301,7 @@ def test_answers_wait_for_the_socket() -> None:
 def test_resume_orphans_calls_the_handle_does_not_know(
     handle: str | None, orphaned: list[str]
 ) -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     ledger.handle_issued("h1")
     ledger.receive([non_blocking("b")], now=0.0)
@@ -308,7 +317,7 @@ def test_resume_orphans_calls_the_handle_does_not_know(
 
 
 def test_fresh_session_forgets_old_handles() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.handle_issued("h1")
     ledger.resumed(None, now=0.0)
     ledger.receive([blocking("a")], now=0.0)
@@ -317,7 +326,7 @@ def test_fresh_session_forgets_old_handles() -> None:
 
 
 def test_only_the_newest_handles_are_kept() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     for index in range(20):
         ledger.handle_issued(f"h{index}")
@@ -325,7 +334,7 @@ def test_only_the_newest_handles_are_kept() -> None:
 
 
 def test_switch_over_without_a_disconnect() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     ledger.handle_issued("h")
     ledger.settle(ok("a"))
@@ -337,7 +346,7 @@ def test_switch_over_without_a_disconnect() -> None:
 
 
 def test_shutdown_then_close() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a"), blocking("b"), non_blocking("n")], now=0.0)
     ledger.settle(ok("a"))
     assert ledger.shutdown() == ["b", "n"]
@@ -359,7 +368,7 @@ def test_shutdown_then_close() -> None:
 
 
 def test_shutdown_lets_the_batch_finish() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a"), blocking("b")], now=0.0)
     assert ledger.shutdown() == ["a", "b"]
     ledger.settle(ok("a"))
@@ -373,7 +382,7 @@ def test_shutdown_lets_the_batch_finish() -> None:
 
 def _reach(state: CallState, behavior: Behavior, streaming: bool) -> CallLedger:
     """A ledger whose call ``x`` is in ``state`` (and ``y`` runs in the same batch)."""
-    ledger = CallLedger()
+    ledger = new_ledger()
     call = LiveCall(Call("x", "f"), behavior, None, streaming)
     ledger.receive([call, LiveCall(Call("y", "f"), behavior)], now=0.0)
     if state in ("settled", "ready", "answered"):
@@ -458,7 +467,7 @@ def test_late_settle_after_cancel_cannot_settle_twice() -> None:
     ],
 )
 def test_illegal_events(action: Callable[[CallLedger], object], message: str) -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("x")], now=0.0)
     with pytest.raises(LedgerError, match=message):
         action(ledger)
@@ -472,12 +481,11 @@ def test_illegal_events(action: Callable[[CallLedger], object], message: str) ->
 
 
 def test_one_message_in_flight_until_sent() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([non_blocking("a"), non_blocking("b")], now=0.0)
     ledger.settle(ok("a", "g"))
     first = ledger.drain(1.0)
     assert first is not None
-    assert first.message == {"toolResponse": {"functionResponses": first.function_responses}}
     ledger.settle(ok("b", "g"))
     assert ledger.drain(1.5) is None
     assert ledger.pending_ids == {"a", "b"}
@@ -487,7 +495,7 @@ def test_one_message_in_flight_until_sent() -> None:
 
 
 def test_unsent_message_goes_back_to_the_front_of_the_queue() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([non_blocking("a"), non_blocking("b")], now=0.0)
     ledger.handle_issued("h")
     ledger.settle(ok("a", "g"))
@@ -502,7 +510,7 @@ def test_unsent_message_goes_back_to_the_front_of_the_queue() -> None:
 
 
 def test_cancel_while_in_flight_keeps_the_cancelled_fate() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([non_blocking("a")], now=0.0)
     ledger.settle(ok("a", "g"))
     message = ledger.drain(1.0)
@@ -513,7 +521,7 @@ def test_cancel_while_in_flight_keeps_the_cancelled_fate() -> None:
 
 
 def test_sent_without_drain_is_illegal() -> None:
-    ledger = CallLedger()
+    ledger = new_ledger()
     ledger.receive([blocking("a")], now=0.0)
     ledger.settle(ok("a"))
     message = ledger.drain(1.0)
@@ -525,7 +533,7 @@ def test_sent_without_drain_is_illegal() -> None:
 
 
 def test_memory_stays_bounded_in_a_long_session() -> None:
-    ledger = CallLedger(history=8)
+    ledger = new_ledger(history=8)
     for i in range(100):
         ledger.receive([blocking(f"c{i}")], now=float(i))
         ledger.settle(ok(f"c{i}"))
@@ -541,4 +549,119 @@ def test_memory_stays_bounded_in_a_long_session() -> None:
 
 def test_history_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
-        CallLedger(history=0)
+        new_ledger(history=0)
+
+
+# -- acknowledgement: could the model have seen an answer? -------------------------------------
+
+
+def test_an_answer_is_seen_once_a_later_server_message_arrives_on_its_connection() -> None:
+    ledger = new_ledger()
+    ledger.receive([blocking("a")], now=0.0)
+    ledger.settle(ok("a"))
+    ledger.server_message()  # before the answer left: acknowledges nothing
+    assert not ledger.answer_seen("a")
+    assert sent_ids(ledger) == ["a"]
+    assert not ledger.answer_seen("a")
+    ledger.server_message()
+    assert ledger.answer_seen("a")
+
+
+def test_an_answer_sent_on_a_connection_that_ended_unacknowledged_is_not_seen() -> None:
+    ledger = new_ledger()
+    ledger.receive([blocking("a")], now=0.0)
+    ledger.handle_issued("h1")
+    ledger.settle(ok("a"))
+    assert sent_ids(ledger) == ["a"]
+    ledger.disconnected()
+    ledger.resumed("h1", 1.0)
+    ledger.server_message()  # on the new connection: says nothing of the old one
+    assert not ledger.answer_seen("a")
+
+
+def test_an_answer_never_sent_is_not_seen_and_a_forgotten_one_counts_as_seen() -> None:
+    ledger = new_ledger(history=1)
+    ledger.receive([blocking("a")], now=0.0)
+    ledger.settle(ok("a"))
+    ledger.close(1.0)  # orphaned: never sent
+    ledger.server_message()
+    assert not ledger.answer_seen("a")
+    assert ledger.answer_seen("never-received")
+
+
+# -- frame budget -------------------------------------------------------------------------------
+
+
+def encoded_message_size(message: Outgoing) -> int:
+    return len(msgspec.json.encode(gemini_live.tool_response(message.function_responses)))
+
+
+def test_a_blocking_batch_is_cut_fairly_to_fit_one_frame() -> None:
+    ledger = new_ledger(max_frame_bytes=4096)
+    ledger.receive([blocking(i) for i in "abc"], now=0.0)
+    ledger.settle(ok("a", value="x" * 100))  # small: untouched
+    ledger.settle(ok("b", value="y" * 5000))
+    ledger.settle(ok("c", value="z" * 9000))
+    message = send(ledger)
+    assert message is not None and encoded_message_size(message) <= 4096
+    responses = {r["id"]: r["response"] for r in message.function_responses}
+    assert responses["a"] == {"output": "x" * 100}
+    assert responses["b"]["truncated"] and responses["c"]["truncated"]
+    assert responses["b"]["original_bytes"] < responses["c"]["original_bytes"]
+    assert abs(len(responses["b"]["output"]) - len(responses["c"]["output"])) <= 16  # fair
+    answered = {a.call_id: a.outcome for a in message.answered}
+    assert answered["c"] is not None and answered["c"].truncated
+    assert ledger.idle
+
+
+def test_non_blocking_answers_that_do_not_fit_go_in_the_next_message() -> None:
+    ledger = new_ledger(max_frame_bytes=4096)
+    ledger.receive([non_blocking(i) for i in "abc"], now=0.0)
+    for call_id in "abc":
+        ledger.settle(ok(call_id, "g", value="v" * 1500))
+    first, second = send(ledger), send(ledger)
+    assert first is not None and second is not None and send(ledger) is None
+    assert [r["id"] for r in first.function_responses] == ["a", "b"]
+    assert [r["id"] for r in second.function_responses] == ["c"]
+    assert all(encoded_message_size(m) <= 4096 for m in (first, second))
+    assert "truncated" not in second.function_responses[0]["response"]
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.integers(1024, 20_000),
+    st.lists(
+        st.tuples(
+            st.booleans(),
+            st.lists(st.integers(0, 30_000), min_size=1, max_size=16),
+            st.sampled_from(["str", "list", "dict"]),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_random_batches_always_encode_within_the_frame_budget(
+    budget: int, batches: list[tuple[bool, list[int], str]]
+) -> None:
+    # CallPolicy guarantees this much room per call of a batch
+    budget = max(budget, frames.BYTES_PER_CALL * max(len(sizes) for _, sizes, _ in batches))
+    ledger = new_ledger(max_frame_bytes=budget)
+    expected: list[str] = []
+    for number, (is_blocking, sizes, shape) in enumerate(batches):
+        ids = [f"{number}-{i}" for i in range(len(sizes))]
+        make = blocking if is_blocking else non_blocking
+        name = "f" if is_blocking else "g"
+        ledger.receive([make(i, name) for i in ids], now=0.0)
+        for call_id, size in zip(ids, sizes, strict=True):
+            value: Any = {
+                "str": "é" * size,
+                "list": list(range(size // 4)),
+                "dict": {"k": "x" * size},
+            }[shape]
+            ledger.settle(ok(call_id, name, value))
+        expected += ids
+    answered: list[str] = []
+    while (message := send(ledger)) is not None:
+        assert encoded_message_size(message) <= budget
+        answered += [r["id"] for r in message.function_responses]
+    assert sorted(answered) == sorted(expected) and ledger.idle

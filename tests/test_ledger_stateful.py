@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from livebridge.adapters import gemini_live
 from livebridge.calls import Behavior, Call, Outcome, OutcomeKind, Partial
 from livebridge.ledger import CallLedger, LedgerError, LiveCall, Outgoing, Via
 
@@ -49,7 +50,7 @@ class Life:
 class LedgerMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.ledger = CallLedger()
+        self.ledger = CallLedger(encode=gemini_live.encode)
         self.clock = 0.0
         self.lives: dict[Key, Life] = {}
         self.newest: dict[str, Life] = {}

@@ -73,12 +73,15 @@ async def test_metrics_equal_what_the_workload_did() -> None:
         assert sample(registry, name, function=function, behavior=behavior) == count
     for function, count in expected.ok_results.items():
         assert sample(registry, "livebridge_tool_result_bytes_count", function=function) == count
+    assert expected.dedups
+    for (function, reason), count in expected.dedups.items():
+        name = "livebridge_tool_dedups_total"
+        assert sample(registry, name, function=function, reason=reason) == count
     for (function, reason), count in expected.rejections.items():
         name = "livebridge_tool_rejections_total"
         assert sample(registry, name, function=function, reason=reason) == count
     for metric, counts in [
         ("livebridge_tool_truncations_total", expected.truncations),
-        ("livebridge_tool_dedups_total", expected.dedups),
         ("livebridge_tool_cancellations_total", expected.cancellations),
         ("livebridge_tool_orphans_total", expected.orphans),
     ]:

@@ -44,3 +44,27 @@ def test_error_payload_caps_the_message() -> None:
     assert len(body["message"]) == payloads.MAX_ERROR_MESSAGE
     assert body["retryable"] is True and body["duplicate_of"] == "c1"
     assert "retryable" not in payloads.error("unknown_function", "no")["error"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [float("nan"), float("inf"), {"rows": [1.0, {"x": float("-inf")}]}, [None, float("nan")]],
+)
+def test_nan_and_infinity_are_unserializable_not_null(value: Any) -> None:
+    with pytest.raises(payloads.UnserializableResult, match="NaN or Infinity"):
+        payloads.output(value, 1000)
+
+
+def test_none_and_finite_floats_are_fine() -> None:
+    assert payloads.output([None, 1.5, {"x": None}], 1000).response == {
+        "output": [None, 1.5, {"x": None}]
+    }
+
+
+def test_shrink_keeps_the_original_size_of_a_result_cut_before() -> None:
+    first = payloads.output("x" * 5000, 1000)
+    again = payloads.shrink(first.response, 300)
+    assert again.truncated and again.result_bytes <= 300
+    assert again.original_bytes == first.original_bytes
+    untouched = payloads.shrink({"output": "small"}, 300)
+    assert untouched.response == {"output": "small"} and not untouched.truncated

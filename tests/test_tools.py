@@ -72,7 +72,7 @@ def test_decorator_forms_options_and_handler_kinds() -> None:
     def lookup(key: str) -> str:
         return key
 
-    @tools.tool
+    @tools.tool(behavior="NON_BLOCKING")
     async def ticker(n: int):  # type: ignore[no-untyped-def]
         yield n
 
@@ -136,3 +136,46 @@ def test_registration_errors() -> None:
 
     with pytest.raises(TypeError, match="by keyword"):
         tools.add(variadic)
+
+
+def test_a_blocking_async_generator_is_refused_at_registration() -> None:
+    tools = ToolRegistry()
+
+    async def ticker(n: int):  # type: ignore[no-untyped-def]
+        yield n
+
+    with pytest.raises(ValueError, match='behavior="NON_BLOCKING"'):
+        tools.tool(ticker)
+    with pytest.raises(ValueError, match='behavior="NON_BLOCKING"'):
+        tools.add(ticker, behavior="BLOCKING")
+    assert "ticker" not in tools
+
+
+@pytest.mark.parametrize(
+    ("args", "named"), [([1, 2], "list"), ("x", "str"), (3, "int"), (None, "null")]
+)
+def test_arguments_that_are_not_an_object_are_refused(args: object, named: str) -> None:
+    tools = ToolRegistry()
+
+    @tools.tool
+    async def anything() -> None:
+        """Takes nothing."""
+
+    tool = tools.get("anything")
+    assert tool is not None
+    with pytest.raises(msgspec.ValidationError, match=f"must be a JSON object, not {named}"):
+        tool.convert_arguments(args)
+
+
+def test_tool_options_are_checked() -> None:
+    tools = ToolRegistry()
+
+    async def charge(order: str) -> None:
+        """Charge an order."""
+
+    with pytest.raises(TypeError, match="idempotency_key"):
+        tools.add(charge, idempotency_key="order")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="unknown tool option"):
+        tools.add(charge, retries=3)  # type: ignore[call-arg]
+    tool = tools.add(charge, idempotency_key=lambda args: args["order"])
+    assert tool.idempotency_key is not None and tool.idempotency_key({"order": "A1"}) == "A1"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from livebridge.calls import Behavior, Call, Outcome, OutcomeKind
+from livebridge.calls import Behavior, Call, DedupReason, Outcome, OutcomeKind
 from livebridge.dispatch import CallPolicy, Dispatcher
 from livebridge.observe import (
     AnswerSent,
@@ -64,7 +64,7 @@ class Planned:
     runs: bool = False  # its handler starts (a CallStarted event)
     reason: str | None = None  # rejection reason
     truncated: bool = False
-    dedup: bool = False
+    dedup: DedupReason | None = None
 
 
 @dataclass
@@ -77,7 +77,7 @@ class Expected:
     ok_results: Counter[str] = field(default_factory=Counter)
     rejections: Counter[tuple[str, str]] = field(default_factory=Counter)
     truncations: Counter[str] = field(default_factory=Counter)
-    dedups: Counter[str] = field(default_factory=Counter)
+    dedups: Counter[tuple[str, str]] = field(default_factory=Counter)
     cancellations: Counter[str] = field(default_factory=Counter)
     orphans: Counter[str] = field(default_factory=Counter)
     batch_sizes: list[int] = field(default_factory=list)
@@ -124,7 +124,7 @@ def build_tools(hold_started: anyio.Event) -> ToolRegistry:
 TURNS: tuple[tuple[Planned, ...], ...] = (
     (
         Planned(Call("c1", "get_weather", {"city": "Paris"}), "ok", runs=True),
-        Planned(Call("c2", "get_weather", {"city": "Paris"}), "ok", dedup=True),
+        Planned(Call("c2", "get_weather", {"city": "Paris"}), "ok", dedup="twin"),
         Planned(Call("c3", "search_docs", {"query": "refunds"}), "ok", runs=True, truncated=True),
         Planned(Call("c4", "lookup_order", {"order_id": -1}), "error", runs=True),
         Planned(
@@ -136,7 +136,7 @@ TURNS: tuple[tuple[Planned, ...], ...] = (
         Planned(Call("c7", "slow_report", {}), "timeout", runs=True),
         Planned(Call("c8", "book_table", {"restaurant": "Noma", "people": 2}), "ok", runs=True),
         Planned(
-            Call("c9", "book_table", {"restaurant": "Noma", "people": 2}), "duplicate", dedup=True
+            Call("c9", "book_table", {"restaurant": "Noma", "people": 2}), "duplicate", dedup="twin"
         ),
         Planned(Call("c10", "get_weather", {"city": "Rome"}), "ok", runs=True),
         Planned(Call("c11", "get_weather", {"city": "Oslo"}), "ok", runs=True),
@@ -240,8 +240,8 @@ def expected_counts(tools: ToolRegistry) -> Expected:
             expected.rejections[function, planned.reason] += 1
         if planned.truncated:
             expected.truncations[function] += 1
-        if planned.dedup:
-            expected.dedups[function] += 1
+        if planned.dedup is not None:
+            expected.dedups[function, planned.dedup] += 1
         if planned.kind == "cancelled":
             expected.cancellations[function] += 1
         if planned.kind == "orphaned":

@@ -55,8 +55,8 @@ def encode(
 
 
 def tool_response(function_responses: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The complete client message carrying ``function_responses``, for a raw socket."""
-    return {"toolResponse": {"functionResponses": [dict(r) for r in function_responses]}}
+    """The complete client message carrying ``function_responses``: the one place it is built."""
+    return {"toolResponse": {"functionResponses": list(function_responses)}}
 
 
 def to_sdk(function_responses: Sequence[Mapping[str, Any]]) -> list[types.FunctionResponse]:

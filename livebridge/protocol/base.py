@@ -24,6 +24,7 @@ from livebridge.errors import LivebridgeError, LocalProtocolError
 from livebridge.events import Closed, SessionEvent
 from livebridge.ledger import Outgoing
 from livebridge.observe import Event
+from livebridge.payloads import DEFAULT_MAX_FRAME_BYTES
 from livebridge.protocol.outbox import AudioPolicy, Outbox
 from livebridge.transport import ClientItem
 
@@ -143,6 +144,7 @@ class ProtocolOptions:
     outbox_bytes: int = 1024 * 1024
     reconnect_attempts: int = 5
     go_away_margin: float = 1.0
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES  # from ``CallPolicy``: one answer frame
 
 
 class LiveProtocol(Protocol):
@@ -163,6 +165,7 @@ class LiveProtocol(Protocol):
     def switch_ready(self) -> bool: ...
     @property
     def send_directly(self) -> bool: ...
+    def answer_seen(self, call_id: str) -> bool: ...
     def opened(self, session_id: str | None, now: float) -> list[Output]: ...
     def lost(
         self, code: int | None, reason: str, now: float, *, error: LivebridgeError | None = None

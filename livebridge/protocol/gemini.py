@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, assert_never
 
 from livebridge import resume, wire
+from livebridge.adapters import gemini_live
 from livebridge.calls import Behavior, Call, Outcome, Partial
 from livebridge.errors import ConnectionLostError, LivebridgeError
 from livebridge.events import (
@@ -88,7 +89,9 @@ class GeminiLiveProtocol:
         self.session_id: str | None = None
         self.turn = 0
         self.connection = ConnectionTable()
-        self.ledger = CallLedger()  # the ledger is built here
+        self.ledger = CallLedger(
+            encode=gemini_live.encode, max_frame_bytes=self.options.max_frame_bytes
+        )
         self.outbox = Outbox(
             self.options.audio_during_blocking,
             self.options.held_audio_seconds,
@@ -120,6 +123,10 @@ class GeminiLiveProtocol:
     def switch_ready(self) -> bool:
         """After ``goAway``: every call is answered and the newest handle covers them all."""
         return self.ledger.idle and self._last_handle_message > self._last_call_message
+
+    def answer_seen(self, call_id: str) -> bool:
+        """Could the model have seen this call's answer? (The re-issue rule asks.)"""
+        return self.ledger.answer_seen(call_id)
 
     @property
     def send_directly(self) -> bool:
@@ -242,6 +249,7 @@ class GeminiLiveProtocol:
                     pass
                 case _:
                     assert_never(kind)
+        self.ledger.server_message()  # after its own calls: they crossed our answers in flight
         return out
 
     def _on_content(

@@ -1,0 +1,69 @@
+"""Answers that must share one frame, cut to fit its byte budget fairly.
+
+Every output above a common cap is cut to that cap, the cap being the largest that fits: small
+results go out untouched and large ones share what is left evenly. Error answers are never cut
+(their message is already bounded by ``payloads.MAX_ERROR_MESSAGE``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import msgspec
+
+from livebridge import payloads
+from livebridge.calls import Outcome, Partial
+
+__all__ = ["BYTES_PER_CALL", "fit", "shrunk", "water_level"]
+
+A = TypeVar("A", Outcome, Partial, Outcome | Partial)
+#: What a frame must hold per answer for every batch to fit: id, name and the smallest cut
+#: output (``{"output":"","truncated":true,"original_bytes":N}``), with room to spare.
+BYTES_PER_CALL = 256
+
+
+def fit(
+    answers: Sequence[A], encode: Callable[[int, A], dict[str, Any]], budget: int
+) -> tuple[list[A], list[dict[str, Any]]]:
+    """``answers`` cut so that their wire dicts (``encode``), comma-separated, fit ``budget``."""
+    encoded = [encode(i, answer) for i, answer in enumerate(answers)]
+    sizes = [payloads.encoded_size(answer.response) for answer in answers]
+    cuttable = [i for i, answer in enumerate(answers) if "output" in answer.response]
+    whole = sum(payloads.encoded_size(r) + 1 for r in encoded)
+    fixed = whole - sum(sizes[i] for i in cuttable)
+    cap = water_level([sizes[i] for i in cuttable], budget - fixed)
+    result = list(answers)
+    for i in cuttable:
+        if sizes[i] > cap:
+            result[i] = shrunk(answers[i], cap)
+            encoded[i] = encode(i, result[i])
+    return result, encoded
+
+
+def water_level(sizes: list[int], room: int) -> int:
+    """The largest cap such that ``sum(min(size, cap))`` stays within ``room``."""
+    remaining, count, level = room, len(sizes), 0
+    for size in sorted(sizes):
+        share = remaining // count
+        if size > share:
+            return max(share, 0)
+        remaining -= size
+        count -= 1
+        level = size
+    return level
+
+
+def shrunk(answer: A, cap: int) -> A:
+    """``answer`` with its output cut to ``cap`` bytes (keeping the first original size)."""
+    payload = payloads.shrink(answer.response, cap)
+    if isinstance(answer, Partial):
+        return dataclasses.replace(answer, response=payload.response)
+    return msgspec.structs.replace(
+        answer,
+        response=payload.response,
+        result_bytes=payload.result_bytes,
+        truncated=True,
+        original_bytes=payload.original_bytes,
+    )

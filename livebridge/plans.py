@@ -1,0 +1,140 @@
+"""What the dispatcher decided for one call, and the state it shares while the call runs.
+
+Planning is synchronous and pure of I/O: each call of a batch gets one ``Plan``, dispatched
+with an exhaustive ``match`` (``assert_never`` makes mypy name every place a new plan must go).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+import anyio
+
+from livebridge.calls import Call, DedupReason, Outcome, OutcomeKind, Partial
+from livebridge.tools import Tool
+
+__all__ = ["Batch", "Pending", "Plan", "Rejoin", "Run", "Settle", "Wait"]
+
+
+class Pending:
+    """A call in flight: its cancel scope, and its outcome once settled.
+
+    The scope gets its ``deadline`` only once the call first suspends: until then no timeout
+    can fire, and a handler that finishes without suspending never arms a timer.
+    """
+
+    __slots__ = ("call", "cancel_requested", "deadline", "outcome", "scope", "settled")
+
+    def __init__(self, call: Call, scope: anyio.CancelScope, deadline: float = math.inf) -> None:
+        self.call = call
+        self.scope = scope
+        self.deadline = deadline
+        self.outcome: Outcome | None = None
+        self.settled: anyio.Event | None = None
+        self.cancel_requested = False
+
+    def finish(self, outcome: Outcome) -> bool:
+        """Record the outcome; False if it already had one (abandoned, or run() cancelled)."""
+        if self.outcome is not None:
+            return False
+        self.outcome = outcome
+        if self.settled is not None:
+            self.settled.set()
+        return True
+
+    async def wait(self) -> Outcome:
+        if self.outcome is None:
+            if self.settled is None:
+                self.settled = anyio.Event()
+            await self.settled.wait()
+        assert self.outcome is not None
+        return self.outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """Answer now, without running anything."""
+
+    outcome: Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Run the handler."""
+
+    pending: Pending
+    tool: Tool
+    kwargs: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Answer with another call's outcome when it settles (copied under this call's id)."""
+
+    own: Pending
+    first: Pending
+    kind: OutcomeKind | None  # None: the original's kind (an idempotent twin shares it)
+    reason: DedupReason
+
+
+@dataclass(frozen=True, slots=True)
+class Rejoin:
+    """The same id is running in another batch: this delivery gets that very outcome."""
+
+    first: Pending
+
+
+Plan: TypeAlias = Settle | Run | Wait | Rejoin
+
+
+class Batch:
+    """One ``run()``: its calls, and each call's outcome once settled (exactly once)."""
+
+    __slots__ = (
+        "calls",
+        "done",
+        "on_partial",
+        "on_settled",
+        "outcomes",
+        "received",
+        "runs",
+        "turn",
+    )
+
+    def __init__(
+        self,
+        calls: Sequence[Call],
+        turn: int,
+        on_settled: Callable[[Outcome], None] | None,
+        on_partial: Callable[[Partial], None] | None,
+        received: float,
+    ) -> None:
+        self.calls = calls
+        self.turn = turn
+        self.on_settled = on_settled
+        self.on_partial = on_partial
+        self.received = received
+        self.outcomes: list[Outcome | None] = [None] * len(calls)
+        self.runs: dict[int, tuple[Pending, Tool]] = {}
+        self.done: anyio.Event | None = None
+
+    @property
+    def unsettled(self) -> list[int]:
+        return [i for i, outcome in enumerate(self.outcomes) if outcome is None]
+
+    def record(self, index: int, outcome: Outcome) -> bool:
+        """Store the outcome of call ``index``; False if it was settled already."""
+        if self.outcomes[index] is not None:
+            return False
+        self.outcomes[index] = outcome
+        if self.done is not None and None not in self.outcomes:
+            self.done.set()
+        return True
+
+    def results(self) -> list[Outcome]:
+        done = self.outcomes
+        assert all(o is not None for o in done), "every call settles before run() returns"
+        return done  # type: ignore[return-value]

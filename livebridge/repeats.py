@@ -1,0 +1,110 @@
+"""Is a call a new request, or the model asking again for an answer it could not have seen?
+
+The rule (the contract table in the README): an identical call (same tool, same canonical
+arguments) in a later ``toolCall`` is a **re-issue** while the model cannot have seen the first
+answer: the first call is still running, or its answer was never sent, or was sent on a
+connection that ended before anything acknowledged it. A re-issue is not run again and gets the
+first call's answer. Otherwise it is a **new request** and runs ("one more coffee"). A failure
+is never served to a later request, so a call retried after a timeout, a cancellation or a
+retryable error runs again.
+
+With an ``idempotency_key``, calls with the same key within ``idempotency_ttl`` are one request
+whatever the model saw: served from the first *successful* result (waiting for it while it runs).
+
+``classify`` and ``served_by_key`` are the pure decisions; ``Requests`` remembers earlier
+requests, bounded (the oldest is forgotten first, after which its repeat counts as new).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Generic, Literal, TypeVar
+
+from livebridge.calls import OutcomeKind, is_failure
+
+__all__ = ["MAX_IDS_PER_REQUEST", "Repeat", "Request", "Requests", "classify", "served_by_key"]
+
+Repeat = Literal["new", "reissue"]
+F = TypeVar("F")
+#: How many call ids of one request (the first and its re-issues) are remembered.
+MAX_IDS_PER_REQUEST = 8
+
+
+def classify(first: OutcomeKind | None, *, seen: bool) -> Repeat:
+    """An identical call in a later ``toolCall``, given the first call's outcome kind (None
+    while it runs) and whether the model could have seen an answer of that request."""
+    if first is None:
+        return "reissue"
+    if is_failure(first):
+        return "new"
+    return "new" if seen else "reissue"
+
+
+def served_by_key(first: OutcomeKind | None, *, age: float, ttl: float) -> bool:
+    """A call with the same idempotency key as a request ``age`` seconds old: one request?"""
+    return age < ttl and (first is None or first == "ok")
+
+
+@dataclass(eq=False, slots=True)
+class Request(Generic[F]):
+    """One request that ran: its first call, and every call id answered with its result."""
+
+    first: F
+    at: float
+    ids: list[str] = field(default_factory=list)
+
+    def answered_as(self, call_id: str) -> None:
+        self.ids.append(call_id)
+        del self.ids[:-MAX_IDS_PER_REQUEST]
+
+    def seen(self, answer_seen: Callable[[str], bool]) -> bool:
+        return any(map(answer_seen, self.ids))
+
+
+class Requests(Generic[F]):
+    """The newest request of each key, at most ``capacity`` (oldest forgotten first).
+
+    ``stale(request)`` says a request can no longer change a decision (its answer was seen,
+    or it failed): each ``put`` forgets up to two stale requests from the oldest end, so in a
+    conversation whose answers arrive the memory stays small, far below ``capacity``.
+    """
+
+    def __init__(
+        self, capacity: int, stale: Callable[[Request[F]], bool] = lambda request: False
+    ) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self._capacity = capacity
+        self._stale = stale
+        self._by_key: OrderedDict[Hashable, Request[F]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def get(self, key: Hashable) -> Request[F] | None:
+        return self._by_key.get(key)
+
+    def put(self, key: Hashable, first: F, call_id: str, at: float) -> Request[F]:
+        request = Request(first, at, [call_id])
+        by_key = self._by_key
+        by_key.pop(key, None)  # re-inserted at the newest end
+        by_key[key] = request
+        if len(by_key) > self._capacity:
+            by_key.popitem(last=False)
+        for _ in range(2):
+            oldest_key, oldest = next(iter(by_key.items()))
+            if oldest is request or not self._stale(oldest):
+                break
+            del by_key[oldest_key]
+        return request
+
+    def expire(self, now: float, ttl: float) -> None:
+        """Forget requests older than ``ttl`` (they are kept in age order)."""
+        by_key = self._by_key
+        while by_key:
+            oldest = next(iter(by_key.values()))
+            if now - oldest.at < ttl:
+                return
+            by_key.popitem(last=False)

@@ -1,0 +1,73 @@
+"""Sync handlers in worker threads, which cannot be interrupted, holding their slots throughout.
+
+A timed-out or cancelled sync handler is answered at once, but its thread runs on: the
+concurrency slots it holds (the session's ``max_parallel``, the tool's ``max_concurrency``, a
+shared limiter) are given back only when the thread really returns, so a limit is never
+overrun by threads the caller stopped waiting for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import Any, Literal
+
+import anyio
+
+__all__ = ["ThreadSlots"]
+
+_Slot = Literal["waiting", "running", "done", "abandoned", "closed"]
+
+
+class ThreadSlots:
+    """The concurrency slots of a sync handler, held until its thread really returns.
+
+    If the call is answered first (timeout, cancellation), the thread gives the slots back
+    from its last line through the event loop; a thread that never started skips the body.
+    """
+
+    __slots__ = ("_acquired", "_borrower", "_lock", "_loop", "_state")
+
+    def __init__(self, acquired: list[anyio.CapacityLimiter], borrower: object) -> None:
+        self._acquired = acquired
+        self._borrower = borrower
+        self._lock = threading.Lock()
+        self._loop = asyncio.get_running_loop()
+        self._state: _Slot = "waiting"
+
+    def wrap(self, body: Callable[[], Any]) -> Callable[[], Any]:
+        def in_thread() -> Any:
+            with self._lock:
+                if self._state == "closed":
+                    return None  # the call was answered before this thread started
+                self._state = "running"
+            try:
+                return body()
+            finally:
+                if self._finish_in_thread():
+                    with contextlib.suppress(RuntimeError):  # the loop is gone: nothing to guard
+                        self._loop.call_soon_threadsafe(self._release)
+
+        return in_thread
+
+    def _finish_in_thread(self) -> bool:
+        """The body returned; True if the call was already answered (the slots are ours)."""
+        with self._lock:
+            abandoned = self._state == "abandoned"
+            self._state = "done"
+            return abandoned
+
+    def leave(self) -> bool:
+        """The call is settled; True if the caller releases the slots now (no thread runs)."""
+        with self._lock:
+            if self._state == "running":
+                self._state = "abandoned"
+                return False
+            self._state = "closed"
+            return True
+
+    def _release(self) -> None:
+        for limiter in reversed(self._acquired):
+            limiter.release_on_behalf_of(self._borrower)
