@@ -189,17 +189,19 @@ class Dispatcher:
         turn: int = 0,
         on_settled: OnSettled | None = None,
         on_partial: OnPartial | None = None,
+        refuse: bool = False,
     ) -> list[Outcome]:
         """Answer every call; returns one ``Outcome`` per call, in the order given.
 
         ``on_settled`` runs synchronously as each call settles; ``on_partial`` receives each
         item an async-generator handler yields (without it, the items are collected into one
-        ``{"output": [...]}``).
+        ``{"output": [...]}``). ``refuse``: the owner is shutting down; a call not answered
+        before is answered ``session_closing`` (retryable) without running.
         """
         if not calls:
             return []
         _check(calls)
-        batch = Batch(calls, turn, on_settled, on_partial, self._clock())
+        batch = Batch(calls, turn, on_settled, on_partial, self._clock(), refuse)
         if self._observers:
             emit(self._observers, BatchStarted(self.session_id, turn, len(calls)))
         starter = self._starter
@@ -257,6 +259,8 @@ class Dispatcher:
         if earlier is not None:
             self._answered.move_to_end(call.id)
             return Settle(earlier)
+        if batch.refuse:
+            return Settle(outcomes.closing(call))
         if index >= policy.max_calls_per_turn:
             return Settle(outcomes.fanout(call, policy.max_calls_per_turn))
         tool = self.tools.get(call.name) if isinstance(call.name, str) else None

@@ -205,7 +205,6 @@ class CallLedger:
         self._epoch = 0  # connections opened so far; twins are matched within one
         self._handles: OrderedDict[str, int] = OrderedDict()  # handle -> mark, newest last
         self._connected = True
-        self._accepting = True
 
     # -- queries --------------------------------------------------------------------------
 
@@ -266,8 +265,8 @@ class CallLedger:
         """Calls arrived in one ``toolCall`` (or one ``modelTurn``); returns the ones to run.
 
         Run the returned calls as one dispatcher batch. A re-issued id is among them (the
-        dispatcher answers it from its cache). After ``shutdown()`` nothing is run: every new
-        call is orphaned at once.
+        dispatcher answers it from its cache). After ``shutdown()`` calls are still received:
+        the dispatcher answers them ``session_closing`` without running them.
         """
         for live_call in calls:
             if not live_call.call.id:
@@ -289,10 +288,6 @@ class CallLedger:
         batch = [life for life in admitted if life.behavior == "BLOCKING"]
         for life in batch:
             life.batch = batch
-        if not self._accepting:
-            for life in admitted:
-                self._end(life, "orphan", "arrived after shutdown", now)
-            return []
         return [life.call for life in admitted]
 
     def partial(self, item: Partial) -> None:
@@ -400,11 +395,10 @@ class CallLedger:
         return orphaned
 
     def shutdown(self) -> list[str]:
-        """Stop accepting calls; returns the ids still running (cancel them after the grace).
+        """The app is leaving: the ids still running (cancel them after the grace).
 
         Results that settle later are still answered while a socket is open.
         """
-        self._accepting = False
         return [life.call.id for life in self._live.values() if life.state == "running"]
 
     def close(self, now: float) -> list[str]:
@@ -412,7 +406,6 @@ class CallLedger:
 
         Closing twice is harmless. Results that arrive later are dropped.
         """
-        self._accepting = False
         self._connected = False
         self._in_flight = None
         orphaned = list(self._live)

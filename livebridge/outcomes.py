@@ -101,6 +101,11 @@ def fanout(call: Call, limit: int) -> Outcome:
     return make(call, "rejected", payloads.error("fanout_limit", message, retryable=True))
 
 
+def closing(call: Call) -> Outcome:
+    message = "The app is ending this session; the call was not run. Ask again in a new session."
+    return make(call, "rejected", payloads.error("session_closing", message, retryable=True))
+
+
 def unknown(call: Call, available: list[str]) -> Outcome:
     what = f"{call.name!r}" if isinstance(call.name, str) else f"name {call.name!r} (not a string)"
     message = f"Unknown function {what}; available: {', '.join(available) or '(none)'}"

@@ -100,6 +100,7 @@ class Batch:
         "on_settled",
         "outcomes",
         "received",
+        "refuse",
         "runs",
         "turn",
     )
@@ -111,8 +112,10 @@ class Batch:
         on_settled: Callable[[Outcome], None] | None,
         on_partial: Callable[[Partial], None] | None,
         received: float,
+        refuse: bool = False,
     ) -> None:
         self.calls = calls
+        self.refuse = refuse
         self.turn = turn
         self.on_settled = on_settled
         self.on_partial = on_partial

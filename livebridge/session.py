@@ -488,10 +488,10 @@ class LiveSession:
                 continue
             changed = True
             match output:
-                case RunCalls(calls=calls, turn=turn):
+                case RunCalls(calls=calls, turn=turn, refuse=refuse):
                     assert self._tg is not None
                     self._batches += 1
-                    self._tg.start_soon(self._run_batch, calls, turn)
+                    self._tg.start_soon(self._run_batch, calls, turn, refuse)
                 case CancelCalls(call_ids=ids):
                     self._cancel(ids)
                 case Notify(event=event):
@@ -504,11 +504,15 @@ class LiveSession:
         if changed:
             self._wake.set()
 
-    async def _run_batch(self, calls: Sequence[Call], turn: int) -> None:
+    async def _run_batch(self, calls: Sequence[Call], turn: int, refuse: bool) -> None:
         try:
             assert self._dispatcher is not None
             await self._dispatcher.run(
-                calls, turn=turn, on_settled=self._on_settled, on_partial=self._on_partial
+                calls,
+                turn=turn,
+                on_settled=self._on_settled,
+                on_partial=self._on_partial,
+                refuse=refuse,
             )
         finally:
             self._batches -= 1

@@ -61,10 +61,12 @@ def ending_of(
 ) -> tuple[Ending, dict[str, Any] | None]:
     """How the connection ended, and the client's close to record (None when the server closed).
 
-    The server ended it when it closed first (its own close, or its stop). Otherwise the client
-    closed normally, or crashed: 1011, or a drop with no close frame at all.
+    The server ended it when it closed first (its own close, or its stop, unless the client's
+    close frame had already arrived). Otherwise the client closed normally, or crashed: 1011,
+    or a drop with no close frame at all.
     """
-    if server_closed or (closed.sent is not None and closed.rcvd_then_sent is False):
+    client_first = closed.rcvd is not None and closed.rcvd_then_sent is not False
+    if not client_first and (server_closed or closed.sent is not None):
         return "server_close", None
     if closed.rcvd is None:
         return "client_crash", {"close": {"code": 1006, "reason": "dropped"}}

@@ -86,10 +86,14 @@ class ConnectionTable:
 
 @dataclass(frozen=True, slots=True)
 class RunCalls:
-    """Run these admitted calls as one dispatcher batch, in turn ``turn``."""
+    """Run these admitted calls as one dispatcher batch, in turn ``turn``.
+
+    ``refuse``: they arrived while the app is leaving; answer them without running them.
+    """
 
     calls: Sequence[Call]
     turn: int
+    refuse: bool = False
 
 
 @dataclass(frozen=True, slots=True)

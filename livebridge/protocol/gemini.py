@@ -100,6 +100,7 @@ class GeminiLiveProtocol:
         self._observed = observed
         self._delays = delays if delays is not None else resume.backoff()
         self._opened = False
+        self._leaving = False  # the app is leaving: calls that arrive now are answered, not run
         self._attempts = 0
         self._lost: tuple[str, LivebridgeError | None] = ("connect", None)
         self._messages = 0
@@ -195,7 +196,8 @@ class GeminiLiveProtocol:
         return Reconnect(decision.reason, next(self._delays))
 
     def shutdown(self) -> list[str]:
-        """Take no more calls; returns the ids still running (cancel them after the grace)."""
+        """Run no new call; returns the ids still running (cancel them after the grace)."""
+        self._leaving = True
         return self.ledger.shutdown()
 
     def close(self, closed: Closed, now: float) -> list[Output]:
@@ -322,7 +324,7 @@ class GeminiLiveProtocol:
         behaviors: dict[str, Behavior] = {lc.call.id: lc.behavior for lc in live_calls}
         for call in admitted:
             out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
-        out.append(RunCalls(admitted, self.turn))
+        out.append(RunCalls(admitted, self.turn, refuse=self._leaving))
 
     def _on_cancellation(self, ids: Sequence[str], now: float, out: list[Output]) -> None:
         running = self.ledger.cancel([i for i in ids if isinstance(i, str)], now)
