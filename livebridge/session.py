@@ -263,6 +263,8 @@ class LiveSession:
         self._leaving = True
         transport = self._transport
         if transport is not None and self._closed is None:
+            with anyio.move_on_after(_CANCEL_FLUSH_SECONDS):  # answer what arrived meanwhile
+                await self._wait_idle()
             await transport.close()
         await self._end(Closed("closed by the app"))
 

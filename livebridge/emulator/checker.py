@@ -292,7 +292,8 @@ class Checker:
 
         A client that crashed (1011, or a drop without a close frame) is one ``client_crash``; a
         normal client close leaves each open call ``unanswered`` (an error); when the server
-        closed, the client had no more chance to answer, so ``unanswered`` is only a warning.
+        closed, or the call crossed the client's close (it was never seen to read it), the client
+        had no chance to answer, so ``unanswered`` is only a warning.
         """
         pending = self.pending()
         if not pending:
@@ -305,6 +306,8 @@ class Checker:
             text = f"call {record.id} ({record.name}) never answered"
             if ending == "server_close":
                 self.flag("unanswered", text + " before the server closed", None, "warning")
+            elif record.read_at is None:
+                self.flag("unanswered", text + ": it crossed the client's close", None, "warning")
             else:
                 self.flag("unanswered", text, None)
 

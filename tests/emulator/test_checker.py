@@ -279,18 +279,21 @@ def test_opaque_error_payloads(response: dict[str, Any], opaque: bool) -> None:
 
 
 @pytest.mark.parametrize(
-    ("ending", "expected"),
+    ("ending", "read", "expected"),
     [
-        ("client_close", [("unanswered", "error")] * 2),
-        ("client_crash", [("client_crash", "error")]),
-        ("server_close", [("unanswered", "warning")] * 2),
+        ("client_close", True, [("unanswered", "error")] * 2),
+        ("client_close", False, [("unanswered", "warning")] * 2),  # crossed the client's close
+        ("client_crash", True, [("client_crash", "error")]),
+        ("server_close", True, [("unanswered", "warning")] * 2),
     ],
 )
 def test_how_the_connection_ended_decides_the_verdict(
-    ending: checker.Ending, expected: list[tuple[str, str]]
+    ending: checker.Ending, read: bool, expected: list[tuple[str, str]]
 ) -> None:
     checker_, _, found = offline_checker()
-    checker_.issue([("c0", "f", {}, True), ("c1", "f", {}, False)])
+    batch = checker_.issue([("c0", "f", {}, True), ("c1", "f", {}, False)])
+    if read:
+        checker_.read(batch)  # the client answered the ping sent behind the toolCall
     checker_.finish(ending)
     assert [(v.kind, v.severity) for v in found] == expected
 
