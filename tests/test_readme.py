@@ -152,13 +152,26 @@ with urllib.request.urlopen(endpoint.url, timeout=10) as response:
     assert emulator.violations == []
 
 
-def test_pytest_fixture_snippet(tmp_path: Path) -> None:
-    # Used as the README says: a test in the app's suite, with the app's own config.
+@pytest.mark.parametrize("mode", ["auto", "strict"])
+def test_pytest_fixture_snippet(tmp_path: Path, mode: str) -> None:
+    # Used as the README says: a test in the app's suite, with the app's own config; in strict
+    # mode the test is marked, as the README says.
     test_file = tmp_path / "test_app.py"
     config = 'my_config = {"response_modalities": ["TEXT"]}\n\n'
+    if mode == "strict":
+        config = "import pytest\n\npytestmark = pytest.mark.asyncio\n" + config
     test_file.write_text(config + block("Test your own Live app offline"))
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            f"asyncio_mode={mode}",
+        ],
         cwd=tmp_path,
         env=offline_environment(),
         capture_output=True,
