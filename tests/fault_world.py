@@ -190,12 +190,12 @@ def draw_case(seed: int) -> Case:
     malformed = rng.choice(MALFORMED) if rng.random() < 0.25 else None
     return Case(
         seed=seed,
-        transport=transport,
-        handle_first=rng.random() < 0.9,
-        calls=tuple(calls),
         # The "sdk" transport reads through the SDK's models, which reject such a frame whole
         # before livebridge sees it (documented); the default "wire" transport takes it apart.
-        malformed=malformed if transport == "wire" else None,
+        transport="wire" if malformed else transport,
+        handle_first=rng.random() < 0.9,
+        calls=tuple(calls),
+        malformed=malformed,
         twice=rng.random() < 0.25,
         server=server,
         leave_mid_batch=rng.random() < 0.2,
