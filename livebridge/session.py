@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, assert_never
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup, TaskStatus
 
 from livebridge import resume
@@ -65,6 +66,9 @@ __all__ = ["AudioPolicy", "LiveSession", "SessionOptions"]
 log = logging.getLogger("livebridge.session")
 
 _ACTIONS = (RunCalls, CancelCalls, Notify, SwitchConnection)
+
+#: Scheduler turns given to frames already received before the session sends its close frame.
+_ARRIVAL_TURNS = 3
 
 #: After the grace period, how long cancelled handlers get to unwind and have their answers sent.
 _CANCEL_FLUSH_SECONDS = 1.0
@@ -264,7 +268,7 @@ class LiveSession:
         transport = self._transport
         if transport is not None and self._closed is None:
             with anyio.move_on_after(_CANCEL_FLUSH_SECONDS):  # answer what arrived meanwhile
-                await self._wait_idle()
+                await self._settle_arrivals()
             await transport.close()
         await self._end(Closed("closed by the app"))
 
@@ -553,6 +557,13 @@ class LiveSession:
         if self._idle is not None:
             self._idle.set()
             self._idle = None
+
+    async def _settle_arrivals(self) -> None:
+        """Before the close frame: calls the socket has already taken in reach the reader (a
+        few scheduler turns) and are answered, so none is left open by a close we chose."""
+        for _ in range(_ARRIVAL_TURNS):
+            await anyio.lowlevel.checkpoint()
+            await self._wait_idle()
 
     async def _wait_idle(self) -> None:
         while not self._protocol.idle:
