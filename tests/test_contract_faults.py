@@ -298,8 +298,20 @@ def _timing(run: Run) -> Iterator[str]:
 
 def _emulator_saw_no_breach(run: Run) -> Iterator[str]:
     allowed = set().union(*(CAUSED_BY.get(f, frozenset()) for f in run.case.faults))
+    # Leaving mid-batch, the app's close can cross a call the server sends meanwhile: the session
+    # answers every call that reaches it before its close frame, and orphans the rest.
+    crossed = {
+        event.call_id
+        for event in of_type(run.events, ToolCallSettled)
+        if run.case.leave_mid_batch
+        and event.outcome == "orphaned"
+        and "closed by the app" in (event.reason or "")
+    }
     for violation in run.violations:
         if violation.kind in allowed:
+            continue
+        crossed_close = any(f"call {i} " in violation.message for i in crossed)
+        if violation.kind == "unanswered" and crossed_close:
             continue
         if run.case.leave_mid_batch and "crossed the client's close" in violation.message:
             continue  # the server asked while the app was closing: nobody could answer it
