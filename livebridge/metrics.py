@@ -38,6 +38,23 @@ from livebridge.observe import (
     SessionOpened,
 )
 
+__all__ = [
+    "CALLS_PER_TURN_BUCKETS",
+    "MAX_FUNCTION_LABELS",
+    "MESSAGE_KINDS",
+    "OTHER",
+    "RECONNECT_REASONS",
+    "REJECTION_REASONS",
+    "RESULT_BYTES_BUCKETS",
+    "SECONDS_BUCKETS",
+    "ASGIApp",
+    "MetricsServer",
+    "PrometheusObserver",
+    "asgi_app",
+    "serve",
+]
+
+
 log = logging.getLogger("livebridge.metrics")
 
 #: Label value for anything outside a fixed set: unknown functions, reasons, message kinds.

@@ -13,6 +13,25 @@ from typing import Any, Literal, Protocol, TypeAlias
 
 from livebridge.calls import Behavior, Call, Outcome
 
+__all__ = [
+    "AnswerSent",
+    "BatchSettled",
+    "BatchStarted",
+    "CallOrphaned",
+    "CallSettled",
+    "CallStarted",
+    "Direction",
+    "Event",
+    "MessageSeen",
+    "Observer",
+    "Reconnected",
+    "Recorder",
+    "SessionClosed",
+    "SessionOpened",
+    "emit",
+]
+
+
 log = logging.getLogger("livebridge.observe")
 
 Direction = Literal["sent", "received"]

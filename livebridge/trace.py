@@ -17,6 +17,14 @@ from typing import Any
 
 from livebridge.observe import CallOrphaned, CallSettled, Event
 
+__all__ = [
+    "FAILED_OUTCOMES",
+    "Redact",
+    "TraceObserver",
+    "cap_utf8",
+]
+
+
 #: Outcomes that mark a span as failed.
 FAILED_OUTCOMES = frozenset({"error", "timeout", "orphaned"})
 

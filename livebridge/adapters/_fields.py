@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = [
+    "field",
+    "parse_arguments",
+]
+
 
 def field(item: Any, name: str) -> Any:
     """``item[name]`` for a mapping, ``item.name`` otherwise; ``None`` when absent."""

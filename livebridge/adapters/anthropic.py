@@ -14,6 +14,10 @@ from livebridge.calls import Call
 from livebridge.dispatch import Dispatcher
 from livebridge.payloads import json_text
 
+__all__ = [
+    "answer",
+]
+
 
 async def answer(
     content_blocks: Iterable[Any], dispatcher: Dispatcher, *, turn: int = 0

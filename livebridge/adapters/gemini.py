@@ -19,6 +19,13 @@ from livebridge.tools import ToolRegistry
 if TYPE_CHECKING:
     from google.genai import types
 
+__all__ = [
+    "SYNTHETIC_ID_PREFIX",
+    "answer",
+    "run_tool_loop",
+]
+
+
 #: Prefix of ids made up for calls the model sent without one; they are never echoed back.
 SYNTHETIC_ID_PREFIX = "livebridge-"
 

@@ -21,6 +21,12 @@ from livebridge.calls import Behavior, Outcome, Partial, Scheduling
 if TYPE_CHECKING:
     from google.genai import types
 
+__all__ = [
+    "encode",
+    "to_sdk",
+    "tool_response",
+]
+
 
 def encode(
     answer: Outcome | Partial,

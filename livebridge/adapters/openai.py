@@ -16,6 +16,11 @@ from livebridge.calls import Call
 from livebridge.dispatch import Dispatcher
 from livebridge.payloads import json_text
 
+__all__ = [
+    "answer_chat",
+    "answer_responses",
+]
+
 
 async def answer_chat(
     tool_calls: Iterable[Any], dispatcher: Dispatcher, *, turn: int = 0

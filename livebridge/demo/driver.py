@@ -35,6 +35,27 @@ from livebridge.metrics import PrometheusObserver
 from livebridge.observe import CallSettled, CallStarted, Event
 from livebridge.session import LiveSession, SessionOptions
 
+__all__ = [
+    "BARGE_IN_AFTER",
+    "CONFIG",
+    "DEADLINE",
+    "MODEL",
+    "PAUSE_BETWEEN_TURNS",
+    "CallView",
+    "DemoFailed",
+    "DemoRun",
+    "Exchange",
+    "Renderer",
+    "Silent",
+    "Timings",
+    "percentile",
+    "run_demo",
+    "serial_and_actual",
+    "summarize",
+    "transcript_counts",
+]
+
+
 MODEL = "gemini-2.5-flash-native-audio-preview-09-2025"
 CONFIG = types.LiveConnectConfig(
     response_modalities=[types.Modality.AUDIO],

@@ -17,6 +17,16 @@ from livebridge.emulator import Answer, Conversation, UserTurn
 from livebridge.errors import ToolError
 from livebridge.tools import ToolRegistry
 
+__all__ = [
+    "SLOW_CALL",
+    "SPEECH_SECONDS",
+    "STEPS",
+    "DemoTools",
+    "Step",
+    "model_side",
+]
+
+
 #: Audio the model plays after each reply (at real-time pace).
 SPEECH_SECONDS = 0.2
 

@@ -6,6 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = [
+    "Faults",
+    "MessagePredicate",
+]
+
+
 MessagePredicate = Callable[[dict[str, Any]], bool]
 
 
