@@ -23,7 +23,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, Any, Literal, assert_never
 
 import anyio
 import anyio.lowlevel
@@ -52,7 +52,9 @@ from livebridge.protocol import (
     RunCalls,
     SwitchConnection,
 )
+from livebridge.record import RecordingConnector, RecordingWriter
 from livebridge.tools import ToolRegistry
+from livebridge.trace import TraceObserver
 from livebridge.transport import Audio, ClientItem, Signal, Text, ToolAnswers, Transport
 from livebridge.transport import TransportKind as TransportKind
 from livebridge.wakeup import Wakeup
@@ -86,7 +88,9 @@ class SessionOptions:
 
     ``outbox_bytes`` bounds the input waiting for the socket: past it ``send_*`` waits until the
     writer catches up. ``tls_read_buffer`` replaces asyncio's 256 KiB per-connection TLS read
-    buffer (0 keeps it).
+    buffer (0 keeps it). ``record`` writes every frame of every connection to that path
+    (``livebridge.record``; ``.gz`` compresses), audio reduced to its length unless
+    ``record_audio="keep"``, tool arguments and results through the ``TraceObserver``'s ``redact``.
     """
 
     transport: TransportKind = "wire"
@@ -99,6 +103,8 @@ class SessionOptions:
     go_away_margin: float = 1.0
     keepalive: dict[str, float] = field(default_factory=resume.keepalive_settings)
     tls_read_buffer: int = 8 * 1024
+    record: str | None = None
+    record_audio: Literal["keep", "length"] = "length"
 
     def protocol_options(self) -> ProtocolOptions:
         return ProtocolOptions(
@@ -167,6 +173,8 @@ class LiveSession:
                 keepalive=self.options.keepalive,
                 tls_read_buffer=self.options.tls_read_buffer,
             )
+        if self.options.record is not None:
+            connector = _recording(connector, self.options, observers)
         self._connector = connector
         self._observers = tuple(observers)
         self._clock = clock
@@ -243,6 +251,9 @@ class LiveSession:
                     tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             raise _sole(group) from None
+        finally:
+            if isinstance(session._connector, RecordingConnector):
+                session._connector.writer.close()
 
     async def aclose(self) -> None:
         """Stop input, give running calls ``shutdown_grace`` seconds, send what can be sent, close.
@@ -578,6 +589,16 @@ def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
     while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
         inner = inner.exceptions[0]
     return inner
+
+
+def _recording(
+    connector: Connector, options: SessionOptions, observers: Sequence[Observer]
+) -> RecordingConnector:
+    """``connector`` writing its connections to ``options.record``."""
+    redact = next((o.redact for o in observers if isinstance(o, TraceObserver)), None)
+    assert options.record is not None
+    writer = RecordingWriter(options.record, audio=options.record_audio, redact=redact)
+    return RecordingConnector(connector, writer)
 
 
 def _not_connected() -> None:
