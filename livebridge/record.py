@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import base64
 import gzip
-import io
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,9 +36,10 @@ from typing import IO, Any, Literal
 from livebridge import wire
 from livebridge.connectors import Connector, secrets
 from livebridge.errors import MalformedMessageError, RecordingError, TransportClosed
+from livebridge.observe import Observer
 from livebridge.protocol.base import LiveProtocol, ProtocolOptions
 from livebridge.tools import ToolRegistry
-from livebridge.trace import Redact
+from livebridge.trace import Redact, TraceObserver
 from livebridge.transport import ClientItem, Transport, encode_client
 
 __all__ = [
@@ -197,6 +197,18 @@ class RecordingConnector:
         self._inner = inner
         self.writer = writer
 
+    @classmethod
+    def to_file(
+        cls,
+        inner: Connector,
+        path: str | os.PathLike[str],
+        audio: AudioMode = "length",
+        observers: Sequence[Observer] = (),
+    ) -> RecordingConnector:
+        """``inner`` recorded to ``path``, redacting with the first ``TraceObserver``'s hook."""
+        redact = next((o.redact for o in observers if isinstance(o, TraceObserver)), None)
+        return cls(inner, RecordingWriter(path, audio=audio, redact=redact))
+
     def protocol(
         self, tools: ToolRegistry, options: ProtocolOptions, *, observed: bool
     ) -> LiveProtocol:
@@ -334,5 +346,5 @@ def _json(name: str, number: int, text: str) -> dict[str, Any]:
 
 def _open_text(name: str, mode: Literal["r", "w"]) -> IO[str]:
     if name.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(Path(name), mode + "b"), encoding="utf-8")  # type: ignore[arg-type]
+        return gzip.open(Path(name), mode + "t", encoding="utf-8")
     return open(name, mode, encoding="utf-8")

@@ -52,9 +52,8 @@ from livebridge.protocol import (
     RunCalls,
     SwitchConnection,
 )
-from livebridge.record import RecordingConnector, RecordingWriter
+from livebridge.record import RecordingConnector
 from livebridge.tools import ToolRegistry
-from livebridge.trace import TraceObserver
 from livebridge.transport import Audio, ClientItem, Signal, Text, ToolAnswers, Transport
 from livebridge.transport import TransportKind as TransportKind
 from livebridge.wakeup import Wakeup
@@ -174,7 +173,9 @@ class LiveSession:
                 tls_read_buffer=self.options.tls_read_buffer,
             )
         if self.options.record is not None:
-            connector = _recording(connector, self.options, observers)
+            connector = RecordingConnector.to_file(
+                connector, self.options.record, self.options.record_audio, observers
+            )
         self._connector = connector
         self._observers = tuple(observers)
         self._clock = clock
@@ -589,16 +590,6 @@ def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
     while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
         inner = inner.exceptions[0]
     return inner
-
-
-def _recording(
-    connector: Connector, options: SessionOptions, observers: Sequence[Observer]
-) -> RecordingConnector:
-    """``connector`` writing its connections to ``options.record``."""
-    redact = next((o.redact for o in observers if isinstance(o, TraceObserver)), None)
-    assert options.record is not None
-    writer = RecordingWriter(options.record, audio=options.record_audio, redact=redact)
-    return RecordingConnector(connector, writer)
 
 
 def _not_connected() -> None:
