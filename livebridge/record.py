@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, cast
 
 from livebridge import wire
 from livebridge.connectors import Connector, secrets
@@ -346,5 +346,5 @@ def _json(name: str, number: int, text: str) -> dict[str, Any]:
 
 def _open_text(name: str, mode: Literal["r", "w"]) -> IO[str]:
     if name.endswith(".gz"):
-        return gzip.open(Path(name), mode + "t", encoding="utf-8")
+        return cast("IO[str]", gzip.open(Path(name), mode + "t", encoding="utf-8"))
     return open(name, mode, encoding="utf-8")
