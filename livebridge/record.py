@@ -260,6 +260,9 @@ class _RecordingTransport:
         self._writer.sent(item)
 
     async def close(self) -> None:
+        if not self._ended:
+            self._ended.append(True)
+            self._writer.closed("client", 1000, "")
         await self._inner.close()
 
     def _end(self, exc: TransportClosed) -> None:
