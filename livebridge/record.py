@@ -14,9 +14,9 @@ from 1) and ``ev``:
 
 Audio is kept only when asked: by default each ``inlineData`` / ``audio`` blob's ``data`` is
 replaced by ``dataBytes`` (its decoded length), and a reader turns it back into that many zero
-bytes. Tool call arguments and tool results pass through ``redact(function, value)`` (the trace
-hook) before they are written, and every line passes the API-key filter of
-``connectors.secrets``. Lines are written as the frames pass, so the file grows with the
+bytes. Tool call arguments and tool results (an answer's ``output`` object) pass through
+``redact(function, value)`` (the trace hook) before they are written, and every line passes the
+API-key filter of ``connectors.secrets``. Lines are written as the frames pass, so the file grows with the
 conversation and a crash loses at most the line being written.
 """
 
@@ -178,9 +178,9 @@ def _redact_calls(message: dict[str, Any], redact: Redact) -> None:
             call["args"] = _redacted(redact, str(call.get("name")), call["args"])
     responses = (message.get("toolResponse") or {}).get("functionResponses") or []
     for response in responses:
-        if isinstance(response, dict) and isinstance(response.get("response"), dict):
-            name = str(response.get("name"))
-            response["response"] = _redacted(redact, name, response["response"])
+        body = response.get("response") if isinstance(response, dict) else None
+        if isinstance(body, dict) and isinstance(body.get("output"), dict):
+            body["output"] = _redacted(redact, str(response.get("name")), body["output"])
 
 
 def _redacted(redact: Redact, function: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -329,19 +329,19 @@ def restore_audio(message: Any) -> Any:
 
 def _lines(name: str) -> Iterator[str]:
     with _open_text(name, "r") as file:
-        for text in file:
-            if not text.endswith("\n"):
-                yield text  # the last line; _json reports it if it was cut short
-                return
-            yield text
+        yield from file
 
 
 def _json(name: str, number: int, text: str) -> dict[str, Any]:
+    if not text.endswith("\n"):  # the writer ends every line: this one was cut short
+        raise RecordingError(
+            f"{name}:{number}: the file ends mid-line (was it truncated?): "
+            "remove the incomplete last line to read the rest"
+        )
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        cut = "" if text.endswith("\n") else " (the file ends mid-line: was it truncated?)"
-        raise RecordingError(f"{name}:{number}: not valid JSON: {exc.msg}{cut}") from None
+        raise RecordingError(f"{name}:{number}: not valid JSON: {exc.msg}") from None
     if not isinstance(value, dict):
         raise RecordingError(f"{name}:{number}: expected a JSON object, got {type(value).__name__}")
     return value

@@ -1,4 +1,4 @@
-"""Replaying recordings to an app's tools: zero divergence when nothing changed, each change named."""
+"""Replaying recordings to an app's tools: no divergence when nothing changed, each change named."""
 
 from __future__ import annotations
 
