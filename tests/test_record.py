@@ -83,7 +83,7 @@ async def test_a_session_is_recorded_both_ways_with_audio_reduced_and_calls_reda
     assert "[redacted]" in answers[0]["response"]["output"]["receipt"]
     times = [e.t for e in recording.entries]
     assert times == sorted(times)
-    assert any("setupComplete" in m for m in received)
+    assert any(m.get("serverContent", {}).get("turnComplete") for m in received)
 
 
 async def test_a_gzip_recording_keeps_audio_when_asked(tmp_path: Path) -> None:
