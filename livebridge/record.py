@@ -16,8 +16,8 @@ Audio is kept only when asked: by default each ``inlineData`` / ``audio`` blob's
 replaced by ``dataBytes`` (its decoded length), and a reader turns it back into that many zero
 bytes. Tool call arguments and tool results (an answer's ``output`` object) pass through
 ``redact(function, value)`` (the trace hook) before they are written, and every line passes the
-API-key filter of ``connectors.secrets``. Lines are written as the frames pass, so the file grows with the
-conversation and a crash loses at most the line being written.
+API-key filter of ``connectors.secrets``. Lines are written as the frames pass, so the file grows
+with the conversation and a crash loses at most the line being written.
 """
 
 from __future__ import annotations
