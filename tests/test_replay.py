@@ -8,9 +8,11 @@ from pathlib import Path
 import anyio
 import pytest
 
+from livebridge import LiveSession, ToolRegistry
 from livebridge.cli import main
 from livebridge.demo import FAST_PACE
-from livebridge.demo.driver import run_demo
+from livebridge.demo.driver import CONFIG, MODEL, run_demo
+from livebridge.emulator import Emulator
 from livebridge.record import read_recording
 from livebridge.replay import assert_replays, replay
 from tests.replay_tools import broken_weather, demo_tools, replaced
@@ -115,3 +117,67 @@ def test_the_shipped_recording_holds_no_audio_and_a_versioned_header() -> None:
     first, *rest = SHIPPED.read_text().splitlines()
     assert json.loads(first) == {"livebridge_recording": 1, "audio": "length"}
     assert '"data":' not in "".join(rest)
+
+
+# -- the emulator in replay mode, for any google-genai program -----------------------------------
+
+
+async def serve_replay_to(emu: Emulator, tools: ToolRegistry) -> None:
+    """Run a ``LiveSession`` on ``emu`` until both recorded connections were served and settled."""
+
+    def settled() -> bool:
+        sessions = emu.sessions
+        return (
+            len(sessions) == 2
+            and bool(sessions[1].answered)
+            and not any(s.pending_calls for s in sessions)
+        )
+
+    async with (
+        LiveSession.connect(emu.client(), model=MODEL, tools=tools, config=CONFIG) as session,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(drain, session)
+        await emu.wait_for(settled, timeout=30)
+        tg.cancel_scope.cancel()
+
+
+async def drain(session: LiveSession) -> None:
+    async for _ in session.events():
+        pass
+
+
+async def test_the_emulator_serves_a_recording_on_both_connections_with_the_checker_on() -> (
+    None
+):
+    recording = read_recording(str(SHIPPED))
+    recorded_answers = {
+        r["id"]
+        for e in recording.entries
+        if e.ev == "send" and "toolResponse" in e.data["msg"]
+        for r in e.data["msg"]["toolResponse"]["functionResponses"]
+    }
+    async with Emulator(replay=str(SHIPPED)) as emu:
+        await serve_replay_to(emu, demo_tools())
+        assert emu.violations == []
+        assert emu.sessions[1].resumed_from is not None
+        answered = {i for s in emu.sessions for i in s.answered}
+        issued = [
+            c["id"]
+            for t in emu.transcript
+            if t.direction == "server" and "toolCall" in t.message
+            for c in t.message["toolCall"]["functionCalls"]
+        ]
+    assert not set(issued) & recorded_answers, "call ids are issued afresh"
+    assert len(answered) >= len(recorded_answers)
+
+
+def test_the_emulator_command_refuses_a_corrupt_recording_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(SHIPPED.read_text()[:-5])
+    assert main(["emulator", "--replay", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the file ends mid-line" in err
+    assert f"bad.jsonl:{SHIPPED.read_text().count(chr(10))}:" in err
