@@ -147,9 +147,7 @@ async def drain(session: LiveSession) -> None:
         pass
 
 
-async def test_the_emulator_serves_a_recording_on_both_connections_with_the_checker_on() -> (
-    None
-):
+async def test_the_emulator_serves_a_recording_on_both_connections_with_the_checker_on() -> None:
     recording = read_recording(str(SHIPPED))
     recorded_answers = {
         r["id"]
