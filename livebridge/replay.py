@@ -157,7 +157,6 @@ class ReplayConnector:
         try:
             yield transport
         finally:
-            transport.left = True
             if self.last_connection:
                 self.finished.set()
 
@@ -251,7 +250,6 @@ class _ReplayTransport:
 
     def __init__(self, replay: ReplayConnector, entries: list[Entry], session_id: Any) -> None:
         self.session_id = session_id if isinstance(session_id, str) else None
-        self.left = False
         self._replay = replay
         self._entries = entries
         self._index = 0
@@ -280,7 +278,7 @@ class _ReplayTransport:
         self._replay.answered(item)
 
     async def close(self) -> None:
-        self.left = True
+        return None  # leaving the connector's ``open`` block ends the recorded connection
 
     async def _keep_pace(self, entry: Entry) -> None:
         now = self._replay._clock()
