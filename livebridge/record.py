@@ -218,17 +218,19 @@ class RecordingConnector:
     async def open(self, handle: str | None) -> AsyncIterator[Transport]:
         writer = self.writer
         ended: list[bool] = []
+        opened = False  # a connection that failed to open is not part of the recording
         try:
             async with self._inner.open(handle) as transport:
+                opened = True
                 writer.open(handle, transport.session_id)
                 yield _RecordingTransport(transport, writer, ended)
         except TransportClosed as exc:
-            if not ended:
+            if opened and not ended:
                 ended.append(True)
                 writer.closed("server", exc.code, exc.reason)
             raise
         finally:
-            if not ended:
+            if opened and not ended:
                 writer.closed("client", 1000, "")
 
 

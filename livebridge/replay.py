@@ -126,7 +126,12 @@ class ReplayConnector:
         self._messages = 0
         self._changed = anyio.Event()
         self._delivered: dict[str, tuple[float, float, str]] = {}  # id: replay t, recorded t, name
-        self._expected: set[str] = set()
+        self._expected = {  # every call the recording answered, wherever it did
+            str(response.get("id"))
+            for entry in recording.entries
+            if entry.ev == "send"
+            for response in entry.data["msg"].get("toolResponse", {}).get("functionResponses", [])
+        }
 
     def protocol(
         self, tools: ToolRegistry, options: ProtocolOptions, *, observed: bool
@@ -193,7 +198,6 @@ class ReplayConnector:
         """Wait for the app's answers to the calls of one recorded ``toolResponse``, compare."""
         responses = entry.data["msg"].get("toolResponse", {}).get("functionResponses", [])
         ids = [str(r.get("id")) for r in responses]
-        self._expected.update(ids)
         with anyio.move_on_after(self._answer_timeout):
             while not all(i in self._answers for i in ids):
                 await self._changed.wait()
