@@ -21,6 +21,7 @@ Run Gemini Live sessions whose tool calls are each answered exactly once.
   livebridge demo                       a scripted conversation on the built-in emulator
   livebridge run myapp.tools:registry   your tools in a Live session (add --emulator: offline)
   livebridge emulator                   serve the emulator for any program
+  livebridge replay rec.jsonl app:tools  replay a recorded session to your tools, offline
 
 Run `livebridge COMMAND --help` for a command's options.
 """
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     # The subcommands import their option helpers from here, so they are imported late.
     from livebridge.demo import add_demo_command
     from livebridge.emulator.command import add_emulator_command
+    from livebridge.replay import add_replay_command
     from livebridge.run import add_run_command
 
     parser = Parser(
@@ -63,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_emulator_command(subcommands)
     add_demo_command(subcommands)
     add_run_command(subcommands)
+    add_replay_command(subcommands)
     return parser
 
 

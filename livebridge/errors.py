@@ -9,7 +9,8 @@ session's end. Each message says what happened and what to do::
     │   ├── LedgerError               the session shell or a dispatcher misused the call ledger
     │   └── InvalidCallError          bad input to ``Dispatcher.run`` (not a ``Call``, ...)
     ├── UsageError                    the app used livebridge in a way it cannot serve
-    │   └── SessionClosedError        input sent to a session that is closing or closed
+    │   ├── SessionClosedError        input sent to a session that is closing or closed
+    │   └── RecordingError            a session recording that is truncated, corrupt or too new
     ├── RemoteProtocolError           the server sent something livebridge cannot accept
     │   ├── MalformedMessageError     a frame that does not decode as a Live message
     │   └── FrameTooLargeError        a frame over the client's size limit
@@ -44,6 +45,7 @@ __all__ = [
     "ModelNotFoundError",
     "OperationAbortedError",
     "PolicyViolationError",
+    "RecordingError",
     "RemoteProtocolError",
     "ServerError",
     "SessionClosedError",
@@ -92,6 +94,10 @@ class UsageError(LivebridgeError):
 
 class SessionClosedError(UsageError):
     """Input was sent to a session that is closing or closed; open a new ``LiveSession``."""
+
+
+class RecordingError(UsageError, ValueError):
+    """A session recording cannot be read; the message names the file and the line."""
 
 
 class RemoteProtocolError(LivebridgeError):

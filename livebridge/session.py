@@ -23,7 +23,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, Any, Literal, assert_never
 
 import anyio
 import anyio.lowlevel
@@ -52,6 +52,7 @@ from livebridge.protocol import (
     RunCalls,
     SwitchConnection,
 )
+from livebridge.record import RecordingConnector
 from livebridge.tools import ToolRegistry
 from livebridge.transport import Audio, ClientItem, Signal, Text, ToolAnswers, Transport
 from livebridge.transport import TransportKind as TransportKind
@@ -86,7 +87,9 @@ class SessionOptions:
 
     ``outbox_bytes`` bounds the input waiting for the socket: past it ``send_*`` waits until the
     writer catches up. ``tls_read_buffer`` replaces asyncio's 256 KiB per-connection TLS read
-    buffer (0 keeps it).
+    buffer (0 keeps it). ``record`` writes every frame of every connection to that path
+    (``livebridge.record``; ``.gz`` compresses), audio reduced to its length unless
+    ``record_audio="keep"``, tool arguments and results through the ``TraceObserver``'s ``redact``.
     """
 
     transport: TransportKind = "wire"
@@ -99,6 +102,8 @@ class SessionOptions:
     go_away_margin: float = 1.0
     keepalive: dict[str, float] = field(default_factory=resume.keepalive_settings)
     tls_read_buffer: int = 8 * 1024
+    record: str | None = None
+    record_audio: Literal["keep", "length"] = "length"
 
     def protocol_options(self) -> ProtocolOptions:
         return ProtocolOptions(
@@ -166,6 +171,10 @@ class LiveSession:
                 transport=self.options.transport,
                 keepalive=self.options.keepalive,
                 tls_read_buffer=self.options.tls_read_buffer,
+            )
+        if self.options.record is not None:
+            connector = RecordingConnector.to_file(
+                connector, self.options.record, self.options.record_audio, observers
             )
         self._connector = connector
         self._observers = tuple(observers)
@@ -243,6 +252,9 @@ class LiveSession:
                     tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             raise _sole(group) from None
+        finally:
+            if isinstance(session._connector, RecordingConnector):
+                session._connector.writer.close()
 
     async def aclose(self) -> None:
         """Stop input, give running calls ``shutdown_grace`` seconds, send what can be sent, close.

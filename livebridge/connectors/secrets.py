@@ -10,7 +10,7 @@ import logging
 import re
 import threading
 
-__all__ = ["LOGGERS", "RedactingFilter", "protect"]
+__all__ = ["LOGGERS", "RedactingFilter", "protect", "redact"]
 
 #: Loggers of the libraries that open Live connections (a filter is not inherited by children),
 #: and the websockets server's, which logs the same headers on the emulator's side.
@@ -71,3 +71,8 @@ def protect(secret: str | None) -> None:
         if name not in _installed:
             logging.getLogger(name).addFilter(_filter)
             _installed.add(name)
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret ``protect`` was given, and API-key headers, masked."""
+    return _filter.redact(text)

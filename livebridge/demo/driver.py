@@ -188,11 +188,13 @@ async def run_demo(
     pace: float = 1.0,
     registry: CollectorRegistry | None = None,
     metrics_url: str | None = None,
+    record: str | None = None,
 ) -> DemoRun:
     """Run the whole conversation and return its summary; raises ``DemoFailed`` if it breaks.
 
     The session's Prometheus metrics go to ``registry`` (a private one if not given); the caller
-    serves it, and names its address in ``metrics_url``.
+    serves it, and names its address in ``metrics_url``. ``record`` writes the session's
+    recording there (``livebridge.record``).
     """
     renderer = renderer or Silent()
     tools = DemoTools(pace)
@@ -212,7 +214,7 @@ async def run_demo(
                     tools=tools.registry,
                     config=CONFIG,
                     observers=[timings, prometheus],
-                    options=SessionOptions(transport="wire"),
+                    options=SessionOptions(transport="wire", record=record),
                 ) as session:
                     for step in STEPS:
                         exchange = await _exchange(session, step, tools, timings, renderer, pace)

@@ -21,6 +21,7 @@ import msgspec
 
 from livebridge.emulator.checker import HELD_ANSWERS_SECONDS, Violation
 from livebridge.emulator.faults import Faults, MessagePredicate
+from livebridge.emulator.replay import replay_scenario
 from livebridge.emulator.scenario import Scenario
 from livebridge.emulator.server import Emulator
 from livebridge.emulator.steps import load_scenario
@@ -39,6 +40,9 @@ def add_emulator_command(subcommands: argparse._SubParsersAction[argparse.Argume
     )
     parser.add_argument("--port", default="0", help="port on 127.0.0.1 (default: any free)")
     parser.add_argument("--scenario", type=Path, help="JSON list of scenario steps")
+    parser.add_argument(
+        "--replay", type=Path, metavar="FILE", help="serve the server side of a session recording"
+    )
     parser.add_argument("--report", type=Path, help="write transcript and violations here (JSON)")
     parser.add_argument("--strict", action="store_true", help="exit 1 if there were violations")
     parser.add_argument(
@@ -134,6 +138,10 @@ def _port(text: str) -> int:
 
 def _emulator(args: argparse.Namespace) -> Emulator:
     scenario: Scenario | None = load_scenario(args.scenario) if args.scenario else None
+    if args.replay is not None:
+        if scenario is not None:
+            raise UsageError("--replay and --scenario both script the model: give one")
+        scenario = replay_scenario(args.replay)
     models = None
     if args.models is not None:
         models = [m.strip() for m in args.models.split(",") if m.strip()]

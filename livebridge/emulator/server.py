@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import itertools
+import os
 import random
 import re
 import shutil
@@ -47,6 +48,7 @@ from livebridge.emulator.model import RuleModel
 from livebridge.emulator.scenario import Conversation, Scenario
 from livebridge.emulator.shared import ServiceOptions, Shared, TranscriptEntry
 from livebridge.emulator.tls import Certificates, create_certificates
+from livebridge.errors import UsageError
 
 __all__ = ["SESSION_NOT_FOUND", "Emulator", "Route", "model_not_found", "route"]
 
@@ -114,6 +116,8 @@ class Emulator:
     ``reissue_next_turn``, ``cancel_on_interrupt``, ``check_audio_during_blocking``: see
     ``ServiceOptions``; ``held_answers`` and ``serial_gap``: see ``Thresholds``.
     ``on_violation`` is called (on the server's thread) with each violation as it is found.
+    ``replay`` serves a session recording's server side instead of a scenario
+    (``livebridge.emulator.replay``).
     ``transcript`` and ``violations`` keep everything for the emulator's life: they are its report.
     """
 
@@ -131,7 +135,14 @@ class Emulator:
         held_answers: float | None = HELD_ANSWERS_SECONDS,
         serial_gap: float = SERIAL_GAP_SECONDS,
         on_violation: Callable[[Violation], None] | None = None,
+        replay: str | os.PathLike[str] | None = None,
     ) -> None:
+        if replay is not None:
+            from livebridge.emulator.replay import replay_scenario
+
+            if scenario is not None:
+                raise UsageError("Emulator: give a scenario or a recording to replay, not both")
+            scenario = replay_scenario(replay)
         self.scenario: Scenario = scenario or RuleModel()
         self.models = None if models is None else {m.removeprefix("models/") for m in models}
         self.port = port
