@@ -183,6 +183,10 @@ class ToolRegistry:
         """The tool registered under ``name``, if any."""
         return self._tools.get(name)
 
+    def remove(self, name: str) -> Tool:
+        """Unregister the tool ``name`` (to register another handler under it); KeyError if none."""
+        return self._tools.pop(name)
+
     def names(self) -> list[str]:
         """Registered tool names, in registration order."""
         return list(self._tools)

@@ -29,7 +29,7 @@ def broken_weather() -> ToolRegistry:
 
 def replaced(tools: ToolRegistry, handler: Any, **options: Any) -> ToolRegistry:
     """``tools`` with the tool of ``handler``'s name replaced by ``handler``."""
-    del tools._tools[handler.__name__]  # the registry refuses a second tool of one name
+    tools.remove(handler.__name__)  # the registry refuses a second tool of one name
     tools.add(handler, **options)
     return tools
 

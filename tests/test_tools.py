@@ -179,3 +179,19 @@ def test_tool_options_are_checked() -> None:
         tools.add(charge, retries=3)  # type: ignore[call-arg]
     tool = tools.add(charge, idempotency_key=lambda args: args["order"])
     assert tool.idempotency_key is not None and tool.idempotency_key({"order": "A1"}) == "A1"
+
+
+def test_a_tool_can_be_removed_and_registered_again() -> None:
+    tools = ToolRegistry()
+
+    @tools.tool
+    async def lookup(key: str) -> str:
+        """Look a key up."""
+        return key
+
+    removed = tools.remove("lookup")
+    assert removed.name == "lookup" and "lookup" not in tools and tools.names() == []
+    tools.add(lookup, timeout=1.0)
+    assert tools.names() == ["lookup"]
+    with pytest.raises(KeyError):
+        tools.remove("missing")
