@@ -19,7 +19,8 @@ from livebridge.emulator.command import parse_faults
 
 CLI = [sys.executable, "-m", "livebridge.cli"]
 
-PROGRAM = """
+#: A plain google-genai program: asks for Berlin's weather and answers with ``ANSWERS``.
+PROGRAM_TEMPLATE = """
 import asyncio
 from google import genai
 from google.genai import types
@@ -33,14 +34,15 @@ async def main():
         await session.send_realtime_input(text="weather in Berlin")
         async for message in session.receive():
             if message.tool_call:
-                await session.send_tool_response(function_responses=[
-                    types.FunctionResponse(id=c.id, name=c.name, response={"output": "cold"})
-                    for c in message.tool_call.function_calls])
+                answers = [types.FunctionResponse(id=c.id, name=c.name, response={"output": "cold"})
+                           for c in message.tool_call.function_calls]
+                await session.send_tool_response(function_responses=ANSWERS)
             if message.text:
                 print(message.text)
 
 asyncio.run(main())
 """
+PROGRAM = PROGRAM_TEMPLATE.replace("ANSWERS", "answers")
 
 
 async def test_printed_environment_points_a_program_at_the_emulator(tmp_path: Path) -> None:
@@ -93,28 +95,12 @@ async def environment_lines(server: asyncio.subprocess.Process) -> dict[str, str
 
 ENV_KEYS = {"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY", "GOOGLE_API_KEY"}
 
-BOGUS_ID_PROGRAM = """
-import asyncio
-from google import genai
-from google.genai import types
-
-async def main():
-    declaration = types.FunctionDeclaration(name="get_weather", parameters_json_schema={
-        "type": "object", "properties": {"city": {"type": "string"}}})
-    config = types.LiveConnectConfig(response_modalities=["TEXT"],
-        tools=[types.Tool(function_declarations=[declaration])])
-    async with genai.Client().aio.live.connect(model="gemini-live", config=config) as session:
-        await session.send_realtime_input(text="weather in Berlin")
-        async for message in session.receive():
-            if message.tool_call:
-                answers = [types.FunctionResponse(id=c.id, name=c.name, response={"output": "cold"})
-                           for c in message.tool_call.function_calls]
-                bogus = types.FunctionResponse(id="function-call-0", name="get_weather",
-                                               response={"output": "cold"})
-                await session.send_tool_response(function_responses=[bogus, *answers])
-
-asyncio.run(main())
-"""
+#: The same program, answering a call the server never issued besides the real ones.
+BOGUS_ID_PROGRAM = PROGRAM_TEMPLATE.replace(
+    "ANSWERS",
+    '[types.FunctionResponse(id="function-call-0", name="get_weather", '
+    'response={"output": "cold"}), *answers]',
+)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
