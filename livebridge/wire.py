@@ -455,7 +455,7 @@ def parse_duration(text: str) -> float:
     """Seconds in a proto3 JSON Duration such as ``"50s"``, ``"1.5s"`` or ``"0.250s"``."""
     match = _DURATION.fullmatch(text.strip())
     if match is None:
-        raise ValueError(f"not a protobuf Duration (like '50s' or '1.5s'): {text!r}")
+        raise ValueError(f"not a duration: {text!r} (a protobuf Duration, like '50s' or '1.5s')")
     sign, whole, fraction = match.groups()
     seconds = int(whole) + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
     return -seconds if sign else seconds

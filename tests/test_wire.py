@@ -10,7 +10,8 @@ import pytest
 from google.genai import _live_converters, types
 
 from livebridge import wire
-from livebridge.emulator.connection import cap_reason, parse_duration
+from livebridge.emulator.connection import cap_reason
+from livebridge.wire import parse_duration
 
 #: Real and captured Live messages, each with its public source (see the file's "source" fields).
 SAMPLES = Path(__file__).parent / "data" / "live_wire_samples.jsonl"

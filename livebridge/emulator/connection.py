@@ -28,11 +28,10 @@ from livebridge.emulator.shared import (
     UserTurn,
     cap_reason,
     new_call_id,
-    parse_duration,
     usage_metadata,
 )
 from livebridge.emulator.speech import spoken
-from livebridge.emulator.voice import VoiceActivity, audio_rate, tone
+from livebridge.emulator.voice import VoiceActivity, tone
 
 __all__ = [
     "DEADLINE_EXPIRED",
@@ -43,7 +42,6 @@ __all__ = [
     "TranscriptEntry",
     "UserTurn",
     "cap_reason",
-    "parse_duration",
     "tone",
 ]
 
@@ -59,6 +57,8 @@ MAX_WAITING_TURNS = 64
 #: What an interruption does to the turn's open calls: cancel them (``toolCallCancellation``),
 #: withdraw them silently (as the service has been seen to), or keep them open.
 CallsOnInterrupt = Literal["cancel", "withdraw", "keep"]
+#: The rate of client audio whose mime type names none (the service assumes 16 kHz input).
+INPUT_AUDIO_RATE = 16_000
 
 
 class EmulatedSession:
@@ -459,7 +459,7 @@ class EmulatedSession:
 
     async def go_away(self, time_left: str) -> None:
         """Send ``goAway``, then close 1011 when ``time_left`` runs out."""
-        seconds = parse_duration(time_left)
+        seconds = wire.parse_duration(time_left)
         await self.send(wire.ServerMessage(go_away=wire.GoAway(time_left=time_left)))
         self.spawn(self._close_later(seconds, 1011, DEADLINE_EXPIRED))
 
@@ -579,7 +579,7 @@ class EmulatedSession:
         except wire.WireError as error:
             await self._reject(error.reason, raw)
             return
-        seconds = len(pcm) / 2 / audio_rate(blob.mime_type)
+        seconds = len(pcm) / 2 / wire.audio_rate(blob.mime_type, INPUT_AUDIO_RATE)
         self._prompt_tokens += max(1, round(seconds * 25))
         heard = self.voice.hear(pcm, seconds, model_talking=self.turn_open)
         if heard == "barge_in":

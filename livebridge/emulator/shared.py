@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +22,6 @@ __all__ = [
     "UserTurn",
     "cap_reason",
     "new_call_id",
-    "parse_duration",
     "usage_metadata",
 ]
 
@@ -112,14 +110,6 @@ class Shared:
 def cap_reason(reason: str) -> str:
     """Cut a close reason to 123 UTF-8 bytes without splitting a character."""
     return reason.encode()[:MAX_REASON_BYTES].decode("utf-8", "ignore")
-
-
-def parse_duration(text: str) -> float:
-    """A proto Duration string (``"50s"``, ``"0.5s"``) in seconds."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)s\s*", text)
-    if not match:
-        raise ValueError(f"not a duration: {text!r}")
-    return float(match.group(1))
 
 
 def usage_metadata(prompt_tokens: int, response_tokens: int, modality: str) -> wire.UsageMetadata:

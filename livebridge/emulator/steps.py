@@ -20,7 +20,6 @@ import msgspec
 from livebridge import wire
 from livebridge.emulator.model import RuleModel
 from livebridge.emulator.scenario import Conversation, Scenario, ScenarioError
-from livebridge.emulator.shared import parse_duration
 
 __all__ = ["STEP_TYPES", "load_scenario", "scenario_from_steps"]
 
@@ -157,7 +156,7 @@ def _validate(index: int, step: Any) -> Step:
     try:
         value = msgspec.convert(arg, kind, str_keys=True)
         if name == "go_away":
-            parse_duration(value)
+            wire.parse_duration(value)
     except (msgspec.ValidationError, ValueError) as error:
         raise ScenarioError(f"step {index} ({name}): {error}") from None
     return name, value

@@ -4,14 +4,13 @@ utterance ends, and a tone that stands in for the model's speech."""
 from __future__ import annotations
 
 import math
-import re
 import struct
 from dataclasses import dataclass
 from typing import Literal
 
 from livebridge import wire
 
-__all__ = ["VoiceActivity", "audio_rate", "is_speech", "tone"]
+__all__ = ["VoiceActivity", "is_speech", "tone"]
 
 _SPEECH_PEAK = 500
 _DEFAULT_SILENCE_SECONDS = 0.5
@@ -32,12 +31,6 @@ def is_speech(pcm: bytes) -> bool:
     """Loud enough to be speech (a peak over a fixed level)."""
     samples = memoryview(pcm[: len(pcm) - len(pcm) % 2]).cast("h")
     return len(samples) > 0 and max(max(samples), -min(samples)) > _SPEECH_PEAK
-
-
-def audio_rate(mime_type: str | None) -> int:
-    """The sample rate of ``audio/pcm;rate=N`` (16 kHz when not given, as the service assumes)."""
-    match = re.search(r"rate=(\d+)", mime_type or "")
-    return int(match.group(1)) if match else 16000
 
 
 @dataclass(slots=True)
