@@ -26,6 +26,7 @@ __all__ = [
     "Observer",
     "Reconnected",
     "Recorder",
+    "RecordingTruncated",
     "SessionClosed",
     "SessionOpened",
     "emit",
@@ -126,6 +127,14 @@ class Reconnected:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordingTruncated:
+    """The session recording reached ``limit`` bytes at ``path``: it stops, the session goes on."""
+
+    path: str
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
 class MessageSeen:
     """``count`` wire messages; ``kind`` is their top-level field (``toolCall``, ...).
 
@@ -149,6 +158,7 @@ Event: TypeAlias = (
     | SessionClosed
     | Reconnected
     | MessageSeen
+    | RecordingTruncated
 )
 
 

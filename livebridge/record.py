@@ -1,7 +1,7 @@
 """Session recordings: every frame of every connection, written as it passes, read back checked.
 
 A recording is JSON Lines (gzip-compressed when the path ends in ``.gz``). The first line is the
-header ``{"livebridge_recording": 1, "audio": "length" | "keep"}``; every other line is one
+header ``{"livebridge_recording": 2, "audio": "length" | "keep"}``; every other line is one
 entry with ``t`` (monotonic seconds since the recording began), ``conn`` (connection number
 from 1) and ``ev``:
 
@@ -11,13 +11,16 @@ from 1) and ``ev``:
 - ``send``: a client message, ``msg``, as it was written (camelCase).
 - ``malformed``: a server frame that did not decode; ``error``.
 - ``close``: the connection ended; ``by`` (``"server"`` or ``"client"``), ``code``, ``reason``.
+- ``truncated``: the last line when the recording reached its size bound (``limit``, in bytes
+  of JSON before compression); nothing of the session after it was written. New in format 2;
+  format 1 files (without it) are read as they are.
 
 Audio is kept only when asked: by default each ``inlineData`` / ``audio`` blob's ``data`` is
 replaced by ``dataBytes`` (its decoded length), and a reader turns it back into that many zero
-bytes. Tool call arguments and tool results (an answer's ``output`` object) pass through
-``redact(function, value)`` (the trace hook) before they are written, and every line passes the
-API-key filter of ``connectors.secrets``. Lines are written as the frames pass, so the file grows
-with the conversation and a crash loses at most the line being written.
+bytes. Tool call arguments and tool answers (an answer's ``output`` or ``error`` object) pass
+through ``redact(function, value)`` (the trace hook) before they are written, and every line
+passes the API-key filter of ``connectors.secrets``. Lines are written as the frames pass, so
+the file grows with the conversation and a crash loses at most the line being written.
 """
 
 from __future__ import annotations
@@ -25,27 +28,30 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal, cast
+from typing import IO, Any, Literal, Protocol, cast
 
 from livebridge import wire
 from livebridge.connectors import Connector, secrets
 from livebridge.errors import MalformedMessageError, RecordingError, TransportClosed
-from livebridge.observe import Observer
+from livebridge.observe import Observer, RecordingTruncated, emit
 from livebridge.protocol.base import LiveProtocol, ProtocolOptions
 from livebridge.tools import ToolRegistry
 from livebridge.trace import Redact, TraceObserver
 from livebridge.transport import ClientItem, Transport, encode_client
 
 __all__ = [
+    "DEFAULT_MAX_BYTES",
     "FORMAT_VERSION",
     "AudioMode",
     "Entry",
+    "RecordOptions",
     "Recording",
     "RecordingConnector",
     "RecordingWriter",
@@ -53,13 +59,29 @@ __all__ = [
     "restore_audio",
 ]
 
-#: The version written in the header; readers refuse newer versions.
-FORMAT_VERSION = 1
+log = logging.getLogger("livebridge.record")
+
+#: The version written in the header; readers read it and every older one, and refuse newer.
+FORMAT_VERSION = 2
+#: The default size bound of a recording (``SessionOptions.record_max_bytes``): 256 MiB of JSON.
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 
 #: ``keep``: audio bytes are written; ``length``: only each blob's length.
 AudioMode = Literal["keep", "length"]
 
-_EVENTS = frozenset({"open", "recv", "send", "malformed", "close"})
+
+class RecordOptions(Protocol):
+    """What a recording needs of ``SessionOptions`` (its ``record*`` fields)."""
+
+    @property
+    def record(self) -> str | None: ...
+    @property
+    def record_audio(self) -> AudioMode: ...
+    @property
+    def record_max_bytes(self) -> int: ...
+
+
+_EVENTS = frozenset({"open", "recv", "send", "malformed", "close", "truncated"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +102,8 @@ class Recording:
     path: str
     audio: AudioMode
     entries: list[Entry] = field(default_factory=list)
+    #: The ``truncated`` entry when the recording hit its size bound (it is not in ``entries``).
+    truncated: Entry | None = None
 
     def connections(self) -> list[list[Entry]]:
         """The entries of each connection, in order."""
@@ -93,7 +117,12 @@ class Recording:
 
 
 class RecordingWriter:
-    """Writes the lines of one recording; ``close()`` flushes and closes the file."""
+    """Writes the lines of one recording; ``close()`` flushes and closes the file.
+
+    At most ``max_bytes`` of JSON are written (before compression): the line that would cross
+    the bound is replaced by a ``truncated`` line, ``on_truncated`` is called once, and every
+    later line is dropped, so a long session cannot fill the disk and the file still reads.
+    """
 
     def __init__(
         self,
@@ -101,11 +130,18 @@ class RecordingWriter:
         *,
         audio: AudioMode = "length",
         redact: Redact | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        on_truncated: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.path = os.fspath(path)
+        self.max_bytes = max_bytes
+        #: Bytes of JSON written so far (the file's size when it is not compressed).
+        self.written = 0
+        self.truncated = False
         self._audio = audio
         self._redact = redact
+        self._on_truncated = on_truncated
         self._clock = clock
         self._start = clock()
         self._file: IO[str] = _open_text(self.path, "w")
@@ -135,15 +171,40 @@ class RecordingWriter:
             self._file.close()
 
     def _entry(self, ev: str, **data: Any) -> None:
+        if self.truncated:
+            return
         t = round(self._clock() - self._start, 6)
-        self._write({"t": t, "conn": self._conn, "ev": ev, **data})
+        line = self._line({"t": t, "conn": self._conn, "ev": ev, **data})
+        # Room is always kept for the ``truncated`` line, so the file never ends without it.
+        end = self._line({"t": t, "conn": self._conn, "ev": "truncated", "limit": self.max_bytes})
+        if self.written + len(line.encode()) + len(end.encode()) > self.max_bytes:
+            self.truncated = True
+            self._put(end)
+            log.warning(
+                "the recording %s reached %d bytes (record_max_bytes): it stops here, the "
+                "session goes on",
+                self.path,
+                self.max_bytes,
+            )
+            if self._on_truncated is not None:
+                self._on_truncated()
+            return
+        self._put(line)
 
     def _write(self, line: dict[str, Any]) -> None:
+        self._put(self._line(line))
+
+    @staticmethod
+    def _line(line: dict[str, Any]) -> str:
+        text = json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=repr)
+        return secrets.redact(text) + "\n"
+
+    def _put(self, text: str) -> None:
         if self._file.closed:
             return
-        text = json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=repr)
-        self._file.write(secrets.redact(text) + "\n")
+        self._file.write(text)
         self._file.flush()
+        self.written += len(text.encode())
 
     def _scrub(self, message: dict[str, Any]) -> dict[str, Any]:
         if self._audio == "length":
@@ -179,8 +240,9 @@ def _redact_calls(message: dict[str, Any], redact: Redact) -> None:
     responses = (message.get("toolResponse") or {}).get("functionResponses") or []
     for response in responses:
         body = response.get("response") if isinstance(response, dict) else None
-        if isinstance(body, dict) and isinstance(body.get("output"), dict):
-            body["output"] = _redacted(redact, str(response.get("name")), body["output"])
+        for key in ("output", "error"):  # an error's message can quote the arguments
+            if isinstance(body, dict) and isinstance(body.get(key), dict):
+                body[key] = _redacted(redact, str(response.get("name")), body[key])
 
 
 def _redacted(redact: Redact, function: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -199,15 +261,26 @@ class RecordingConnector:
 
     @classmethod
     def to_file(
-        cls,
-        inner: Connector,
-        path: str | os.PathLike[str],
-        audio: AudioMode = "length",
-        observers: Sequence[Observer] = (),
+        cls, inner: Connector, options: RecordOptions, observers: Sequence[Observer] = ()
     ) -> RecordingConnector:
-        """``inner`` recorded to ``path``, redacting with the first ``TraceObserver``'s hook."""
+        """``inner`` recorded as ``options`` say, redacting with the first ``TraceObserver``'s
+        hook; the observers hear ``RecordingTruncated`` if the recording reaches its bound."""
+        if options.record is None:
+            raise ValueError("RecordingConnector.to_file needs options.record, a path")
         redact = next((o.redact for o in observers if isinstance(o, TraceObserver)), None)
-        return cls(inner, RecordingWriter(path, audio=audio, redact=redact))
+        path, limit = options.record, options.record_max_bytes
+
+        def truncated() -> None:
+            emit(observers, RecordingTruncated(path, limit))
+
+        writer = RecordingWriter(
+            path,
+            audio=options.record_audio,
+            redact=redact,
+            max_bytes=limit,
+            on_truncated=truncated,
+        )
+        return cls(inner, writer)
 
     def protocol(
         self, tools: ToolRegistry, options: ProtocolOptions, *, observed: bool
@@ -303,6 +376,11 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
     for number, text in enumerate(lines[1:], start=2):
         if not text.strip():
             continue
+        if recording.truncated is not None:
+            raise RecordingError(
+                f"{name}:{number}: a line after the 'truncated' line "
+                f"{recording.truncated.line}: the writer writes nothing after it"
+            )
         line = _json(name, number, text)
         t, conn, ev = line.pop("t", None), line.pop("conn", None), line.pop("ev", None)
         if not isinstance(t, int | float) or not isinstance(conn, int) or ev not in _EVENTS:
@@ -312,7 +390,11 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
             )
         if ev in ("recv", "send") and not isinstance(line.get("msg"), dict):
             raise RecordingError(f"{name}:{number}: a {ev} entry without a 'msg' object")
-        recording.entries.append(Entry(number, float(t), conn, str(ev), line))
+        entry = Entry(number, float(t), conn, str(ev), line)
+        if ev == "truncated":
+            recording.truncated = entry
+        else:
+            recording.entries.append(entry)
     return recording
 
 

@@ -90,6 +90,7 @@ class SessionOptions:
     buffer (0 keeps it). ``record`` writes every frame of every connection to that path
     (``livebridge.record``; ``.gz`` compresses), audio reduced to its length unless
     ``record_audio="keep"``, tool arguments and results through the ``TraceObserver``'s ``redact``.
+    ``record_max_bytes`` bounds the recording: at the bound it ends with a ``truncated`` line.
     """
 
     transport: TransportKind = "wire"
@@ -104,6 +105,7 @@ class SessionOptions:
     tls_read_buffer: int = 8 * 1024
     record: str | None = None
     record_audio: Literal["keep", "length"] = "length"
+    record_max_bytes: int = 256 * 1024 * 1024
 
     def protocol_options(self) -> ProtocolOptions:
         return ProtocolOptions(
@@ -173,9 +175,7 @@ class LiveSession:
                 tls_read_buffer=self.options.tls_read_buffer,
             )
         if self.options.record is not None:
-            connector = RecordingConnector.to_file(
-                connector, self.options.record, self.options.record_audio, observers
-            )
+            connector = RecordingConnector.to_file(connector, self.options, observers)
         self._connector = connector
         self._observers = tuple(observers)
         self._clock = clock

@@ -21,11 +21,11 @@ import msgspec
 
 from livebridge.emulator.checker import HELD_ANSWERS_SECONDS, Violation
 from livebridge.emulator.faults import Faults, MessagePredicate
-from livebridge.emulator.replay import replay_scenario
 from livebridge.emulator.scenario import Scenario
 from livebridge.emulator.server import Emulator
 from livebridge.emulator.steps import load_scenario
 from livebridge.errors import UsageError
+from livebridge.replay import add_replay_options
 
 __all__ = ["add_emulator_command", "parse_faults", "run_emulator"]
 
@@ -43,6 +43,7 @@ def add_emulator_command(subcommands: argparse._SubParsersAction[argparse.Argume
     parser.add_argument(
         "--replay", type=Path, metavar="FILE", help="serve the server side of a session recording"
     )
+    add_replay_options(parser)
     parser.add_argument("--report", type=Path, help="write transcript and violations here (JSON)")
     parser.add_argument("--strict", action="store_true", help="exit 1 if there were violations")
     parser.add_argument(
@@ -138,10 +139,8 @@ def _port(text: str) -> int:
 
 def _emulator(args: argparse.Namespace) -> Emulator:
     scenario: Scenario | None = load_scenario(args.scenario) if args.scenario else None
-    if args.replay is not None:
-        if scenario is not None:
-            raise UsageError("--replay and --scenario both script the model: give one")
-        scenario = replay_scenario(args.replay)
+    if args.replay is not None and scenario is not None:
+        raise UsageError("--replay and --scenario both script the model: give one")
     models = None
     if args.models is not None:
         models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -166,6 +165,9 @@ def _emulator(args: argparse.Namespace) -> Emulator:
         check_audio_during_blocking=not args.no_audio_check,
         held_answers=held,
         on_violation=_print_violation,
+        replay=args.replay,
+        pace=args.pace,
+        answer_timeout=args.answer_timeout,
     )
 
 
@@ -214,6 +216,8 @@ def _print_summary(emulator: Emulator, violations: list[Violation]) -> None:
     )
     for (severity, kind), count in sorted(kinds.items()):
         print(f"  {severity:<8}{kind:<28}{count}", flush=True)
+    if emulator.replay is not None:  # how the client's answers compare with the recording's
+        print(emulator.replay.finish().render(), flush=True)
     print("PASS: no violations" if not violations else "FAIL: the client broke the contract")
 
 

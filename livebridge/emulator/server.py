@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from google import genai
@@ -49,6 +49,11 @@ from livebridge.emulator.scenario import Conversation, Scenario
 from livebridge.emulator.shared import ServiceOptions, Shared, TranscriptEntry
 from livebridge.emulator.tls import Certificates, create_certificates
 from livebridge.errors import UsageError
+
+if TYPE_CHECKING:
+    from livebridge.emulator.replay import ReplayScenario
+    from livebridge.record import Recording
+    from livebridge.replay import Pace
 
 __all__ = ["SESSION_NOT_FOUND", "Emulator", "Route", "model_not_found", "route"]
 
@@ -116,8 +121,9 @@ class Emulator:
     ``reissue_next_turn``, ``cancel_on_interrupt``, ``check_audio_during_blocking``: see
     ``ServiceOptions``; ``held_answers`` and ``serial_gap``: see ``Thresholds``.
     ``on_violation`` is called (on the server's thread) with each violation as it is found.
-    ``replay`` serves a session recording's server side instead of a scenario
-    (``livebridge.emulator.replay``).
+    ``replay`` serves a session recording's server side instead of a scenario, at ``pace``,
+    waiting ``answer_timeout`` for each recorded answer (``livebridge.emulator.replay``);
+    ``emu.replay.finish()`` reports how the client's answers diverged from the recording.
     ``transcript`` and ``violations`` keep everything for the emulator's life: they are its report.
     """
 
@@ -135,14 +141,18 @@ class Emulator:
         held_answers: float | None = HELD_ANSWERS_SECONDS,
         serial_gap: float = SERIAL_GAP_SECONDS,
         on_violation: Callable[[Violation], None] | None = None,
-        replay: str | os.PathLike[str] | None = None,
+        replay: Recording | str | os.PathLike[str] | None = None,
+        pace: Pace = "fast",
+        answer_timeout: float | None = None,
     ) -> None:
+        self.replay: ReplayScenario | None = None
         if replay is not None:
-            from livebridge.emulator.replay import replay_scenario
+            from livebridge.emulator.replay import ReplayScenario
 
             if scenario is not None:
                 raise UsageError("Emulator: give a scenario or a recording to replay, not both")
-            scenario = replay_scenario(replay)
+            self.replay = ReplayScenario(replay, pace=pace, answer_timeout=answer_timeout)
+            scenario = self.replay
         self.scenario: Scenario = scenario or RuleModel()
         self.models = None if models is None else {m.removeprefix("models/") for m in models}
         self.port = port
