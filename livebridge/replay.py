@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import sys
 from dataclasses import dataclass, field
@@ -254,6 +255,10 @@ def replay_command(args: argparse.Namespace) -> int:
     async def run(recording: Recording, tools: ToolRegistry) -> ReplayReport:
         return await replay(recording, tools, pace=args.pace, answer_timeout=args.answer_timeout)
 
+    handler = logging.StreamHandler(sys.stderr)  # the app's tool errors: one line each
+    handler.setFormatter(_OneLine())
+    logger = logging.getLogger("livebridge")
+    logger.addHandler(handler)
     try:
         recording = read_recording(args.recording)
         tools = load_registry(args.target)
@@ -264,5 +269,18 @@ def replay_command(args: argparse.Namespace) -> int:
     except LivebridgeError as exc:
         print(f"livebridge replay: the replay failed: {exc}", file=sys.stderr)
         return 2
+    finally:
+        logger.removeHandler(handler)
     print(report.render())
     return 0 if report.ok else 1
+
+
+class _OneLine(logging.Formatter):
+    """A log record as one line: its message and the exception's type and text, no traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            text += f": {type(error).__name__}: {error}"
+        return f"livebridge replay: {record.levelname.lower()}: {text}"

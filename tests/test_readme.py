@@ -103,6 +103,7 @@ def test_every_block_has_a_way_to_run() -> None:
         "Answering a Gemini generate_content turn",
         "Test your own Live app offline",
         "Performance",
+        "Record and replay",  # run by tests/test_replay_cli.py
     }
     unknown = [b.section for b in BLOCKS if b.section not in known]
     assert not unknown, f"tell tests/test_readme.py how to run the Python blocks of {unknown}"

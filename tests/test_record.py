@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,8 @@ import livebridge
 from livebridge import RecordingError, SessionOptions
 from livebridge.connectors import secrets
 from livebridge.emulator import Conversation, Emulator
-from livebridge.events import TurnComplete
+from livebridge.events import SessionEvent, ToolCallSettled, TurnComplete
+from livebridge.observe import Recorder, RecordingTruncated
 from livebridge.record import FORMAT_VERSION, read_recording, restore_audio
 from livebridge.trace import TraceObserver
 from tests.session_helpers import collect_until, open_session
@@ -44,21 +47,40 @@ async def one_payment(conv: Conversation) -> None:
 
 
 def hide_card(function: str, value: dict[str, Any]) -> dict[str, Any]:
-    return {**value, "card": "***"} if "card" in value else value
+    """The trace hook: no card number, as a field or inside an error's message."""
+    hidden = {**value, "card": "***"} if "card" in value else dict(value)
+    if isinstance(hidden.get("message"), str):
+        hidden["message"] = re.sub(r"\d{4}-\d{4}", "***", hidden["message"])
+    return hidden
 
 
-async def record_payment(path: Path, audio: str) -> None:
+async def record_payment(
+    path: Path,
+    audio: str,
+    tools: livebridge.ToolRegistry | None = None,
+    max_bytes: int = 1 << 20,
+    recorder: Recorder | None = None,
+) -> list[SessionEvent]:
+    """Record one paid turn; the session's events up to its ``TurnComplete``."""
     secrets.protect(SECRET)
     trace = TraceObserver(redact=hide_card)
-    options = SessionOptions(record=str(path), record_audio=audio)  # type: ignore[arg-type]
+    options = SessionOptions(
+        record=str(path),
+        record_audio=audio,  # type: ignore[arg-type]
+        record_max_bytes=max_bytes,
+    )
+    observers = [trace, recorder] if recorder else [trace]
     async with (
         Emulator(one_payment) as emu,
-        open_session(emu, payment_tools(), options=options, observers=[trace]) as session,
+        open_session(
+            emu, tools or payment_tools(), options=options, observers=observers
+        ) as session,
     ):
         await session.send_audio(bytes(range(256)) * 4, rate=16_000)
         await session.send_text("Pay 3 euros")
-        await collect_until(session, lambda event: isinstance(event, TurnComplete))
+        events = await collect_until(session, lambda event: isinstance(event, TurnComplete))
     assert emu.violations == []
+    return events
 
 
 async def test_a_session_is_recorded_both_ways_with_audio_reduced_and_calls_redacted(
@@ -90,7 +112,7 @@ async def test_a_gzip_recording_keeps_audio_when_asked(tmp_path: Path) -> None:
     path = tmp_path / "pay.jsonl.gz"
     await record_payment(path, "keep")
     with gzip.open(path, "rt") as file:
-        assert json.loads(file.readline()) == {"livebridge_recording": 1, "audio": "keep"}
+        assert json.loads(file.readline()) == {"livebridge_recording": 2, "audio": "keep"}
     recording = read_recording(str(path))
     sent = [e.data["msg"] for e in recording.entries if e.ev == "send"]
     blobs = [m["realtimeInput"]["audio"] for m in sent if "audio" in m.get("realtimeInput", {})]
@@ -148,7 +170,7 @@ def test_a_corrupt_line_is_an_error_naming_it(tmp_path: Path, line: str, expecte
     [
         ('{"hello": 1}\n', r":1: not a livebridge recording"),
         (f'{{"livebridge_recording": {FORMAT_VERSION + 1}}}\n', r":1: .*newer.*upgrade"),
-        ('{"livebridge_recording": 1, "audio": "mp3"}\n', r":1: unknown audio mode"),
+        ('{"livebridge_recording": 2, "audio": "mp3"}\n', r":1: unknown audio mode"),
         ("", r"empty file"),
     ],
 )
@@ -164,3 +186,69 @@ def test_a_broken_gzip_file_is_a_clear_error(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(SHIPPED.read_bytes())[:-40])
     with pytest.raises(RecordingError, match=r"broken\.jsonl\.gz: cannot read the recording"):
         read_recording(str(path))
+
+
+async def test_an_error_answer_passes_the_redact_hook(tmp_path: Path) -> None:
+    tools = livebridge.ToolRegistry()
+
+    @tools.tool
+    async def pay(card: str, amount: int) -> dict[str, Any]:
+        """Charge a card."""
+        raise livebridge.ToolError(f"card {card} declined")  # its text is sent to the model
+
+    path = tmp_path / "declined.jsonl"
+    events = await record_payment(path, "length", tools)
+    (settled,) = [e for e in events if isinstance(e, ToolCallSettled)]
+    assert settled.outcome == "error" and settled.error is not None
+    assert settled.error["message"] == "card 4111-1111 declined"
+    text = path.read_text()
+    assert "4111" not in text
+    recording = read_recording(str(path))
+    (answer,) = [
+        r["response"]
+        for e in recording.entries
+        if e.ev == "send" and "toolResponse" in e.data["msg"]
+        for r in e.data["msg"]["toolResponse"]["functionResponses"]
+    ]
+    assert answer["error"]["message"] == "card *** declined"
+
+
+async def test_the_size_bound_ends_the_recording_with_a_truncated_line_and_the_session_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "bounded.jsonl"
+    recorder = Recorder()
+    with caplog.at_level(logging.WARNING, logger="livebridge.record"):
+        events = await record_payment(path, "keep", max_bytes=1500, recorder=recorder)
+    # The session went on to the end of the turn with its answer.
+    assert [e.outcome for e in events if isinstance(e, ToolCallSettled)] == ["ok"]
+    data = path.read_bytes()
+    assert len(data) <= 1500
+    last = json.loads(data.splitlines()[-1])
+    assert last["ev"] == "truncated" and last["limit"] == 1500
+    recording = read_recording(str(path))
+    assert recording.truncated is not None
+    assert recording.truncated.line == data.count(b"\n")
+    assert recorder.of(RecordingTruncated) == [RecordingTruncated(str(path), 1500)]
+    assert any("reached 1500 bytes" in r.getMessage() for r in caplog.records)
+
+
+def test_a_line_after_the_truncated_line_is_an_error_naming_it(tmp_path: Path) -> None:
+    lines = lines_of_shipped()[:6]
+    lines.append('{"t":0.5,"conn":1,"ev":"truncated","limit":900}\n')
+    lines.append(lines_of_shipped()[6])
+    path = tmp_path / "after.jsonl"
+    path.write_text("".join(lines))
+    with pytest.raises(
+        RecordingError, match=r"after\.jsonl:8: a line after the 'truncated' line 7"
+    ):
+        read_recording(str(path))
+
+
+def test_a_format_1_recording_still_reads(tmp_path: Path) -> None:
+    lines = lines_of_shipped()
+    lines[0] = '{"livebridge_recording":1,"audio":"length"}\n'
+    path = tmp_path / "v1.jsonl"
+    path.write_text("".join(lines))
+    recording = read_recording(str(path))
+    assert len(recording.entries) == len(lines) - 1 and recording.truncated is None

@@ -1,73 +1,60 @@
-"""Replaying recordings to an app's tools: no divergence when nothing changed, each change named."""
+"""Replaying recordings to an app's tools through the emulator: no divergence when nothing
+changed, each change named by the recording's line and call id."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
-from livebridge import LiveSession, ToolRegistry
-from livebridge.cli import main
-from livebridge.demo import FAST_PACE
-from livebridge.demo.driver import CONFIG, MODEL, run_demo
 from livebridge.emulator import Emulator
 from livebridge.record import read_recording
-from livebridge.replay import assert_replays, replay
+from livebridge.replay import (
+    MIN_ANSWER_TIMEOUT,
+    SLOW_FACTOR,
+    SLOW_MARGIN,
+    assert_replays,
+    default_answer_timeout,
+    replay,
+)
 from tests.replay_tools import broken_weather, demo_tools, replaced
 
 SHIPPED = Path(__file__).parent / "data" / "demo_recording.jsonl"
 
 
+def calls_of(path: Path, name: str) -> dict[str, int]:
+    """The recorded ids of ``name``'s calls, each with the line of its recorded answer."""
+    recording = read_recording(str(path))
+    return {
+        answer["id"]: entry.line
+        for entry in recording.entries
+        if entry.ev == "send" and "toolResponse" in entry.data["msg"]
+        for answer in entry.data["msg"]["toolResponse"]["functionResponses"]
+        if answer["name"] == name
+    }
+
+
 def test_the_shipped_demo_recording_replays_without_divergence() -> None:
     report = assert_replays(str(SHIPPED), demo_tools())
-    assert report.connections == 2
-    assert report.answers >= 10
+    assert (report.connections, report.recorded_connections) == (2, 2)
+    assert report.answers == 12
 
 
-async def test_a_recorded_session_replays_with_zero_divergence_across_goaway_and_resumption(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "demo.jsonl.gz"
-    await run_demo(pace=FAST_PACE, record=str(path))
-    recording = read_recording(str(path))
-    kinds = [(e.conn, e.ev, *e.data.get("msg", {})) for e in recording.entries]
-    assert any(k[1] == "recv" and "goAway" in k for k in kinds)
-    opens = [e for e in recording.entries if e.ev == "open"]
-    assert [e.conn for e in opens] == [1, 2]
-    assert opens[0].data["handle"] is None
-    assert opens[1].data["handle"], "the second connection resumes with a recorded handle"
-    assert {e.data["by"] for e in recording.entries if e.ev == "close"} == {"client"}
-
-    report = await replay(recording, demo_tools())
-    assert report.divergences == []
-    assert report.connections == 2
-    recorded_answers = sum(
-        len(e.data["msg"]["toolResponse"]["functionResponses"])
-        for e in recording.entries
-        if e.ev == "send" and "toolResponse" in e.data["msg"]
-    )
-    assert report.answers == recorded_answers
-
-
-async def test_a_tool_changed_to_raise_is_reported_with_the_call() -> None:
+async def test_a_tool_changed_to_raise_is_reported_with_the_recorded_call_and_line() -> None:
     report = await replay(str(SHIPPED), broken_weather())
-    changed = [d for d in report.divergences if d.kind == "kind_changed"]
-    assert changed, report.render()
-    assert {d.function for d in changed} == {"get_weather"}
-    recording = read_recording(str(SHIPPED))
-    weather_ids = {
-        call["id"]
-        for e in recording.entries
-        if e.ev == "recv" and "toolCall" in e.data["msg"]
-        for call in e.data["msg"]["toolCall"]["functionCalls"]
-        if call["name"] == "get_weather"
-    }
-    assert {d.call_id for d in changed} == weather_ids
-    for divergence in changed:
-        assert "answered error, recorded ok" in divergence.detail
-        assert f"line {divergence.line}: kind_changed get_weather" in str(divergence)
+    assert {d.kind for d in report.divergences} == {"kind_changed"}, report.render()
+    recorded = calls_of(SHIPPED, "get_weather")
+    assert {d.call_id: d.line for d in report.divergences} == recorded
+    for divergence in report.divergences:
+        assert divergence.function == "get_weather"
+        assert divergence.detail.startswith("answered error, recorded ok")
+        assert str(divergence).startswith(
+            f"line {divergence.line}: kind_changed get_weather ({divergence.call_id})"
+        )
 
 
 def test_assert_replays_fails_with_the_report() -> None:
@@ -84,98 +71,132 @@ async def test_a_call_left_unanswered_is_reported() -> None:
     tools = replaced(demo_tools(), get_time, idempotent=True)
     report = await replay(str(SHIPPED), tools, answer_timeout=1.0)
     unanswered = [d for d in report.divergences if d.kind == "unanswered"]
-    assert {d.function for d in unanswered} == {"get_time"}, report.render()
+    assert {d.call_id: d.line for d in unanswered} == calls_of(SHIPPED, "get_time")
+    assert all("no answer within 1 s" in d.detail for d in unanswered), report.render()
 
 
-def test_the_replay_command_prints_the_report_and_exits_by_divergence(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(Path(__file__).parent.parent)
-    assert main(["replay", str(SHIPPED), "tests.replay_tools:registry"]) == 0
-    out = capsys.readouterr().out
-    assert "0 divergence(s)" in out
+async def test_an_answer_far_slower_than_recorded_is_reported_with_the_threshold() -> None:
+    recorded = read_recording(str(SHIPPED))
+    seconds = SLOW_MARGIN + 0.5  # the recorded get_time answers took milliseconds
 
-    assert main(["replay", str(SHIPPED), "tests.replay_tools:broken"]) == 1
-    out = capsys.readouterr().out
-    assert "divergence(s)" in out and "kind_changed get_weather" in out
+    async def get_time(city: str) -> str:
+        """The local time in a city (slowly)."""
+        await anyio.sleep(seconds)
+        return "12:00"
 
-
-def test_the_replay_command_rejects_a_corrupt_recording_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    lines = SHIPPED.read_text().splitlines(keepends=True)
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text("".join([*lines[:5], "{not json\n", *lines[6:]]))
-    assert main(["replay", str(bad), "tests.replay_tools:registry"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1
-    assert f"{bad}:6: not valid JSON" in err
-    assert "Traceback" not in err
+    tools = replaced(demo_tools(), get_time, idempotent=True)
+    report = await replay(recorded, tools)
+    slow = [d for d in report.divergences if d.kind == "slow"]
+    assert {d.call_id for d in slow} == set(calls_of(SHIPPED, "get_time")), report.render()
+    assert all(f"(over {SLOW_FACTOR:g}x + {SLOW_MARGIN:g} s)" in d.detail for d in slow)
 
 
-def test_the_shipped_recording_holds_no_audio_and_a_versioned_header() -> None:
-    first, *rest = SHIPPED.read_text().splitlines()
-    assert json.loads(first) == {"livebridge_recording": 1, "audio": "length"}
-    assert '"data":' not in "".join(rest)
-
-
-# -- the emulator in replay mode, for any google-genai program -----------------------------------
-
-
-async def serve_replay_to(emu: Emulator, tools: ToolRegistry) -> None:
-    """Run a ``LiveSession`` on ``emu`` until both recorded connections were served and settled."""
-
-    def settled() -> bool:
-        sessions = emu.sessions
-        return (
-            len(sessions) == 2
-            and bool(sessions[1].answered)
-            and not any(s.pending_calls for s in sessions)
-        )
-
-    async with (
-        LiveSession.connect(emu.client(), model=MODEL, tools=tools, config=CONFIG) as session,
-        anyio.create_task_group() as tg,
-    ):
-        tg.start_soon(drain, session)
-        await emu.wait_for(settled, timeout=30)
-        tg.cancel_scope.cancel()
-
-
-async def drain(session: LiveSession) -> None:
-    async for _ in session.events():
-        pass
-
-
-async def test_the_emulator_serves_a_recording_on_both_connections_with_the_checker_on() -> None:
+def test_the_default_answer_timeout_is_ten_times_the_slowest_recorded_answer() -> None:
     recording = read_recording(str(SHIPPED))
-    recorded_answers = {
-        r["id"]
+    issued = {
+        call["id"]: e.t
+        for e in recording.entries
+        if e.ev == "recv" and "toolCall" in e.data["msg"]
+        for call in e.data["msg"]["toolCall"]["functionCalls"]
+    }
+    slowest = max(
+        e.t - issued[answer["id"]]
         for e in recording.entries
         if e.ev == "send" and "toolResponse" in e.data["msg"]
-        for r in e.data["msg"]["toolResponse"]["functionResponses"]
-    }
-    async with Emulator(replay=str(SHIPPED)) as emu:
-        await serve_replay_to(emu, demo_tools())
-        assert emu.violations == []
-        assert emu.sessions[1].resumed_from is not None
-        answered = {i for s in emu.sessions for i in s.answered}
-        issued = [
-            c["id"]
-            for t in emu.transcript
-            if t.direction == "server" and "toolCall" in t.message
-            for c in t.message["toolCall"]["functionCalls"]
-        ]
-    assert not set(issued) & recorded_answers, "call ids are issued afresh"
-    assert len(answered) >= len(recorded_answers)
+        for answer in e.data["msg"]["toolResponse"]["functionResponses"]
+    )
+    assert default_answer_timeout(recording) == pytest.approx(max(MIN_ANSWER_TIMEOUT, 10 * slowest))
+    assert Emulator(replay=recording).replay.answer_timeout == default_answer_timeout(recording)  # type: ignore[union-attr]
+    assert Emulator(replay=recording, answer_timeout=2).replay.answer_timeout == 2  # type: ignore[union-attr]
 
 
-def test_the_emulator_command_refuses_a_corrupt_recording_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+async def test_recorded_pace_takes_about_the_recorded_duration() -> None:
+    recording = read_recording(str(SHIPPED))
+    recorded = sum(conn[-1].t - conn[0].t for conn in recording.connections())
+    began = time.monotonic()
+    report = await replay(recording, demo_tools(), pace="recorded")
+    elapsed = time.monotonic() - began
+    assert report.ok, report.render()
+    assert 0.8 * recorded <= elapsed <= recorded + 20
+
+
+def a_recording(tmp_path: Path, *entries: dict[str, Any]) -> Path:
+    """A hand-written recording: one connection holding ``entries``, closed by the client."""
+    lines = [{"livebridge_recording": 2, "audio": "length"}]
+    lines.append({"t": 0.0, "conn": 1, "ev": "open", "handle": None, "session_id": "s1"})
+    lines += [{"t": 0.01 * n, "conn": 1, **entry} for n, entry in enumerate(entries, start=1)]
+    lines.append({"t": 1.0, "conn": 1, "ev": "close", "by": "client", "code": 1000, "reason": ""})
+    path = tmp_path / "hand.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def tool_call(*ids: str) -> dict[str, Any]:
+    calls = [{"id": i, "name": "get_time", "args": {"city": "Oslo"}} for i in ids]
+    return {"ev": "recv", "msg": {"toolCall": {"functionCalls": calls}}}
+
+
+def answer(*ids: str) -> dict[str, Any]:
+    responses = [{"id": i, "name": "get_time", "response": {"output": {}}} for i in ids]
+    return {"ev": "send", "msg": {"toolResponse": {"functionResponses": responses}}}
+
+
+async def test_an_answer_the_recording_never_had_names_the_line_of_its_call(
+    tmp_path: Path,
 ) -> None:
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text(SHIPPED.read_text()[:-5])
-    assert main(["emulator", "--replay", str(bad)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "the file ends mid-line" in err
-    assert f"bad.jsonl:{SHIPPED.read_text().count(chr(10))}:" in err
+    # The recorded session ended before "late" was answered; the app answers it now.
+    path = a_recording(tmp_path, tool_call("kept", "late"), answer("kept"))
+    report = await replay(path, demo_tools())
+    unexpected = [d for d in report.divergences if d.kind == "unexpected_answer"]
+    assert [(d.line, d.call_id) for d in unexpected] == [(3, "late")], report.render()
+    assert unexpected[0].detail == "answered ok, the recording has no answer for it"
+    # ... and it came in the same message as "kept", which was answered alone.
+    assert [d.kind for d in report.divergences if d.line == 4] == ["batch_split"]
+
+
+async def test_a_second_answer_names_the_line_of_the_recorded_one(tmp_path: Path) -> None:
+    from google.genai import types
+
+    path = a_recording(tmp_path, tool_call("once"), answer("once"))
+    async with (
+        Emulator(replay=path) as emu,
+        emu.client().aio.live.connect(model="gemini-live", config={}) as session,
+    ):
+        async for message in session.receive():
+            if message.tool_call and message.tool_call.function_calls:
+                (call,) = message.tool_call.function_calls
+                break
+        for _ in range(2):
+            response = types.FunctionResponse(id=call.id, name=call.name, response={})
+            await session.send_tool_response(function_responses=[response])
+        await emu.wait_for(lambda: emu.replay is not None and emu.replay.done)
+    assert emu.replay is not None
+    report = emu.replay.finish()
+    assert [str(d) for d in report.divergences] == [
+        "line 4: unexpected_answer get_time (once): answered again (ok), recorded 1 answer(s)"
+    ]
+    assert [v.kind for v in emu.violations] == ["duplicate_answer"]
+
+
+async def test_a_recording_cut_by_its_size_bound_replays_what_it_holds(tmp_path: Path) -> None:
+    lines = SHIPPED.read_text().splitlines(keepends=True)[:24]  # cut inside the book_table stream
+    lines.append('{"t":1.3,"conn":1,"ev":"truncated","limit":9000}\n')
+    path = tmp_path / "cut.jsonl"
+    path.write_text("".join(lines))
+    report = await replay(path, demo_tools())
+    assert report.ok, report.render()
+    assert report.truncated_at == 25
+    assert "the recording was cut at line 25" in report.render()
+
+
+async def test_a_connection_the_app_never_opened_is_reported_at_the_deadline() -> None:
+    recording = read_recording(str(SHIPPED))
+    # Without the goAway the app has no reason to leave the first connection.
+    recording.entries = [e for e in recording.entries if "goAway" not in e.data.get("msg", {})]
+    second = recording.connections()[1][0]
+    report = await replay(recording, demo_tools(), deadline=3.0)
+    assert [str(d) for d in report.divergences] == [
+        f"line {second.line}: connection_missing: connection 2 of 2 was never opened: "
+        "no reconnection"
+    ]
+    assert (report.connections, report.recorded_connections) == (1, 2)

@@ -258,7 +258,7 @@ class ReplayScenario:
 
     def _numbered(self, entry: Entry, responses: list[Any]) -> list[tuple[str, int]]:
         """Each response's recorded id and its place among that call's recorded answers."""
-        numbered = []
+        numbered: list[tuple[str, int]] = []
         for response in responses:
             recorded_id = str(response.get("id"))
             earlier = [e for e in self._answered.get(recorded_id, []) if e.line < entry.line]

@@ -1,0 +1,188 @@
+"""``livebridge replay`` and ``livebridge emulator --replay`` as a user runs them, and the pytest
+helper as the README shows it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from livebridge import LiveSession, ToolRegistry
+from livebridge.cli import main
+from livebridge.demo import FAST_PACE
+from livebridge.demo.driver import CONFIG, MODEL, run_demo
+from livebridge.emulator import Emulator
+from livebridge.record import FORMAT_VERSION, read_recording
+from livebridge.replay import assert_replays
+from tests.replay_tools import demo_tools
+from tests.test_readme import block, offline_environment
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+SHIPPED = REPOSITORY / "tests" / "data" / "demo_recording.jsonl"
+
+
+def livebridge_replay(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "livebridge", "replay", *args],
+        cwd=REPOSITORY,
+        env=offline_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def recorded_answers(path: Path) -> int:
+    return sum(
+        len(e.data["msg"]["toolResponse"]["functionResponses"])
+        for e in read_recording(str(path)).entries
+        if e.ev == "send" and "toolResponse" in e.data["msg"]
+    )
+
+
+def test_a_fresh_recording_replays_with_zero_divergence_by_the_command_and_the_helper(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "demo.jsonl.gz"
+    anyio.run(lambda: run_demo(pace=FAST_PACE, record=str(path)))
+    recording = read_recording(str(path))
+    assert any(e.ev == "recv" and "goAway" in e.data["msg"] for e in recording.entries)
+    opens = [e for e in recording.entries if e.ev == "open"]
+    assert [e.conn for e in opens] == [1, 2]
+    assert opens[0].data["handle"] is None
+    assert opens[1].data["handle"], "the second connection resumes with a recorded handle"
+
+    result = livebridge_replay(str(path), "tests.replay_tools:registry")
+    assert result.returncode == 0, result.stdout + result.stderr
+    answers = recorded_answers(path)
+    assert result.stdout == (
+        f"{path}: {answers} answers on 2 of 2 connection(s) replayed, 0 divergence(s)\n"
+    )
+    assert result.stderr == ""
+
+    report = assert_replays(path, demo_tools())
+    assert (report.answers, report.connections) == (answers, 2)
+
+
+def test_the_command_prints_each_divergence_and_exits_1_without_a_traceback() -> None:
+    result = livebridge_replay(str(SHIPPED), "tests.replay_tools:broken", "--pace", "fast")
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].endswith("2 divergence(s)")
+    assert all(": kind_changed get_weather (function-call-" in line for line in lines[1:])
+    assert len(lines) == 3
+    # The app's tool errors are logged one line each.
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("RuntimeError: weather backend unreachable") == 2
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (lambda text: text[:-5], "the file ends mid-line (was it truncated?)"),
+        (lambda text: text.replace('"ev":"send"', '"ev":"sent"', 1), "not a recording entry"),
+    ],
+)
+def test_the_command_names_the_line_of_a_cut_or_corrupt_recording(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: object, expected: str
+) -> None:
+    text = SHIPPED.read_text()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(damage(text))  # type: ignore[operator]
+    assert main(["replay", str(bad), "tests.replay_tools:registry"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"livebridge replay: {bad}:") and expected in err
+    line = int(err.split(f"{bad}:")[1].split(":")[0])
+    assert line > 1
+
+
+def test_a_bad_answer_timeout_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["replay", str(SHIPPED), "tests.replay_tools:registry", "--answer-timeout", "0"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a positive number of seconds" in err
+
+
+def test_the_shipped_recording_holds_no_audio_and_a_versioned_header() -> None:
+    first, *rest = SHIPPED.read_text().splitlines()
+    assert json.loads(first) == {"livebridge_recording": FORMAT_VERSION, "audio": "length"}
+    assert '"data":' not in "".join(rest)
+
+
+def test_the_readme_pytest_helper_snippet_runs_in_a_test_suite(tmp_path: Path) -> None:
+    test_file = tmp_path / "test_recorded.py"
+    test_file.write_text(block("Record and replay"))
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
+        cwd=REPOSITORY,  # where the README's recording path is
+        env=offline_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
+
+
+# -- the emulator in replay mode, for any google-genai program -----------------------------------
+
+
+async def serve_replay_to(emu: Emulator, tools: ToolRegistry) -> None:
+    """Run a ``LiveSession`` on ``emu`` until both recorded connections were served."""
+    async with (
+        LiveSession.connect(emu.client(), model=MODEL, tools=tools, config=CONFIG) as session,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(drain, session)
+        await emu.wait_for(lambda: emu.replay is not None and emu.replay.done, timeout=30)
+        tg.cancel_scope.cancel()
+
+
+async def drain(session: LiveSession) -> None:
+    async for _ in session.events():
+        pass
+
+
+async def test_the_emulator_serves_a_recording_on_both_connections_with_the_checker_on() -> None:
+    recording = read_recording(str(SHIPPED))
+    recorded_ids = {
+        r["id"]
+        for e in recording.entries
+        if e.ev == "send" and "toolResponse" in e.data["msg"]
+        for r in e.data["msg"]["toolResponse"]["functionResponses"]
+    }
+    async with Emulator(replay=str(SHIPPED)) as emu:
+        await serve_replay_to(emu, demo_tools())
+        await emu.settled()
+        assert emu.violations == []
+        assert emu.sessions[1].resumed_from is not None
+        answered = {i for s in emu.sessions for i in s.answered}
+        issued = [
+            c["id"]
+            for t in emu.transcript
+            if t.direction == "server" and "toolCall" in t.message
+            for c in t.message["toolCall"]["functionCalls"]
+        ]
+    assert not set(issued) & recorded_ids, "call ids are issued afresh"
+    assert len(answered) >= len(recorded_ids)
+    assert emu.replay is not None
+    assert emu.replay.finish().ok, emu.replay.finish().render()
+
+
+def test_the_emulator_command_refuses_a_corrupt_recording_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(SHIPPED.read_text()[:-5])
+    assert main(["emulator", "--replay", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the file ends mid-line" in err
+    assert f"bad.jsonl:{SHIPPED.read_text().count(chr(10))}:" in err
