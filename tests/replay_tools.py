@@ -1,14 +1,26 @@
-"""The demo's tools as module attributes, for ``livebridge replay FILE tests.replay_tools:ATTR``."""
+"""The demo's tools as module attributes, for ``livebridge replay FILE tests.replay_tools:ATTR``,
+and hand-written recordings for the replay tests."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from livebridge import ToolRegistry
 from livebridge.demo import FAST_PACE
 from livebridge.demo.script import DemoTools
 
-__all__ = ["broken", "broken_weather", "demo_tools", "registry", "replaced"]
+__all__ = [
+    "a_recording",
+    "answer",
+    "broken",
+    "broken_weather",
+    "demo_tools",
+    "registry",
+    "replaced",
+    "tool_call",
+]
 
 
 def demo_tools() -> ToolRegistry:
@@ -32,6 +44,27 @@ def replaced(tools: ToolRegistry, handler: Any, **options: Any) -> ToolRegistry:
     tools.remove(handler.__name__)  # the registry refuses a second tool of one name
     tools.add(handler, **options)
     return tools
+
+
+def a_recording(tmp_path: Path, *entries: dict[str, Any]) -> Path:
+    """A hand-written recording: one connection holding ``entries``, closed by the client."""
+    lines = [{"livebridge_recording": 2, "audio": "length"}]
+    lines.append({"t": 0.0, "conn": 1, "ev": "open", "handle": None, "session_id": "s1"})
+    lines += [{"t": 0.01 * n, "conn": 1, **entry} for n, entry in enumerate(entries, start=1)]
+    lines.append({"t": 1.0, "conn": 1, "ev": "close", "by": "client", "code": 1000, "reason": ""})
+    path = tmp_path / "hand.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def tool_call(*ids: str) -> dict[str, Any]:
+    calls = [{"id": i, "name": "get_time", "args": {"city": "Oslo"}} for i in ids]
+    return {"ev": "recv", "msg": {"toolCall": {"functionCalls": calls}}}
+
+
+def answer(*ids: str) -> dict[str, Any]:
+    responses = [{"id": i, "name": "get_time", "response": {"output": {}}} for i in ids]
+    return {"ev": "send", "msg": {"toolResponse": {"functionResponses": responses}}}
 
 
 registry = demo_tools()

@@ -3,10 +3,8 @@ changed, each change named by the recording's line and call id."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -21,7 +19,7 @@ from livebridge.replay import (
     default_answer_timeout,
     replay,
 )
-from tests.replay_tools import broken_weather, demo_tools, replaced
+from tests.replay_tools import a_recording, answer, broken_weather, demo_tools, replaced, tool_call
 
 SHIPPED = Path(__file__).parent / "data" / "demo_recording.jsonl"
 
@@ -118,27 +116,6 @@ async def test_recorded_pace_takes_about_the_recorded_duration() -> None:
     elapsed = time.monotonic() - began
     assert report.ok, report.render()
     assert 0.8 * recorded <= elapsed <= recorded + 20
-
-
-def a_recording(tmp_path: Path, *entries: dict[str, Any]) -> Path:
-    """A hand-written recording: one connection holding ``entries``, closed by the client."""
-    lines = [{"livebridge_recording": 2, "audio": "length"}]
-    lines.append({"t": 0.0, "conn": 1, "ev": "open", "handle": None, "session_id": "s1"})
-    lines += [{"t": 0.01 * n, "conn": 1, **entry} for n, entry in enumerate(entries, start=1)]
-    lines.append({"t": 1.0, "conn": 1, "ev": "close", "by": "client", "code": 1000, "reason": ""})
-    path = tmp_path / "hand.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return path
-
-
-def tool_call(*ids: str) -> dict[str, Any]:
-    calls = [{"id": i, "name": "get_time", "args": {"city": "Oslo"}} for i in ids]
-    return {"ev": "recv", "msg": {"toolCall": {"functionCalls": calls}}}
-
-
-def answer(*ids: str) -> dict[str, Any]:
-    responses = [{"id": i, "name": "get_time", "response": {"output": {}}} for i in ids]
-    return {"ev": "send", "msg": {"toolResponse": {"functionResponses": responses}}}
 
 
 async def test_an_answer_the_recording_never_had_names_the_line_of_its_call(

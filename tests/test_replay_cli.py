@@ -3,7 +3,9 @@ helper as the README shows it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +20,8 @@ from livebridge.demo.driver import CONFIG, MODEL, run_demo
 from livebridge.emulator import Emulator
 from livebridge.record import FORMAT_VERSION, read_recording
 from livebridge.replay import assert_replays
-from tests.replay_tools import demo_tools
+from tests.emulator.test_cli import CLI, environment_lines
+from tests.replay_tools import a_recording, answer, demo_tools, tool_call
 from tests.test_readme import block, offline_environment
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -186,3 +189,54 @@ def test_the_emulator_command_refuses_a_corrupt_recording_in_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the file ends mid-line" in err
     assert f"bad.jsonl:{SHIPPED.read_text().count(chr(10))}:" in err
+
+
+#: A plain google-genai program that answers every call with an error, until the turn ends.
+ERROR_PROGRAM = """
+import asyncio
+from google import genai
+from google.genai import types
+
+async def main():
+    config = types.LiveConnectConfig(response_modalities=["TEXT"])
+    async with genai.Client().aio.live.connect(model="gemini-live", config=config) as session:
+        async for message in session.receive():
+            if message.tool_call:
+                answers = [types.FunctionResponse(id=c.id, name=c.name,
+                                                  response={"error": {"message": "down"}})
+                           for c in message.tool_call.function_calls]
+                await session.send_tool_response(function_responses=answers)
+            if message.server_content and message.server_content.turn_complete:
+                break
+
+asyncio.run(main())
+"""
+
+
+async def test_the_emulator_command_prints_the_divergence_report_at_exit(tmp_path: Path) -> None:
+    done = {"ev": "recv", "msg": {"serverContent": {"turnComplete": True}}}
+    path = a_recording(tmp_path, tool_call("rec-1"), answer("rec-1"), done)
+    server = await asyncio.create_subprocess_exec(
+        *CLI,
+        "emulator",
+        "--replay",
+        str(path),
+        "--answer-timeout",
+        "5",
+        "--pace",
+        "recorded",
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert server.stdout is not None
+    try:
+        env = offline_environment(**await environment_lines(server))
+        program = await asyncio.create_subprocess_exec(sys.executable, "-c", ERROR_PROGRAM, env=env)
+        assert await asyncio.wait_for(program.wait(), 60) == 0
+    finally:
+        server.send_signal(signal.SIGINT)
+        out, _ = await asyncio.wait_for(server.communicate(), 30)
+    assert server.returncode == 0
+    assert (
+        f"{path}: 1 answers on 1 of 1 connection(s) replayed, 1 divergence(s)\n"
+        '  line 4: kind_changed get_time (rec-1): answered error, recorded ok {"message": "down"}\n'
+    ) in out.decode()
