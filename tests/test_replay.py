@@ -71,6 +71,10 @@ async def test_a_call_left_unanswered_is_reported() -> None:
     unanswered = [d for d in report.divergences if d.kind == "unanswered"]
     assert {d.call_id: d.line for d in unanswered} == calls_of(SHIPPED, "get_time")
     assert all("no answer within 1 s" in d.detail for d in unanswered), report.render()
+    # With the call still open no new handle could be issued: the session resumed an older one.
+    (changed,) = [d for d in report.divergences if d.kind == "handle_changed"]
+    assert changed.line == read_recording(str(SHIPPED)).connections()[1][0].line
+    assert len(report.divergences) == len(unanswered) + 1
 
 
 async def test_an_answer_far_slower_than_recorded_is_reported_with_the_threshold() -> None:
