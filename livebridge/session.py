@@ -22,14 +22,13 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, assert_never
+from dataclasses import replace
+from typing import Any, assert_never
 
 import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup, TaskStatus
 
-from livebridge import resume
 from livebridge.calls import Call, Outcome, Partial
 from livebridge.connectors import Connector, connector_for
 from livebridge.dispatch import CallPolicy, Dispatcher
@@ -41,20 +40,19 @@ from livebridge.errors import (
 )
 from livebridge.events import DROPPABLE, Closed, EventBuffer, SessionEvent
 from livebridge.observe import Observer, emit
+from livebridge.options import SessionOptions
 from livebridge.protocol import (
     AudioPolicy,
     CancelCalls,
     Finish,
     Notify,
     Output,
-    ProtocolOptions,
     RunCalls,
     SwitchConnection,
 )
 from livebridge.record import RecordingConnector
 from livebridge.tools import ToolRegistry
 from livebridge.transport import Audio, ClientItem, Signal, Text, Transport
-from livebridge.transport import TransportKind as TransportKind
 from livebridge.wakeup import Wakeup
 
 __all__ = ["AudioPolicy", "LiveSession", "SessionOptions"]
@@ -68,46 +66,6 @@ _ARRIVAL_TURNS = 3
 
 #: After the grace period, how long cancelled handlers get to unwind and have their answers sent.
 _CANCEL_FLUSH_SECONDS = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class SessionOptions:
-    """How a ``LiveSession`` behaves; every default is the safe one.
-
-    ``audio_during_blocking`` decides what happens to microphone audio sent while a BLOCKING call
-    waits for its answer. ``"hold"`` (default) keeps up to ``held_audio_seconds`` of it and sends
-    it right after the answer: nothing is lost and the service is never sent audio during a
-    pending blocking call (reported to abort the session with 1008). ``"send"`` streams it
-    anyway (barge-in keeps working), ``"drop"`` discards it.
-
-    ``outbox_bytes`` bounds the input waiting for the socket: past it ``send_*`` waits until the
-    writer catches up. ``tls_read_buffer`` replaces asyncio's 256 KiB per-connection TLS read
-    buffer (0 keeps it). ``record`` writes every frame of every connection to that path
-    (``livebridge.record``; ``.gz`` compresses), audio reduced to its length unless
-    ``record_audio="keep"``, tool arguments and results through the ``TraceObserver``'s ``redact``.
-    """
-
-    transport: TransportKind = "wire"
-    audio_during_blocking: AudioPolicy = "hold"
-    held_audio_seconds: float = 10.0
-    outbox_bytes: int = 1024 * 1024
-    event_capacity: int = 1024
-    shutdown_grace: float = 5.0
-    reconnect_attempts: int = 5
-    go_away_margin: float = 1.0
-    keepalive: dict[str, float] = field(default_factory=resume.keepalive_settings)
-    tls_read_buffer: int = 8 * 1024
-    record: str | None = None
-    record_audio: Literal["keep", "length"] = "length"
-
-    def protocol_options(self) -> ProtocolOptions:
-        return ProtocolOptions(
-            audio_during_blocking=self.audio_during_blocking,
-            held_audio_seconds=self.held_audio_seconds,
-            outbox_bytes=self.outbox_bytes,
-            reconnect_attempts=self.reconnect_attempts,
-            go_away_margin=self.go_away_margin,
-        )
 
 
 class LiveSession:
