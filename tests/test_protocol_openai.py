@@ -143,7 +143,7 @@ def test_calls_run_only_at_response_done_as_one_batch() -> None:
     assert runs[0].calls[0].args == {"city": "Paris"}
     assert runs[0].partials is False  # OpenAI takes one output per call
     assert [e.call_id for e in of(out, ToolCallStarted)] == ["c1", "c2", "c3"]
-    assert of(out, TurnComplete) == [TurnComplete(None, "completed")]
+    assert not of(out, TurnComplete)  # the model's turn goes on once the outputs are in
 
 
 def test_no_call_runs_before_its_response_is_done() -> None:
@@ -197,6 +197,7 @@ def test_calls_of_a_response_that_did_not_complete_are_cancelled_never_run(
     assert settled[0].reason == f"its response ended {status} ({reason})"
     observed = [n.event for n in of(out, Notify) if isinstance(n.event, CallSettled)]
     assert [e.outcome.kind for e in observed] == ["cancelled", "cancelled"]  # counted in metrics
+    assert of(out, TurnComplete) == [TurnComplete(None, status)]  # nothing follows it
     assert protocol.idle and sent_kinds(protocol) == []
 
 

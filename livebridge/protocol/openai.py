@@ -24,6 +24,9 @@ differs, and why:
   ``conversation_already_has_active_response`` (a response began that we had not yet seen), the
   error is logged and counted (``active_response_errors``) and the session goes on: the outputs
   are in the conversation, and the running response or the next one sees them.
+- **Turns.** ``TurnComplete`` comes with a ``response.done`` that ends the model's turn: not
+  with one that completed with function calls (the model goes on in a new response once the
+  outputs are in, as a Gemini turn goes on after ``toolResponse``).
 - **Barge-in.** ``input_audio_buffer.speech_started`` is reported as ``Interrupted`` (stop
   playback), as Gemini's ``interrupted``; calls already running keep running and are answered.
   A response the server cancels because of the speech ends ``cancelled``: its calls never run.
@@ -321,13 +324,14 @@ class OpenAIRealtimeProtocol:
         status = response.status or "completed"
         if ordered and status == "completed":
             self._admit(ordered, now, out)
-        elif ordered:
+            self._flush_seen(out)
+            return  # not the end of the model's turn: it goes on once the outputs are in
+        if ordered:
             details = response.status_details
             why = f" ({details.reason})" if details is not None and details.reason else ""
             self._withdraw(ordered, f"its response ended {status}{why}", now, out)
-        usage = response.usage
         self.turn += 1
-        out.append(TurnComplete(usage, status))
+        out.append(TurnComplete(response.usage, status))
         self._flush_seen(out)
 
     def _admit(self, calls: list[_Pending], now: float, out: list[Output]) -> None:
