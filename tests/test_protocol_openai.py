@@ -90,6 +90,16 @@ def response(
     out = protocol.receive(event(type="response.created", response={"id": response_id}), now)
     items = [call_item(c) for c in call_ids]
     for index, item in enumerate(items):
+        added = {**item, "arguments": "", "status": "in_progress"}
+        out += protocol.receive(
+            event(
+                type="response.output_item.added",
+                response_id=response_id,
+                output_index=index,
+                item=added,
+            ),
+            now,
+        )
         out += protocol.receive(
             event(
                 type="response.function_call_arguments.done",

@@ -575,15 +575,16 @@ def _note(
     arguments: str | None,
     index: int | None,
 ) -> None:
-    """Merge what one event says about a call into what is known (the first value wins)."""
+    """Merge what one event says about a call into what is known: ``output_item.added``
+    carries empty arguments, the ``.done`` events the whole string (the newest non-empty wins)."""
     if not call_id:
         return
     known = calls.get(call_id)
     if known is None:
         calls[call_id] = _Pending(call_id, name, arguments, len(calls) if index is None else index)
         return
-    known.name = known.name or name
-    if known.arguments is None:
+    known.name = name or known.name
+    if arguments:
         known.arguments = arguments
 
 
