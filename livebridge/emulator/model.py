@@ -144,6 +144,6 @@ class RuleModel:
 
     async def _reply(self, conv: Conversation, text: str) -> None:
         await conv.say(text)
-        if conv.session.modality == "AUDIO":
+        if conv.modality == "AUDIO":
             await conv.speak(self.speak_seconds)
         await conv.turn_complete()

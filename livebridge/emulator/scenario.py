@@ -74,26 +74,43 @@ class Conversation:
     """The model's side of one connection, one step at a time."""
 
     def __init__(self, session: EmulatedSession | RealtimeSession) -> None:
-        self.session = session
+        self._connection = session
 
     @property
     def protocol(self) -> str:
         """``"gemini"`` or ``"openai"``: the protocol this connection speaks."""
-        return "openai" if isinstance(self.session, RealtimeSession) else "gemini"
+        return "openai" if isinstance(self._connection, RealtimeSession) else "gemini"
+
+    @property
+    def session(self) -> EmulatedSession:
+        """The Gemini connection (on OpenAI, ``realtime``)."""
+        return self._gemini("conv.session")
+
+    @property
+    def realtime(self) -> RealtimeSession:
+        """The OpenAI Realtime connection (on Gemini, ``session``)."""
+        if isinstance(self._connection, RealtimeSession):
+            return self._connection
+        raise ScenarioError("conv.realtime is the OpenAI Realtime connection; use conv.session")
+
+    @property
+    def modality(self) -> str:
+        """``AUDIO`` or ``TEXT``: how the model answers on this connection."""
+        return self._side.modality
 
     @property
     def _side(self) -> ModelSide:
-        return self.session
+        return self._connection
 
     def _gemini(self, step: str) -> EmulatedSession:
-        if isinstance(self.session, EmulatedSession):
-            return self.session
-        raise ScenarioError(f"{step} is a Gemini Live step; OpenAI Realtime has no such thing")
+        if isinstance(self._connection, EmulatedSession):
+            return self._connection
+        raise ScenarioError(f"{step} is Gemini Live only; OpenAI Realtime has no such thing")
 
     @property
     def resumed_from(self) -> str | None:
         """The resumption handle this connection was opened with, if any (Gemini)."""
-        session = self.session
+        session = self._connection
         return session.resumed_from if isinstance(session, EmulatedSession) else None
 
     @property
@@ -103,7 +120,7 @@ class Conversation:
 
     @property
     def setup(self) -> wire.Setup:
-        """The client's Gemini ``setup`` (on OpenAI read ``conv.session.config``)."""
+        """The client's Gemini ``setup`` (on OpenAI read ``conv.realtime.config``)."""
         return self._gemini("setup").setup
 
     @property
@@ -119,7 +136,7 @@ class Conversation:
 
     async def heard(self, text: str) -> None:
         """Transcribe the user's last audio as ``text``, if the client asked for transcripts."""
-        session = self.session
+        session = self._connection
         if isinstance(session, RealtimeSession):
             await session.transcribe(text)
         elif session.setup.input_audio_transcription is not None:
@@ -140,12 +157,12 @@ class Conversation:
     ) -> list[str]:
         """Send one ``toolCall`` (OpenAI: one response's ``function_call`` items) with every
         call; returns the ids (``ids`` where given, else the service's form)."""
-        return await self.session.issue_calls(_OWNER, list(calls), list(ids) if ids else None)
+        return await self._connection.issue_calls(_OWNER, list(calls), list(ids) if ids else None)
 
     async def tool_call_raw(self, name: str, arguments: str, call_id: str | None = None) -> str:
         """OpenAI: one ``function_call`` whose ``arguments`` string is sent verbatim (even if it
         is not JSON), for testing how clients take bad server input."""
-        session = self.session
+        session = self._connection
         if not isinstance(session, RealtimeSession):
             raise ScenarioError("tool_call_raw is an OpenAI Realtime step (Gemini args are JSON)")
         (issued,) = await session.issue_calls(_OWNER, [(name, arguments)], [call_id])
@@ -160,8 +177,8 @@ class Conversation:
         ``TimeoutError`` after ``timeout`` seconds. On OpenAI the response carrying the calls
         first ends ``completed``."""
         side = self._side
-        if isinstance(self.session, RealtimeSession):
-            await self.session.end_calls(list(ids))
+        if isinstance(self._connection, RealtimeSession):
+            await self._connection.end_calls(list(ids))
 
         def settled() -> bool:
             return all(not side.checker.calls[i].open for i in ids)
@@ -188,7 +205,7 @@ class Conversation:
         """End the turn; waits while a BLOCKING call of the turn is unanswered, unless ``wait``
         is False (``turnComplete`` goes out at once, the calls stay open). On OpenAI the
         response ends ``completed``."""
-        session = self.session
+        session = self._connection
         if isinstance(session, RealtimeSession):
             await session.complete_turn(_OWNER, usage, wait=wait)
             return
@@ -200,12 +217,12 @@ class Conversation:
         ``turn_complete`` is False). The turn's open calls get a ``toolCallCancellation`` with
         ``cancel``; without it they are dropped silently, as the service has been seen to do.
         On OpenAI: ``input_audio_buffer.speech_started``, and the response ends ``cancelled``."""
-        await self.session.interrupt("cancel" if cancel else "withdraw", complete=turn_complete)
+        await self._connection.interrupt("cancel" if cancel else "withdraw", complete=turn_complete)
 
     async def send(self, message: dict[str, Any]) -> None:
         """Send any server message as given (Gemini: a camelCase JSON object converted to a
         ``ServerMessage``; OpenAI: any JSON object, even an event type the SDK does not know)."""
-        session = self.session
+        session = self._connection
         if isinstance(session, RealtimeSession):
             await session.send(message)
         else:

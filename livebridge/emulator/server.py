@@ -169,7 +169,8 @@ class Emulator:
         self.scenario: Scenario = scenario or RuleModel()
         self.models = None if models is None else {m.removeprefix("models/") for m in models}
         self.port = port
-        self.sessions: list[EmulatedSession | RealtimeSession] = []
+        self.sessions: list[EmulatedSession] = []  # Gemini connections
+        self.realtime_sessions: list[RealtimeSession] = []  # OpenAI Realtime connections
         options = ServiceOptions(
             reissue_after=reissue_after,
             reissue_next_turn=reissue_next_turn,
@@ -209,6 +210,12 @@ class Emulator:
         return str(self._certificates.ca_file)
 
     @property
+    def connections(self) -> list[EmulatedSession | RealtimeSession]:
+        """Every connection so far, whatever its protocol (``sessions`` holds the Gemini ones,
+        ``realtime_sessions`` the OpenAI ones)."""
+        return [*self.sessions, *self.realtime_sessions]
+
+    @property
     def transcript(self) -> list[TranscriptEntry]:
         return self._shared.transcript
 
@@ -221,11 +228,11 @@ class Emulator:
         return self._shared.violations
 
     def _closed_ones_judged(self) -> bool:
-        return all(s.finished or s.ws.state is State.OPEN for s in list(self.sessions))
+        return all(s.finished or s.ws.state is State.OPEN for s in self.connections)
 
     async def settled(self, timeout: float = 10) -> None:  # noqa: ASYNC109 (a bound is the point)
         """Wait until every connection so far has ended and been judged."""
-        await self.wait_for(lambda: all(s.finished for s in list(self.sessions)), timeout)
+        await self.wait_for(lambda: all(s.finished for s in self.connections), timeout)
 
     def expire_handles(self) -> None:
         """Forget every resumption handle issued so far, as the service does after hours."""
@@ -429,7 +436,7 @@ class Emulator:
         session = RealtimeSession(
             self._shared, ws, session_id, path=ws.request.path, model=accepted.model
         )
-        self.sessions.append(session)
+        self.realtime_sessions.append(session)
         try:
             if accepted.beta:
                 await session.refuse(handshake.beta_refusal())

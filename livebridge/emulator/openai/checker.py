@@ -114,9 +114,10 @@ class RealtimeChecker:
         return True
 
     def continues_batch(self) -> bool:
-        """Whether a response now would continue a batch whose outputs are all in."""
+        """Whether a response started now (with no new user input) continues the latest
+        batch rather than answering a new turn."""
         batch = self._latest()
-        return batch is not None and self._complete(batch) and not batch.moved_on
+        return batch is not None and batch.status == "completed" and not batch.moved_on
 
     def pending(self) -> list[CallRecord]:
         return [record for record in self.calls.values() if record.open]
@@ -176,6 +177,7 @@ class RealtimeChecker:
                 f"(missing: {', '.join(missing)}): the model goes on without them",
                 message,
             )
+            batch.creates += 1  # it continued the batch, too early
             return
         if batch.moved_on:
             return
