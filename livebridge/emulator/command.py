@@ -1,6 +1,7 @@
 """``livebridge emulator``: serve the emulator to any program, and give a verdict at the end.
 
-It prints the environment lines that point a google-genai program at it, each violation as it is
+It prints the environment lines that point a google-genai program (with ``--protocol openai``,
+an ``openai`` program) at it, each violation as it is
 found, and a summary when it stops (SIGINT or SIGTERM); ``--report`` writes the transcript and the
 violations as JSON, ``--strict`` makes any violation exit 1. A bad flag or scenario is one line on
 stderr and exit 2.
@@ -23,7 +24,7 @@ from livebridge.emulator.checker import HELD_ANSWERS_SECONDS, Violation
 from livebridge.emulator.faults import Faults, MessagePredicate
 from livebridge.emulator.replay import replay_scenario
 from livebridge.emulator.scenario import Scenario
-from livebridge.emulator.server import Emulator
+from livebridge.emulator.server import PROTOCOLS, Emulator
 from livebridge.emulator.steps import load_scenario
 from livebridge.errors import UsageError
 
@@ -39,6 +40,17 @@ def add_emulator_command(subcommands: argparse._SubParsersAction[argparse.Argume
         help="serve the Live API emulator; prints the environment lines, violations and a verdict",
     )
     parser.add_argument("--port", default="0", help="port on 127.0.0.1 (default: any free)")
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="gemini",
+        help="the API served: Gemini Live (default) or OpenAI Realtime GA at /v1/realtime",
+    )
+    parser.add_argument(
+        "--auto-response",
+        action="store_true",
+        help="openai: start the next response as soon as a batch's outputs are in",
+    )
     parser.add_argument("--scenario", type=Path, help="JSON list of scenario steps")
     parser.add_argument(
         "--replay", type=Path, metavar="FILE", help="serve the server side of a session recording"
@@ -137,7 +149,23 @@ def _port(text: str) -> int:
 
 
 def _emulator(args: argparse.Namespace) -> Emulator:
-    scenario: Scenario | None = load_scenario(args.scenario) if args.scenario else None
+    protocol = args.protocol
+    scenario: Scenario | None = load_scenario(args.scenario, protocol) if args.scenario else None
+    if protocol == "openai":
+        gemini_only = [
+            flag
+            for flag, given in (
+                ("--replay", args.replay is not None),
+                ("--reissue-after", args.reissue_after is not None),
+                ("--reissue-next-turn", args.reissue_next_turn),
+                ("--no-cancellation", args.no_cancellation),
+            )
+            if given
+        ]
+        if gemini_only:
+            raise UsageError(f"{', '.join(gemini_only)}: Gemini Live only, not --protocol openai")
+    elif args.auto_response:
+        raise UsageError("--auto-response: OpenAI Realtime only; add --protocol openai")
     if args.replay is not None:
         if scenario is not None:
             raise UsageError("--replay and --scenario both script the model: give one")
@@ -166,6 +194,8 @@ def _emulator(args: argparse.Namespace) -> Emulator:
         check_audio_during_blocking=not args.no_audio_check,
         held_answers=held,
         on_violation=_print_violation,
+        protocol=protocol,
+        auto_response=args.auto_response,
     )
 
 
@@ -191,7 +221,9 @@ async def _serve(emulator: Emulator, args: argparse.Namespace) -> list[Violation
             "pick another --port, or 0 for any free one"
         ) from None
     try:
-        env = {**emulator.env(), "GOOGLE_API_KEY": "test"}  # some programs read only this one
+        env = emulator.env()
+        if emulator.protocol == "gemini":
+            env["GOOGLE_API_KEY"] = "test"  # some programs read only this one
         for name, value in env.items():
             print(f"{name}={value}", flush=True)
         await stop.wait()
@@ -208,7 +240,7 @@ def _print_summary(emulator: Emulator, violations: list[Violation]) -> None:
     kinds = Counter((v.severity, v.kind) for v in violations)
     errors = sum(n for (severity, _), n in kinds.items() if severity == "error")
     print(
-        f"summary: {len(emulator.sessions)} connection(s), {len(violations)} violation(s) "
+        f"summary: {len(emulator.connections)} connection(s), {len(violations)} violation(s) "
         f"({errors} error(s), {len(violations) - errors} warning(s))",
         flush=True,
     )
@@ -223,7 +255,7 @@ def _write_report(path: Path, emulator: Emulator, violations: list[Violation]) -
         "transcript": emulator.transcript,
         "sessions": [
             {"id": s.id, "model": s.model, "close": s.close_info, "errors": s.errors}
-            for s in emulator.sessions
+            for s in emulator.connections
         ],
     }
     try:
