@@ -17,6 +17,7 @@ log lines (``connectors.secrets``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -45,7 +46,14 @@ from livebridge.protocol.openai import service_error
 from livebridge.tools import ToolRegistry
 from livebridge.transport import MAX_MESSAGE_BYTES, ClientItem, TransportKind
 
-__all__ = ["SETUP_SECONDS", "OpenAIConnector", "SdkTransport", "WireTransport", "session_config"]
+__all__ = [
+    "SETUP_SECONDS",
+    "OpenAIConnector",
+    "SdkTransport",
+    "WireTransport",
+    "session_config",
+    "setup_error",
+]
 
 #: How long a new connection may take to confirm the session config (``session.updated``).
 SETUP_SECONDS = 10.0
@@ -129,11 +137,12 @@ class OpenAIConnector:
         self, connection: AsyncRealtimeConnection
     ) -> tuple[str | None, list[ServerEvent]]:
         """Send ``session.update``; wait for ``session.updated``. Returns the session id and
-        the events that came meanwhile. A refused config closes with 1008 and the service's
-        error; no answer within ``setup_timeout`` counts as a drop."""
+        the events that came meanwhile. An ``error`` first (a refused model or config) ends the
+        connection with 1008 and that error; no answer within ``setup_timeout`` is a drop."""
         ws = connection._connection
         update = {"type": "session.update", "session": self._session}
-        await ws.send(openai_wire.encode(update), text=True)
+        with contextlib.suppress(ConnectionClosed):  # refused at once: the error that says
+            await ws.send(openai_wire.encode(update), text=True)  # why is still to be read
         session_id: str | None = None
         early: list[ServerEvent] = []
         with anyio.move_on_after(self._setup_timeout):
@@ -149,8 +158,8 @@ class OpenAIConnector:
                         session_id = session_id or event.session.id
                     return session_id, early
                 elif event.type == "error":
-                    error = service_error(event.error or openai_wire.ErrorDetail())
-                    raise TransportClosed(1008, "session.update refused", error=error)
+                    error = setup_error(event.error or openai_wire.ErrorDetail())
+                    raise TransportClosed(1008, "session refused", error=error)
                 elif len(early) < _EARLY_LIMIT:
                     early.append(event)
         raise TransportClosed(
@@ -194,6 +203,17 @@ def session_config(config: Mapping[str, Any] | None, tools: ToolRegistry) -> dic
     if functions:
         session["tools"] = [*(session.get("tools") or []), *functions]
     return session
+
+
+def setup_error(detail: openai_wire.ErrorDetail) -> LiveSessionError:
+    """An ``error`` before ``session.updated``: the connection or the config was refused."""
+    if detail.code == "model_not_found":
+        said = service_error(detail, "Check the model name (e.g. gpt-realtime).")
+        return ModelNotFoundError(str(said))
+    if detail.code in ("invalid_api_key", "insufficient_quota"):
+        return PolicyViolationError(str(service_error(detail, "Check the API key.")))
+    hint = "The session was not configured: fix the config given to LiveSession.connect."
+    return LiveSessionError(str(service_error(detail, hint)))
 
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:

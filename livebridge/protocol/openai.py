@@ -588,14 +588,14 @@ def _note(
         known.arguments = arguments
 
 
-def service_error(detail: openai_wire.ErrorDetail) -> ServiceReportedError:
+def service_error(detail: openai_wire.ErrorDetail, hint: str = "") -> ServiceReportedError:
     """An ``error`` event as a clear error: what the service said, and what to do."""
-    said = detail.message or "no message"
+    said = (detail.message or "no message").rstrip(". ")
     code = detail.code or detail.type or "error"
-    hint = _HINTS.get(detail.code or "", "")
+    hint = hint or _HINTS.get(detail.code or "", "")
     where = f" (parameter {detail.param})" if detail.param else ""
     return ServiceReportedError(
-        f"OpenAI Realtime reported {code}{where}: {said}{hint}",
+        f"OpenAI Realtime reported {code}{where}: {said}." + (f" {hint}" if hint else ""),
         type=detail.type,
         code=detail.code,
         param=detail.param,
@@ -603,10 +603,10 @@ def service_error(detail: openai_wire.ErrorDetail) -> ServiceReportedError:
 
 
 _HINTS: dict[str, str] = {
-    "invalid_value": ". Check the session config passed to LiveSession.connect.",
-    "unknown_parameter": ". Remove the field from the session config (GA shape, not beta).",
-    "input_audio_buffer_commit_empty": ". Send audio before ending the turn.",
-    "session_expired": ". The session reached its maximum length; open a new LiveSession.",
+    "invalid_value": "Check the session config passed to LiveSession.connect.",
+    "unknown_parameter": "Remove the field from the session config (GA shape, not beta).",
+    "input_audio_buffer_commit_empty": "Send audio before ending the turn.",
+    "session_expired": "The session reached its maximum length; open a new LiveSession.",
 }
 
 
