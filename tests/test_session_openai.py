@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+from prometheus_client import CollectorRegistry
 
 import livebridge
 from livebridge import LiveSession, ToolError
@@ -22,6 +23,7 @@ from livebridge.events import (
     ToolCallStarted,
     TurnComplete,
 )
+from livebridge.metrics import PrometheusObserver
 from livebridge.observe import MessageSeen, Recorder
 from tests.session_helpers import collect_until, errors, of_type
 
@@ -108,9 +110,11 @@ async def test_three_parallel_calls_one_failing_one_timing_out() -> None:
         await conv.say("done")
         await conv.turn_complete()
 
+    metrics = CollectorRegistry()
+    observer = PrometheusObserver(metrics)
     async with (
         Emulator(scenario, protocol="openai") as emu,
-        open_session(emu, registry()) as session,
+        open_session(emu, registry(), observers=[observer]) as session,
     ):
         await session.send_text("plan my trip")
         events = await collect_until(session, lambda e: isinstance(e, TurnComplete))
@@ -128,6 +132,15 @@ async def test_three_parallel_calls_one_failing_one_timing_out() -> None:
     assert creates_after_outputs(emu) == 1
     assert TextOut("done") in events
     assert errors(emu) == []
+
+    def sample(name: str, **labels: str) -> float | None:
+        return metrics.get_sample_value(name, labels)
+
+    assert sample("livebridge_messages_total", direction="sent", type="response.create") == 2
+    assert sample("livebridge_messages_total", direction="received", type="response.done") == 2
+    calls = "livebridge_tool_calls_total"
+    assert sample(calls, function="book", outcome="error", behavior="BLOCKING") == 1
+    assert sample(calls, function="slow_search", outcome="timeout", behavior="BLOCKING") == 1
 
 
 async def test_calls_of_a_cancelled_response_are_never_run_nor_answered() -> None:
