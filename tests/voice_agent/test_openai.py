@@ -1,7 +1,7 @@
 """The voice-agent example with ``--vendor openai``: the same page, tools and stats, offline.
 
-The page's 16 kHz microphone audio reaches the emulator resampled to 24 kHz (it refuses any
-other rate) and ends the turn by the emulator's voice detection.
+The page's 16 kHz microphone audio reaches the emulator resampled to 24 kHz (the one rate
+OpenAI Realtime takes) and ends the turn by the emulator's voice detection.
 """
 
 from __future__ import annotations
