@@ -138,6 +138,7 @@ class RealtimeSession(ModelOutput):
             return
         seconds = len(pcm) / 2 / codec.AUDIO_RATE
         self._buffered += seconds
+        chunk_start_ms = self._audio_ms
         self._audio_ms += seconds * 1000
         self._input_tokens += max(1, round(seconds * 10))
         was_silent = self.voice.speech == 0.0
@@ -145,16 +146,16 @@ class RealtimeSession(ModelOutput):
         if self._detection is None:
             return
         if was_silent and self.voice.speech > 0.0:
-            await self._speech_started()
+            await self._speech_started(chunk_start_ms)
         elif heard == "end_of_turn":
             await self._end_of_speech()
 
-    async def _speech_started(self) -> None:
+    async def _speech_started(self, start_ms: float) -> None:
         """Server VAD heard speech: say so, and cut the active response if it may."""
         self._speech_item = codec.new_id("item")
         started = codec.event(
             "input_audio_buffer.speech_started",
-            audio_start_ms=int(self._audio_ms),
+            audio_start_ms=int(start_ms),
             item_id=self._speech_item,
         )
         await self.send(started)
