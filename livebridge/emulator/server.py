@@ -163,6 +163,9 @@ class Emulator:
         if replay is not None:
             from livebridge.emulator.replay import replay_scenario
 
+            if protocol != "gemini":
+                raise UsageError("Emulator: replay serves Gemini Live recordings; not on openai")
+
             if scenario is not None:
                 raise UsageError("Emulator: give a scenario or a recording to replay, not both")
             scenario = replay_scenario(replay)

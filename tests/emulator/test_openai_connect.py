@@ -148,3 +148,12 @@ async def test_each_protocol_has_its_own_client_and_environment() -> None:
     async with Emulator() as gemini:
         with pytest.raises(UsageError, match=r"use emu.client\(\)"):
             gemini.openai_client()
+
+
+async def test_the_fixture_and_a_copied_client_connect(live_openai_emulator: Emulator) -> None:
+    client = live_openai_emulator.openai_client().with_options(timeout=5)
+    async with client.realtime.connect(model=MODEL) as conn:
+        await configure(conn)
+    assert kinds(live_openai_emulator) == []
+    with pytest.raises(UsageError, match="replay serves Gemini Live recordings"):
+        Emulator(protocol="openai", replay="session.jsonl")
