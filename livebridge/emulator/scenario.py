@@ -84,7 +84,12 @@ class Conversation:
     @property
     def session(self) -> EmulatedSession:
         """The Gemini connection (on OpenAI, ``realtime``)."""
-        return self._gemini("conv.session")
+        if isinstance(self._connection, EmulatedSession):
+            return self._connection
+        raise ScenarioError(
+            "conv.session is the Gemini Live connection; on OpenAI Realtime use conv.realtime "
+            "(or conv.wait_until, which works on both)"
+        )
 
     @property
     def realtime(self) -> RealtimeSession:
@@ -127,6 +132,15 @@ class Conversation:
     def declarations(self) -> dict[str, wire.FunctionDeclaration]:
         """The functions the client declared, by name."""
         return self._side.declarations
+
+    async def wait_until(
+        self,
+        predicate: Callable[[], bool],
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> None:
+        """Wait until ``predicate()`` holds, re-checked whenever this connection's state changes
+        (a client event, a call answered); ``TimeoutError`` after ``timeout`` seconds."""
+        await self._side.wait_until(predicate, timeout)
 
     async def expect_turn(self, timeout: float | None = None) -> UserTurn:  # noqa: ASYNC109
         """Wait for the next finished user turn (text, or audio ended by silence or a marker;

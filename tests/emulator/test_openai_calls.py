@@ -212,7 +212,7 @@ async def test_auto_response_turns_the_clients_create_into_a_tolerated_error() -
         ids = await conv.tool_call([("get_weather", {"city": "Oslo"})])
         await conv.wait_answers(ids)
         creates = conv.realtime.shared.transcript
-        await conv.realtime.wait_until(
+        await conv.wait_until(
             lambda: sum(e.message.get("type") == "response.create" for e in creates) == 2
         )
         await conv.say("Oslo is sunny.")

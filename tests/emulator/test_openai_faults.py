@@ -134,3 +134,21 @@ async def test_a_gemini_only_step_fails_the_connection_with_a_clear_error() -> N
         assert emu.realtime_sessions[0].errors == [
             "ScenarioError: go_away is Gemini Live only; OpenAI Realtime has no such thing"
         ]
+
+
+async def test_conv_session_on_openai_says_what_to_use_instead() -> None:
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        await conv.wait_until(lambda: True, 1)
+        assert conv.protocol == "openai" and conv.realtime.model == MODEL
+        conv.session.setup  # noqa: B018 (the access is the test)
+
+    async with Emulator(scenario, protocol="openai") as emu:
+        async with emu.openai_client().realtime.connect(model=MODEL) as conn:
+            await configure(conn)
+            await ask(conn, "Hello")
+            with pytest.raises(ConnectionClosedError):
+                await until(conn, "never")
+        (error,) = emu.realtime_sessions[0].errors
+        assert error.startswith("ScenarioError: conv.session is the Gemini Live connection; ")
+        assert "use conv.realtime" in error
