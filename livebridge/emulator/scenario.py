@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -225,6 +225,18 @@ class Conversation:
             return
         metadata = msgspec.convert(usage, wire.UsageMetadata) if usage is not None else None
         await session.complete_turn(_OWNER, metadata, wait=wait)
+
+    async def end_response(
+        self,
+        status: Literal["completed", "cancelled", "incomplete"] = "completed",
+        reason: str | None = None,
+    ) -> None:
+        """OpenAI: end the active response with ``status`` (``incomplete`` with reason
+        ``max_output_tokens``, say): its calls are then not to be answered unless completed."""
+        session = self._connection
+        if not isinstance(session, RealtimeSession):
+            raise ScenarioError("end_response is OpenAI Realtime only; Gemini ends turns")
+        await session.end_response(status, reason=reason)
 
     async def interrupted(self, *, cancel: bool = False, turn_complete: bool = True) -> None:
         """The model stops talking: ``interrupted``, then ``turnComplete`` (unless
