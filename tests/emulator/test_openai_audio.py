@@ -3,6 +3,7 @@ and the client's own cancel and truncate."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 
 from openai.types.realtime import (
@@ -167,3 +168,23 @@ async def test_manual_turns_commit_audio_and_wait_for_response_create() -> None:
         session = emu.realtime_sessions[0]
         assert session.checker.pending()  # closed before answering
         assert [v.kind for v in emu.violations] == ["invalid_event", *["unanswered_call"] * 2]
+
+
+async def test_a_response_ended_twice_at_once_sends_one_response_done() -> None:
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        await conv.say("Hello")
+        await asyncio.gather(conv.turn_complete(), conv.interrupted())
+        await conv.expect_turn()
+
+    async with Emulator(scenario, protocol="openai") as emu:
+        async with emu.openai_client().realtime.connect(model=MODEL) as conn:
+            await configure(conn)
+            await conn.response.create()
+            assert done(await response(conn)).response.status == "completed"
+            await conn.session.update(session={"type": "realtime"})
+            later = []
+            while (event := await conn.recv()).type != "session.updated":
+                later.append(event.type)
+            assert "response.done" not in later
+        assert kinds(emu) == []

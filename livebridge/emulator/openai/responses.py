@@ -59,6 +59,7 @@ class _Response:
     calls: list[str] = field(default_factory=list)
     message: _Message | None = None
     tokens: int = 0
+    ending: bool = False  # its response.done is on its way: nothing more goes in
 
 
 class ModelOutput(Connection):
@@ -187,10 +188,13 @@ class ModelOutput(Connection):
     async def end_response(
         self, status: Literal["completed", "cancelled", "incomplete"], *, reason: str | None = None
     ) -> None:
-        """End the active response with ``status`` (``response.done``)."""
+        """End the active response with ``status`` (``response.done``); it stays the active
+        one until then (a ``response.create`` meanwhile is refused), and ending it twice, from
+        the scenario and from a barge-in at once, sends one ``response.done``."""
         response = self.active
-        if response is None:
+        if response is None or response.ending:
             return
+        response.ending = True
         await self._close_message(response, "completed" if status == "completed" else "incomplete")
         self.active = None
         self.checker.end_response(response.id, status)
@@ -200,7 +204,7 @@ class ModelOutput(Connection):
 
     async def _response(self) -> _Response:
         """The active response; the model waits for one (it speaks only when asked)."""
-        await self.wait_until(lambda: self.active is not None)
+        await self.wait_until(lambda: self.active is not None and not self.active.ending)
         assert self.active is not None
         return self.active
 
@@ -308,7 +312,7 @@ class ModelOutput(Connection):
         loop = asyncio.get_running_loop()
         start = loop.time()
         for index in range(max(1, round(seconds / FRAME_SECONDS))):
-            if self.active is not response:
+            if self.active is not response or response.ending:
                 return
             await self.send(
                 codec.event(
