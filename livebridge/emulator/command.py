@@ -125,7 +125,8 @@ def parse_faults(text: str) -> Faults:
 
 
 def _has_key(key: str) -> MessagePredicate:
-    return lambda message: key in message
+    """A Gemini message with the top-level ``key``, or an OpenAI event of type ``key``."""
+    return lambda message: key in message or message.get("type") == key
 
 
 def _seconds(flag: str, text: str) -> float:

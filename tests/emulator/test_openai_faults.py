@@ -10,6 +10,7 @@ from openai.types.realtime import ResponseOutputItemDoneEvent
 from websockets.exceptions import ConnectionClosedError
 
 from livebridge.emulator import Conversation, Emulator, Faults, ScenarioError, scenario_from_steps
+from livebridge.emulator.command import parse_faults
 
 from .openai_helpers import MODEL, ask, calls, configure, done, kinds, response, until
 
@@ -67,7 +68,7 @@ async def test_the_connection_cut_after_a_call_leaves_it_unanswered_by_no_fault(
 
 
 async def test_dropped_server_events_are_marked_in_the_transcript() -> None:
-    faults = Faults(drop=lambda event: event.get("type") == "conversation.item.added")
+    faults = parse_faults("drop=conversation.item.added")
     async with Emulator(protocol="openai", faults=faults) as emu:
         async with emu.openai_client().realtime.connect(model=MODEL) as conn:
             await configure(conn)
