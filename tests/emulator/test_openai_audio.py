@@ -188,3 +188,18 @@ async def test_a_response_ended_twice_at_once_sends_one_response_done() -> None:
                 later.append(event.type)
             assert "response.done" not in later
         assert kinds(emu) == []
+
+
+async def test_g711_input_is_counted_at_8_khz_and_committed_by_hand() -> None:
+    async with Emulator(protocol="openai") as emu:
+        async with emu.openai_client().realtime.connect(model=MODEL) as conn:
+            await configure(conn, audio={"input": {"format": {"type": "audio/pcmu"}}})
+            await conn.input_audio_buffer.append(audio=base64.b64encode(b"\xff" * 400).decode())
+            await conn.input_audio_buffer.commit()  # 50 ms: too short
+            short = await until(conn, "error")
+            assert isinstance(short, RealtimeErrorEvent)
+            assert short.error.code == "input_audio_buffer_commit_empty"
+            await conn.input_audio_buffer.append(audio=base64.b64encode(b"\xff" * 800).decode())
+            await conn.input_audio_buffer.commit()  # 150 ms in all
+            await until(conn, "input_audio_buffer.committed")
+        assert kinds(emu) == [("invalid_event", "error")]

@@ -136,6 +136,14 @@ class RealtimeSession(ModelOutput):
         if isinstance(pcm, codec.EventError):
             await self._refused(raw, pcm)
             return
+        audio_input = self.config.audio.input if self.config.audio else None
+        audio_format = audio_input.format if audio_input else None
+        if audio_format is not None and audio_format.type in ("audio/pcmu", "audio/pcma"):
+            # G.711: 8 kHz, a byte a sample; its speech is not detected (commit by hand).
+            seconds = len(pcm) / 8000
+            self._buffered += seconds
+            self._audio_ms += seconds * 1000
+            return
         seconds = len(pcm) / 2 / codec.AUDIO_RATE
         self._buffered += seconds
         chunk_start_ms = self._audio_ms
