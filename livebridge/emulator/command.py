@@ -160,6 +160,8 @@ def _emulator(args: argparse.Namespace) -> Emulator:
                 ("--reissue-after", args.reissue_after is not None),
                 ("--reissue-next-turn", args.reissue_next_turn),
                 ("--no-cancellation", args.no_cancellation),
+                ("--held-answers", args.held_answers is not None),
+                ("--no-audio-check", args.no_audio_check),
             )
             if given
         ]

@@ -145,6 +145,10 @@ async def test_a_duplicate_output_is_reported_live_and_fails_strict(tmp_path: Pa
             ["--protocol", "openai", "--reissue-after", "1"],
             "--reissue-after: Gemini Live only, not --protocol openai",
         ),
+        (
+            ["--protocol", "openai", "--no-audio-check", "--held-answers", "off"],
+            "--held-answers, --no-audio-check: Gemini Live only, not --protocol openai",
+        ),
         (["--auto-response"], "--auto-response: OpenAI Realtime only; add --protocol openai"),
     ],
 )
