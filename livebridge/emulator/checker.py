@@ -412,9 +412,8 @@ class Checker:
                 move(other, "supersede")
 
     def _move_open(self, ids: list[str], event: CallEvent) -> None:
-        for call_id in ids:
-            record = self.calls.get(call_id)
-            if record is not None and record.open:
+        for record in filter(None, map(self.calls.get, ids)):
+            if record.open:
                 move(record, event)
 
 

@@ -125,7 +125,8 @@ def parse_faults(text: str) -> Faults:
 
 
 def _has_key(key: str) -> MessagePredicate:
-    return lambda message: key in message
+    """A Gemini message with the top-level ``key``, or an OpenAI event of type ``key``."""
+    return lambda message: key in message or message.get("type") == key
 
 
 def _seconds(flag: str, text: str) -> float:
@@ -159,6 +160,8 @@ def _emulator(args: argparse.Namespace) -> Emulator:
                 ("--reissue-after", args.reissue_after is not None),
                 ("--reissue-next-turn", args.reissue_next_turn),
                 ("--no-cancellation", args.no_cancellation),
+                ("--held-answers", args.held_answers is not None),
+                ("--no-audio-check", args.no_audio_check),
             )
             if given
         ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -84,7 +84,12 @@ class Conversation:
     @property
     def session(self) -> EmulatedSession:
         """The Gemini connection (on OpenAI, ``realtime``)."""
-        return self._gemini("conv.session")
+        if isinstance(self._connection, EmulatedSession):
+            return self._connection
+        raise ScenarioError(
+            "conv.session is the Gemini Live connection; on OpenAI Realtime use conv.realtime "
+            "(or conv.wait_until, which works on both)"
+        )
 
     @property
     def realtime(self) -> RealtimeSession:
@@ -127,6 +132,15 @@ class Conversation:
     def declarations(self) -> dict[str, wire.FunctionDeclaration]:
         """The functions the client declared, by name."""
         return self._side.declarations
+
+    async def wait_until(
+        self,
+        predicate: Callable[[], bool],
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> None:
+        """Wait until ``predicate()`` holds, re-checked whenever this connection's state changes
+        (a client event, a call answered); ``TimeoutError`` after ``timeout`` seconds."""
+        await self._side.wait_until(predicate, timeout)
 
     async def expect_turn(self, timeout: float | None = None) -> UserTurn:  # noqa: ASYNC109
         """Wait for the next finished user turn (text, or audio ended by silence or a marker;
@@ -211,6 +225,18 @@ class Conversation:
             return
         metadata = msgspec.convert(usage, wire.UsageMetadata) if usage is not None else None
         await session.complete_turn(_OWNER, metadata, wait=wait)
+
+    async def end_response(
+        self,
+        status: Literal["completed", "cancelled", "incomplete"] = "completed",
+        reason: str | None = None,
+    ) -> None:
+        """OpenAI: end the active response with ``status`` (``incomplete`` with reason
+        ``max_output_tokens``, say): its calls are then not to be answered unless completed."""
+        session = self._connection
+        if not isinstance(session, RealtimeSession):
+            raise ScenarioError("end_response is OpenAI Realtime only; Gemini ends turns")
+        await session.end_response(status, reason=reason)
 
     async def interrupted(self, *, cancel: bool = False, turn_complete: bool = True) -> None:
         """The model stops talking: ``interrupted``, then ``turnComplete`` (unless

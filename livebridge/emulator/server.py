@@ -123,14 +123,15 @@ def route(path: str, headers: Headers) -> Route | tuple[HTTPStatus, str]:
 
 
 class Emulator:
-    """A local Gemini Live server; use as ``async with Emulator(...) as emu``.
+    """A local Gemini Live (or OpenAI Realtime) server; use as ``async with Emulator(...) as emu``.
 
     ``scenario`` plays the model's side of every connection: a script (``async def
     scenario(conv)``) or a model such as the default ``RuleModel()``. ``faults``: frame
     delays/drops, abrupt closes, a slow reader. ``models``: the model names served (None: any);
-    another name is refused during setup with the service's 1008. ``reissue_after``,
-    ``reissue_next_turn``, ``cancel_on_interrupt``, ``check_audio_during_blocking``: see
-    ``ServiceOptions``; ``held_answers`` and ``serial_gap``: see ``Thresholds``.
+    another name is refused during setup with the service's 1008 (OpenAI: ``model_not_found``).
+    ``reissue_after``, ``reissue_next_turn``, ``cancel_on_interrupt``,
+    ``check_audio_during_blocking``: see ``ServiceOptions``; ``held_answers`` and
+    ``serial_gap``: see ``Thresholds``.
     ``on_violation`` is called (on the server's thread) with each violation as it is found.
     ``replay`` serves a session recording's server side instead of a scenario
     (``livebridge.emulator.replay``). ``protocol``: ``"gemini"`` (Gemini Live) or ``"openai"``
@@ -162,6 +163,9 @@ class Emulator:
         self.protocol: Protocol = protocol
         if replay is not None:
             from livebridge.emulator.replay import replay_scenario
+
+            if protocol != "gemini":
+                raise UsageError("Emulator: replay serves Gemini Live recordings; not on openai")
 
             if scenario is not None:
                 raise UsageError("Emulator: give a scenario or a recording to replay, not both")

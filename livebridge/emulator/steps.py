@@ -10,14 +10,15 @@ is loaded, naming its index, so a bad file never reaches a client as a 1011::
 
 The same steps play on OpenAI Realtime (``protocol="openai"``), where ``go_away`` and
 ``resumption_update`` do not exist (refused when loaded for that protocol), ``send`` takes any
-event object, and ``tool_call_raw`` sends one ``function_call`` with its ``arguments`` verbatim.
+event object, ``tool_call_raw`` sends one ``function_call`` with its ``arguments`` verbatim, and
+``end_response`` ends the active response with a status (``{"status": "incomplete"}``).
 """
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -63,6 +64,11 @@ class Interrupted(_Options):
     turn_complete: bool = True  # False: interrupted, and no turnComplete
 
 
+class EndResponse(_Options):
+    status: Literal["completed", "cancelled", "incomplete"] = "completed"
+    reason: str | None = None  # e.g. "max_output_tokens", "turn_detected"
+
+
 class RawCall(_Options):
     name: str
     arguments: str  # sent as given, even when it is not JSON
@@ -72,7 +78,7 @@ class RawCall(_Options):
 Calls = list[tuple[str, dict[str, Any]] | CallSpec]
 #: Steps that only one protocol has.
 GEMINI_ONLY = frozenset({"go_away", "resumption_update"})
-OPENAI_ONLY = frozenset({"tool_call_raw"})
+OPENAI_ONLY = frozenset({"tool_call_raw", "end_response"})
 
 #: Every step and the type of its argument.
 STEP_TYPES: dict[str, Any] = {
@@ -90,6 +96,7 @@ STEP_TYPES: dict[str, Any] = {
     "close": tuple[int, str],
     "send": dict[str, Any],
     "tool_call_raw": RawCall,
+    "end_response": EndResponse,
     "raw": str,
     "model": _Options,
 }
@@ -151,6 +158,9 @@ class _Player:
 
     async def send(self, arg: dict[str, Any]) -> None:
         await self.conv.send(arg)
+
+    async def end_response(self, arg: EndResponse) -> None:
+        await self.conv.end_response(arg.status, arg.reason)
 
     async def tool_call_raw(self, arg: RawCall) -> None:
         self.last = [await self.conv.tool_call_raw(arg.name, arg.arguments, arg.id)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from openai.types.realtime import RealtimeErrorEvent, ResponseOutputItemDoneEvent
 
-from livebridge.emulator import Conversation, Emulator
+from livebridge.emulator import Conversation, Emulator, scenario_from_steps
 
 from .openai_helpers import (
     MODEL,
@@ -212,7 +212,7 @@ async def test_auto_response_turns_the_clients_create_into_a_tolerated_error() -
         ids = await conv.tool_call([("get_weather", {"city": "Oslo"})])
         await conv.wait_answers(ids)
         creates = conv.realtime.shared.transcript
-        await conv.realtime.wait_until(
+        await conv.wait_until(
             lambda: sum(e.message.get("type") == "response.create" for e in creates) == 2
         )
         await conv.say("Oslo is sunny.")
@@ -233,3 +233,29 @@ async def test_auto_response_turns_the_clients_create_into_a_tolerated_error() -
             reply = await response(conn)  # the session goes on
             assert done(reply).response.status == "completed"
         assert kinds(emu) == []
+
+
+async def test_calls_of_an_incomplete_response_are_not_to_be_answered() -> None:
+    scenario = scenario_from_steps(
+        [
+            {"expect_turn": {}},
+            {"tool_call": [["get_weather", {"city": "Oslo"}]]},
+            {"end_response": {"status": "incomplete", "reason": "max_output_tokens"}},
+            {"expect_turn": {}},
+        ],
+        "openai",
+    )
+    async with Emulator(scenario, protocol="openai") as emu:
+        async with emu.openai_client().realtime.connect(model=MODEL) as conn:
+            await configure(conn)
+            await ask(conn, "Weather in Oslo?")
+            events = await response(conn)
+            finished = done(events).response
+            assert finished.status == "incomplete"
+            assert finished.status_details is not None
+            assert finished.status_details.reason == "max_output_tokens"
+            (call,) = calls(events)
+            await answer(conn, call)
+            await until(conn, "conversation.item.done")
+        assert kinds(emu) == [("answered_cancelled_call", "error")]
+        assert "ended incomplete" in of_kind(emu, "answered_cancelled_call")[0].message

@@ -11,6 +11,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedError, InvalidStatus
 
 from livebridge.emulator import Emulator
+from livebridge.emulator.openai import responses
 from livebridge.errors import UsageError
 
 from .helpers import PATH as GEMINI_PATH
@@ -148,3 +149,34 @@ async def test_each_protocol_has_its_own_client_and_environment() -> None:
     async with Emulator() as gemini:
         with pytest.raises(UsageError, match=r"use emu.client\(\)"):
             gemini.openai_client()
+
+
+async def test_the_fixture_and_a_copied_client_connect(live_openai_emulator: Emulator) -> None:
+    client = live_openai_emulator.openai_client().with_options(timeout=5)
+    async with client.realtime.connect(model=MODEL) as conn:
+        await configure(conn)
+    assert kinds(live_openai_emulator) == []
+    with pytest.raises(UsageError, match="replay serves Gemini Live recordings"):
+        Emulator(protocol="openai", replay="session.jsonl")
+
+
+async def test_past_max_items_the_oldest_item_is_forgotten(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(responses, "MAX_ITEMS", 2)
+    emulator = Emulator(protocol="openai")
+    async with emulator as emu, emu.openai_client().realtime.connect(model=MODEL) as conn:
+        await configure(conn)
+        for name in ("first", "second", "third"):
+            content = [{"type": "input_text", "text": name}]
+            await conn.conversation.item.create(
+                item={"id": name, "type": "message", "role": "user", "content": content}
+            )
+            await until(conn, "conversation.item.done")
+        await conn.conversation.item.retrieve(item_id="second")
+        retrieved = await until(conn, "conversation.item.retrieved")
+        assert retrieved.model_dump()["item"]["id"] == "second"
+        await conn.conversation.item.retrieve(item_id="first")
+        error = await until(conn, "error")
+        assert isinstance(error, RealtimeErrorEvent)
+        assert error.error.code == "item_not_found"

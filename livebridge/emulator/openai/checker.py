@@ -73,13 +73,16 @@ class RealtimeChecker:
     # server side -------------------------------------------------------------------------------
 
     def issue(self, response_id: str, calls: list[tuple[str, str, dict[str, Any]]]) -> None:
-        """Register calls (call id, name, args) as items of response ``response_id``."""
+        """Register calls (call id, name, args) as items of response ``response_id``; an id
+        issued before raises and changes nothing."""
+        ids = [call[0] for call in calls]
+        for call_id in ids:
+            if call_id in self.calls or ids.count(call_id) > 1:
+                raise LocalProtocolError(f"call id {call_id} was issued before; ids are unique")
         batch = self._batches.get(response_id)
         if batch is None:
             batch = self._batches[response_id] = _Batch(response_id, len(self._batches) + 1)
         for call_id, name, args in calls:
-            if call_id in self.calls:
-                raise LocalProtocolError(f"call id {call_id} was issued before; ids are unique")
             self.calls[call_id] = CallRecord(call_id, name, args, True, batch.number)
             batch.ids.append(call_id)
 

@@ -43,6 +43,15 @@ class EmulatorOpenAI(openai.AsyncOpenAI):
     def realtime(self) -> AsyncRealtime:
         return _TrustingRealtime(self, self._emulator_context)
 
+    def copy(self, *args: Any, **kwargs: Any) -> EmulatorOpenAI:
+        """``copy``/``with_options`` keep trusting the emulator."""
+        copied = super().copy(*args, **kwargs)
+        assert isinstance(copied, EmulatorOpenAI)
+        copied._emulator_context = self._emulator_context
+        return copied
+
+    with_options = copy
+
 
 def openai_client(base_url: str, context: ssl.SSLContext, **kwargs: Any) -> openai.AsyncOpenAI:
     """A client for the emulator at ``base_url`` (``https://127.0.0.1:PORT``); ``kwargs`` go to

@@ -136,8 +136,17 @@ class RealtimeSession(ModelOutput):
         if isinstance(pcm, codec.EventError):
             await self._refused(raw, pcm)
             return
+        audio_input = self.config.audio.input if self.config.audio else None
+        audio_format = audio_input.format if audio_input else None
+        if audio_format is not None and audio_format.type in ("audio/pcmu", "audio/pcma"):
+            # G.711: 8 kHz, a byte a sample; its speech is not detected (commit by hand).
+            seconds = len(pcm) / 8000
+            self._buffered += seconds
+            self._audio_ms += seconds * 1000
+            return
         seconds = len(pcm) / 2 / codec.AUDIO_RATE
         self._buffered += seconds
+        chunk_start_ms = self._audio_ms
         self._audio_ms += seconds * 1000
         self._input_tokens += max(1, round(seconds * 10))
         was_silent = self.voice.speech == 0.0
@@ -145,16 +154,16 @@ class RealtimeSession(ModelOutput):
         if self._detection is None:
             return
         if was_silent and self.voice.speech > 0.0:
-            await self._speech_started()
+            await self._speech_started(chunk_start_ms)
         elif heard == "end_of_turn":
             await self._end_of_speech()
 
-    async def _speech_started(self) -> None:
+    async def _speech_started(self, start_ms: float) -> None:
         """Server VAD heard speech: say so, and cut the active response if it may."""
         self._speech_item = codec.new_id("item")
         started = codec.event(
             "input_audio_buffer.speech_started",
-            audio_start_ms=int(self._audio_ms),
+            audio_start_ms=int(start_ms),
             item_id=self._speech_item,
         )
         await self.send(started)

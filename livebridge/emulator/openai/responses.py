@@ -27,12 +27,15 @@ from livebridge.emulator.openai.checker import RealtimeChecker
 from livebridge.emulator.shared import ScenarioError, Shared, UserTurn
 from livebridge.emulator.voice import tone
 
-__all__ = ["FRAME_SECONDS", "MAX_WAITING_TURNS", "ModelOutput", "Origin"]
+__all__ = ["FRAME_SECONDS", "MAX_ITEMS", "MAX_WAITING_TURNS", "ModelOutput", "Origin"]
 
 #: Model audio goes out in frames of this many seconds, at real-time pace.
 FRAME_SECONDS = 0.04
 #: User turns the model has not taken yet, kept at most (the oldest goes first).
 MAX_WAITING_TURNS = 64
+#: Conversation items remembered for ``retrieve``/``truncate``/``delete``; past this the oldest
+#: is forgotten (asking for it then gets ``item_not_found``).
+MAX_ITEMS = 1024
 
 Origin = Literal["client", "server"]
 
@@ -56,6 +59,7 @@ class _Response:
     calls: list[str] = field(default_factory=list)
     message: _Message | None = None
     tokens: int = 0
+    ending: bool = False  # its response.done is on its way: nothing more goes in
 
 
 class ModelOutput(Connection):
@@ -125,11 +129,16 @@ class ModelOutput(Connection):
     async def send_error(self, error: codec.EventError, client_event_id: str | None) -> None:
         await self.send(codec.error_event(error, client_event_id))
 
+    def _remember(self, item: dict[str, Any]) -> None:
+        self._items[item["id"]] = item
+        while len(self._items) > MAX_ITEMS:
+            del self._items[next(iter(self._items))]
+
     async def _add_item(self, item: dict[str, Any]) -> dict[str, Any]:
         item = {"object": "realtime.item", "status": "completed", **item}
         item.setdefault("id", codec.new_id("item"))
         previous, self._last_item = self._last_item, item["id"]
-        self._items[item["id"]] = item
+        self._remember(item)
         for kind in ("conversation.item.added", "conversation.item.done"):
             await self.send(codec.event(kind, previous_item_id=previous, item=item))
         return item
@@ -179,10 +188,13 @@ class ModelOutput(Connection):
     async def end_response(
         self, status: Literal["completed", "cancelled", "incomplete"], *, reason: str | None = None
     ) -> None:
-        """End the active response with ``status`` (``response.done``)."""
+        """End the active response with ``status`` (``response.done``); it stays the active
+        one until then (a ``response.create`` meanwhile is refused), and ending it twice, from
+        the scenario and from a barge-in at once, sends one ``response.done``."""
         response = self.active
-        if response is None:
+        if response is None or response.ending:
             return
+        response.ending = True
         await self._close_message(response, "completed" if status == "completed" else "incomplete")
         self.active = None
         self.checker.end_response(response.id, status)
@@ -192,7 +204,7 @@ class ModelOutput(Connection):
 
     async def _response(self) -> _Response:
         """The active response; the model waits for one (it speaks only when asked)."""
-        await self.wait_until(lambda: self.active is not None)
+        await self.wait_until(lambda: self.active is not None and not self.active.ending)
         assert self.active is not None
         return self.active
 
@@ -200,7 +212,7 @@ class ModelOutput(Connection):
         index = len(response.output)
         item = {"object": "realtime.item", **item}
         response.output.append(item)
-        self._items[item["id"]] = item
+        self._remember(item)
         await self.send(
             codec.event(
                 "response.output_item.added", response_id=response.id, output_index=index, item=item
@@ -300,7 +312,7 @@ class ModelOutput(Connection):
         loop = asyncio.get_running_loop()
         start = loop.time()
         for index in range(max(1, round(seconds / FRAME_SECONDS))):
-            if self.active is not response:
+            if self.active is not response or response.ending:
                 return
             await self.send(
                 codec.event(
