@@ -42,7 +42,7 @@ from livebridge.errors import (
 )
 from livebridge.openai_wire import ServerEvent
 from livebridge.protocol import OpenAIRealtimeProtocol, ProtocolOptions
-from livebridge.protocol.openai import service_error
+from livebridge.protocol.openai_errors import service_error
 from livebridge.tools import ToolRegistry
 from livebridge.transport import MAX_MESSAGE_BYTES, ClientItem, TransportKind
 
