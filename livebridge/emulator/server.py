@@ -48,7 +48,6 @@ from livebridge.emulator.connection import EmulatedSession
 from livebridge.emulator.faults import Faults
 from livebridge.emulator.model import RuleModel
 from livebridge.emulator.openai import handshake
-from livebridge.emulator.openai.client import openai_client
 from livebridge.emulator.openai.connection import RealtimeSession
 from livebridge.emulator.scenario import Conversation, Scenario
 from livebridge.emulator.shared import ServiceOptions, Shared, TranscriptEntry
@@ -261,6 +260,12 @@ class Emulator:
             raise RuntimeError("the emulator is not running")
         if self.protocol != "openai":
             raise UsageError("this emulator speaks Gemini Live: use emu.client()")
+        try:  # the openai SDK is optional: only this client needs it
+            from livebridge.emulator.openai.client import openai_client
+        except ImportError as missing:
+            raise UsageError(
+                f"Emulator.openai_client needs the openai package ({missing}): pip install openai"
+            ) from None
         return openai_client(self.base_url, self._certificates.client_context(), **kwargs)
 
     def env(self) -> dict[str, str]:

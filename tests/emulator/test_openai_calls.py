@@ -259,3 +259,18 @@ async def test_calls_of_an_incomplete_response_are_not_to_be_answered() -> None:
             await until(conn, "conversation.item.done")
         assert kinds(emu) == [("answered_cancelled_call", "error")]
         assert "ended incomplete" in of_kind(emu, "answered_cancelled_call")[0].message
+
+
+async def test_a_call_the_client_could_not_act_on_before_closing_is_only_a_warning() -> None:
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        await conv.tool_call([("get_weather", {"city": "Oslo"})])
+        await conv.wait_until(lambda: False)  # the response never ends: no response.done
+
+    async with Emulator(scenario, protocol="openai") as emu:
+        async with emu.openai_client().realtime.connect(model=MODEL) as conn:
+            await configure(conn)
+            await ask(conn, "Weather in Oslo?")
+            await until(conn, "response.output_item.done")
+        assert kinds(emu) == [("unanswered_call", "warning")]
+        assert "crossed the client's close" in emu.violations[0].message

@@ -10,7 +10,8 @@ from livebridge.emulator import Violation
 from livebridge.emulator.openai.checker import REALTIME_SEVERITIES, RealtimeChecker, answer_payload
 from livebridge.errors import LocalProtocolError
 
-#: One step: ("issue", response, [call ids]) | ("done", response, status) | ("output", call id)
+#: One step: ("issue", response, [call ids]) | ("done", response, status) (read by the client)
+#: | ("unread", response, status) (its response.done crossed the close) | ("output", call id)
 #: | ("create", fresh_input, crossing_server) | ("auto",) | ("end", ending)
 Step = tuple[Any, ...]
 
@@ -23,6 +24,9 @@ def run(steps: list[Step]) -> list[tuple[str, str]]:
             case ("issue", response, ids):
                 checker.issue(response, [(i, "get_weather", {"city": i}) for i in ids])
             case ("done", response, status):
+                checker.end_response(response, status)
+                checker.read(response)  # the client answered the ping behind response.done
+            case ("unread", response, status):
                 checker.end_response(response, status)
             case ("output", call_id):
                 checker.on_output({"item": {"call_id": call_id}}, call_id, '{"output": 1}')
@@ -45,6 +49,10 @@ CASES: dict[str, tuple[list[Step], list[tuple[str, str]]]] = {
     "unanswered when the server closed": (
         [*BATCH, ("end", "server_close")],
         [("unanswered_call", "warning")] * 2,
+    ),
+    "unanswered, its response.done crossing the close": (
+        [("issue", "r1", ["a"]), ("unread", "r1", "completed"), CLOSE],
+        [("unanswered_call", "warning")],
     ),
     "a crash with calls pending": ([*BATCH, ("end", "client_crash")], [("client_crash", "error")]),
     "a second output": (

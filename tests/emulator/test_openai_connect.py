@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import ssl
+import subprocess
+import sys
 
 import pytest
 from openai.types.realtime import RealtimeErrorEvent, SessionCreatedEvent
@@ -180,3 +182,38 @@ async def test_past_max_items_the_oldest_item_is_forgotten(
         error = await until(conn, "error")
         assert isinstance(error, RealtimeErrorEvent)
         assert error.error.code == "item_not_found"
+
+
+#: Serves OpenAI Realtime with the ``openai`` package unimportable (it is not a dependency).
+WITHOUT_OPENAI = """
+import asyncio, json, ssl, sys
+sys.modules["openai"] = None  # import openai now raises ImportError
+from websockets.asyncio.client import connect
+from livebridge.emulator import Emulator
+from livebridge.errors import UsageError
+
+async def main():
+    async with Emulator(protocol="openai") as emu:
+        context = ssl.create_default_context(cafile=emu.ca_file)
+        uri = f"wss://127.0.0.1:{emu.port}/v1/realtime?model=gpt-realtime"
+        key = {"Authorization": "Bearer k"}
+        async with connect(uri, ssl=context, additional_headers=key) as ws:
+            print(json.loads(await ws.recv())["type"])
+        try:
+            emu.openai_client()
+        except UsageError as error:
+            print(error)
+
+asyncio.run(main())
+"""
+
+
+def test_the_emulator_serves_openai_without_the_openai_package() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_OPENAI], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    created, refused = result.stdout.splitlines()
+    assert created == "session.created"
+    assert refused.startswith("Emulator.openai_client needs the openai package")
+    assert refused.endswith(": pip install openai")

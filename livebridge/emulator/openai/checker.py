@@ -10,6 +10,7 @@ call's life reads the same on both vendors.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -107,6 +108,15 @@ class RealtimeChecker:
                     record.answer.parts[-1] if record.answer and record.answer.parts else None,
                     "warning",
                 )
+
+    def read(self, response_id: str) -> None:
+        """The client has read ``response.done`` of ``response_id`` (its pong to the ping sent
+        right behind it): from now on it can act on the response's calls."""
+        batch = self._batches.get(response_id)
+        now = time.monotonic()
+        for call_id in batch.ids if batch else []:
+            if self.calls[call_id].read_at is None:
+                self.calls[call_id].read_at = now
 
     def server_started(self) -> bool:
         """The server starts a response itself after a complete batch; True if one was due."""
@@ -216,7 +226,9 @@ class RealtimeChecker:
 
     def finish(self, ending: Ending) -> None:
         """The connection ended: open calls were never answered, complete batches never
-        continued. When the server closed, the client had no chance: warnings only."""
+        continued. When the server closed, or the calls' ``response.done`` crossed the
+        client's close (it never answered the ping behind it), the client had no chance:
+        warnings only."""
         pending = self.pending()
         if ending == "client_crash" and pending:
             names = ", ".join(f"{r.id} ({r.name})" for r in pending)
@@ -225,7 +237,11 @@ class RealtimeChecker:
         severity: Severity | None = "warning" if ending == "server_close" else None
         for record in pending:
             text = f"call {record.id} ({record.name}) never answered"
-            self.flag("unanswered_call", text, None, severity)
+            if severity is None and record.read_at is None:
+                text += ": its response.done crossed the client's close"
+                self.flag("unanswered_call", text, None, "warning")
+            else:
+                self.flag("unanswered_call", text, None, severity)
         for batch in self._batches.values():
             if self._complete(batch) and not batch.continued and not batch.moved_on:
                 self.flag(

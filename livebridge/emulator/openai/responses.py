@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import msgspec
 from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
 
 from livebridge import wire
 from livebridge.emulator.base import Connection
@@ -200,7 +202,16 @@ class ModelOutput(Connection):
         self.checker.end_response(response.id, status)
         done = self._response_object(response, status, reason)
         await self.send(codec.event("response.done", response=done))
+        if response.calls and status == "completed":
+            with contextlib.suppress(ConnectionClosed):  # the pong proves the client read it
+                pong = asyncio.ensure_future(await self.ws.ping())
+                pong.add_done_callback(lambda ack: self._read_by_client(ack, response.id))
         await self._changed()
+
+    def _read_by_client(self, ack: asyncio.Future[float], response_id: str) -> None:
+        if not ack.cancelled() and ack.exception() is None:
+            self.checker.read(response_id)
+            self.shared.notify()
 
     async def _response(self) -> _Response:
         """The active response; the model waits for one (it speaks only when asked)."""
