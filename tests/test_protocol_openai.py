@@ -222,6 +222,17 @@ def test_response_create_waits_for_a_response_in_progress() -> None:
     assert sent_kinds(protocol) == ["response.create"]
 
 
+def test_a_response_the_server_starts_after_the_outputs_answers_them() -> None:
+    protocol = opened()
+    response(protocol, "resp_1", "c1")
+    protocol.settled(ok("c1"))
+    item = protocol.next_item(2.0)
+    assert isinstance(item, Outgoing)
+    protocol.sent(item, 2.0)
+    protocol.receive(event(type="response.created", response={"id": "resp_2"}), 2.1)
+    assert protocol.idle and sent_kinds(protocol) == []  # no second continuation
+
+
 def test_active_response_error_is_tolerated_and_counted() -> None:
     protocol = opened()
     error = {

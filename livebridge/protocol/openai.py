@@ -20,10 +20,11 @@ differs, and why:
   and a streaming handler's items are collected into its one output.
 - **Active responses.** ``response.create`` is held while a response is in progress (between
   ``response.created`` and ``response.done``) and sent once it is done, so the model answers the
-  outputs in a response of its own. If the server refuses it anyway with
-  ``conversation_already_has_active_response`` (a response began that we had not yet seen), the
-  error is logged and counted (``active_response_errors``) and the session goes on: the outputs
-  are in the conversation, and the running response or the next one sees them.
+  outputs in a response of its own; a response the server starts after the outputs went out
+  (and before the ``response.create`` did) answers them, and none is sent. If the server refuses
+  it anyway with ``conversation_already_has_active_response`` (a response began that we had
+  not yet seen), the error is logged and counted (``active_response_errors``) and the session
+  goes on: the outputs are in the conversation, and the running response or the next sees them.
 - **Turns.** ``TurnComplete`` comes with a ``response.done`` that ends the model's turn: not
   with one that completed with function calls (the model goes on in a new response once the
   outputs are in, as a Gemini turn goes on after ``toolResponse``).
@@ -291,6 +292,9 @@ class OpenAIRealtimeProtocol:
     def _on_response_created(self, event: ServerEvent, now: float, out: list[Output]) -> None:
         if event.response is not None and event.response.id:
             self._active = event.response.id
+        if self._create_owed:  # begun after the outputs went out: it answers them already
+            log.info("the server started a response after the outputs; no response.create")
+            self._create_owed = False
 
     def _on_item(self, event: ServerEvent, now: float, out: list[Output]) -> None:
         item = event.item
