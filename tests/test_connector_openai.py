@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 
 import openai
 import pytest
@@ -129,3 +131,14 @@ async def test_the_api_key_never_reaches_a_log_line(caplog: pytest.LogCaptureFix
     text = "\n".join(record.getMessage() for record in caplog.records)
     assert "Authorization" in text or "authorization" in text  # the handshake was logged
     assert secret not in text
+
+
+def test_the_shell_loads_no_sdk_until_a_client_needs_one() -> None:
+    code = (
+        "import sys, livebridge.session, livebridge.connectors, livebridge.protocol\n"
+        "print(sorted(m for m in ('openai', 'google.genai') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == "[]"
