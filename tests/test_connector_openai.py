@@ -77,6 +77,13 @@ async def test_a_wrong_model_fails_the_connect_with_a_clear_error() -> None:
                 pass
 
 
+async def test_an_unreachable_service_fails_the_connect_with_a_clear_error() -> None:
+    client = openai.AsyncOpenAI(api_key=FAKE_KEY, base_url="https://127.0.0.1:1/v1")  # no one
+    with pytest.raises(livebridge.ConnectionLostError, match=r"Could not open.*OPENAI_BASE_URL"):
+        async with LiveSession.connect(client, model=MODEL, tools=registry()):
+            pass
+
+
 async def test_a_refused_session_config_fails_the_connect_and_says_what_was_wrong() -> None:
     async with Emulator(protocol="openai") as emu:
         config = {"output_modalities": ["smell"]}

@@ -233,9 +233,14 @@ class OpenAIRealtimeProtocol:
         self._responses.clear()
         self._active = None
         self._create_owed = False
-        if not self._opened:
-            lost = ConnectionLostError(f"the first connection closed at once ({decision.reason})")
-            return Finish(Closed("the first connection failed", cause or lost))
+        if not self._opened:  # nothing was lost yet: say why connecting failed
+            lost = ConnectionLostError(
+                f"Could not open an OpenAI Realtime session ({code}: {reason or 'no reason'}). "
+                "Check the network path and the base URL (OPENAI_BASE_URL).",
+                code=code,
+                reason=reason,
+            )
+            return Finish(Closed("the first connection failed", error or lost))
         self.connection.move("lost")
         if decision.action == "end":
             text = f"session ended: {cause}" if cause else "the service closed the session"
