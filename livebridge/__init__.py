@@ -1,4 +1,4 @@
-"""livebridge: Gemini Live API sessions in production, every tool call answered exactly once.
+"""livebridge: Gemini Live and OpenAI Realtime sessions, every tool call answered exactly once.
 
 Importing the package is light: each name below is loaded from its module on first use, so
 ``import livebridge`` loads no SDK, websockets or Prometheus code until a name needs it.
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         RecordingError,
         RemoteProtocolError,
         ServerError,
+        ServiceReportedError,
         SessionClosedError,
         SessionNotFoundError,
         ToolError,
@@ -67,6 +68,7 @@ _HOMES: dict[str, str] = {
             "RecordingError",
             "RemoteProtocolError",
             "ServerError",
+            "ServiceReportedError",
             "SessionClosedError",
             "SessionNotFoundError",
             "ToolError",
@@ -110,6 +112,7 @@ __all__ = [
     "RemoteProtocolError",
     "Result",
     "ServerError",
+    "ServiceReportedError",
     "SessionClosedError",
     "SessionNotFoundError",
     "SessionOptions",

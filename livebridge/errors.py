@@ -13,7 +13,8 @@ session's end. Each message says what happened and what to do::
     │   └── RecordingError            a session recording that is truncated, corrupt or too new
     ├── RemoteProtocolError           the server sent something livebridge cannot accept
     │   ├── MalformedMessageError     a frame that does not decode as a Live message
-    │   └── FrameTooLargeError        a frame over the client's size limit
+    │   ├── FrameTooLargeError        a frame over the client's size limit
+    │   └── ServiceReportedError      an ``error`` event (OpenAI Realtime): reported, not fatal
     ├── TransportClosed               one connection ended (close code, reason): the session
     │                                 decides whether to resume (``resume.classify_close``)
     └── LiveSessionError              the Live session ended against the app's wish
@@ -48,6 +49,7 @@ __all__ = [
     "RecordingError",
     "RemoteProtocolError",
     "ServerError",
+    "ServiceReportedError",
     "SessionClosedError",
     "SessionNotFoundError",
     "ToolError",
@@ -115,6 +117,26 @@ class FrameTooLargeError(RemoteProtocolError):
         super().__init__(message)
         self.size = size
         self.limit = limit
+
+
+class ServiceReportedError(RemoteProtocolError):
+    """The service reported an error in an ``error`` event and kept the session open.
+
+    ``type``, ``code`` and ``param`` are the event's; the message says what to do about it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        type: str | None = None,
+        code: str | None = None,
+        param: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.type = type
+        self.code = code
+        self.param = param
 
 
 class TransportClosed(LivebridgeError):

@@ -16,6 +16,7 @@ __all__ = [
     "KEPT",
     "AudioOut",
     "Closed",
+    "ErrorReported",
     "EventBuffer",
     "EventsDropped",
     "GoAway",
@@ -115,12 +116,22 @@ class Resumed:
     """The session continues on a new connection; ``orphaned`` lists calls it could not carry.
 
     ``error`` says what ended the previous connection when it was not a planned switch-over
-    (e.g. a ``FrameTooLargeError`` naming the size of the frame that was lost).
+    (e.g. a ``FrameTooLargeError`` naming the size of the frame that was lost). ``fresh``: the
+    vendor cannot resume (OpenAI Realtime), so the new connection starts an empty conversation:
+    send again what the model must know.
     """
 
     reason: str
     orphaned: Sequence[str] = field(default_factory=tuple)
     error: Exception | None = None
+    fresh: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorReported:
+    """The service reported an error and the session goes on (OpenAI Realtime ``error``)."""
+
+    error: Exception
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +160,7 @@ SessionEvent: TypeAlias = (
     | ToolCallSettled
     | GoAway
     | Resumed
+    | ErrorReported
     | Closed
     | EventsDropped
 )

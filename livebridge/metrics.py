@@ -103,6 +103,29 @@ MESSAGE_KINDS = frozenset(
         "sessionResumptionUpdate",
         "voiceActivityDetectionSignal",
         "voiceActivity",
+        # OpenAI Realtime event types, client → server
+        "input_audio_buffer.append",
+        "input_audio_buffer.commit",
+        "conversation.item.create",
+        "response.create",
+        # server → client
+        "session.created",
+        "session.updated",
+        "response.created",
+        "response.done",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.output_audio.delta",
+        "response.output_text.delta",
+        "response.output_audio_transcript.delta",
+        "input_audio_buffer.speech_started",
+        "input_audio_buffer.speech_stopped",
+        "conversation.item.added",
+        "conversation.item.done",
+        "error",
+        "error.conversation_already_has_active_response",
     }
 )
 
@@ -206,7 +229,7 @@ class PrometheusObserver:
         )
         self.messages = Counter(
             "livebridge_messages",
-            "Live API wire messages by direction and top-level type.",
+            "Live wire messages by direction and type (Gemini field, OpenAI event type).",
             ["direction", "type"],
             registry=r,
         )
@@ -241,7 +264,8 @@ class PrometheusObserver:
             case Reconnected():
                 self.reconnects.labels(_bounded(event.reason, RECONNECT_REASONS)).inc()
             case MessageSeen():
-                kind = _bounded(_camel(event.kind), MESSAGE_KINDS)
+                kind = event.kind if "." in event.kind else _camel(event.kind)  # OpenAI's as is
+                kind = _bounded(kind, MESSAGE_KINDS)
                 self.messages.labels(event.direction, kind).inc(event.count)
 
     def function_label(self, name: str, *, known: bool = True) -> str:

@@ -316,7 +316,7 @@ class _RecordingTransport:
 
     async def recv(self) -> wire.ServerMessage:
         try:
-            message = await self._inner.recv()
+            message: wire.ServerMessage = await self._inner.recv()
         except MalformedMessageError as exc:
             self._writer.malformed(str(exc))
             raise

@@ -22,16 +22,15 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, assert_never
+from dataclasses import replace
+from typing import Any, assert_never
 
 import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup, TaskStatus
 
-from livebridge import resume
 from livebridge.calls import Call, Outcome, Partial
-from livebridge.connectors import Connector
+from livebridge.connectors import Connector, connector_for
 from livebridge.dispatch import CallPolicy, Dispatcher
 from livebridge.errors import (
     MalformedMessageError,
@@ -40,27 +39,21 @@ from livebridge.errors import (
     UsageError,
 )
 from livebridge.events import DROPPABLE, Closed, EventBuffer, SessionEvent
-from livebridge.ledger import Outgoing
 from livebridge.observe import Observer, emit
+from livebridge.options import SessionOptions
 from livebridge.protocol import (
     AudioPolicy,
     CancelCalls,
     Finish,
     Notify,
     Output,
-    ProtocolOptions,
     RunCalls,
     SwitchConnection,
 )
 from livebridge.record import RecordingConnector
 from livebridge.tools import ToolRegistry
-from livebridge.transport import Audio, ClientItem, Signal, Text, ToolAnswers, Transport
-from livebridge.transport import TransportKind as TransportKind
+from livebridge.transport import Audio, ClientItem, Signal, Text, Transport
 from livebridge.wakeup import Wakeup
-
-if TYPE_CHECKING:
-    from google import genai
-    from google.genai import types
 
 __all__ = ["AudioPolicy", "LiveSession", "SessionOptions"]
 
@@ -73,48 +66,6 @@ _ARRIVAL_TURNS = 3
 
 #: After the grace period, how long cancelled handlers get to unwind and have their answers sent.
 _CANCEL_FLUSH_SECONDS = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class SessionOptions:
-    """How a ``LiveSession`` behaves; every default is the safe one.
-
-    ``audio_during_blocking`` decides what happens to microphone audio sent while a BLOCKING call
-    waits for its answer. ``"hold"`` (default) keeps up to ``held_audio_seconds`` of it and sends
-    it right after the answer: nothing is lost and the service is never sent audio during a
-    pending blocking call (reported to abort the session with 1008). ``"send"`` streams it
-    anyway (barge-in keeps working), ``"drop"`` discards it.
-
-    ``outbox_bytes`` bounds the input waiting for the socket: past it ``send_*`` waits until the
-    writer catches up. ``tls_read_buffer`` replaces asyncio's 256 KiB per-connection TLS read
-    buffer (0 keeps it). ``record`` writes every frame of every connection to that path
-    (``livebridge.record``; ``.gz`` compresses), audio reduced to its length unless
-    ``record_audio="keep"``, tool arguments and results through the ``TraceObserver``'s ``redact``.
-    ``record_max_bytes`` bounds the recording: at the bound it ends with a ``truncated`` line.
-    """
-
-    transport: TransportKind = "wire"
-    audio_during_blocking: AudioPolicy = "hold"
-    held_audio_seconds: float = 10.0
-    outbox_bytes: int = 1024 * 1024
-    event_capacity: int = 1024
-    shutdown_grace: float = 5.0
-    reconnect_attempts: int = 5
-    go_away_margin: float = 1.0
-    keepalive: dict[str, float] = field(default_factory=resume.keepalive_settings)
-    tls_read_buffer: int = 8 * 1024
-    record: str | None = None
-    record_audio: Literal["keep", "length"] = "length"
-    record_max_bytes: int = 256 * 1024 * 1024
-
-    def protocol_options(self) -> ProtocolOptions:
-        return ProtocolOptions(
-            audio_during_blocking=self.audio_during_blocking,
-            held_audio_seconds=self.held_audio_seconds,
-            outbox_bytes=self.outbox_bytes,
-            reconnect_attempts=self.reconnect_attempts,
-            go_away_margin=self.go_away_margin,
-        )
 
 
 class LiveSession:
@@ -146,26 +97,28 @@ class LiveSession:
 
     def __init__(
         self,
-        client: genai.Client | None = None,
+        client: Any = None,
         *,
         model: str = "",
         tools: ToolRegistry,
-        config: types.LiveConnectConfigOrDict | None = None,
+        config: Any = None,
         policy: CallPolicy | None = None,
         observers: Sequence[Observer] = (),
         options: SessionOptions | None = None,
         clock: Callable[[], float] = time.monotonic,
         connector: Connector | None = None,
     ) -> None:
-        """Give a ``client`` and ``model`` (Gemini Live), or a ``connector`` for any other."""
+        """Give a ``client`` (``genai.Client`` or ``openai.AsyncOpenAI``) and ``model``, or a
+        ``connector`` for any other; ``config`` is the vendor's (``connectors.connector_for``)."""
         self.options = options or SessionOptions()
         self.tools = tools
         if connector is None:
             if client is None or not model:
-                raise UsageError("LiveSession needs a genai.Client and a model, or a connector")
-            from livebridge.connectors.gemini import GeminiConnector
-
-            connector = GeminiConnector(
+                raise UsageError(
+                    "LiveSession needs a client (genai.Client or openai.AsyncOpenAI) and a "
+                    "model, or a connector"
+                )
+            connector = connector_for(
                 client,
                 model=model,
                 tools=tools,
@@ -174,9 +127,6 @@ class LiveSession:
                 keepalive=self.options.keepalive,
                 tls_read_buffer=self.options.tls_read_buffer,
             )
-        if self.options.record is not None:
-            connector = RecordingConnector.to_file(connector, self.options, observers)
-        self._connector = connector
         self._observers = tuple(observers)
         self._clock = clock
         self._policy = policy or CallPolicy()
@@ -185,6 +135,13 @@ class LiveSession:
             replace(self.options.protocol_options(), max_frame_bytes=self._policy.max_frame_bytes),
             observed=bool(self._observers),
         )
+        if self.options.record is not None:
+            if self._protocol.vendor != "gemini":
+                raise UsageError(
+                    f"recording (SessionOptions.record) is Gemini-only, not {self._protocol.vendor}"
+                )
+            connector = RecordingConnector.to_file(connector, self.options, observers)
+        self._connector = connector
         self._dispatcher: Dispatcher | None = None
         self._events = EventBuffer(self.options.event_capacity)
         self._wake = Wakeup()
@@ -215,11 +172,11 @@ class LiveSession:
     @asynccontextmanager
     async def connect(
         cls,
-        client: genai.Client | None = None,
+        client: Any = None,
         *,
         model: str = "",
         tools: ToolRegistry,
-        config: types.LiveConnectConfigOrDict | None = None,
+        config: Any = None,
         policy: CallPolicy | None = None,
         observers: Sequence[Observer] = (),
         options: SessionOptions | None = None,
@@ -287,11 +244,15 @@ class LiveSession:
     # -- app-facing API ----------------------------------------------------------------------
 
     async def send_text(self, text: str) -> None:
-        """Send a user text turn (``realtimeInput.text``, accepted by every Live model)."""
+        """Send a user text turn (Gemini ``realtimeInput.text``; OpenAI a user message and
+        ``response.create``)."""
         await self._enqueue(Text(text))
 
-    async def send_audio(self, pcm16: bytes, rate: int = 16_000) -> None:
+    async def send_audio(self, pcm16: bytes, rate: int | None = None) -> None:
         """Send microphone audio: 16-bit little-endian mono PCM at ``rate`` Hz.
+
+        ``None`` is the vendor's rate: 16 kHz for Gemini (which takes any rate), 24 kHz for
+        OpenAI (which takes only that one: another raises ``ValueError``; resample first).
 
         When nothing else is queued and no call is pending, the frame goes straight onto the
         socket from the caller's task (waiting only if the socket is backed up); otherwise it
@@ -299,7 +260,7 @@ class LiveSession:
         """
         if len(pcm16) % 2:
             raise ValueError("16-bit PCM must have an even number of bytes")
-        audio = Audio(bytes(pcm16), rate)
+        audio = Audio(bytes(pcm16), self._protocol.input_rate(rate))
         transport = self._transport
         if transport is None or self._writing or not self._accepting:
             await self._enqueue(audio)
@@ -457,13 +418,14 @@ class LiveSession:
             except MalformedMessageError as exc:
                 log.warning("skipped a malformed server message: %s", exc)
                 continue
+            handle = protocol.handle
             try:
                 out = protocol.receive(message, self._clock())
             except Exception:
                 log.exception("could not handle a server message; the session goes on")
                 continue
             self._apply(out, connection)
-            if message.session_resumption_update is not None:
+            if protocol.handle != handle:
                 self._wake.set()  # a new handle may let a pending switch-over go
 
     async def _write(self, transport: Transport) -> None:
@@ -478,12 +440,9 @@ class LiveSession:
                 continue
             self._writing = True
             try:
-                await transport.send(
-                    ToolAnswers(item.function_responses) if isinstance(item, Outgoing) else item
-                )
+                await transport.send(protocol.frame(item))
             except TransportClosed:
-                if not isinstance(item, Outgoing):  # the ledger requeues its own answers
-                    protocol.outbox.push_front(item)
+                protocol.unsent(item)
                 raise
             finally:
                 self._writing = False
@@ -506,10 +465,10 @@ class LiveSession:
                 continue
             changed = True
             match output:
-                case RunCalls(calls=calls, turn=turn, refuse=refuse):
+                case RunCalls(calls=calls, turn=turn, refuse=refuse, partials=partials):
                     assert self._tg is not None
                     self._batches += 1
-                    self._tg.start_soon(self._run_batch, calls, turn, refuse)
+                    self._tg.start_soon(self._run_batch, calls, turn, refuse, partials)
                 case CancelCalls(call_ids=ids):
                     self._cancel(ids)
                 case Notify(event=event):
@@ -522,14 +481,16 @@ class LiveSession:
         if changed:
             self._wake.set()
 
-    async def _run_batch(self, calls: Sequence[Call], turn: int, refuse: bool) -> None:
+    async def _run_batch(
+        self, calls: Sequence[Call], turn: int, refuse: bool, partials: bool
+    ) -> None:
         try:
             assert self._dispatcher is not None
             await self._dispatcher.run(
                 calls,
                 turn=turn,
                 on_settled=self._on_settled,
-                on_partial=self._on_partial,
+                on_partial=self._on_partial if partials else None,
                 refuse=refuse,
             )
         finally:

@@ -1,7 +1,9 @@
 """The narrow seam between a session and one Live connection, free of any SDK or socket code.
 
-A session receives only ``wire.ServerMessage``s and sends the few ``ClientItem``s below, so the
-socket work behind a ``Transport`` can be swapped (``livebridge.connectors`` builds them). Every
+A session receives decoded server messages it never looks into (the connector's protocol reads
+them: ``wire.ServerMessage`` for Gemini, ``openai_wire.ServerEvent`` for OpenAI) and sends the
+few ``ClientItem``s below, so the socket work behind a ``Transport`` can be swapped
+(``livebridge.connectors`` builds them). Every
 way a connection ends surfaces as ``TransportClosed(code, reason)``; a frame that does not decode
 surfaces as ``MalformedMessageError`` and the connection goes on (both from ``livebridge.errors``,
 re-exported here as part of the seam).
@@ -25,6 +27,7 @@ __all__ = [
     "Audio",
     "ClientItem",
     "ClientKind",
+    "Frames",
     "MalformedMessageError",
     "Signal",
     "Text",
@@ -90,13 +93,22 @@ class ToolAnswers:
     responses: Sequence[dict[str, Any]]
 
 
-ClientItem: TypeAlias = Audio | Text | Signal | ToolAnswers
+@dataclass(frozen=True, slots=True)
+class Frames:
+    """Messages a vendor's protocol composed (OpenAI's answers, ``response.create``), each sent
+    as its own frame, in order. ``kind`` names them in metrics. Never queued in the outbox."""
+
+    messages: Sequence[dict[str, Any]]
+    kind: str
+
+
+ClientItem: TypeAlias = Audio | Text | Signal | ToolAnswers | Frames
 #: The top-level field a client item is sent as.
 ClientKind = Literal["toolResponse", "realtimeInput"]
 
 
 def message_kind(item: ClientItem) -> ClientKind:
-    """The top-level field name the item is sent as (for metrics)."""
+    """The top-level field name the item is sent as on Gemini Live (for metrics)."""
     return "toolResponse" if isinstance(item, ToolAnswers) else "realtimeInput"
 
 
@@ -105,8 +117,9 @@ class Transport(Protocol):
 
     session_id: str | None
 
-    async def recv(self) -> wire.ServerMessage:
-        """The next server message; raises ``TransportClosed`` or ``MalformedMessageError``."""
+    async def recv(self) -> Any:
+        """The next decoded server message, for the connector's protocol to read; raises
+        ``TransportClosed`` or ``MalformedMessageError``."""
         ...
 
     async def send(self, item: ClientItem) -> None:
@@ -140,7 +153,9 @@ _SIGNALS: dict[str, bytes] = {
 
 
 def encode_client(item: ClientItem) -> bytes:
-    """The JSON frame for ``item``, in the camelCase the service documents."""
+    """The Gemini Live JSON frame for ``item``, in the camelCase the service documents."""
+    if isinstance(item, Frames):
+        raise TypeError("Gemini Live sends no vendor frames; Frames come from another protocol")
     if isinstance(item, Audio):
         blob = _AudioBlob(mime_type=f"audio/pcm;rate={item.rate}", data=item.pcm)
         return wire.encode(_AudioMessage(_RealtimeAudio(blob)))

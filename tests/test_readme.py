@@ -67,7 +67,15 @@ def offline_environment(**extra: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE")
+        if k
+        not in (
+            "GEMINI_API_KEY",
+            "GOOGLE_API_KEY",
+            "GOOGLE_GEMINI_BASE_URL",
+            "SSL_CERT_FILE",
+            "OPENAI_API_KEY",
+            "OPENAI_BASE_URL",
+        )
     }
     return env | extra
 
@@ -99,6 +107,7 @@ async def emulator() -> AsyncIterator[Emulator]:
 def test_every_block_has_a_way_to_run() -> None:
     known = {
         "Quickstart",
+        "Two vendors, one registry",
         "Metrics and dashboard",
         "Answering a Gemini generate_content turn",
         "Test your own Live app offline",
@@ -116,6 +125,15 @@ async def test_quickstart(emulator: Emulator, tmp_path: Path) -> None:
     assert out.count("[get_weather: ok in") >= 2
     assert "Paris: " in out and "Rome: " in out
     assert emulator.violations == []
+
+
+@pytest.mark.parametrize("vendor", ["gemini", "openai"])
+async def test_two_vendors_one_registry(vendor: str, tmp_path: Path) -> None:
+    async with Emulator(protocol="openai" if vendor == "openai" else "gemini") as emu:
+        env = offline_environment(**emu.env(), LIVE_VENDOR=vendor)
+        out = run_python(block("Two vendors, one registry"), env, tmp_path)
+        assert "[get_weather: ok]" in out and "sunny" in out
+        assert [v for v in emu.violations if v.severity == "error"] == []
 
 
 def quickstart_tools() -> str:

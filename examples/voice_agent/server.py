@@ -1,4 +1,4 @@
-"""A voice-agent backend: browser microphone ↔ livebridge ↔ Gemini Live.
+"""A voice-agent backend: browser microphone ↔ livebridge ↔ Gemini Live or OpenAI Realtime.
 
 One process serves the web page and a WebSocket endpoint (``/ws``). Each browser client gets its
 own ``LiveSession``. Binary frames carry 16-bit mono PCM (16 kHz from the browser, 24 kHz to it);
@@ -11,6 +11,11 @@ can drive a conversation and the tools on the server's key.
 
     python examples/voice_agent/server.py --emulator     # fully offline, against the emulator
     GEMINI_API_KEY=... python examples/voice_agent/server.py
+    python examples/voice_agent/server.py --vendor openai --emulator   # the same, OpenAI Realtime
+    OPENAI_API_KEY=... python examples/voice_agent/server.py --vendor openai
+
+The tools, the page and the metrics are the same for both vendors; only the client, the model
+and the session config differ (OpenAI audio is resampled from the page's 16 kHz to 24 kHz).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from google import genai
 from google.genai import types
 from guards import TextRateLimit, same_or_allowed_origin  # the files beside this one
 from prometheus_client import CollectorRegistry
+from resample import upsample_16k_to_24k
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
@@ -73,7 +79,10 @@ PAGES = {"/": "index.html", "/index.html": "index.html", "/favicon.ico": "favico
 }
 INPUT_RATE = 16_000
 OUTPUT_RATE = 24_000
-DEFAULT_MODEL = "gemini-2.5-flash-native-audio-preview-09-2025"
+DEFAULT_MODELS = {
+    "gemini": "gemini-2.5-flash-native-audio-preview-09-2025",
+    "openai": "gpt-realtime",
+}
 SYSTEM_INSTRUCTION = (
     "You are a friendly voice assistant. Answer briefly. Use get_weather and get_time for "
     "questions about a city, and find_events when the user wants something to do there."
@@ -152,7 +161,7 @@ class Stats:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    model: str = DEFAULT_MODEL
+    model: str = DEFAULT_MODELS["gemini"]
     max_sessions: int = 100
     max_frame_bytes: int = 64 * 1024
     max_bad_frames: int = 20
@@ -173,24 +182,37 @@ class VoiceAgentServer:
 
     def __init__(
         self,
-        client: genai.Client,
+        client: Any,
         settings: Settings,
         *,
         registry: CollectorRegistry | None = None,
         violations: list[Any] | None = None,
+        vendor: str = "gemini",
     ) -> None:
-        self.client = client
+        self.client = client  # a genai.Client or an openai.AsyncOpenAI
+        self.vendor = vendor
         self.settings = settings
         self.stats = Stats()
         self.registry = registry or CollectorRegistry()
         self.observer = PrometheusObserver(self.registry, functions=tools.names())
         self._violations = violations
-        self.config = types.LiveConnectConfig(
+        self.config: Any = types.LiveConnectConfig(
             response_modalities=[types.Modality.AUDIO],
             input_audio_transcription=types.AudioTranscriptionConfig(),
             output_audio_transcription=types.AudioTranscriptionConfig(),
             system_instruction=SYSTEM_INSTRUCTION,
         )
+        if vendor == "openai":  # the same, as session.update fields
+            self.config = {
+                "instructions": SYSTEM_INSTRUCTION,
+                "output_modalities": ["audio"],
+                "audio": {
+                    "input": {
+                        "turn_detection": {"type": "server_vad"},
+                        "transcription": {"model": "gpt-4o-mini-transcribe"},
+                    }
+                },
+            }
 
     def stats_json(self) -> dict[str, Any]:
         """The counters, plus the emulator's contract violations when it runs in-process."""
@@ -322,7 +344,10 @@ class VoiceAgentServer:
             if len(frame) % 2:
                 return "Audio frames must be 16-bit PCM: an even number of bytes."
             self.stats.audio_bytes_in += len(frame)
-            await session.send_audio(frame, rate=INPUT_RATE)
+            if self.vendor == "openai":
+                await session.send_audio(upsample_16k_to_24k(frame))  # 24 kHz only
+            else:
+                await session.send_audio(frame, rate=INPUT_RATE)
             return None
         try:
             message = json.loads(frame)
@@ -459,7 +484,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--metrics-port", type=int, default=9464, help="Prometheus port (0: any free)"
     )
-    parser.add_argument("--model", default=DEFAULT_MODEL, help="Live model name")
+    parser.add_argument(
+        "--vendor", choices=tuple(DEFAULT_MODELS), default="gemini", help="the Live API to use"
+    )
+    parser.add_argument("--model", help="model name (default: the vendor's, see DEFAULT_MODELS)")
     parser.add_argument(
         "--max-sessions", type=int, default=100, help="concurrent conversations allowed"
     )
@@ -490,15 +518,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def run(args: argparse.Namespace) -> None:
     settings = Settings(
-        model=args.model,
+        model=args.model or DEFAULT_MODELS[args.vendor],
         max_sessions=args.max_sessions,
         max_frame_bytes=args.max_frame_bytes,
         allowed_origins=frozenset(origin.rstrip("/") for origin in args.allow_origin),
         text_rate=args.text_rate,
         text_burst=args.text_burst,
     )
-    async with live_client(args.emulator) as (client, violations):
-        agent = VoiceAgentServer(client, settings, violations=violations)
+    async with live_client(args.emulator, args.vendor) as (client, violations):
+        agent = VoiceAgentServer(client, settings, violations=violations, vendor=args.vendor)
         metrics = serve_metrics(args.metrics_port, host=args.host, registry=agent.registry)
         try:
             async with serve(
@@ -522,12 +550,27 @@ async def run(args: argparse.Namespace) -> None:
 
 
 @asynccontextmanager
-async def live_client(offline: bool) -> AsyncIterator[tuple[genai.Client, list[Any] | None]]:
+async def live_client(
+    offline: bool, vendor: str = "gemini"
+) -> AsyncIterator[tuple[Any, list[Any] | None]]:
     """The Live client and the list of contract violations (the in-process emulator's, offline).
 
-    Online, the client reads ``GEMINI_API_KEY`` from the environment and there is no checker.
-    Either way its websockets use ``client_args()``: one process holds many sessions.
+    Online, the client reads ``GEMINI_API_KEY`` (``OPENAI_API_KEY``) from the environment and
+    there is no checker. Gemini websockets use ``client_args()``: one process, many sessions.
     """
+    if vendor == "openai":
+        import openai
+
+        if not offline:
+            if not os.environ.get("OPENAI_API_KEY"):
+                raise SystemExit("Set OPENAI_API_KEY (or run with --emulator to stay offline).")
+            yield openai.AsyncOpenAI(), None
+            return
+        from livebridge.emulator import Emulator
+
+        async with Emulator(protocol="openai") as emulator:
+            yield emulator.openai_client(), emulator.violations
+        return
     if not offline:
         if not (os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")):
             raise SystemExit("Set GEMINI_API_KEY (or run with --emulator to stay offline).")

@@ -2,24 +2,28 @@
 
 A ``Connector`` turns a resumption handle into an open ``Transport`` and builds the protocol that
 understands its messages; the session shell asks it for a connection whenever it (re)connects and
-never sees an SDK. A second vendor or a shared
-handle store is a new connector (or a wrapper around one), not an edit of the session.
-``GeminiConnector`` is imported on first use, so this package loads no SDK by itself.
+never sees an SDK. A second vendor or a shared handle store is a new connector (or a wrapper
+around one), not an edit of the session. ``connector_for`` picks the vendor from the client's
+type. ``GeminiConnector`` and ``OpenAIConnector`` are imported on first use, so this package loads
+no SDK by itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from livebridge.errors import UsageError
 from livebridge.protocol.base import LiveProtocol, ProtocolOptions
 from livebridge.tools import ToolRegistry
-from livebridge.transport import Transport
+from livebridge.transport import Transport, TransportKind
 
 if TYPE_CHECKING:
     from livebridge.connectors.gemini import GeminiConnector
+    from livebridge.connectors.openai import OpenAIConnector
 
-__all__ = ["Connector", "GeminiConnector"]
+__all__ = ["Connector", "GeminiConnector", "OpenAIConnector", "connector_for", "vendor_of"]
 
 
 class Connector(Protocol):
@@ -39,9 +43,82 @@ class Connector(Protocol):
         ...
 
 
+def vendor_of(client: Any) -> str | None:
+    """``"gemini"`` for a ``genai.Client``, ``"openai"`` for an ``openai.AsyncOpenAI`` (or a
+    subclass), else None. Reads the class's module: neither SDK is imported to tell."""
+    for cls in type(client).__mro__:
+        package = cls.__module__.split(".", 1)[0]
+        if package == "openai" and cls.__name__ in ("AsyncOpenAI", "AsyncAzureOpenAI"):
+            return "openai"
+        if package == "openai" and cls.__name__ in ("OpenAI", "AzureOpenAI"):
+            raise UsageError(
+                f"LiveSession needs openai.AsyncOpenAI, not openai.{cls.__name__}: the realtime "
+                "connection is asynchronous"
+            )
+        if cls.__module__.startswith("google.genai") and cls.__name__ == "Client":
+            return "gemini"
+    return None
+
+
+def connector_for(
+    client: Any,
+    *,
+    model: str,
+    tools: ToolRegistry,
+    config: Any = None,
+    transport: TransportKind = "wire",
+    keepalive: Mapping[str, float] | None = None,
+    tls_read_buffer: int = 8 * 1024,
+) -> Connector:
+    """The connector for ``client``'s vendor.
+
+    ``config`` is the vendor's own: a ``LiveConnectConfig`` (or dict) for Gemini, a
+    ``session.update`` session dict for OpenAI (merged over livebridge's defaults).
+    """
+    vendor = vendor_of(client)
+    if vendor == "gemini":
+        from livebridge.connectors.gemini import GeminiConnector
+
+        return GeminiConnector(
+            client,
+            model=model,
+            tools=tools,
+            config=config,
+            transport=transport,
+            keepalive=keepalive,
+            tls_read_buffer=tls_read_buffer,
+        )
+    if vendor == "openai":
+        from livebridge.connectors.openai import OpenAIConnector
+
+        if config is not None and not isinstance(config, Mapping):
+            raise UsageError(
+                f"OpenAI Realtime takes config as a dict of session fields (session.update), "
+                f"not {type(config).__name__}"
+            )
+        return OpenAIConnector(
+            client,
+            model=model,
+            tools=tools,
+            config=config,
+            transport=transport,
+            keepalive=keepalive,
+            tls_read_buffer=tls_read_buffer,
+        )
+    raise UsageError(
+        f"LiveSession cannot tell the vendor of a {type(client).__module__}."
+        f"{type(client).__name__}: pass a google.genai.Client or an openai.AsyncOpenAI, "
+        "or a connector"
+    )
+
+
 def __getattr__(name: str) -> Any:
     if name == "GeminiConnector":
         from livebridge.connectors.gemini import GeminiConnector
 
         return GeminiConnector
+    if name == "OpenAIConnector":
+        from livebridge.connectors.openai import OpenAIConnector
+
+        return OpenAIConnector
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

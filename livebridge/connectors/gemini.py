@@ -17,9 +17,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
 
-import anyio
 import msgspec
 from google import genai
 from google.genai import errors as genai_errors
@@ -30,12 +28,17 @@ from websockets.exceptions import ConnectionClosed
 from livebridge import resume, wire
 from livebridge.adapters.gemini_live import to_sdk
 from livebridge.connectors import secrets
+from livebridge.connectors.websocket import CLOSE_SECONDS as CLOSE_SECONDS
+from livebridge.connectors.websocket import close as _close
+from livebridge.connectors.websocket import closed as _closed
+from livebridge.connectors.websocket import shrink_tls_read_buffer
 from livebridge.errors import MalformedMessageError, TransportClosed
 from livebridge.protocol import GeminiLiveProtocol, ProtocolOptions
 from livebridge.tools import ToolRegistry
 from livebridge.transport import (
     Audio,
     ClientItem,
+    Frames,
     Text,
     ToolAnswers,
     Transport,
@@ -131,45 +134,6 @@ def live_config(
     return base
 
 
-def shrink_tls_read_buffer(transport: Any, size: int) -> bool:
-    """Give an asyncio TLS transport a ``size``-byte read buffer; False if it has none.
-
-    Safe between reads: the event loop asks for the buffer and fills it in one step.
-    """
-    protocol = getattr(transport, "_ssl_protocol", None)
-    if protocol is None or not hasattr(protocol, "_ssl_buffer"):
-        return False
-    buffer = bytearray(size)
-    protocol.max_size = size
-    protocol._ssl_buffer = buffer
-    protocol._ssl_buffer_view = memoryview(buffer)
-    return True
-
-
-#: How long a normal close waits for the server's half of the closing handshake.
-CLOSE_SECONDS = 2.0
-
-
-async def _close(ws: Any) -> None:
-    """Close with 1000; a server that does not answer in time (it stopped reading) is cut off."""
-    with anyio.move_on_after(CLOSE_SECONDS):
-        await ws.close()
-        return
-    ws.transport.abort()
-
-
-_TOO_BIG = 1009  # websockets closes with it when a frame exceeds max_size
-
-
-def _closed(exc: ConnectionClosed) -> TransportClosed:
-    if exc.rcvd is not None and not (exc.sent is not None and exc.sent.code == _TOO_BIG):
-        return TransportClosed(exc.rcvd.code, exc.rcvd.reason)
-    if exc.sent is not None and exc.sent.code == _TOO_BIG:
-        reason = exc.sent.reason
-        return TransportClosed(_TOO_BIG, reason, error=resume.frame_too_large(reason))
-    return TransportClosed(1006, "connection lost without a close frame")
-
-
 class WireTransport:
     """msgspec on the SDK's websocket: the hot path."""
 
@@ -231,6 +195,8 @@ class SdkTransport:
     async def send(self, item: ClientItem) -> None:
         session = self._session
         try:
+            if isinstance(item, Frames):
+                raise TypeError("Gemini Live sends no vendor frames")
             if isinstance(item, ToolAnswers):
                 await session.send_tool_response(function_responses=to_sdk(item.responses))
             elif isinstance(item, Audio):

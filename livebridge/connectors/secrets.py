@@ -1,6 +1,7 @@
 """Keep API keys out of log lines written by the libraries a connector drives.
 
-With DEBUG logging on, ``websockets`` logs every handshake header, ``x-goog-api-key`` included.
+With DEBUG logging on, ``websockets`` logs every handshake header, ``x-goog-api-key`` and
+``Authorization: Bearer`` included.
 A ``RedactingFilter`` on those loggers rewrites each record before any handler sees it.
 """
 
@@ -21,11 +22,14 @@ LOGGERS = (
     "google_genai",
     "google_genai.live",
     "google_genai._api_client",
+    "openai",
+    "openai._base_client",
+    "openai.resources.realtime.realtime",
     "httpx",
     "httpcore",
 )
 
-_HEADER = re.compile(r"(?i)((?:x-goog-api-key|authorization)\s*[:=]\s*)([^\s,'\"]+)")
+_HEADER = re.compile(r"(?i)((?:x-goog-api-key|authorization)\s*[:=]\s*(?:bearer\s+)?)([^\s,'\"]+)")
 _QUERY = re.compile(r"(?i)([?&](?:key|access_token)=)([^&\s'\"]+)")
 _MASK = "[redacted]"
 

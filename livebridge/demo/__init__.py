@@ -3,6 +3,7 @@
 It runs against the emulator in this process (no key, no network) and exercises the whole
 contract: parallel calls with a failure and a timeout, a streamed NON_BLOCKING booking, a barge-in
 that cancels a running call, and a ``goAway`` followed by resumption on a new connection.
+``--vendor openai`` plays it on OpenAI Realtime with the same tools (see ``OPENAI_STEPS``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ def add_demo_command(subcommands: argparse._SubParsersAction[argparse.ArgumentPa
         help="keep the metrics endpoint up after the conversation, until Ctrl-C",
     )
     parser.add_argument("--fast", action="store_true", help="shorten the tools' delays")
+    parser.add_argument(
+        "--vendor",
+        choices=("gemini", "openai"),
+        default="gemini",
+        help="the Live API the emulator speaks and the session uses (same tools either way)",
+    )
     parser.set_defaults(command=run_demo_command)
 
 
@@ -80,7 +87,11 @@ def run_demo_command(args: argparse.Namespace) -> int:
         try:
             run = anyio.run(
                 lambda: run_demo(
-                    terminal or Silent(), pace=pace, registry=registry, metrics_url=endpoint.url
+                    terminal or Silent(),
+                    pace=pace,
+                    registry=registry,
+                    metrics_url=endpoint.url,
+                    vendor=args.vendor,
                 )
             )
         except DemoFailed as exc:

@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 from google.genai import types
 from prometheus_client import CollectorRegistry
 
 from livebridge.calls import OUTCOME_KINDS
-from livebridge.demo.script import SLOW_CALL, STEPS, DemoTools, Step, model_side
+from livebridge.demo.script import (
+    OPENAI_STEPS,
+    SLOW_CALL,
+    STEPS,
+    DemoTools,
+    Step,
+    model_side,
+    openai_model_side,
+)
 from livebridge.emulator import Emulator, TranscriptEntry, Violation
 from livebridge.events import (
     AudioOut,
@@ -40,6 +48,8 @@ __all__ = [
     "CONFIG",
     "DEADLINE",
     "MODEL",
+    "OPENAI_CONFIG",
+    "OPENAI_MODEL",
     "PAUSE_BETWEEN_TURNS",
     "CallView",
     "DemoFailed",
@@ -61,6 +71,9 @@ CONFIG = types.LiveConnectConfig(
     response_modalities=[types.Modality.AUDIO],
     output_audio_transcription=types.AudioTranscriptionConfig(),
 )
+OPENAI_MODEL = "gpt-realtime"
+OPENAI_CONFIG = {"output_modalities": ["audio"]}  # audio comes with its transcript
+Vendor = Literal["gemini", "openai"]
 #: Seconds between exchanges, and before the user barges in (times the pace).
 PAUSE_BETWEEN_TURNS = 0.8
 BARGE_IN_AFTER = 0.8
@@ -189,12 +202,14 @@ async def run_demo(
     registry: CollectorRegistry | None = None,
     metrics_url: str | None = None,
     record: str | None = None,
+    vendor: Vendor = "gemini",
 ) -> DemoRun:
     """Run the whole conversation and return its summary; raises ``DemoFailed`` if it breaks.
 
     The session's Prometheus metrics go to ``registry`` (a private one if not given); the caller
     serves it, and names its address in ``metrics_url``. ``record`` writes the session's
-    recording there (``livebridge.record``).
+    recording there (``livebridge.record``). ``vendor``: which Live API the emulator speaks
+    and the session uses, with the same tools (``OPENAI_STEPS`` on OpenAI Realtime).
     """
     renderer = renderer or Silent()
     tools = DemoTools(pace)
@@ -203,29 +218,34 @@ async def run_demo(
         registry or CollectorRegistry(), functions=tools.registry.names()
     )
     began = time.monotonic()
-    async with Emulator(model_side) as emu:
+    openai = vendor == "openai"
+    steps = OPENAI_STEPS if openai else STEPS
+    emulator = Emulator(openai_model_side, protocol="openai") if openai else Emulator(model_side)
+    async with emulator as emu:
         renderer.start(metrics_url, emu.base_url)
         exchanges: list[Exchange] = []
         try:
             with anyio.fail_after(DEADLINE):
                 async with LiveSession.connect(
-                    emu.client(),
-                    model=MODEL,
+                    emu.openai_client() if openai else emu.client(),
+                    model=OPENAI_MODEL if openai else MODEL,
                     tools=tools.registry,
-                    config=CONFIG,
+                    config=OPENAI_CONFIG if openai else CONFIG,
                     observers=[timings, prometheus],
                     options=SessionOptions(transport="wire", record=record),
                 ) as session:
-                    for step in STEPS:
-                        exchange = await _exchange(session, step, tools, timings, renderer, pace)
+                    for step in steps:
+                        exchange = await _exchange(
+                            session, step, tools, timings, renderer, pace, vendor
+                        )
                         _count_responses(exchange, emu.transcript)
                         renderer.exchange_done(exchange)
                         exchanges.append(exchange)
                         await anyio.sleep(PAUSE_BETWEEN_TURNS * pace)
         except TimeoutError:
             raise DemoFailed(f"the conversation did not finish within {DEADLINE:g} s") from None
-        errors = [e for s in emu.sessions for e in s.errors]
-        connections = len(emu.sessions)
+        errors = [e for s in emu.connections for e in s.errors]
+        connections = len(emu.connections)
         summary = summarize(exchanges, emu.transcript, emu.violations, errors, connections)
         summary["metrics_url"] = metrics_url
         summary["elapsed_s"] = round(time.monotonic() - began, 2)
@@ -239,6 +259,7 @@ async def _exchange(
     timings: Timings,
     renderer: Renderer,
     pace: float,
+    vendor: Vendor = "gemini",
 ) -> Exchange:
     exchange = Exchange(step.user, step.barge_in)
     views: dict[str, CallView] = {}
@@ -262,7 +283,7 @@ async def _exchange(
                 views[event.call_id] = view
                 exchange.calls.append(view)
                 renderer.call_started(view)
-                if event.name == SLOW_CALL and step.barge_in:
+                if event.name == SLOW_CALL and step.barge_in and vendor == "gemini":
                     await tools.slow_call_started.wait()
                     await anyio.sleep(BARGE_IN_AFTER * pace)  # the user lets it run a moment
                     renderer.user(step.barge_in, barge_in=True)
@@ -270,7 +291,10 @@ async def _exchange(
                     await session.send_text(step.barge_in)
                     await session.send_activity_end()
             case ToolCallSettled():
-                view = views.get(event.call_id) or CallView(event.call_id, event.name, {}, "?")
+                if event.call_id not in views:  # cancelled before it ran (OpenAI response)
+                    views[event.call_id] = CallView(event.call_id, event.name, {}, "-")
+                    exchange.calls.append(views[event.call_id])
+                view = views[event.call_id]
                 view.outcome = event.outcome
                 view.latency = timings.latency_of(event.call_id, event.latency)
                 view.turnaround = event.turnaround
@@ -278,6 +302,9 @@ async def _exchange(
                     view.error = str(event.error.get("message") or event.error.get("type"))
             case Interrupted():
                 _notice(exchange, renderer, "the user barged in: the model stops talking")
+                if vendor == "openai" and step.barge_in:  # the server heard the user first
+                    renderer.user(step.barge_in, barge_in=True)
+                    await session.send_text(step.barge_in)
             case GoAway(time_left=left):
                 _notice(
                     exchange,
@@ -324,6 +351,7 @@ def _count_responses(exchange: Exchange, transcript: Sequence[TranscriptEntry]) 
         if entry.direction == "client" and "toolResponse" in entry.message
         for response in entry.message["toolResponse"].get("functionResponses", [])
     )
+    counts.update(_outputs(transcript))
     for call in exchange.calls:
         call.responses = counts[call.id]
 
@@ -341,6 +369,9 @@ def transcript_counts(transcript: Sequence[TranscriptEntry]) -> dict[str, int]:
             cancelled += len(message["toolCallCancellation"].get("ids", []))
         if entry.direction == "client" and "toolResponse" in message:
             responses += len(message["toolResponse"].get("functionResponses", []))
+    calls += sum(1 for _ in _openai_calls(transcript, "completed"))
+    cancelled += sum(1 for _ in _openai_calls(transcript, "cancelled", "incomplete", "failed"))
+    responses += sum(_outputs(transcript).values())
     return {
         "function_calls": calls,
         "function_responses": responses,
@@ -348,6 +379,29 @@ def transcript_counts(transcript: Sequence[TranscriptEntry]) -> dict[str, int]:
         "client_messages": messages["client"],
         "server_messages": messages["server"],
     }
+
+
+def _openai_calls(transcript: Sequence[TranscriptEntry], *statuses: str) -> Iterator[str]:
+    """Call ids of OpenAI responses that ended with one of ``statuses``."""
+    for entry in transcript:
+        message = entry.message
+        if entry.direction == "server" and message.get("type") == "response.done":
+            response = message.get("response") or {}
+            if response.get("status") in statuses:
+                for item in response.get("output") or []:
+                    if item.get("type") == "function_call":
+                        yield str(item.get("call_id"))
+
+
+def _outputs(transcript: Sequence[TranscriptEntry]) -> Counter[str]:
+    """OpenAI ``function_call_output`` items sent, by call id."""
+    return Counter(
+        str(message["item"].get("call_id"))
+        for entry in transcript
+        if entry.direction == "client"
+        and (message := entry.message).get("type") == "conversation.item.create"
+        and (message.get("item") or {}).get("type") == "function_call_output"
+    )
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:

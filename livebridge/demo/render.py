@@ -105,7 +105,7 @@ class Terminal:
                 lines.append(
                     f"{_INDENT}a serial loop would have taken {self._paint('1', _duration(serial))}"
                     f"; answered in {self._paint('1', _duration(actual))}"
-                    f", all {len(batch)} in one toolResponse{speedup}"
+                    f", all {len(batch)} answered together{speedup}"
                 )
         return [line.rstrip() for line in lines]
 

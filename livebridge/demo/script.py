@@ -18,12 +18,14 @@ from livebridge.errors import ToolError
 from livebridge.tools import ToolRegistry
 
 __all__ = [
+    "OPENAI_STEPS",
     "SLOW_CALL",
     "SPEECH_SECONDS",
     "STEPS",
     "DemoTools",
     "Step",
     "model_side",
+    "openai_model_side",
 ]
 
 
@@ -55,6 +57,16 @@ STEPS = (
     Step("Is the Louvre open tonight?", turns=2, barge_in="Actually, never mind. Time in Tokyo?"),
     Step("And the weather in Rome on Sunday?", resumes=True),
     Step("Thanks, that's all!"),
+)
+
+#: The same conversation on OpenAI Realtime: the booking is one BLOCKING answer (no NON_BLOCKING
+#: there), the barge-in cancels the response carrying the slow call before it runs, and there is
+#: no goAway to resume from.
+OPENAI_STEPS = (
+    STEPS[0],
+    Step("Book Chez Janou for 4 at 8 pm, please."),
+    STEPS[2],
+    STEPS[4],
 )
 
 
@@ -158,12 +170,14 @@ async def _user_turn(conv: Conversation) -> UserTurn:
 
 
 def _output(answer: Answer | None) -> Any:
-    """The last ``output`` the client sent for a call (streamed calls send several)."""
-    for part in reversed(answer.parts if answer is not None else []):
+    """The last ``output`` the client sent for a call (streamed Gemini calls send several)."""
+    if answer is None:
+        return None
+    for part in reversed(answer.parts):
         output = (part.get("response") or {}).get("output")
         if output is not None:
             return output
-    return None
+    return (answer.response or {}).get("output")
 
 
 async def _parallel_calls(conv: Conversation) -> None:
@@ -224,3 +238,30 @@ async def _go_away(conv: Conversation) -> None:
     await _reply(conv, f"Sunday in Rome: {weather.get('sky', 'fine')}, {weather.get('high_c')} °C.")
     await conv.turn_complete()  # followed by a resumable handle; the client switches over
     await asyncio.Event().wait()
+
+
+async def openai_model_side(conv: Conversation) -> None:
+    """The emulated model on OpenAI Realtime: one connection, the exchanges of ``OPENAI_STEPS``."""
+    await _parallel_calls(conv)
+    await _user_turn(conv)
+    ids = await conv.tool_call(
+        [("book_table", {"restaurant": "Chez Janou", "people": 4, "time": "20:00"})]
+    )
+    answers = await conv.wait_answers(ids)
+    steps = _output(answers.get(ids[0])) or []  # a streaming tool's items, as one output
+    reference = next((s["reference"] for s in steps if "reference" in s), "?")
+    await _reply(conv, f"Your table is confirmed, reference {reference}.")
+    await conv.turn_complete()
+    await _user_turn(conv)
+    await _reply(conv, "Let me look up the Louvre's hours.")
+    await conv.tool_call([(SLOW_CALL, {"place": "Louvre"})])
+    # The user talks over the model: the server hears it and cancels the response, call and all.
+    await conv.interrupted()
+    await _user_turn(conv)
+    ids = await conv.tool_call([("get_time", {"city": "Tokyo"})])
+    answers = await conv.wait_answers(ids)
+    await _reply(conv, f"Sure. It's {_output(answers.get(ids[0]))} in Tokyo.")
+    await conv.turn_complete()
+    await _user_turn(conv)
+    await _reply(conv, "You're welcome. Enjoy Paris, and dinner at Chez Janou!")
+    await conv.turn_complete()

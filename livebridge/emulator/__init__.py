@@ -1,4 +1,5 @@
-"""A Gemini Live server of our own, for tests, the demo and users' offline tests."""
+"""Live servers of our own (Gemini Live; OpenAI Realtime with ``protocol="openai"``), for tests,
+the demo and users' offline tests."""
 
 from livebridge.emulator.checker import (
     SEVERITIES,
@@ -11,12 +12,14 @@ from livebridge.emulator.checker import (
 from livebridge.emulator.connection import EmulatedSession
 from livebridge.emulator.faults import Faults
 from livebridge.emulator.model import RuleModel
+from livebridge.emulator.openai import REALTIME_SEVERITIES, RealtimeSession
 from livebridge.emulator.scenario import Conversation, Scenario, ScenarioError
 from livebridge.emulator.server import Emulator
 from livebridge.emulator.shared import Report, ServiceOptions, TranscriptEntry, UserTurn
 from livebridge.emulator.steps import load_scenario, scenario_from_steps
 
 __all__ = [
+    "REALTIME_SEVERITIES",
     "SEVERITIES",
     "VIOLATION_KINDS",
     "Answer",
@@ -25,6 +28,7 @@ __all__ = [
     "EmulatedSession",
     "Emulator",
     "Faults",
+    "RealtimeSession",
     "Report",
     "RuleModel",
     "Scenario",

@@ -31,6 +31,7 @@ __all__ = [
     "Checker",
     "Thresholds",
     "Violation",
+    "move",
 ]
 
 Severity = Literal["error", "warning"]
@@ -398,7 +399,7 @@ class Checker:
         answer.scheduling = response.scheduling
         answer.will_continue = response.will_continue
         answer.parts.append(wire.to_builtins(response))
-        self._move(record, "stream" if response.will_continue else "answer")
+        move(record, "stream" if response.will_continue else "answer")
         if record.state == "answered":
             self._supersede(record)
 
@@ -408,21 +409,20 @@ class Checker:
         for other in self.calls.values():
             linked = other.id in related or other.reissue_of in related
             if other is not record and linked and (other.state, "supersede") in TRANSITIONS:
-                self._move(other, "supersede")
+                move(other, "supersede")
 
     def _move_open(self, ids: list[str], event: CallEvent) -> None:
-        for call_id in ids:
-            record = self.calls.get(call_id)
-            if record is not None and record.open:
-                self._move(record, event)
+        for record in filter(None, map(self.calls.get, ids)):
+            if record.open:
+                move(record, event)
 
-    @staticmethod
-    def _move(record: CallRecord, event: CallEvent) -> None:
-        """The one place a call changes state; a move the table lacks raises, changing nothing."""
-        following = TRANSITIONS.get((record.state, event))
-        if following is None:
-            raise LocalProtocolError(f"call {record.id}: cannot {event} a {record.state} call")
-        record.state = following
+
+def move(record: CallRecord, event: CallEvent) -> None:
+    """The one place a call changes state; a move the table lacks raises, changing nothing."""
+    following = TRANSITIONS.get((record.state, event))
+    if following is None:
+        raise LocalProtocolError(f"call {record.id}: cannot {event} a {record.state} call")
+    record.state = following
 
 
 def _is_opaque_error(response: dict[str, Any] | None) -> bool:

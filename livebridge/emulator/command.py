@@ -1,6 +1,7 @@
 """``livebridge emulator``: serve the emulator to any program, and give a verdict at the end.
 
-It prints the environment lines that point a google-genai program at it, each violation as it is
+It prints the environment lines that point a google-genai program (with ``--protocol openai``,
+an ``openai`` program) at it, each violation as it is
 found, and a summary when it stops (SIGINT or SIGTERM); ``--report`` writes the transcript and the
 violations as JSON, ``--strict`` makes any violation exit 1. A bad flag or scenario is one line on
 stderr and exit 2.
@@ -22,7 +23,7 @@ import msgspec
 from livebridge.emulator.checker import HELD_ANSWERS_SECONDS, Violation
 from livebridge.emulator.faults import Faults, MessagePredicate
 from livebridge.emulator.scenario import Scenario
-from livebridge.emulator.server import Emulator
+from livebridge.emulator.server import PROTOCOLS, Emulator
 from livebridge.emulator.steps import load_scenario
 from livebridge.errors import UsageError
 from livebridge.replay import add_replay_options
@@ -39,6 +40,17 @@ def add_emulator_command(subcommands: argparse._SubParsersAction[argparse.Argume
         help="serve the Live API emulator; prints the environment lines, violations and a verdict",
     )
     parser.add_argument("--port", default="0", help="port on 127.0.0.1 (default: any free)")
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="gemini",
+        help="the API served: Gemini Live (default) or OpenAI Realtime GA at /v1/realtime",
+    )
+    parser.add_argument(
+        "--auto-response",
+        action="store_true",
+        help="openai: start the next response as soon as a batch's outputs are in",
+    )
     parser.add_argument("--scenario", type=Path, help="JSON list of scenario steps")
     parser.add_argument(
         "--replay", type=Path, metavar="FILE", help="serve the server side of a session recording"
@@ -114,7 +126,8 @@ def parse_faults(text: str) -> Faults:
 
 
 def _has_key(key: str) -> MessagePredicate:
-    return lambda message: key in message
+    """A Gemini message with the top-level ``key``, or an OpenAI event of type ``key``."""
+    return lambda message: key in message or message.get("type") == key
 
 
 def _seconds(flag: str, text: str) -> float:
@@ -138,7 +151,25 @@ def _port(text: str) -> int:
 
 
 def _emulator(args: argparse.Namespace) -> Emulator:
-    scenario: Scenario | None = load_scenario(args.scenario) if args.scenario else None
+    protocol = args.protocol
+    scenario: Scenario | None = load_scenario(args.scenario, protocol) if args.scenario else None
+    if protocol == "openai":
+        gemini_only = [
+            flag
+            for flag, given in (
+                ("--replay", args.replay is not None),
+                ("--reissue-after", args.reissue_after is not None),
+                ("--reissue-next-turn", args.reissue_next_turn),
+                ("--no-cancellation", args.no_cancellation),
+                ("--held-answers", args.held_answers is not None),
+                ("--no-audio-check", args.no_audio_check),
+            )
+            if given
+        ]
+        if gemini_only:
+            raise UsageError(f"{', '.join(gemini_only)}: Gemini Live only, not --protocol openai")
+    elif args.auto_response:
+        raise UsageError("--auto-response: OpenAI Realtime only; add --protocol openai")
     if args.replay is not None and scenario is not None:
         raise UsageError("--replay and --scenario both script the model: give one")
     models = None
@@ -168,6 +199,8 @@ def _emulator(args: argparse.Namespace) -> Emulator:
         replay=args.replay,
         pace=args.pace,
         answer_timeout=args.answer_timeout,
+        protocol=protocol,
+        auto_response=args.auto_response,
     )
 
 
@@ -193,7 +226,9 @@ async def _serve(emulator: Emulator, args: argparse.Namespace) -> list[Violation
             "pick another --port, or 0 for any free one"
         ) from None
     try:
-        env = {**emulator.env(), "GOOGLE_API_KEY": "test"}  # some programs read only this one
+        env = emulator.env()
+        if emulator.protocol == "gemini":
+            env["GOOGLE_API_KEY"] = "test"  # some programs read only this one
         for name, value in env.items():
             print(f"{name}={value}", flush=True)
         await stop.wait()
@@ -210,7 +245,7 @@ def _print_summary(emulator: Emulator, violations: list[Violation]) -> None:
     kinds = Counter((v.severity, v.kind) for v in violations)
     errors = sum(n for (severity, _), n in kinds.items() if severity == "error")
     print(
-        f"summary: {len(emulator.sessions)} connection(s), {len(violations)} violation(s) "
+        f"summary: {len(emulator.connections)} connection(s), {len(violations)} violation(s) "
         f"({errors} error(s), {len(violations) - errors} warning(s))",
         flush=True,
     )
@@ -227,7 +262,7 @@ def _write_report(path: Path, emulator: Emulator, violations: list[Violation]) -
         "transcript": emulator.transcript,
         "sessions": [
             {"id": s.id, "model": s.model, "close": s.close_info, "errors": s.errors}
-            for s in emulator.sessions
+            for s in emulator.connections
         ],
     }
     try:

@@ -12,15 +12,15 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable, Coroutine
 from typing import Any, Literal
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from livebridge import wire
-from livebridge.emulator.checker import Answer, CallRecord, Checker, Ending
-from livebridge.emulator.frames import Rejection, ending_of, read_frame
+from livebridge.emulator.base import INTERNAL_ERROR, Connection
+from livebridge.emulator.checker import Answer, CallRecord, Checker
+from livebridge.emulator.frames import Rejection, read_frame
 from livebridge.emulator.shared import (
     Report,
     Shared,
@@ -46,7 +46,6 @@ __all__ = [
 ]
 
 DEADLINE_EXPIRED = "Deadline expired before operation could complete."
-INTERNAL_ERROR = "Internal error occurred."
 MEDIA_CHUNKS_DEPRECATED = (
     "realtime_input.media_chunks is deprecated. Use audio, video, or text instead."
 )
@@ -61,8 +60,10 @@ CallsOnInterrupt = Literal["cancel", "withdraw", "keep"]
 INPUT_AUDIO_RATE = 16_000
 
 
-class EmulatedSession:
+class EmulatedSession(Connection):
     """The server side of one accepted connection."""
+
+    checker: Checker
 
     def __init__(
         self,
@@ -74,9 +75,7 @@ class EmulatedSession:
         api_version: str,
         auth: str,
     ) -> None:
-        self.shared = shared
-        self.ws = ws
-        self.id = session_id
+        super().__init__(shared, ws, session_id)
         self.path = path
         self.api_version = api_version
         self.auth = auth
@@ -86,21 +85,12 @@ class EmulatedSession:
         self.declarations: dict[str, wire.FunctionDeclaration] = {}
         self.turns: asyncio.Queue[UserTurn] = asyncio.Queue(MAX_WAITING_TURNS)
         self.reports: list[Report] = []
-        self.errors: list[str] = []
-        self.close_info: dict[str, Any] | None = None
         self.generation = 0
         self.floor_owner: str | None = None
-        self.server_closed = False
-        self.finished = False
-        self._cond = asyncio.Condition()
-        self._send_lock = asyncio.Lock()
-        self._group: asyncio.TaskGroup | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
         self._reissued: set[str] = set()
         self._turn_calls: list[str] = []
         self._response_tokens = 0
         self._prompt_tokens = 0
-        self._aborted = False
         self.voice = VoiceActivity()
 
     @property
@@ -163,59 +153,6 @@ class EmulatedSession:
         declaration = self.declarations.get(name)
         return declaration is None or declaration.behavior != "NON_BLOCKING"
 
-    async def converse(self, model: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Run ``model`` and the read loop in one task group; when the client's side ends,
-        everything the connection started is cancelled and waited for, then it is judged."""
-        async with asyncio.TaskGroup() as group:
-            self._group = group
-            self.spawn(model())
-            try:
-                ending = await self.read_loop()
-            finally:
-                for task in list(self._tasks):
-                    task.cancel()
-        self.finish(ending)
-
-    def finish(self, ending: Ending) -> None:
-        """Judge the calls left open; ``finished`` tells readers the verdict is final."""
-        self.checker.finish(ending)
-        self.close_info = {"code": self.ws.close_code, "reason": self.ws.close_reason}
-        self.finished = True
-        self.shared.notify()
-
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        """Run work in this connection's task group; a failure in it is the service's
-        internal error: recorded in ``errors``, and the client sees 1011."""
-        if self._group is None:
-            raise RuntimeError("background work starts only once the connection is conversing")
-        task = self._group.create_task(self._guarded(coro))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _guarded(self, coro: Coroutine[Any, Any, None]) -> None:
-        try:
-            await coro
-        except ConnectionClosed:
-            return
-        except Exception as error:  # reported, and the client sees 1011
-            self.errors.append(f"{type(error).__name__}: {error}")
-            self.shared.notify()
-            await self.close(1011, INTERNAL_ERROR)
-
-    async def _changed(self) -> None:
-        async with self._cond:
-            self._cond.notify_all()
-        self.shared.notify()
-
-    async def wait_until(
-        self,
-        predicate: Callable[[], bool],
-        timeout: float | None = None,  # noqa: ASYNC109 (part of the scenario API)
-    ) -> None:
-        """Wait until ``predicate()`` holds; re-checked on every state change of this connection."""
-        async with asyncio.timeout(timeout), self._cond:
-            await self._cond.wait_for(predicate)
-
     async def send(self, message: wire.ServerMessage) -> None:
         """Send one server frame (binary, camelCase), through the configured faults."""
         payload = wire.to_builtins(message)
@@ -231,26 +168,6 @@ class EmulatedSession:
                 await self.ws.send(wire.encode(payload))
             if faults.abort_after_tool_call and message.tool_call and not self._aborted:
                 self.abort()
-
-    async def send_raw(self, frame: bytes) -> None:
-        """Send ``frame`` exactly as given: for testing how clients take malformed messages."""
-        async with self._send_lock:
-            self.shared.record("server", self.id, {"raw": frame.decode("utf-8", "replace")})
-            await self.ws.send(frame)
-
-    async def close(self, code: int = 1000, reason: str = "") -> None:
-        """Close with a code and a reason (cut to 123 bytes)."""
-        reason = cap_reason(reason)
-        self.server_closed = True
-        self.shared.record("server", self.id, {"close": {"code": code, "reason": reason}})
-        await self.ws.close(code, reason)
-
-    def abort(self) -> None:
-        """Cut the connection without a close frame."""
-        self._aborted = True
-        self.server_closed = True
-        self.shared.record("server", self.id, {"close": {"code": 1006, "reason": "aborted"}})
-        self.ws.transport.abort()
 
     async def open_turn(self, owner: str) -> None:
         """Take the floor for ``owner`` (waits while someone else holds it)."""
@@ -467,24 +384,10 @@ class EmulatedSession:
         await asyncio.sleep(seconds)
         await self.close(code, reason)
 
-    async def read_loop(self) -> Ending:
-        """Read and act on client frames until the connection closes; returns how it ended."""
-        read_delay = self.shared.faults.read_delay
-        while True:
-            if read_delay:
-                await asyncio.sleep(read_delay)
-            try:
-                frame = await self.ws.recv()
-            except ConnectionClosed as closed:
-                ending, close = ending_of(
-                    closed, server_closed=self.server_closed or self.shared.stopping
-                )
-                if close is not None:
-                    self.shared.record("client", self.id, close)
-                return ending
-            message = await self.decode(frame)
-            if message is not None:
-                await self.on_message(message)
+    async def handle_frame(self, frame: str | bytes) -> None:
+        message = await self.decode(frame)
+        if message is not None:
+            await self.on_message(message)
 
     async def decode(self, frame: str | bytes) -> wire.ClientMessage | None:
         """Decode a frame; one the service would refuse closes the connection with 1007."""

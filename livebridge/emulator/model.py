@@ -8,7 +8,8 @@ A function takes one place when its only required parameter (or, with none requi
 parameter, or one named ``city``) is a string. The model waits for the BLOCKING answers, then
 speaks them back as text (``outputTranscription``) and audio; NON_BLOCKING answers are reported
 by the connection as they arrive. Any sustained audio followed by silence is a user utterance,
-taken to say ``heard``.
+taken to say ``heard``. On OpenAI Realtime the calls are one response's ``function_call`` items,
+and the spoken answer goes into the response the client's ``response.create`` opens.
 """
 
 from __future__ import annotations
@@ -117,10 +118,8 @@ class RuleModel:
 
     async def respond(self, conv: Conversation, turn: UserTurn) -> None:
         text = turn.text if turn.kind == "text" and turn.text else self.heard
-        if turn.kind == "audio" and conv.setup.input_audio_transcription is not None:
-            await conv.send(
-                {"serverContent": {"inputTranscription": {"text": text, "finished": True}}}
-            )
+        if turn.kind == "audio":
+            await conv.heard(text)
         places = named_places(text)
         functions = self.pick_functions(conv)
         if not places or not functions:
@@ -145,6 +144,6 @@ class RuleModel:
 
     async def _reply(self, conv: Conversation, text: str) -> None:
         await conv.say(text)
-        if conv.session.modality == "AUDIO":
+        if conv.modality == "AUDIO":
             await conv.speak(self.speak_seconds)
         await conv.turn_complete()

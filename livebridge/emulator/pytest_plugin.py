@@ -1,4 +1,5 @@
-"""pytest plugin (registered through the ``pytest11`` entry point): the ``live_emulator`` fixture.
+"""pytest plugin (registered through the ``pytest11`` entry point): the ``live_emulator`` fixture
+(and ``live_openai_emulator``, the same speaking OpenAI Realtime).
 
 The emulator serves from its own thread, so the fixture's setup and teardown are plain awaits and
 work with pytest-asyncio running them in different tasks, in strict mode (mark the test
@@ -26,4 +27,10 @@ if importlib.util.find_spec("pytest_asyncio") is not None:
         async with Emulator() as emulator:
             yield emulator
 
-    __all__ += ["live_emulator"]
+    @pytest_asyncio.fixture
+    async def live_openai_emulator() -> AsyncIterator[Emulator]:
+        """The same, speaking OpenAI Realtime; ``emu.openai_client()`` connects."""
+        async with Emulator(protocol="openai") as emulator:
+            yield emulator
+
+    __all__ += ["live_emulator", "live_openai_emulator"]

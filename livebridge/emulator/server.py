@@ -1,4 +1,6 @@
-"""The emulator: a TLS websocket server speaking the Gemini Live protocol on 127.0.0.1.
+"""The emulator: a TLS websocket server speaking the Gemini Live protocol (or, with
+``protocol="openai"``, the OpenAI Realtime GA protocol) on 127.0.0.1. One emulator serves one
+protocol; the other protocol's path gets a 404 that says which one it serves.
 
 The server runs on its own thread with its own event loop, so starting and stopping are plain
 awaits (no task group or cancel scope crosses tasks, which suits pytest fixtures) and the server's
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qs
 
 from google import genai
@@ -45,6 +47,8 @@ from livebridge.emulator.checker import (
 from livebridge.emulator.connection import EmulatedSession
 from livebridge.emulator.faults import Faults
 from livebridge.emulator.model import RuleModel
+from livebridge.emulator.openai import handshake
+from livebridge.emulator.openai.connection import RealtimeSession
 from livebridge.emulator.scenario import Conversation, Scenario
 from livebridge.emulator.shared import ServiceOptions, Shared, TranscriptEntry
 from livebridge.emulator.tls import Certificates, create_certificates
@@ -55,7 +59,18 @@ if TYPE_CHECKING:
     from livebridge.record import Recording
     from livebridge.replay import Pace
 
-__all__ = ["SESSION_NOT_FOUND", "Emulator", "Route", "model_not_found", "route"]
+__all__ = [
+    "PROTOCOLS",
+    "SESSION_NOT_FOUND",
+    "Emulator",
+    "Protocol",
+    "Route",
+    "model_not_found",
+    "route",
+]
+
+Protocol = Literal["gemini", "openai"]
+PROTOCOLS: tuple[Protocol, ...] = ("gemini", "openai")
 
 SESSION_NOT_FOUND = "BidiGenerateContent session not found"
 #: The largest frame the server reads; frames over ``MAX_FRAME_BYTES`` (1 MiB) are already
@@ -112,18 +127,22 @@ def route(path: str, headers: Headers) -> Route | tuple[HTTPStatus, str]:
 
 
 class Emulator:
-    """A local Gemini Live server; use as ``async with Emulator(...) as emu``.
+    """A local Gemini Live (or OpenAI Realtime) server; use as ``async with Emulator(...) as emu``.
 
     ``scenario`` plays the model's side of every connection: a script (``async def
     scenario(conv)``) or a model such as the default ``RuleModel()``. ``faults``: frame
     delays/drops, abrupt closes, a slow reader. ``models``: the model names served (None: any);
-    another name is refused during setup with the service's 1008. ``reissue_after``,
-    ``reissue_next_turn``, ``cancel_on_interrupt``, ``check_audio_during_blocking``: see
-    ``ServiceOptions``; ``held_answers`` and ``serial_gap``: see ``Thresholds``.
+    another name is refused during setup with the service's 1008 (OpenAI: ``model_not_found``).
+    ``reissue_after``, ``reissue_next_turn``, ``cancel_on_interrupt``,
+    ``check_audio_during_blocking``: see ``ServiceOptions``; ``held_answers`` and
+    ``serial_gap``: see ``Thresholds``.
     ``on_violation`` is called (on the server's thread) with each violation as it is found.
     ``replay`` serves a session recording's server side instead of a scenario, at ``pace``,
     waiting ``answer_timeout`` for each recorded answer (``livebridge.emulator.replay``);
     ``emu.replay.finish()`` reports how the client's answers diverged from the recording.
+    ``protocol``: ``"gemini"`` (Gemini Live) or ``"openai"`` (OpenAI Realtime GA at
+    ``/v1/realtime``; connect with ``openai_client()``); ``auto_response`` (openai): see
+    ``ServiceOptions``.
     ``transcript`` and ``violations`` keep everything for the emulator's life: they are its report.
     """
 
@@ -144,10 +163,18 @@ class Emulator:
         replay: Recording | str | os.PathLike[str] | None = None,
         pace: Pace = "fast",
         answer_timeout: float | None = None,
+        protocol: Protocol = "gemini",
+        auto_response: bool = False,
     ) -> None:
+        if protocol not in PROTOCOLS:
+            raise UsageError(f"Emulator: protocol must be 'gemini' or 'openai', got {protocol!r}")
+        self.protocol: Protocol = protocol
         self.replay: ReplayScenario | None = None
         if replay is not None:
             from livebridge.emulator.replay import ReplayScenario
+
+            if protocol != "gemini":
+                raise UsageError("Emulator: replay serves Gemini Live recordings; not on openai")
 
             if scenario is not None:
                 raise UsageError("Emulator: give a scenario or a recording to replay, not both")
@@ -156,13 +183,15 @@ class Emulator:
         self.scenario: Scenario = scenario or RuleModel()
         self.models = None if models is None else {m.removeprefix("models/") for m in models}
         self.port = port
-        self.sessions: list[EmulatedSession] = []
+        self.sessions: list[EmulatedSession] = []  # Gemini connections
+        self.realtime_sessions: list[RealtimeSession] = []  # OpenAI Realtime connections
         options = ServiceOptions(
             reissue_after=reissue_after,
             reissue_next_turn=reissue_next_turn,
             cancel_on_interrupt=cancel_on_interrupt,
             check_audio_during_blocking=check_audio_during_blocking,
             thresholds=Thresholds(held_answers=held_answers, serial_gap=serial_gap),
+            auto_response=auto_response,
         )
         self._shared = Shared(
             faults=faults or Faults(),
@@ -195,6 +224,12 @@ class Emulator:
         return str(self._certificates.ca_file)
 
     @property
+    def connections(self) -> list[EmulatedSession | RealtimeSession]:
+        """Every connection so far, whatever its protocol (``sessions`` holds the Gemini ones,
+        ``realtime_sessions`` the OpenAI ones)."""
+        return [*self.sessions, *self.realtime_sessions]
+
+    @property
     def transcript(self) -> list[TranscriptEntry]:
         return self._shared.transcript
 
@@ -207,11 +242,11 @@ class Emulator:
         return self._shared.violations
 
     def _closed_ones_judged(self) -> bool:
-        return all(s.finished or s.ws.state is State.OPEN for s in list(self.sessions))
+        return all(s.finished or s.ws.state is State.OPEN for s in self.connections)
 
     async def settled(self, timeout: float = 10) -> None:  # noqa: ASYNC109 (a bound is the point)
         """Wait until every connection so far has ended and been judged."""
-        await self.wait_for(lambda: all(s.finished for s in list(self.sessions)), timeout)
+        await self.wait_for(lambda: all(s.finished for s in self.connections), timeout)
 
     def expire_handles(self) -> None:
         """Forget every resumption handle issued so far, as the service does after hours."""
@@ -221,14 +256,38 @@ class Emulator:
         """A ``genai.Client`` (api_key "test") pointed at this emulator and trusting its CA."""
         if self._certificates is None:
             raise RuntimeError("the emulator is not running")
+        if self.protocol != "gemini":
+            raise UsageError("this emulator speaks OpenAI Realtime: use emu.openai_client()")
         client_args = dict(http_kwargs.pop("async_client_args", None) or {})
         client_args.setdefault("ssl", self._certificates.client_context())
         http_kwargs.setdefault("base_url", self.base_url)
         options = types.HttpOptions(async_client_args=client_args, **http_kwargs)
         return genai.Client(api_key="test", http_options=options)
 
+    def openai_client(self, **kwargs: Any) -> Any:
+        """An ``openai.AsyncOpenAI`` (api_key "test", base URL ``…/v1``) whose realtime
+        connections trust this emulator's CA; ``kwargs`` go to ``openai.AsyncOpenAI``."""
+        if self._certificates is None:
+            raise RuntimeError("the emulator is not running")
+        if self.protocol != "openai":
+            raise UsageError("this emulator speaks Gemini Live: use emu.client()")
+        try:  # the openai SDK is optional: only this client needs it
+            from livebridge.emulator.openai.client import openai_client
+        except ImportError as missing:
+            raise UsageError(
+                f"Emulator.openai_client needs the openai package ({missing}): pip install openai"
+            ) from None
+        return openai_client(self.base_url, self._certificates.client_context(), **kwargs)
+
     def env(self) -> dict[str, str]:
-        """Environment that points any google-genai program at this emulator."""
+        """Environment that points any google-genai (or, for ``protocol="openai"``, any
+        ``openai``) program at this emulator."""
+        if self.protocol == "openai":
+            return {
+                "OPENAI_BASE_URL": f"{self.base_url}/v1",
+                "OPENAI_API_KEY": "test",
+                "SSL_CERT_FILE": self.ca_file,
+            }
         return {
             "GOOGLE_GEMINI_BASE_URL": self.base_url,
             "SSL_CERT_FILE": self.ca_file,
@@ -322,7 +381,7 @@ class Emulator:
             "127.0.0.1",
             self.port,
             ssl=self._certificates.server_context,
-            process_request=_process_request,
+            process_request=self._process_request,
             max_size=READ_LIMIT,
             ping_interval=None,
         )
@@ -337,6 +396,9 @@ class Emulator:
 
     async def _handle(self, ws: ServerConnection) -> None:
         assert ws.request is not None
+        if self.protocol == "openai":
+            await self._handle_realtime(ws)
+            return
         request_route = route(ws.request.path, ws.request.headers)
         assert isinstance(request_route, Route)
         session = EmulatedSession(
@@ -386,13 +448,58 @@ class Emulator:
         await session.send(wire.ServerMessage(setup_complete=setup_complete))
         return True
 
-    async def _play(self, session: EmulatedSession) -> None:
+    async def _handle_realtime(self, ws: ServerConnection) -> None:
+        assert ws.request is not None
+        accepted = handshake.route(ws.request.path, ws.request.headers)
+        assert isinstance(accepted, handshake.RealtimeRoute)
+        session_id = f"s{next(self._counter)}"
+        session = RealtimeSession(
+            self._shared, ws, session_id, path=ws.request.path, model=accepted.model
+        )
+        self.realtime_sessions.append(session)
+        try:
+            if accepted.beta:
+                await session.refuse(handshake.beta_refusal())
+            elif self.models is not None and accepted.model not in self.models:
+                await session.refuse(handshake.model_not_found(accepted.model))
+            else:
+                await session.start()
+                await session.converse(lambda: self._play(session))
+        except ConnectionClosed:
+            pass
+        finally:
+            if not session.finished:
+                session.finish("server_close")
+
+    async def _play(self, session: EmulatedSession | RealtimeSession) -> None:
         await self.scenario(Conversation(session))
 
-
-def _process_request(connection: ServerConnection, request: Request) -> Response | None:
-    result = route(request.path, request.headers)
-    if isinstance(result, Route):
-        return None
-    status, text = result
-    return connection.respond(status, text + "\n")
+    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        """Refuse at the HTTP level what the service refuses there, with a one-line reason."""
+        if self.protocol == "openai":
+            result = handshake.route(request.path, request.headers)
+            if isinstance(result, handshake.RealtimeRoute):
+                return None
+            if isinstance(route(request.path, request.headers), Route):
+                result = (
+                    HTTPStatus.NOT_FOUND,
+                    (
+                        "this emulator speaks OpenAI Realtime at /v1/realtime; "
+                        "start one with protocol 'gemini' for the Gemini Live API"
+                    ),
+                )
+        else:
+            gemini = route(request.path, request.headers)
+            if isinstance(gemini, Route):
+                return None
+            result = gemini
+            if request.path.partition("?")[0].rstrip("/") == handshake.PATH:
+                result = (
+                    HTTPStatus.NOT_FOUND,
+                    (
+                        "this emulator speaks Gemini Live; start one with protocol 'openai' "
+                        "(livebridge emulator --protocol openai) for /v1/realtime"
+                    ),
+                )
+        status, text = result
+        return connection.respond(status, text + "\n")

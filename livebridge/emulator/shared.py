@@ -11,11 +11,13 @@ from typing import Any, Literal
 from livebridge import wire
 from livebridge.emulator.checker import CallRecord, Thresholds, Violation
 from livebridge.emulator.faults import Faults
+from livebridge.errors import UsageError
 
 __all__ = [
     "MAX_FRAME_BYTES",
     "MAX_REASON_BYTES",
     "Report",
+    "ScenarioError",
     "ServiceOptions",
     "Shared",
     "TranscriptEntry",
@@ -31,6 +33,11 @@ MAX_REASON_BYTES = 123
 #: Client frames larger than this are refused with 1007, as the service does with frames of
 #: about 1 MB (LIVE_PROTOCOL.md §7, googleapis/mcp-toolbox #3637).
 MAX_FRAME_BYTES = 1 << 20
+
+
+class ScenarioError(UsageError):
+    """A scenario cannot be played: a malformed step (named by its index), an unreadable file,
+    or a step the emulator's protocol does not have."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +77,9 @@ class ServiceOptions:
     unanswered is issued again when the model's next turn starts. ``cancel_on_interrupt``: a
     barge-in sends ``toolCallCancellation`` for the turn's open calls (False: the calls are
     dropped without one). ``check_audio_during_blocking``: report audio sent while a BLOCKING
-    call is pending. ``thresholds``: the bounds of the timing checks.
+    call is pending. ``thresholds``: the bounds of the timing checks. ``auto_response``
+    (OpenAI Realtime): the server starts the next response by itself once every output of a
+    response's calls is in, as the service sometimes does.
     """
 
     reissue_after: float | None = None
@@ -78,6 +87,7 @@ class ServiceOptions:
     cancel_on_interrupt: bool = True
     check_audio_during_blocking: bool = True
     thresholds: Thresholds = field(default_factory=Thresholds)
+    auto_response: bool = False
 
 
 @dataclass(slots=True)

@@ -7,13 +7,18 @@ is loaded, naming its index, so a bad file never reaches a client as a 1011::
      {"tool_call": [["get_weather", {"city": "Paris"}], {"name": "get_time", "id": "t-1"}]},
      {"sleep": 1.0}, {"cancel": {}}, {"sleep": 1.0},
      {"say": "Never mind."}, {"turn_complete": {}}]
+
+The same steps play on OpenAI Realtime (``protocol="openai"``), where ``go_away`` and
+``resumption_update`` do not exist (refused when loaded for that protocol), ``send`` takes any
+event object, ``tool_call_raw`` sends one ``function_call`` with its ``arguments`` verbatim, and
+``end_response`` ends the active response with a status (``{"status": "incomplete"}``).
 """
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -59,7 +64,21 @@ class Interrupted(_Options):
     turn_complete: bool = True  # False: interrupted, and no turnComplete
 
 
+class EndResponse(_Options):
+    status: Literal["completed", "cancelled", "incomplete"] = "completed"
+    reason: str | None = None  # e.g. "max_output_tokens", "turn_detected"
+
+
+class RawCall(_Options):
+    name: str
+    arguments: str  # sent as given, even when it is not JSON
+    id: str | None = None
+
+
 Calls = list[tuple[str, dict[str, Any]] | CallSpec]
+#: Steps that only one protocol has.
+GEMINI_ONLY = frozenset({"go_away", "resumption_update"})
+OPENAI_ONLY = frozenset({"tool_call_raw", "end_response"})
 
 #: Every step and the type of its argument.
 STEP_TYPES: dict[str, Any] = {
@@ -75,7 +94,9 @@ STEP_TYPES: dict[str, Any] = {
     "turn_complete": TurnComplete,
     "interrupted": Interrupted,
     "close": tuple[int, str],
-    "send": wire.ServerMessage,
+    "send": dict[str, Any],
+    "tool_call_raw": RawCall,
+    "end_response": EndResponse,
     "raw": str,
     "model": _Options,
 }
@@ -135,8 +156,14 @@ class _Player:
     async def close(self, arg: tuple[int, str]) -> None:
         await self.conv.close(*arg)
 
-    async def send(self, arg: wire.ServerMessage) -> None:
-        await self.conv.session.send(arg)
+    async def send(self, arg: dict[str, Any]) -> None:
+        await self.conv.send(arg)
+
+    async def end_response(self, arg: EndResponse) -> None:
+        await self.conv.end_response(arg.status, arg.reason)
+
+    async def tool_call_raw(self, arg: RawCall) -> None:
+        self.last = [await self.conv.tool_call_raw(arg.name, arg.arguments, arg.id)]
 
     async def raw(self, arg: str) -> None:
         await self.conv.send_raw(arg.encode())
@@ -145,7 +172,7 @@ class _Player:
         await RuleModel()(self.conv)
 
 
-def _validate(index: int, step: Any) -> Step:
+def _validate(index: int, step: Any, protocol: str) -> Step:
     if not isinstance(step, dict) or len(step) != 1:
         raise ScenarioError(f'step {index}: expected a one-key object like {{"say": "hi"}}')
     ((name, arg),) = step.items()
@@ -153,20 +180,26 @@ def _validate(index: int, step: Any) -> Step:
     if kind is None:
         known = ", ".join(STEP_TYPES)
         raise ScenarioError(f"step {index}: unknown step {name!r}; steps are {known}")
+    other = GEMINI_ONLY if protocol == "openai" else OPENAI_ONLY
+    if name in other:
+        raise ScenarioError(f"step {index}: {name!r} is not a step of the {protocol} protocol")
     try:
         value = msgspec.convert(arg, kind, str_keys=True)
         if name == "go_away":
             wire.parse_duration(value)
+        if name == "send" and protocol == "gemini":
+            msgspec.convert(value, wire.ServerMessage)
     except (msgspec.ValidationError, ValueError) as error:
         raise ScenarioError(f"step {index} ({name}): {error}") from None
     return name, value
 
 
-def scenario_from_steps(steps: list[dict[str, Any]]) -> Scenario:
-    """Validate JSON steps (each ``{"step_name": argument}``) and build the scenario they play."""
+def scenario_from_steps(steps: list[dict[str, Any]], protocol: str = "gemini") -> Scenario:
+    """Validate JSON steps (each ``{"step_name": argument}``) for ``protocol`` (``"gemini"`` or
+    ``"openai"``) and build the scenario they play."""
     if not isinstance(steps, list):
         raise ScenarioError(f"expected a JSON list of steps, got {type(steps).__name__}")
-    validated = [_validate(index, step) for index, step in enumerate(steps)]
+    validated = [_validate(index, step, protocol) for index, step in enumerate(steps)]
 
     async def scenario(conv: Conversation) -> None:
         await _Player(conv).play(validated)
@@ -174,8 +207,8 @@ def scenario_from_steps(steps: list[dict[str, Any]]) -> Scenario:
     return scenario
 
 
-def load_scenario(path: Path) -> Scenario:
-    """Read and validate a JSON list of steps from ``path``."""
+def load_scenario(path: Path, protocol: str = "gemini") -> Scenario:
+    """Read and validate a JSON list of steps from ``path`` for ``protocol``."""
     try:
         data = path.read_bytes()
     except OSError as error:
@@ -185,6 +218,6 @@ def load_scenario(path: Path) -> Scenario:
     except msgspec.DecodeError as error:
         raise ScenarioError(f"scenario {path} is not JSON: {error}") from None
     try:
-        return scenario_from_steps(steps)
+        return scenario_from_steps(steps, protocol)
     except ScenarioError as error:
         raise ScenarioError(f"scenario {path}: {error}") from None

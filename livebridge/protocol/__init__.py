@@ -1,8 +1,8 @@
 """Sans-I/O live protocols: decoded messages and the time in, events and actions out.
 
 ``base`` holds what every vendor shares (the connection state table, the actions); a vendor's
-protocol (``gemini``) turns its messages into those. ``outbox`` is the app's input waiting for
-the socket. None of it imports an SDK or a socket library.
+protocol (``gemini``, ``openai``) turns its messages into those. ``outbox`` is the app's input
+waiting for the socket. None of it imports an SDK or a socket library.
 """
 
 from livebridge.protocol.base import (
@@ -22,6 +22,7 @@ from livebridge.protocol.base import (
     SwitchConnection,
 )
 from livebridge.protocol.gemini import GeminiLiveProtocol
+from livebridge.protocol.openai import OpenAIRealtimeProtocol
 from livebridge.protocol.outbox import AudioPolicy, Outbox
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "GeminiLiveProtocol",
     "LiveProtocol",
     "Notify",
+    "OpenAIRealtimeProtocol",
     "Outbox",
     "Output",
     "ProtocolOptions",

@@ -89,11 +89,14 @@ class RunCalls:
     """Run these admitted calls as one dispatcher batch, in turn ``turn``.
 
     ``refuse``: they arrived while the app is leaving; answer them without running them.
+    ``partials``: stream an async-generator handler's items as they come; without it they are
+    collected into one final answer (a vendor that takes one output per call).
     """
 
     calls: Sequence[Call]
     turn: int
     refuse: bool = False
+    partials: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,11 +155,15 @@ class ProtocolOptions:
 
 
 class LiveProtocol(Protocol):
-    """What the session shell asks of a vendor's protocol (``GeminiLiveProtocol`` is one).
+    """What the session shell asks of a vendor's protocol (``GeminiLiveProtocol``,
+    ``OpenAIRealtimeProtocol``).
 
-    Every method takes the time as an argument and returns outputs; none awaits.
+    Every method takes the time as an argument and returns outputs; none awaits. The shell
+    sends ``frame(next_item())`` and confirms with ``sent(item)``, or hands a failed send back
+    with ``unsent(item)``; it never looks inside a message.
     """
 
+    vendor: str
     handle: str | None
     session_id: str | None
     outbox: Outbox
@@ -177,7 +184,10 @@ class LiveProtocol(Protocol):
     def receive(self, message: Any, now: float) -> list[Output]: ...
     def settled(self, outcome: Outcome) -> list[Output]: ...
     def partial(self, item: Partial) -> list[Output]: ...
+    def input_rate(self, rate: int | None) -> int: ...
     def next_item(self, now: float) -> Outgoing | ClientItem | None: ...
+    def frame(self, item: Outgoing | ClientItem) -> ClientItem: ...
+    def unsent(self, item: Outgoing | ClientItem) -> None: ...
     def sent(self, item: Outgoing | ClientItem, now: float) -> list[Output]: ...
     def take_fates(self) -> list[Output]: ...
     def shutdown(self) -> list[str]: ...

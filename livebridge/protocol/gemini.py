@@ -60,7 +60,7 @@ from livebridge.protocol.base import (
 )
 from livebridge.protocol.outbox import Outbox
 from livebridge.tools import ToolRegistry
-from livebridge.transport import ClientItem, message_kind
+from livebridge.transport import ClientItem, ToolAnswers, message_kind
 
 __all__ = ["GeminiLiveProtocol"]
 
@@ -72,6 +72,10 @@ _SEEN_BATCH = 256
 
 class GeminiLiveProtocol:
     """The decisions of one Live conversation; see the module docstring."""
+
+    vendor = "gemini"
+    #: Microphone audio rate when the app names none (any rate is accepted: the frame says it).
+    INPUT_RATE = 16_000
 
     def __init__(
         self,
@@ -380,6 +384,20 @@ class GeminiLiveProtocol:
         if answers is not None:
             return answers
         return self.outbox.take(blocking=ledger.blocking_pending)
+
+    def input_rate(self, rate: int | None) -> int:
+        """The rate to send app audio at: any rate the app names (the frame carries it)."""
+        return self.INPUT_RATE if rate is None else rate
+
+    def frame(self, item: Outgoing | ClientItem) -> ClientItem:
+        """What the transport sends for ``item``: answers go as one ``toolResponse``."""
+        return ToolAnswers(item.function_responses) if isinstance(item, Outgoing) else item
+
+    def unsent(self, item: Outgoing | ClientItem) -> None:
+        """``item`` did not leave (the connection ended): app input goes back to the front;
+        the ledger requeues its own answers (``disconnected``)."""
+        if not isinstance(item, Outgoing):
+            self.outbox.push_front(item)
 
     def sent(self, item: Outgoing | ClientItem, now: float) -> list[Output]:
         """``item`` left on the socket."""

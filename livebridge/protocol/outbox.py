@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Literal
 
-from livebridge.transport import Audio, ClientItem, Signal, Text, ToolAnswers
+from livebridge.transport import Audio, ClientItem, Frames, Signal, Text, ToolAnswers
 
 __all__ = ["AudioPolicy", "Outbox", "item_size"]
 
@@ -30,6 +30,8 @@ def item_size(item: ClientItem) -> int:
         return max(1, len(item.text))
     if isinstance(item, Signal):
         return 1
+    if isinstance(item, Frames):
+        return max(1, len(item.messages))
     return max(1, len(item.responses))
 
 
@@ -78,7 +80,7 @@ class Outbox:
 
     def push_front(self, item: ClientItem) -> None:
         """Put back an item whose send failed, ahead of everything else."""
-        if isinstance(item, ToolAnswers):
+        if isinstance(item, ToolAnswers | Frames):
             raise ValueError("tool answers are requeued by the ledger, not the outbox")
         self._queue.appendleft(item)
         self._queued += item_size(item)

@@ -9,7 +9,7 @@ import pytest
 
 from livebridge import wire
 from livebridge.emulator import SEVERITIES, VIOLATION_KINDS, Conversation, Emulator, checker
-from livebridge.emulator.checker import TRANSITIONS, Checker, Thresholds, Violation
+from livebridge.emulator.checker import TRANSITIONS, Checker, Thresholds, Violation, move
 from livebridge.errors import LocalProtocolError
 
 from .helpers import (
@@ -305,7 +305,7 @@ def test_a_move_the_table_lacks_raises_and_changes_nothing() -> None:
     record = checker_.calls["c0"]
     assert ("cancelled", "answer") not in TRANSITIONS
     with pytest.raises(LocalProtocolError, match="cannot answer a cancelled call"):
-        Checker._move(record, "answer")
+        move(record, "answer")
     assert record.state == "cancelled"
     with pytest.raises(LocalProtocolError, match="issued before"):
         checker_.issue([("c0", "f", {}, True)])

@@ -1,0 +1,439 @@
+"""The model's side of an OpenAI Realtime connection: one response at a time, and what goes in it.
+
+The model speaks only inside a response. A client's ``response.create`` (or the server's own
+turn detection, or ``auto_response``) opens one; the scenario's ``say``/``speak``/``tool_call``
+fill it; ``turn_complete`` ends it ``completed``, ``cancel``/``interrupted`` end it ``cancelled``.
+A response carrying calls stays open until the scenario waits for their outputs (it then ends
+``completed``, as the service ends a response after its function calls) or cancels them, so a
+scenario can cancel calls the client has already seen (LIVE_PROTOCOL.md §6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import msgspec
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from livebridge import wire
+from livebridge.emulator.base import Connection
+from livebridge.emulator.checker import Answer, CallRecord
+from livebridge.emulator.openai import codec
+from livebridge.emulator.openai.checker import RealtimeChecker
+from livebridge.emulator.shared import ScenarioError, Shared, UserTurn
+from livebridge.emulator.voice import tone
+
+__all__ = ["FRAME_SECONDS", "MAX_ITEMS", "MAX_WAITING_TURNS", "ModelOutput", "Origin"]
+
+#: Model audio goes out in frames of this many seconds, at real-time pace.
+FRAME_SECONDS = 0.04
+#: User turns the model has not taken yet, kept at most (the oldest goes first).
+MAX_WAITING_TURNS = 64
+#: Conversation items remembered for ``retrieve``/``truncate``/``delete``; past this the oldest
+#: is forgotten (asking for it then gets ``item_not_found``).
+MAX_ITEMS = 1024
+
+Origin = Literal["client", "server"]
+
+
+@dataclass(slots=True)
+class _Message:
+    """The assistant message item the model is speaking into."""
+
+    item: dict[str, Any]
+    output_index: int
+    modality: Literal["audio", "text"]
+    text: list[str] = field(default_factory=list)
+    audio_bytes: int = 0
+
+
+@dataclass(slots=True)
+class _Response:
+    id: str
+    origin: Origin
+    output: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+    message: _Message | None = None
+    tokens: int = 0
+    ending: bool = False  # its response.done is on its way: nothing more goes in
+
+
+class ModelOutput(Connection):
+    """Responses and the model's output in them; ``RealtimeSession`` adds the client's events."""
+
+    checker: RealtimeChecker
+
+    def __init__(
+        self, shared: Shared, ws: ServerConnection, session_id: str, *, model: str
+    ) -> None:
+        super().__init__(shared, ws, session_id)
+        self.model = model
+        self.checker = RealtimeChecker(session_id, shared.report)
+        self.session: dict[str, Any] = codec.default_session(model, f"sess_{session_id}")
+        self.config = msgspec.convert(self.session, codec.SessionConfig)
+        self.declarations: dict[str, wire.FunctionDeclaration] = {}
+        self.turns: asyncio.Queue[UserTurn] = asyncio.Queue(MAX_WAITING_TURNS)
+        self.active: _Response | None = None
+        self._items: dict[str, dict[str, Any]] = {}
+        self._last_item: str | None = None
+        self._fresh: list[str] = []  # user text since the last response
+        self._fresh_audio = 0.0  # seconds of user speech since the last response
+        self._audio_ms = 0.0  # all audio appended so far
+        self._speech_item: str | None = None
+        self._input_tokens = 0
+
+    # public state ------------------------------------------------------------------------------
+
+    @property
+    def modality(self) -> str:
+        """``AUDIO`` or ``TEXT``, as the Gemini side names them."""
+        return "AUDIO" if "audio" in (self.config.output_modalities or ["audio"]) else "TEXT"
+
+    @property
+    def pending_calls(self) -> list[CallRecord]:
+        return self.checker.pending()
+
+    @property
+    def answered(self) -> dict[str, Answer]:
+        calls = self.checker.calls.values()
+        return {record.id: record.answer for record in calls if record.answer is not None}
+
+    # sending -----------------------------------------------------------------------------------
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """Send one server event (a text frame), through the configured faults."""
+        payload = {"event_id": codec.new_id("event"), **message}
+        faults = self.shared.faults
+        async with self._send_lock:
+            if faults.delay:
+                await asyncio.sleep(faults.delay)
+            dropped = faults.drop is not None and faults.drop(payload)
+            self.shared.record(
+                "server", self.id, {**payload, "dropped": True} if dropped else payload
+            )
+            if not dropped:
+                await self.ws.send(msgspec.json.encode(payload).decode())
+            item = payload.get("item") or {}
+            if (
+                faults.abort_after_tool_call
+                and payload["type"] == "response.output_item.done"
+                and item.get("type") == "function_call"
+                and not self._aborted
+            ):
+                self.abort()
+
+    async def send_error(self, error: codec.EventError, client_event_id: str | None) -> None:
+        await self.send(codec.error_event(error, client_event_id))
+
+    def _remember(self, item: dict[str, Any]) -> None:
+        self._items[item["id"]] = item
+        while len(self._items) > MAX_ITEMS:
+            del self._items[next(iter(self._items))]
+
+    async def _add_item(self, item: dict[str, Any]) -> dict[str, Any]:
+        item = {"object": "realtime.item", "status": "completed", **item}
+        item.setdefault("id", codec.new_id("item"))
+        previous, self._last_item = self._last_item, item["id"]
+        self._remember(item)
+        for kind in ("conversation.item.added", "conversation.item.done"):
+            await self.send(codec.event(kind, previous_item_id=previous, item=item))
+        return item
+
+    # responses ---------------------------------------------------------------------------------
+
+    async def _open_response(self, origin: Origin) -> None:
+        """Start a response; a new user turn goes to the scenario, a continuation does not."""
+        continuation = self.checker.continues_batch() and not (self._fresh or self._fresh_audio)
+        response = _Response(codec.new_id("resp"), origin)
+        self.active = response
+        await self.send(
+            codec.event("response.created", response=self._response_object(response, "in_progress"))
+        )
+        if not continuation:
+            if self._fresh_audio and not self._fresh:
+                turn = UserTurn("audio", None, self._fresh_audio)
+            else:
+                turn = UserTurn("text", " ".join(self._fresh))
+            self._queue_turn(turn)
+        self._fresh, self._fresh_audio = [], 0.0
+        await self._changed()
+
+    def _queue_turn(self, turn: UserTurn) -> None:
+        """Queue a user turn; past ``MAX_WAITING_TURNS`` the oldest goes (reading never waits)."""
+        if self.turns.full():
+            self.turns.get_nowait()
+        self.turns.put_nowait(turn)
+
+    def _response_object(
+        self, response: _Response, status: str, reason: str | None = None
+    ) -> dict[str, Any]:
+        usage = None
+        if status != "in_progress":
+            output_tokens = max(response.tokens, 1)
+            input_tokens = max(self._input_tokens, 1)
+            usage = {
+                "total_tokens": input_tokens + output_tokens,
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+            }
+        modalities = self.config.output_modalities or ["audio"]
+        return codec.response_object(
+            response.id, status, response.output, list(modalities), reason=reason, usage=usage
+        )
+
+    async def end_response(
+        self, status: Literal["completed", "cancelled", "incomplete"], *, reason: str | None = None
+    ) -> None:
+        """End the active response with ``status`` (``response.done``); it stays the active
+        one until then (a ``response.create`` meanwhile is refused), and ending it twice, from
+        the scenario and from a barge-in at once, sends one ``response.done``."""
+        response = self.active
+        if response is None or response.ending:
+            return
+        response.ending = True
+        await self._close_message(response, "completed" if status == "completed" else "incomplete")
+        self.active = None
+        self.checker.end_response(response.id, status)
+        done = self._response_object(response, status, reason)
+        await self.send(codec.event("response.done", response=done))
+        if response.calls and status == "completed":
+            with contextlib.suppress(ConnectionClosed):  # the pong proves the client read it
+                pong = asyncio.ensure_future(await self.ws.ping())
+                pong.add_done_callback(lambda ack: self._read_by_client(ack, response.id))
+        await self._changed()
+
+    def _read_by_client(self, ack: asyncio.Future[float], response_id: str) -> None:
+        if not ack.cancelled() and ack.exception() is None:
+            self.checker.read(response_id)
+            self.shared.notify()
+
+    async def _response(self) -> _Response:
+        """The active response; the model waits for one (it speaks only when asked)."""
+        await self.wait_until(lambda: self.active is not None and not self.active.ending)
+        assert self.active is not None
+        return self.active
+
+    async def _output_item(self, response: _Response, item: dict[str, Any]) -> int:
+        index = len(response.output)
+        item = {"object": "realtime.item", **item}
+        response.output.append(item)
+        self._remember(item)
+        await self.send(
+            codec.event(
+                "response.output_item.added", response_id=response.id, output_index=index, item=item
+            )
+        )
+        previous, self._last_item = self._last_item, item["id"]
+        await self.send(
+            codec.event("conversation.item.added", previous_item_id=previous, item=item)
+        )
+        return index
+
+    async def _finish_item(self, response: _Response, index: int, status: str) -> None:
+        item = response.output[index]
+        item["status"] = status
+        where = {"response_id": response.id, "output_index": index}
+        await self.send(codec.event("response.output_item.done", **where, item=item))
+        await self.send(codec.event("conversation.item.done", previous_item_id=None, item=item))
+
+    async def _message(self, response: _Response) -> _Message:
+        if response.message is not None:
+            return response.message
+        modality: Literal["audio", "text"] = "audio" if self.modality == "AUDIO" else "text"
+        item = {
+            "id": codec.new_id("item"),
+            "type": "message",
+            "role": "assistant",
+            "status": "in_progress",
+            "content": [],
+        }
+        index = await self._output_item(response, item)
+        message = _Message(item, index, modality)
+        response.message = message
+        part = (
+            {"type": modality, "transcript": ""}
+            if modality == "audio"
+            else {"type": "text", "text": ""}
+        )
+        await self.send(
+            codec.event("response.content_part.added", **self._where(response, message), part=part)
+        )
+        return message
+
+    @staticmethod
+    def _where(response: _Response, message: _Message) -> dict[str, Any]:
+        return {
+            "response_id": response.id,
+            "item_id": message.item["id"],
+            "output_index": message.output_index,
+            "content_index": 0,
+        }
+
+    async def _close_message(self, response: _Response, status: str) -> None:
+        message = response.message
+        if message is None:
+            return
+        response.message = None
+        where = self._where(response, message)
+        text = "".join(message.text)
+        if message.modality == "audio":
+            if message.audio_bytes:
+                await self.send(codec.event("response.output_audio.done", **where))
+            await self.send(
+                codec.event("response.output_audio_transcript.done", **where, transcript=text)
+            )
+            part = {"type": "audio", "transcript": text}
+            message.item["content"] = [{"type": "output_audio", "transcript": text}]
+        else:
+            await self.send(codec.event("response.output_text.done", **where, text=text))
+            part = {"type": "text", "text": text}
+            message.item["content"] = [{"type": "output_text", "text": text}]
+        await self.send(codec.event("response.content_part.done", **where, part=part))
+        await self._finish_item(response, message.output_index, status)
+
+    # the model's side (the scenario API) -------------------------------------------------------
+
+    async def say(self, owner: str, text: str) -> None:
+        """Model text: the transcript of its audio in an audio session, output text otherwise."""
+        response = await self._response()
+        message = await self._message(response)
+        message.text.append(text)
+        response.tokens += max(1, len(text) // 4)
+        kind = (
+            "response.output_audio_transcript.delta"
+            if message.modality == "audio"
+            else "response.output_text.delta"
+        )
+        await self.send(codec.event(kind, **self._where(response, message), delta=text))
+
+    async def speak(self, owner: str, seconds: float, rate: int = codec.AUDIO_RATE) -> None:
+        """Model audio (PCM16, 24 kHz) in 40 ms frames at real-time pace; stops when the
+        response ends (a barge-in, a cancel)."""
+        response = await self._response()
+        if self.modality != "AUDIO":
+            return
+        message = await self._message(response)
+        frame = base64.b64encode(tone(FRAME_SECONDS, rate)).decode()
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for index in range(max(1, round(seconds / FRAME_SECONDS))):
+            if self.active is not response or response.ending:
+                return
+            await self.send(
+                codec.event(
+                    "response.output_audio.delta", **self._where(response, message), delta=frame
+                )
+            )
+            message.audio_bytes += len(frame)
+            response.tokens += 1
+            await asyncio.sleep(max(0.0, start + (index + 1) * FRAME_SECONDS - loop.time()))
+
+    async def issue_calls(
+        self,
+        owner: str,
+        calls: Sequence[tuple[str, dict[str, Any] | str]],
+        ids: list[str | None] | None = None,
+        *,
+        reissue_of: str | None = None,
+    ) -> list[str]:
+        """Add one ``function_call`` item per call to the active response, arguments streamed
+        as deltas then done; a ``str`` argument is sent verbatim (even if not JSON)."""
+        if reissue_of is not None:
+            raise ScenarioError("re-issuing calls is Gemini behaviour; OpenAI Realtime has none")
+        response = await self._response()
+        await self._close_message(response, "completed")
+        chosen = ids or [None] * len(calls)
+        specs = [
+            (call_id or codec.new_id("call"), name, args)
+            for call_id, (name, args) in zip(chosen, calls, strict=True)
+        ]
+        self.checker.issue(
+            response.id, [(i, n, a if isinstance(a, dict) else {}) for i, n, a in specs]
+        )
+        response.calls.extend(spec[0] for spec in specs)
+        for call_id, name, args in specs:
+            arguments = args if isinstance(args, str) else msgspec.json.encode(args).decode()
+            item = {
+                "id": codec.new_id("item"),
+                "type": "function_call",
+                "status": "in_progress",
+                "name": name,
+                "call_id": call_id,
+                "arguments": "",
+            }
+            index = await self._output_item(response, item)
+            where = {
+                "response_id": response.id,
+                "item_id": item["id"],
+                "output_index": index,
+                "call_id": call_id,
+            }
+            half = len(arguments) // 2
+            for delta in filter(None, (arguments[:half], arguments[half:])):
+                await self.send(
+                    codec.event("response.function_call_arguments.delta", **where, delta=delta)
+                )
+            await self.send(
+                codec.event(
+                    "response.function_call_arguments.done", **where, name=name, arguments=arguments
+                )
+            )
+            response.output[index]["arguments"] = arguments
+            response.tokens += max(1, len(arguments) // 4)
+            await self._finish_item(response, index, "completed")
+        await self._changed()
+        return [spec[0] for spec in specs]
+
+    async def end_calls(self, ids: list[str]) -> None:
+        """The model is done issuing: the active response carrying any of ``ids`` ends
+        ``completed``, so the client may answer them."""
+        if self.active is not None and set(ids) & set(self.active.calls):
+            await self.end_response("completed")
+
+    async def cancel_calls(self, ids: list[str]) -> None:
+        """End the response carrying ``ids`` ``cancelled`` (its calls must not be answered);
+        a call whose response already ended cannot be cancelled on this vendor."""
+        active = self.active
+        if active is not None and set(ids) & set(active.calls):
+            await self.end_response("cancelled", reason="turn_detected")
+            return
+        unknown = [call_id for call_id in ids if call_id not in self.checker.calls]
+        if unknown:
+            raise ScenarioError(f"cancel: unknown call ids {', '.join(unknown)}")
+        if any(self.checker.calls[call_id].open for call_id in ids):
+            raise ScenarioError(
+                "cancel: the response of these calls already ended completed; on OpenAI Realtime "
+                "only a response in progress can be cancelled (cancel before wait_answers)"
+            )
+
+    async def complete_turn(
+        self,
+        owner: str,
+        usage: dict[str, Any] | None = None,
+        *,
+        interrupted: bool = False,
+        wait: bool = True,
+    ) -> None:
+        """End the active response ``completed`` (``incomplete`` with ``interrupted``)."""
+        await self.end_response("incomplete" if interrupted else "completed")
+
+    async def interrupt(self, calls: str = "cancel", *, complete: bool = True) -> None:
+        """The user talks over the model: ``input_audio_buffer.speech_started``, then the active
+        response ends ``cancelled`` (reason ``turn_detected``), its calls with it."""
+        if self.active is None:
+            return
+        self._speech_item = codec.new_id("item")
+        await self.send(
+            codec.event(
+                "input_audio_buffer.speech_started",
+                audio_start_ms=int(self._audio_ms),
+                item_id=self._speech_item,
+            )
+        )
+        await self.end_response("cancelled", reason="turn_detected")

@@ -1,0 +1,54 @@
+"""``SessionOptions``: how a ``LiveSession`` behaves, whatever the vendor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from livebridge import resume
+from livebridge.protocol import AudioPolicy, ProtocolOptions
+from livebridge.transport import TransportKind
+
+__all__ = ["SessionOptions"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOptions:
+    """How a ``LiveSession`` behaves; every default is the safe one.
+
+    ``audio_during_blocking`` decides what happens to microphone audio sent while a BLOCKING call
+    waits for its answer. ``"hold"`` (default) keeps up to ``held_audio_seconds`` of it and sends
+    it right after the answer: nothing is lost and the service is never sent audio during a
+    pending blocking call (reported to abort the session with 1008). ``"send"`` streams it
+    anyway (barge-in keeps working), ``"drop"`` discards it.
+
+    ``outbox_bytes`` bounds the input waiting for the socket: past it ``send_*`` waits until the
+    writer catches up. ``tls_read_buffer`` replaces asyncio's 256 KiB per-connection TLS read
+    buffer (0 keeps it). ``record`` writes every frame of every connection to that path
+    (``livebridge.record``; ``.gz`` compresses), audio reduced to its length unless
+    ``record_audio="keep"``, tool arguments and results through the ``TraceObserver``'s ``redact``.
+    ``record_max_bytes`` bounds the recording: at the bound it ends with a ``truncated`` line.
+    """
+
+    transport: TransportKind = "wire"
+    audio_during_blocking: AudioPolicy = "hold"
+    held_audio_seconds: float = 10.0
+    outbox_bytes: int = 1024 * 1024
+    event_capacity: int = 1024
+    shutdown_grace: float = 5.0
+    reconnect_attempts: int = 5
+    go_away_margin: float = 1.0
+    keepalive: dict[str, float] = field(default_factory=resume.keepalive_settings)
+    tls_read_buffer: int = 8 * 1024
+    record: str | None = None
+    record_audio: Literal["keep", "length"] = "length"
+    record_max_bytes: int = 256 * 1024 * 1024
+
+    def protocol_options(self) -> ProtocolOptions:
+        return ProtocolOptions(
+            audio_during_blocking=self.audio_during_blocking,
+            held_audio_seconds=self.held_audio_seconds,
+            outbox_bytes=self.outbox_bytes,
+            reconnect_attempts=self.reconnect_attempts,
+            go_away_margin=self.go_away_margin,
+        )

@@ -1,0 +1,591 @@
+"""``OpenAIRealtimeProtocol``: one OpenAI Realtime (GA) conversation as a sans-I/O state machine.
+
+The same interface as ``GeminiLiveProtocol`` (``protocol.base.LiveProtocol``): decoded server
+events (``openai_wire.ServerEvent``) and the time in, session events and actions out. What
+differs, and why:
+
+- **When calls run.** A call is a ``function_call`` output item, complete at
+  ``response.function_call_arguments.done`` / ``response.output_item.done``, but those are also
+  sent for a response that is then cancelled or cut short. Handlers start at ``response.done``
+  and only when its status is ``completed``: the calls of a ``cancelled``, ``incomplete`` or
+  ``failed`` response are never run nor answered (fate ``cancelled``, with the status and reason).
+  The cost is the tail of the same response (function calls come last in it, so a few ms); the
+  gain is that no handler with side effects runs for a generation the user interrupted, and the
+  calls of one response are admitted together: fan-out, duplicate and grouping rules apply per
+  response exactly as per Gemini ``toolCall``.
+- **Grouping.** The calls of one response are one BLOCKING batch of the ledger: each gets one
+  ``conversation.item.create`` (``function_call_output``, JSON text of the livebridge payload),
+  and once every call of the batch is answered exactly one ``response.create`` follows. There
+  is no NON_BLOCKING behaviour or ``scheduling`` on OpenAI: every call is treated as BLOCKING
+  and a streaming handler's items are collected into its one output.
+- **Active responses.** ``response.create`` is held while a response is in progress (between
+  ``response.created`` and ``response.done``) and sent once it is done, so the model answers the
+  outputs in a response of its own; a response the server starts after the outputs went out
+  (and before the ``response.create`` did) answers them, and none is sent. If the server refuses
+  it anyway with ``conversation_already_has_active_response`` (a response began that we had
+  not yet seen), the error is logged and counted (``active_response_errors``) and the session
+  goes on: the outputs are in the conversation, and the running response or the next sees them.
+- **Turns.** ``TurnComplete`` comes with a ``response.done`` that ends the model's turn: not
+  with one that completed with function calls (the model goes on in a new response once the
+  outputs are in, as a Gemini turn goes on after ``toolResponse``).
+- **Barge-in.** ``input_audio_buffer.speech_started`` is reported as ``Interrupted`` (stop
+  playback), as Gemini's ``interrupted``; calls already running keep running and are answered.
+  A response the server cancels because of the speech ends ``cancelled``: its calls never run.
+- **Reconnects.** There is no resumption handle: a dropped connection loses the server's
+  conversation. livebridge opens a new connection (same backoff and attempt limit as Gemini),
+  which starts an empty conversation; every call of the old one without an answer is orphaned
+  (reason says why), an owed ``response.create`` is dropped, and the app gets
+  ``Resumed(fresh=True)``: it must send again whatever the model needs to know.
+- **Frames.** Each output is its own frame; one that would exceed ``max_frame_bytes`` is
+  answered with a ``result_too_large`` error instead.
+- **Audio** is PCM16 mono at 24 kHz both ways, the only ``audio/pcm`` rate the API takes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from livebridge import openai_wire, outcomes, payloads, resume, wire
+from livebridge.adapters._fields import parse_arguments
+from livebridge.calls import Call, Outcome, Partial
+from livebridge.errors import ConnectionLostError, LivebridgeError
+from livebridge.events import (
+    AudioOut,
+    Closed,
+    ErrorReported,
+    InputTranscript,
+    Interrupted,
+    OutputTranscript,
+    Resumed,
+    TextOut,
+    ToolCallSettled,
+    ToolCallStarted,
+    TurnComplete,
+)
+from livebridge.ledger import CallLedger, LiveCall, Outgoing
+from livebridge.observe import (
+    AnswerSent,
+    CallOrphaned,
+    CallSettled,
+    Direction,
+    MessageSeen,
+    Reconnected,
+    SessionClosed,
+    SessionOpened,
+)
+from livebridge.openai_wire import ServerEvent
+from livebridge.protocol.base import (
+    CancelCalls,
+    ConnectionState,
+    ConnectionTable,
+    Finish,
+    Notify,
+    Output,
+    ProtocolOptions,
+    Reconnect,
+    RunCalls,
+)
+from livebridge.protocol.openai_errors import classify_close, service_error
+from livebridge.protocol.outbox import Outbox
+from livebridge.tools import ToolRegistry
+from livebridge.transport import ClientItem, Frames
+
+__all__ = ["ACTIVE_RESPONSE", "OpenAIRealtimeProtocol"]
+
+log = logging.getLogger("livebridge.session")
+
+#: The error code of a ``response.create`` sent while a response is in progress: tolerated.
+ACTIVE_RESPONSE = "conversation_already_has_active_response"
+
+_SEEN_BATCH = 256
+_UNBOUNDED = 1 << 40  # the ledger's frame budget: each output is its own frame (see settled)
+_FRESH = "fresh session"  # the ledger's reason for calls a new conversation does not know
+_MAX_HEARD = 64
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A function call seen in a response that is not done yet."""
+
+    call_id: str
+    name: str | None
+    arguments: str | None
+    index: int
+
+
+class OpenAIRealtimeProtocol:
+    """The decisions of one OpenAI Realtime conversation; see the module docstring."""
+
+    vendor = "openai"
+
+    def __init__(
+        self,
+        tools: ToolRegistry,
+        options: ProtocolOptions | None = None,
+        *,
+        observed: bool = True,
+        delays: Iterator[float] | None = None,
+    ) -> None:
+        """``observed``: produce ``Notify`` outputs; ``delays``: waits before reconnects."""
+        self.options = options or ProtocolOptions()
+        self.tools = tools
+        self.handle: str | None = None  # OpenAI Realtime has no resumption handle
+        self.session_id: str | None = None
+        self.turn = 0
+        self.active_response_errors = 0
+        self.connection = ConnectionTable()
+        self.ledger = CallLedger(encode=openai_wire.answer, max_frame_bytes=_UNBOUNDED)
+        self.outbox = Outbox(
+            self.options.audio_during_blocking,
+            self.options.held_audio_seconds,
+            self.options.outbox_bytes,
+        )
+        self._observed = observed
+        self._delays = delays if delays is not None else resume.backoff()
+        self._opened = False
+        self._leaving = False
+        self._attempts = 0
+        self._lost: tuple[str, LivebridgeError | None] = ("connect", None)
+        self._responses: dict[str, dict[str, _Pending]] = {}  # response id -> its calls so far
+        self._active: str | None = None  # the response in progress, if any
+        self._create_owed = False  # answers went out; their response.create has not
+        self._stranded: list[tuple[str, str]] = []  # calls of responses cut by a lost connection
+        self._heard: set[str] = set()  # input items whose transcript arrived as deltas
+        self._seen: dict[tuple[Direction, str], int] = {}
+        self._seen_pending = 0
+        self._handlers: dict[str, Callable[[ServerEvent, float, list[Output]], None]] = {
+            "session.created": self._on_session,
+            "response.created": self._on_response_created,
+            "response.output_item.added": self._on_item,
+            "response.output_item.done": self._on_item,
+            "response.function_call_arguments.done": self._on_arguments,
+            "response.done": self._on_response_done,
+            "response.output_audio.delta": self._on_audio,
+            "response.output_text.delta": self._on_text,
+            "response.output_audio_transcript.delta": self._on_said,
+            "conversation.item.input_audio_transcription.delta": self._on_heard,
+            "conversation.item.input_audio_transcription.completed": self._on_heard_all,
+            "input_audio_buffer.speech_started": self._on_speech,
+            "error": self._on_error,
+        }
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        return self.connection.state
+
+    @property
+    def idle(self) -> bool:
+        """No call is waiting for its fate and no ``response.create`` is owed."""
+        return self.ledger.idle and not self._create_owed
+
+    @property
+    def switch_ready(self) -> bool:
+        return self.ledger.idle  # no goAway on OpenAI: asked only of a switch never started
+
+    @property
+    def send_directly(self) -> bool:
+        return not self.outbox and self.ledger.idle
+
+    def answer_seen(self, call_id: str) -> bool:
+        return self.ledger.answer_seen(call_id)
+
+    # -- connections -----------------------------------------------------------------------
+
+    def opened(self, session_id: str | None, now: float) -> list[Output]:
+        """A connection is open with the session configured: always a new conversation."""
+        self.connection.move("open")
+        resumed = self._opened
+        self._opened = True
+        self._attempts = 0
+        self._active = None
+        self._create_owed = False
+        self.session_id = self.session_id or session_id
+        out: list[Output] = []
+        if not resumed and self._observed:
+            out.append(Notify(SessionOpened(self.session_id)))
+        orphaned = self.ledger.resumed(None, now)
+        self._fates(out)
+        orphaned += self._report_stranded(out)
+        if resumed:
+            reason, error = self._lost
+            if self._observed:
+                out.append(Notify(Reconnected(self.session_id, reason)))
+            out.append(Resumed(reason, tuple(orphaned), error, fresh=True))
+        return out
+
+    def lost(
+        self, code: int | None, reason: str, now: float, *, error: LivebridgeError | None = None
+    ) -> Reconnect | Finish:
+        """The connection ended; reconnect (a new, empty conversation) or finish."""
+        decision = classify_close(code, reason)
+        log.info("connection closed (%s %r): %s", code, reason, decision.reason)
+        cause = error or decision.error
+        self.ledger.disconnected()
+        for calls in self._responses.values():
+            self._stranded += [(c.call_id, c.name or "") for c in calls.values()]
+        self._responses.clear()
+        self._active = None
+        self._create_owed = False
+        if not self._opened:  # nothing was lost yet: say why connecting failed
+            lost = ConnectionLostError(
+                f"Could not open an OpenAI Realtime session ({code}: {reason or 'no reason'}). "
+                "Check the network path and the base URL (OPENAI_BASE_URL).",
+                code=code,
+                reason=reason,
+            )
+            return Finish(Closed("the first connection failed", error or lost))
+        self.connection.move("lost")
+        if decision.action == "end":
+            text = f"session ended: {cause}" if cause else "the service closed the session"
+            return Finish(Closed(text, cause))
+        self._lost = (decision.reason, cause)
+        self._attempts += 1
+        if self._attempts > self.options.reconnect_attempts:
+            return Finish(Closed(f"gave up after {self._attempts - 1} reconnects", cause))
+        return Reconnect(decision.reason, next(self._delays))
+
+    def shutdown(self) -> list[str]:
+        self._leaving = True
+        return self.ledger.shutdown()
+
+    def close(self, closed: Closed, now: float) -> list[Output]:
+        """The session is over: every call without a fate is orphaned, its handler cancelled."""
+        if self.state == "closed":
+            return []
+        self.connection.move("close")
+        out: list[Output] = []
+        self._fates(out)
+        orphaned = self.ledger.close(now)
+        self._fates(out, closed=f"the session ended: {closed.reason}")
+        for calls in self._responses.values():
+            self._stranded += [(c.call_id, c.name or "") for c in calls.values()]
+        self._responses.clear()
+        self._report_stranded(out, f"the session ended: {closed.reason}")
+        if orphaned:
+            out.append(CancelCalls(orphaned))
+        self._flush_seen(out)
+        out.append(closed)
+        if self._observed:
+            out.append(Notify(SessionClosed(self.session_id, closed.reason)))
+        return out
+
+    # -- server events ---------------------------------------------------------------------
+
+    def receive(self, message: ServerEvent, now: float) -> list[Output]:
+        """A server event arrived; types livebridge does not use are counted and ignored."""
+        self.connection.move("message")
+        out: list[Output] = []
+        if self._observed:
+            self._count("received", message.type, out)
+        handler = self._handlers.get(message.type)
+        if handler is not None:
+            handler(message, now, out)
+        self.ledger.server_message()
+        return out
+
+    def _on_session(self, event: ServerEvent, now: float, out: list[Output]) -> None:
+        if event.session is not None and self.session_id is None:
+            self.session_id = event.session.id
+
+    def _on_response_created(self, event: ServerEvent, now: float, out: list[Output]) -> None:
+        if event.response is not None and event.response.id:
+            self._active = event.response.id
+        if self._create_owed:  # begun after the outputs went out: it answers them already
+            log.info("the server started a response after the outputs; no response.create")
+            self._create_owed = False
+
+    def _on_item(self, event: ServerEvent, now: float, out: list[Output]) -> None:
+        item = event.item
+        if item is None or item.type != "function_call" or not event.response_id:
+            return
+        calls = self._responses.setdefault(event.response_id, {})
+        _note(calls, item.call_id, item.name, item.arguments, event.output_index)
+
+    def _on_arguments(self, event: ServerEvent, now: float, out: list[Output]) -> None:
+        if event.response_id:
+            calls = self._responses.setdefault(event.response_id, {})
+            _note(calls, event.call_id, event.name, event.arguments, event.output_index)
+
+    def _on_response_done(self, event: ServerEvent, now: float, out: list[Output]) -> None:
+        response = event.response
+        if response is None:
+            return
+        if response.id is None or response.id == self._active:
+            self._active = None
+        calls = self._responses.pop(response.id or "", {})
+        for index, item in enumerate(response.output or ()):
+            if item.type == "function_call":
+                _note(calls, item.call_id, item.name, item.arguments, index)
+        ordered = sorted(calls.values(), key=lambda c: c.index)
+        status = response.status or "completed"
+        if ordered and status == "completed":
+            self._admit(ordered, now, out)
+            self._flush_seen(out)
+            return  # not the end of the model's turn: it goes on once the outputs are in
+        if ordered:
+            details = response.status_details
+            why = f" ({details.reason})" if details is not None and details.reason else ""
+            self._withdraw(ordered, f"its response ended {status}{why}", now, out)
+        self.turn += 1
+        out.append(TurnComplete(response.usage, status))
+        self._flush_seen(out)
+
+    def _admit(self, calls: list[_Pending], now: float, out: list[Output]) -> None:
+        """The calls of one completed response: one batch, answered together."""
+        live_calls = []
+        for pending in calls:
+            name = pending.name if pending.name else "<no name>"
+            args: Any = parse_arguments(pending.arguments or "")
+            live_calls.append(LiveCall(Call(pending.call_id, name, args)))
+        admitted = self.ledger.receive(live_calls, now)
+        self._fates(out)
+        if not admitted:
+            return
+        for call in admitted:
+            out.append(ToolCallStarted(call.id, call.name, call.args, "BLOCKING"))
+        out.append(RunCalls(admitted, self.turn, refuse=self._leaving, partials=False))
+
+    def _withdraw(self, calls: list[_Pending], reason: str, now: float, out: list[Output]) -> None:
+        """Calls of a response that did not complete: never run, never answered."""
+        for pending in calls:
+            name = pending.name or "<no name>"
+            log.info("call %s (%s) cancelled: %s", pending.call_id, name, reason)
+            out.append(ToolCallSettled(pending.call_id, name, "cancelled", 0.0, reason=reason))
+            if self._observed:
+                call = Call(pending.call_id, name, parse_arguments(pending.arguments or ""))
+                outcome = outcomes.make(
+                    call, "cancelled", payloads.error("cancelled", reason, retryable=True)
+                )
+                known = name in self.tools
+                settled = CallSettled(
+                    self.session_id, self.turn, call, "BLOCKING", outcome, now, known
+                )
+                out.append(Notify(settled))
+
+    def _on_audio(self, event: ServerEvent, now: float, out: list[Output]) -> None:
+        if event.delta:
+            out.append(AudioOut(wire.b64decode(event.delta), openai_wire.OUTPUT_RATE))
+
+    def _on_text(self, event: ServerEvent, now: float, out: list[Output]) -> None:
+        if event.delta:
+            out.append(TextOut(event.delta))
+
+    def _on_said(self, event: ServerEvent, now: float, out: list[Output]) -> None:
+        if event.delta:
+            out.append(OutputTranscript(event.delta))
+
+    def _on_heard(self, event: ServerEvent, now: float, out: list[Output]) -> None:
+        if event.delta:
+            if len(self._heard) >= _MAX_HEARD:
+                self._heard.clear()
+            self._heard.add(event.item_id or "")
+            out.append(InputTranscript(event.delta))
+
+    def _on_heard_all(self, event: ServerEvent, now: float, out: list[Output]) -> None:
+        streamed = (event.item_id or "") in self._heard
+        self._heard.discard(event.item_id or "")
+        text = "" if streamed else (event.transcript or "")
+        out.append(InputTranscript(text, True))
+
+    def _on_speech(self, event: ServerEvent, now: float, out: list[Output]) -> None:
+        out.append(Interrupted())  # running calls keep running: see the module docstring
+
+    def _on_error(self, event: ServerEvent, now: float, out: list[Output]) -> None:
+        detail = event.error or openai_wire.ErrorDetail()
+        if detail.code == ACTIVE_RESPONSE:
+            self.active_response_errors += 1
+            log.info("response.create refused, a response is in progress; the session goes on")
+            if self._observed:
+                self._count("received", f"error.{ACTIVE_RESPONSE}", out)
+            return
+        error = service_error(detail)
+        log.warning("%s", error)
+        out.append(ErrorReported(error))
+
+    # -- handlers and the writer -----------------------------------------------------------
+
+    def settled(self, outcome: Outcome) -> list[Output]:
+        """A handler's final outcome; one whose frame would be too large becomes an error."""
+        size = len(openai_wire.encode(openai_wire.answer(outcome)))
+        limit = self.options.max_frame_bytes
+        if size > limit:
+            message = (
+                f"The result of {outcome.name} is {size} bytes as a function_call_output, over "
+                f"the frame limit of {limit} bytes (CallPolicy.max_frame_bytes): return less."
+            )
+            response = payloads.error("result_too_large", message, retryable=False)
+            outcome = msgspec.structs.replace(
+                outcome,
+                kind="error",
+                response=response,
+                result_bytes=payloads.encoded_size(response),
+            )
+        self.ledger.settle(outcome)
+        out: list[Output] = []
+        self._fates(out)
+        return out
+
+    def partial(self, item: Partial) -> list[Output]:
+        """Not produced on OpenAI (``RunCalls.partials`` is off); dropped if it ever comes."""
+        log.debug("call %s: streamed item dropped (OpenAI takes one output)", item.call_id)
+        return []
+
+    def input_rate(self, rate: int | None) -> int:
+        """24 kHz, the one rate OpenAI Realtime takes for ``audio/pcm``."""
+        if rate is None or rate == openai_wire.INPUT_RATE:
+            return openai_wire.INPUT_RATE
+        raise ValueError(
+            f"OpenAI Realtime takes 16-bit PCM at {openai_wire.INPUT_RATE} Hz only, not {rate} "
+            "Hz: resample the audio to 24 kHz before send_audio"
+        )
+
+    def next_item(self, now: float) -> Outgoing | ClientItem | None:
+        """Answers first, then the owed ``response.create`` (once no response is in
+        progress), then the app's input in order."""
+        ledger = self.ledger
+        if ledger.idle and not self._create_owed:
+            return self.outbox.take(blocking=False)
+        answers = ledger.drain(now)
+        if answers is not None:
+            return answers
+        if self._create_owed and self._active is None and ledger.connected:
+            return Frames([openai_wire.RESPONSE_CREATE], "response.create")
+        return self.outbox.take(blocking=ledger.blocking_pending)
+
+    def frame(self, item: Outgoing | ClientItem) -> ClientItem:
+        """Answers go as one ``conversation.item.create`` frame per call."""
+        if isinstance(item, Outgoing):
+            return Frames(item.function_responses, "conversation.item.create")
+        return item
+
+    def unsent(self, item: Outgoing | ClientItem) -> None:
+        if not isinstance(item, Outgoing | Frames):
+            self.outbox.push_front(item)
+
+    def sent(self, item: Outgoing | ClientItem, now: float) -> list[Output]:
+        out: list[Output] = []
+        if isinstance(item, Outgoing):
+            self.ledger.sent(item, now)
+            if any(answer.outcome is not None for answer in item.answered):
+                self._create_owed = True
+            self._report_answers(item, out)
+            self._fates(out)
+            kinds = ["conversation.item.create"] * len(item.function_responses)
+        else:
+            if isinstance(item, Frames) and item.kind == "response.create":
+                self._create_owed = False
+            kinds = openai_wire.client_kinds(item)
+        if self._observed:
+            for kind in kinds:
+                self._count("sent", kind, out)
+        return out
+
+    def take_fates(self) -> list[Output]:
+        out: list[Output] = []
+        self._fates(out)
+        return out
+
+    # -- reporting -------------------------------------------------------------------------
+
+    def _report_answers(self, sent: Outgoing, out: list[Output]) -> None:
+        outcomes_: list[Outcome] = []
+        turnarounds: list[float] = []
+        known: list[bool] = []
+        for answer in sent.answered:
+            outcome = answer.outcome
+            if outcome is None:
+                continue
+            outcomes_.append(outcome)
+            turnarounds.append(answer.turnaround)
+            known.append(outcome.name in self.tools)
+            out.append(
+                ToolCallSettled(
+                    outcome.call_id,
+                    outcome.name,
+                    outcome.kind,
+                    outcome.latency,
+                    answer.turnaround,
+                    outcome.response.get("error"),
+                )
+            )
+        if outcomes_ and self._observed:
+            behaviors: list[Any] = ["BLOCKING"] * len(outcomes_)
+            out.append(
+                Notify(AnswerSent(self.session_id, outcomes_, turnarounds, behaviors, known))
+            )
+
+    def _fates(self, out: list[Output], *, closed: str | None = None) -> None:
+        for fate in self.ledger.take_fates():
+            if fate.fate == "answered":
+                continue
+            why = fate.reason
+            if why == _FRESH:
+                why = (
+                    "the connection was lost and OpenAI Realtime cannot resume: the new "
+                    "conversation does not know this call"
+                )
+            elif closed is not None and why == "session closed":
+                why = closed
+            latency = fate.outcome.latency if fate.outcome else 0.0
+            out.append(ToolCallSettled(fate.call_id, fate.name, fate.fate, latency, reason=why))
+            if fate.fate == "orphaned":
+                self._orphaned(fate.call_id, fate.name, why, out)
+        for notice in self.ledger.take_notices():
+            log.info("call %s: %s (%s)", notice.call_id, notice.detail, notice.kind)
+
+    def _report_stranded(self, out: list[Output], why: str | None = None) -> list[str]:
+        """Calls of responses a lost connection cut short: orphaned, never run."""
+        reason = why or "the connection was lost before the call's response was done"
+        stranded, self._stranded = self._stranded, []
+        for call_id, name in stranded:
+            out.append(ToolCallSettled(call_id, name, "orphaned", 0.0, reason=reason))
+            self._orphaned(call_id, name, reason, out)
+        return [call_id for call_id, _ in stranded]
+
+    def _orphaned(self, call_id: str, name: str, why: str, out: list[Output]) -> None:
+        log.warning("call %s (%s) orphaned: %s", call_id, name, why)
+        if self._observed:
+            known = name in self.tools
+            orphan = CallOrphaned(self.session_id, call_id, name, "BLOCKING", why, known)
+            out.append(Notify(orphan))
+
+    def _count(self, direction: Direction, kind: str, out: list[Output]) -> None:
+        key = (direction, kind)
+        self._seen[key] = self._seen.get(key, 0) + 1
+        self._seen_pending += 1
+        if self._seen_pending >= _SEEN_BATCH:
+            self._flush_seen(out)
+
+    def _flush_seen(self, out: list[Output]) -> None:
+        if not self._seen_pending:
+            return
+        seen, self._seen, self._seen_pending = self._seen, {}, 0
+        for (direction, kind), count in seen.items():
+            out.append(Notify(MessageSeen(self.session_id, direction, kind, count)))
+
+
+def _note(
+    calls: dict[str, _Pending],
+    call_id: str | None,
+    name: str | None,
+    arguments: str | None,
+    index: int | None,
+) -> None:
+    """Merge what one event says about a call into what is known: ``output_item.added``
+    carries empty arguments, the ``.done`` events the whole string (the newest non-empty wins)."""
+    if not call_id:
+        return
+    known = calls.get(call_id)
+    if known is None:
+        calls[call_id] = _Pending(call_id, name, arguments, len(calls) if index is None else index)
+        return
+    known.name = name or known.name
+    if arguments:
+        known.arguments = arguments

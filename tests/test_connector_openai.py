@@ -1,0 +1,151 @@
+"""The OpenAI connector: picked by the client's type, clear errors at connect, both transports."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+
+import openai
+import pytest
+from google import genai
+
+import livebridge
+from livebridge import LiveSession
+from livebridge.connectors import connector_for, vendor_of
+from livebridge.connectors.gemini import GeminiConnector
+from livebridge.connectors.openai import OpenAIConnector, session_config
+from livebridge.emulator import Conversation, Emulator
+from livebridge.errors import LiveSessionError, ModelNotFoundError, UsageError
+from livebridge.events import ToolCallSettled, TurnComplete
+from tests.session_helpers import collect_until, errors, of_type
+
+MODEL = "gpt-realtime"
+#: Connectors redact their client's key from every log line and recording of the process: a key
+#: that is a common word would blank it out of other tests' output.
+FAKE_KEY = "sk-livebridge-connector-choice-7315"
+
+
+def registry() -> livebridge.ToolRegistry:
+    tools = livebridge.ToolRegistry()
+
+    @tools.tool
+    async def get_weather(city: str) -> str:
+        """Weather for a city."""
+        return f"{city}: sunny"
+
+    return tools
+
+
+def test_the_connector_follows_the_client_type() -> None:
+    tools = registry()
+    gemini = connector_for(genai.Client(api_key=FAKE_KEY), model="m", tools=tools)
+    assert isinstance(gemini, GeminiConnector)
+    realtime = connector_for(openai.AsyncOpenAI(api_key=FAKE_KEY), model=MODEL, tools=tools)
+    assert isinstance(realtime, OpenAIConnector)
+    with pytest.raises(UsageError, match=r"openai.AsyncOpenAI, not openai.OpenAI"):
+        vendor_of(openai.OpenAI(api_key=FAKE_KEY))
+    with pytest.raises(UsageError, match=r"cannot tell the vendor of a builtins.object"):
+        connector_for(object(), model="m", tools=tools)
+    with pytest.raises(UsageError, match="dict of session fields"):
+        connector_for(openai.AsyncOpenAI(api_key=FAKE_KEY), model=MODEL, tools=tools, config=[1])
+
+
+def test_session_config_merges_the_apps_fields_and_declares_the_tools() -> None:
+    config = {"instructions": "be brief", "audio": {"output": {"voice": "marin"}}}
+    session = session_config(config, registry())
+    assert session["type"] == "realtime" and session["instructions"] == "be brief"
+    assert session["audio"]["output"] == {
+        "format": {"type": "audio/pcm", "rate": 24_000},
+        "voice": "marin",
+    }
+    (tool,) = session["tools"]
+    assert tool["type"] == "function" and tool["name"] == "get_weather"
+    assert tool["description"] == "Weather for a city."
+    assert tool["parameters"]["required"] == ["city"]
+    with pytest.raises(UsageError, match="type 'realtime'"):
+        session_config({"type": "transcription"}, registry())
+    with pytest.raises(UsageError, match="audio/pcm at 24000 Hz"):
+        session_config({"audio": {"input": {"format": {"type": "audio/pcmu"}}}}, registry())
+
+
+async def test_a_wrong_model_fails_the_connect_with_a_clear_error() -> None:
+    async with Emulator(protocol="openai", models=[MODEL]) as emu:
+        with pytest.raises(ModelNotFoundError, match=r"'gpt-x' does not exist.*model name"):
+            async with LiveSession.connect(emu.openai_client(), model="gpt-x", tools=registry()):
+                pass
+
+
+async def test_an_unreachable_service_fails_the_connect_with_a_clear_error() -> None:
+    client = openai.AsyncOpenAI(api_key=FAKE_KEY, base_url="https://127.0.0.1:1/v1")  # no one
+    with pytest.raises(livebridge.ConnectionLostError, match=r"Could not open.*OPENAI_BASE_URL"):
+        async with LiveSession.connect(client, model=MODEL, tools=registry()):
+            pass
+
+
+async def test_a_refused_session_config_fails_the_connect_and_says_what_was_wrong() -> None:
+    async with Emulator(protocol="openai") as emu:
+        config = {"output_modalities": ["smell"]}
+        with pytest.raises(LiveSessionError, match=r"'smell'.*config given to LiveSession"):
+            async with LiveSession.connect(
+                emu.openai_client(), model=MODEL, tools=registry(), config=config
+            ):
+                pass
+
+
+async def test_the_sdk_transport_answers_calls_like_the_wire_one() -> None:
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        ids = await conv.tool_call([("get_weather", {"city": "Bern"})])
+        await conv.wait_answers(ids, timeout=30)
+        await conv.say("ok")
+        await conv.turn_complete()
+
+    options = livebridge.SessionOptions(transport="sdk")
+    async with (
+        Emulator(scenario, protocol="openai") as emu,
+        LiveSession.connect(
+            emu.openai_client(),
+            model=MODEL,
+            tools=registry(),
+            config={"output_modalities": ["text"]},
+            options=options,
+        ) as session,
+    ):
+        await session.send_text("weather in Bern")
+        events = await collect_until(session, lambda e: isinstance(e, TurnComplete))
+    assert [e.outcome for e in of_type(events, ToolCallSettled)] == ["ok"]
+    sent = [
+        e.message["item"]
+        for e in emu.transcript
+        if e.direction == "client" and e.message.get("type") == "conversation.item.create"
+    ]
+    assert json.loads(sent[-1]["output"]) == {"output": "Bern: sunny"}
+    assert errors(emu) == []
+
+
+async def test_the_api_key_never_reaches_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    secret = "sk-livebridge-secret-4821"
+    caplog.set_level(logging.DEBUG)
+    async with (
+        Emulator(protocol="openai") as emu,
+        LiveSession.connect(
+            emu.openai_client(api_key=secret), model=MODEL, tools=registry()
+        ) as session,
+    ):
+        await session.send_text("hi")
+    text = "\n".join(record.getMessage() for record in caplog.records)
+    assert "Authorization" in text or "authorization" in text  # the handshake was logged
+    assert secret not in text
+
+
+def test_the_shell_loads_no_sdk_until_a_client_needs_one() -> None:
+    code = (
+        "import sys, livebridge.session, livebridge.connectors, livebridge.protocol\n"
+        "print(sorted(m for m in ('openai', 'google.genai') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == "[]"

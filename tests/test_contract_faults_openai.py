@@ -1,0 +1,337 @@
+"""The exactly-once contract under randomized faults, over OpenAI Realtime.
+
+The same seeded handlers as ``tests/test_contract_faults.py`` (``tests/fault_world.py``: hangs,
+raises, swallowed cancellations, huge and unserializable results, blocked threads, streams), a
+real ``LiveSession`` through the official ``openai`` SDK against the emulator over TLS, and the
+server faults that exist on this vendor: closes (1000, 1011, a cut without a close frame), a
+response cancelled before it is done, a barge-in while a call runs, and a server that starts a
+response itself so that the client's ``response.create`` meets it. Gemini-only faults (goAway,
+stale handles, re-issues, ``modelTurn`` twins) have no counterpart here. Reproduce one case with
+``pytest tests/test_contract_faults_openai.py -k "seed_5]"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import anyio
+import pytest
+from prometheus_client import CollectorRegistry
+
+from livebridge import CallPolicy, LiveSession, SessionOptions
+from livebridge.emulator import Conversation, Emulator
+from livebridge.events import (
+    Resumed,
+    SessionEvent,
+    TextOut,
+    ToolCallSettled,
+    ToolCallStarted,
+    TurnComplete,
+)
+from livebridge.metrics import PrometheusObserver
+from tests.fault_world import CLOSE_REASONS, END, MODES, TIMEOUTS, CallPlan, Case, World
+from tests.session_helpers import of_type
+from tests.test_contract_faults import (
+    CASE_BUDGET,
+    GRACE,
+    Run,
+    _every_call_admitted,
+    _handlers_ran_once_per_request,
+    _session_ended,
+    _timing,
+    _unserializable_results_are_errors,
+)
+
+CI_SEEDS = "0:24"
+SEEDS = range(*(int(n) for n in os.environ.get("LIVEBRIDGE_FAULT_SEEDS", CI_SEEDS).split(":")))
+
+SERVER_FAULTS = (
+    "none",
+    "close_1000",
+    "close_1006",
+    "close_1011",
+    "cancel_before",
+    "interrupted",
+    "active_response",
+)
+#: Faults that act on a call still running: a ``hold`` call goes last in the batch.
+_HOLDS = frozenset({"close_1000", "close_1006", "close_1011", "interrupted"})
+_HANDLERS = [(tool, mode) for tool, modes in MODES.items() if tool != "hold" for mode in modes]
+#: Violations a server fault, not the client, can cause.
+CAUSED_BY = {
+    "close_1000": {"unanswered_call", "missing_response_create"},
+    "close_1006": {"unanswered_call", "missing_response_create"},
+    "close_1011": {"unanswered_call", "missing_response_create"},
+}
+SPEECH = {"type": "input_audio_buffer.speech_started", "audio_start_ms": 0, "item_id": "u1"}
+
+
+def draw_case(seed: int) -> Case:
+    """The OpenAI case of ``seed``: the same seed always gives the same case."""
+    rng = random.Random(f"openai-{seed}")
+    server = rng.choices(SERVER_FAULTS, weights=[4 if f == "none" else 2 for f in SERVER_FAULTS])[0]
+    count = rng.randint(1, 4)
+    calls = [CallPlan(*rng.choice(_HANDLERS), tag) for tag in range(1, count + 1)]
+    if server in _HOLDS:
+        calls[-1] = CallPlan("hold", "gate", count)
+    return Case(
+        seed=seed,
+        transport=rng.choices(("wire", "sdk"), weights=(3, 1))[0],
+        handle_first=True,
+        calls=tuple(calls),
+        malformed=None,
+        twice=False,
+        server=server,
+        leave_mid_batch=rng.random() < 0.2,
+        max_parallel=rng.choice((1, 2, 4)),
+        max_result_bytes=rng.choice((65_536, 262_144)),
+    )
+
+
+async def play(world: World, conv: Conversation, connections: list[Conversation]) -> None:
+    """The model's side of one connection; a later connection is a new, empty conversation."""
+    connections.append(conv)
+    if len(connections) > 1:
+        await conv.expect_turn()
+        await conv.say(END)
+        await conv.turn_complete()
+        await asyncio.Event().wait()
+    case = world.case
+    target = case.calls[-1]
+    await conv.expect_turn()
+    issued = await conv.tool_call([(c.tool, c.args) for c in case.calls])
+    ids = dict(zip((c.tag for c in case.calls), issued, strict=True))
+    world.issued.ids.update(ids)
+    world.note(f"response with calls {ids}")
+    for call in case.calls:
+        if call is not target or case.server not in _HOLDS:
+            world.gate(call.tag).open()
+    fault = case.server
+    if fault == "cancel_before":
+        await conv.cancel(issued)  # the response ends cancelled: none of its calls may run
+        await conv.expect_turn()
+    elif fault in ("none", "active_response"):
+        await world._wait_answers(conv, issued, "the batch")
+    else:
+        await conv.turn_complete()  # the response ends completed: its calls run
+        await world._until_entered(target.tag)
+        if fault == "close_1006":
+            conv.realtime.abort()
+            return
+        if fault.startswith("close_"):
+            code = int(fault.removeprefix("close_"))
+            await conv.close(code, CLOSE_REASONS[code])
+            return
+        await conv.send(SPEECH)  # interrupted: the user talks while the call runs
+        world.gate(target.tag).open()
+        await world._wait_answers(conv, issued, "the batch")
+    await conv.say(END)
+    await conv.turn_complete()
+    await asyncio.Event().wait()
+
+
+async def run_case(case: Case) -> Run:
+    world = World(case)
+    tools = world.registry()
+    registry = CollectorRegistry()
+    metrics = PrometheusObserver(registry, functions=tools.names())
+    policy = CallPolicy(
+        max_parallel=case.max_parallel,
+        max_calls_per_turn=8,
+        timeout=TIMEOUTS["act"],
+        max_result_bytes=case.max_result_bytes,
+    )
+    options = SessionOptions(transport=case.transport, shutdown_grace=GRACE, reconnect_attempts=2)
+    connections: list[Conversation] = []
+    events: list[SessionEvent] = []
+    finished = False
+    error: BaseException | None = None
+    left = time.monotonic()
+    leave_seconds = 0.0
+
+    async def scenario(conv: Conversation) -> None:
+        await play(world, conv, connections)
+
+    auto = case.server == "active_response"
+    async with Emulator(scenario, protocol="openai", auto_response=auto) as emu:
+        world.emulator = emu
+        try:
+            async with LiveSession.connect(
+                emu.openai_client(),
+                model="gpt-realtime",
+                tools=tools,
+                config={"output_modalities": ["text"]},
+                policy=policy,
+                observers=[metrics],
+                options=options,
+            ) as session:
+                await session.send_text("go")
+                with anyio.move_on_after(CASE_BUDGET):
+                    async for event in session.events():
+                        events.append(event)
+                        if _stops(case, event):
+                            finished = True
+                            break
+                        if _asks_again(event):
+                            await session.send_text("again")
+                    else:
+                        finished = True
+                left = time.monotonic()
+            leave_seconds = time.monotonic() - left
+            while (rest := await session.next_event()) is not None:
+                events.append(rest)
+        except Exception as exc:
+            error = exc
+            leave_seconds = time.monotonic() - left
+        finally:
+            world.release()
+        return Run(
+            case=case,
+            world=world,
+            events=events,
+            transcript=list(emu.transcript),
+            violations=list(emu.violations),
+            known={s.id: set(s.checker.calls) for s in emu.connections},
+            scenario_errors=[e for s in emu.connections for e in s.errors],
+            registry=registry,
+            leave_seconds=leave_seconds,
+            finished=finished,
+            error=error,
+        )
+
+
+def _stops(case: Case, event: SessionEvent) -> bool:
+    if isinstance(event, TextOut) and event.text == END:
+        return True
+    return case.leave_mid_batch and isinstance(event, ToolCallStarted)
+
+
+def _asks_again(event: SessionEvent) -> bool:
+    """The app speaks again after a cancelled turn or on a new, empty conversation."""
+    cancelled = isinstance(event, TurnComplete) and event.reason == "cancelled"
+    return cancelled or isinstance(event, Resumed)
+
+
+# -- the invariants (the shared ones come from tests/test_contract_faults.py) ----------------
+
+
+def broken_invariants(run: Run) -> list[str]:
+    return [
+        *_session_ended(run),
+        *_outputs_on_the_wire(run),
+        *_every_call_admitted(run),
+        *_one_fate_per_call(run),
+        *_unserializable_results_are_errors(run),
+        *_metrics_agree(run),
+        *_handlers_ran_once_per_request(run),
+        *_cancelled_responses_never_run(run),
+        *_timing(run),
+        *_emulator_saw_no_breach(run),
+    ]
+
+
+def _outputs_on_the_wire(run: Run) -> Iterator[str]:
+    """One ``function_call_output`` per call at most, only for calls that connection issued."""
+    outputs: Counter[tuple[str, str]] = Counter()
+    for entry in run.transcript:
+        message = entry.message
+        item = message.get("item") or {}
+        if entry.direction != "client" or item.get("type") != "function_call_output":
+            continue
+        call_id = str(item.get("call_id"))
+        outputs[(entry.session, call_id)] += 1
+        if outputs[(entry.session, call_id)] > 1:
+            yield f"{call_id} answered twice on {entry.session}"
+        if call_id not in run.known.get(entry.session, set()):
+            yield f"{call_id} answered on {entry.session}, which never asked for it"
+        if len(json.dumps(message)) > CallPolicy().max_frame_bytes:
+            yield f"the output frame of {call_id} is over max_frame_bytes"
+
+
+def _one_fate_per_call(run: Run) -> Iterator[str]:
+    started = Counter(e.call_id for e in of_type(run.events, ToolCallStarted))
+    settled = Counter(e.call_id for e in of_type(run.events, ToolCallSettled))
+    for call_id in sorted(started.keys() | settled.keys()):
+        if settled[call_id] != 1 or started[call_id] > 1:
+            yield f"{call_id}: started {started[call_id]} time(s), {settled[call_id]} fate(s)"
+
+
+def _cancelled_responses_never_run(run: Run) -> Iterator[str]:
+    started = {e.call_id for e in of_type(run.events, ToolCallStarted)}
+    for event in of_type(run.events, ToolCallSettled):
+        if "its response ended" in (event.reason or "") and event.call_id in started:
+            yield f"{event.call_id} of a cancelled response was started"
+    if run.case.server == "cancel_before" and any(run.world.runs.values()):
+        yield f"handlers ran for a cancelled response: {dict(run.world.runs)}"
+
+
+def _metrics_agree(run: Run) -> Iterator[str]:
+    registry = run.registry
+    if (in_flight := registry.get_sample_value("livebridge_tool_calls_in_flight")) != 0:
+        yield f"livebridge_tool_calls_in_flight is {in_flight} after the session ended"
+    if (active := registry.get_sample_value("livebridge_sessions_active")) != 0:
+        yield f"livebridge_sessions_active is {active} after the session ended"
+    counted = sum(
+        int(s.value)
+        for m in registry.collect()
+        for s in m.samples
+        if s.name == "livebridge_tool_calls_total"
+    )
+    started = {e.call_id for e in of_type(run.events, ToolCallStarted)}
+    withdrawn = [
+        e
+        for e in of_type(run.events, ToolCallSettled)
+        if e.call_id not in started and e.outcome == "cancelled"
+    ]
+    if counted != len(started) + len(withdrawn):
+        yield (
+            f"livebridge_tool_calls_total is {counted}; {len(started)} calls ran and "
+            f"{len(withdrawn)} were withdrawn"
+        )
+
+
+def _emulator_saw_no_breach(run: Run) -> Iterator[str]:
+    allowed = CAUSED_BY.get(run.case.server, set())
+    left_early = run.case.leave_mid_batch
+    for violation in run.violations:
+        if violation.severity != "error" or violation.kind in allowed:
+            continue
+        if left_early and violation.kind in ("unanswered_call", "missing_response_create"):
+            continue  # the app left mid-batch: calls still running at its close are orphaned
+        yield f"emulator: {violation.kind} on {violation.session}: {violation.message}"
+    for error in run.scenario_errors:
+        yield f"the scenario failed: {error}"
+
+
+# -- the tests ---------------------------------------------------------------------------------
+
+
+async def check_seed(seed: int) -> None:
+    case = draw_case(seed)
+    print(case.describe())
+    run = await run_case(case)
+    broken = broken_invariants(run)
+    notes = "\n".join(f"  note: {n}" for n in run.world.notes)
+    lines = "\n".join(f"  - {b}" for b in broken)
+    assert not broken, f"{case.describe()}\n{lines}\n{notes}"
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed_{s}" for s in SEEDS])
+async def test_openai_contract_under_faults(seed: int) -> None:
+    await check_seed(seed)
+
+
+def test_the_budget_draws_every_openai_fault_and_a_seed_always_the_same_case() -> None:
+    budget = range(*(int(n) for n in CI_SEEDS.split(":")))
+    assert [draw_case(s) for s in budget] == [draw_case(s) for s in budget]
+    drawn = {draw_case(s).server for s in budget}
+    assert drawn == set(SERVER_FAULTS)
+    assert any(draw_case(s).leave_mid_batch for s in budget)
+    assert {draw_case(s).transport for s in budget} == {"wire", "sdk"}
