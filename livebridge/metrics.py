@@ -83,7 +83,14 @@ CALLS_PER_TURN_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64)
 RESULT_BYTES_BUCKETS = (64, 256, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576)
 
 REJECTION_REASONS = frozenset(
-    {"unknown_function", "invalid_arguments", "fanout_limit", "session_closing"}
+    {
+        "unknown_function",
+        "invalid_arguments",
+        "fanout_limit",
+        "session_closing",
+        "store_unavailable",
+        "outcome_unknown",
+    }
 )
 RECONNECT_REASONS = frozenset({"go_away", "dropped", "error", "timeout", "closed"})
 MESSAGE_KINDS = frozenset(

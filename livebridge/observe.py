@@ -22,12 +22,15 @@ __all__ = [
     "CallStarted",
     "Direction",
     "Event",
+    "LeaseChanged",
+    "LeaseEvent",
     "MessageSeen",
     "Observer",
     "Reconnected",
     "Recorder",
     "SessionClosed",
     "SessionOpened",
+    "StoreOperation",
     "emit",
 ]
 
@@ -138,6 +141,33 @@ class MessageSeen:
     count: int = 1
 
 
+@dataclass(frozen=True, slots=True)
+class StoreOperation:
+    """One call to the conversation store (``livebridge.store``) and how long it took.
+
+    ``error`` is None when it worked, else ``unavailable`` (down, slow, full), ``lease_lost``,
+    ``busy`` or ``dropped`` (a deferred write discarded because too many were waiting).
+    """
+
+    operation: str
+    seconds: float
+    error: str | None = None
+
+
+#: ``acquired``; ``resumed``: taken with a stored handle or journal; ``busy``: refused, another
+#: worker holds it; ``lost``: another worker took it over; ``released``.
+LeaseEvent = Literal["acquired", "resumed", "busy", "lost", "released"]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseChanged:
+    """This session's hold on its conversation changed; ``interrupted`` counts calls found
+    started without a result (a previous owner died while running them)."""
+
+    event: LeaseEvent
+    interrupted: int = 0
+
+
 Event: TypeAlias = (
     CallStarted
     | CallSettled
@@ -149,6 +179,8 @@ Event: TypeAlias = (
     | SessionClosed
     | Reconnected
     | MessageSeen
+    | StoreOperation
+    | LeaseChanged
 )
 
 

@@ -53,6 +53,7 @@ from livebridge.protocol import (
     SwitchConnection,
 )
 from livebridge.record import RecordingConnector
+from livebridge.store import Store, StoreConnector
 from livebridge.tools import ToolRegistry
 from livebridge.transport import Audio, ClientItem, Signal, Text, ToolAnswers, Transport
 from livebridge.transport import TransportKind as TransportKind
@@ -133,6 +134,7 @@ class LiveSession:
         "_observers",
         "_policy",
         "_protocol",
+        "_store",
         "_tg",
         "_transport",
         "_waiting_for_room",
@@ -154,6 +156,8 @@ class LiveSession:
         options: SessionOptions | None = None,
         clock: Callable[[], float] = time.monotonic,
         connector: Connector | None = None,
+        store: Store | None = None,
+        conversation: str | None = None,
     ) -> None:
         """Give a ``client`` and ``model`` (Gemini Live), or a ``connector`` for any other."""
         self.options = options or SessionOptions()
@@ -176,7 +180,8 @@ class LiveSession:
             connector = RecordingConnector.to_file(
                 connector, self.options.record, self.options.record_audio, observers
             )
-        self._connector = connector
+        self._store = StoreConnector.attach(connector, store, conversation, observers)
+        self._connector = connector = self._store or connector
         self._observers = tuple(observers)
         self._clock = clock
         self._policy = policy or CallPolicy()
@@ -224,6 +229,8 @@ class LiveSession:
         observers: Sequence[Observer] = (),
         options: SessionOptions | None = None,
         connector: Connector | None = None,
+        store: Store | None = None,
+        conversation: str | None = None,
     ) -> AsyncIterator[LiveSession]:
         """Open a session; leaving the block shuts it down (see ``aclose``).
 
@@ -239,10 +246,14 @@ class LiveSession:
             observers=observers,
             options=options,
             connector=connector,
+            store=store,
+            conversation=conversation,
         )
         try:
             async with anyio.create_task_group() as tg:
                 session._tg = tg
+                if session._store is not None:  # the lease, then the stored handle
+                    await tg.start(session._store.run)
                 await tg.start(session._run)
                 try:
                     yield session
@@ -369,6 +380,7 @@ class LiveSession:
                             observers=self._observers,
                             session_id=protocol.session_id,
                             answer_seen=protocol.answer_seen,
+                            journal=self._store.journal if self._store else None,
                         )
                     self._wake.set()
                     if not started:
