@@ -47,7 +47,7 @@ async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
 async def until(condition: Callable[[], Any], timeout: float = 10.0) -> None:  # noqa: ASYNC109
     """Poll an async condition (lease expiry is a matter of time)."""
     with anyio.fail_after(timeout):
-        while not await condition():
+        while not await condition():  # noqa: ASYNC110 (time passing, not an event)
             await anyio.sleep(0.02)
 
 
@@ -103,6 +103,24 @@ async def test_renew_retakes_a_lapsed_lease_nobody_took(make_store: Factory) -> 
     assert await store.renew("c1", "w1", 10.0)
     with pytest.raises(ConversationBusyError):
         await store.acquire("c1", "w2", 10.0)
+
+
+async def test_a_lapsed_lease_refuses_writes_and_is_not_retaken_after_another_owner(
+    make_store: Factory,
+) -> None:
+    store = make_store()
+    await store.acquire("c1", "w1", 0.2)
+
+    async def lapsed() -> bool:
+        return not await _busy(store, "c1", "w2")
+
+    await until(lapsed)  # w2 holds it now
+    await store.write("c1", "w2", handle=HandleRecord("h2", 1, time.time(), "w2"))
+    await store.release("c1", "w2")
+    with pytest.raises(StoreUnavailableError, match="lapsed"):
+        await store.begin("c1", "w1", entry("a"))
+    assert not await store.renew("c1", "w1", 10.0)  # w2 stored a handle since: w1 lost it
+    assert await store.renew("c1", "w2", 10.0)
 
 
 async def _busy(store: Store, conversation: str, owner: str) -> bool:

@@ -46,6 +46,7 @@ __all__ = [
     "Store",
     "Ticket",
     "key_digest",
+    "lapsed",
     "new_owner",
     "request_digest",
 ]
@@ -180,6 +181,14 @@ class CallJournal(Protocol):
 def new_owner() -> str:
     """A lease owner token unique to this process and session: ``host:pid:random``."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def lapsed(conversation: str, owner: str) -> str:
+    """Why a fenced write was refused when no owner holds the lease."""
+    return (
+        f"the lease of {owner} on conversation {conversation!r} lapsed (the store was"
+        " unreachable or restarted); the heartbeat takes it again if nobody else did"
+    )
 
 
 def request_digest(name: str, canonical_args: bytes) -> str:

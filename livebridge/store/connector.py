@@ -144,7 +144,8 @@ class StoreConnector:
             if interrupted:
                 log.warning(
                     "conversation %r taken over: %d call(s) were started by a worker that died"
-                    " before recording a result; if re-issued they are answered outcome_unknown",
+                    " before recording a result; re-issued, a non-idempotent one is answered"
+                    " outcome_unknown",
                     self.conversation,
                     interrupted,
                 )

@@ -28,6 +28,7 @@ from livebridge.store.base import (
     Entry,
     HandleRecord,
     Snapshot,
+    lapsed,
 )
 
 __all__ = ["MemoryStore"]
@@ -87,8 +88,12 @@ class MemoryStore:
         now = self._clock()
         state = self._get(conversation, create=True, now=now)
         assert state is not None
-        if state.owner not in (None, owner) and state.lease_until > now:
-            return False
+        if state.owner != owner:
+            if state.owner is not None and state.lease_until > now:
+                return False
+            newest = state.handle.owner if state.handle is not None else ""
+            if newest not in ("", owner):  # another owner had it since
+                return False
         state.owner, state.lease_until = owner, now + ttl
         return True
 
@@ -133,11 +138,13 @@ class MemoryStore:
     def _fenced(self, conversation: str, owner: str) -> _Conversation:
         now = self._clock()
         state = self._get(conversation, create=False, now=now)
-        if state is None or state.owner != owner or state.lease_until <= now:
-            raise LeaseLostError(
-                f"this worker ({owner}) no longer holds the lease on conversation {conversation!r}"
-            )
-        return state
+        if state is not None and state.owner == owner and state.lease_until > now:
+            return state
+        if state is None or state.owner is None or state.lease_until <= now:
+            raise StoreUnavailableError(lapsed(conversation, owner))
+        raise LeaseLostError(
+            f"this worker ({owner}) no longer holds the lease on conversation {conversation!r}"
+        )
 
     def _put(self, state: _Conversation, entry: Entry) -> None:
         journal = state.journal

@@ -31,6 +31,7 @@ from livebridge.store.base import (
     Entry,
     HandleRecord,
     Snapshot,
+    lapsed,
 )
 
 if TYPE_CHECKING:
@@ -53,27 +54,33 @@ if holder == false or holder == ARGV[1] then
 end
 return {0, holder, redis.call('PTTL', KEYS[1])}
 """
-# KEYS: lease. ARGV: owner, ttl ms. → 1 held (renewed or re-taken), 0 another owner has it.
+# KEYS: lease, handle. ARGV: owner, ttl ms. → 1 held (renewed, or re-taken while free and the
+# newest handle is this owner's or gone), 0 another owner has it or had it since.
 _RENEW = """
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
-if holder == false then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
+if holder ~= false then return 0 end
+local handle = redis.call('GET', KEYS[2])
+if handle ~= false then
+  local by = cjson.decode(handle).owner
+  if by ~= nil and by ~= '' and by ~= ARGV[1] then return 0 end
 end
-return 0
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
 """
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 """
 # KEYS: lease, handle, journal. ARGV: owner, ttl ms, handle JSON or '', n forget, forget ids...,
-# then field, value pairs. → 1 written, 0 not the lease holder.
+# then field, value pairs. → 1 written, 0 another owner holds the lease, -1 nobody does.
 _WRITE = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local holder = redis.call('GET', KEYS[1])
+if holder == false then return -1 end
+if holder ~= ARGV[1] then return 0 end
 if ARGV[3] ~= '' then redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2]) end
 local forget = tonumber(ARGV[4])
 local i = 5
@@ -155,8 +162,8 @@ class RedisStore:
             )
 
     async def renew(self, conversation: str, owner: str, ttl: float) -> bool:
-        lease = self.keys(conversation)[0]
-        return bool(await self._run("renew", self._renew(keys=[lease], args=[owner, _ms(ttl)])))
+        keys = list(self.keys(conversation)[:2])
+        return bool(await self._run("renew", self._renew(keys=keys, args=[owner, _ms(ttl)])))
 
     async def release(self, conversation: str, owner: str) -> None:
         lease = self.keys(conversation)[0]
@@ -208,6 +215,8 @@ class RedisStore:
         written = await self._run(
             operation, self._write(keys=list(self.keys(conversation)), args=args)
         )
+        if written == -1:
+            raise StoreUnavailableError(lapsed(conversation, owner))
         if not written:
             raise LeaseLostError(
                 f"this worker ({owner}) no longer holds the lease on conversation {conversation!r}"
