@@ -64,7 +64,9 @@ async def greet(session: LiveSession, store: RedisStore, conversation: str) -> N
     say(event="greeted")
 
 
-async def main(url: str, conversation: str, text: str, runs: str, flags: set[str]) -> int:
+async def main(argv: list[str]) -> int:
+    url, conversation, text, runs = [a for a in argv if not a.startswith("--")]
+    flags = {a for a in argv if a.startswith("--")}
     store = RedisStore(url, lease_ttl=LEASE_TTL)
     config = types.LiveConnectConfig(response_modalities=[types.Modality.TEXT])
     tools = registry(runs, "--hang" in flags)
@@ -112,6 +114,4 @@ async def main(url: str, conversation: str, text: str, runs: str, flags: set[str
 
 
 if __name__ == "__main__":
-    positional = [a for a in sys.argv[1:] if not a.startswith("--")]
-    flags = {a for a in sys.argv[1:] if a.startswith("--")}
-    sys.exit(anyio.run(main, *positional, flags))
+    sys.exit(anyio.run(main, sys.argv[1:]))

@@ -92,7 +92,7 @@ def test_kill_mid_call_then_the_next_worker_takes_over(
     first = worker(emulator, redis_server, runs, "--greet", "--hang")
     try:
         assert first.stdout is not None
-        seen = []
+        seen: list[dict[str, Any]] = []
         while not seen or seen[-1].get("event") != "running":
             line = first.stdout.readline()
             assert line, f"the first worker ended early: {first.communicate()[1]}"

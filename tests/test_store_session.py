@@ -10,12 +10,14 @@ import anyio
 import msgspec
 import pytest
 import redis.asyncio
+from prometheus_client import CollectorRegistry
 
 import livebridge
 from livebridge import LiveSession
 from livebridge.emulator import Emulator
 from livebridge.errors import ConversationBusyError, UsageError
 from livebridge.events import ToolCallSettled, TurnComplete
+from livebridge.metrics import PrometheusObserver
 from livebridge.observe import LeaseChanged, Recorder, StoreOperation
 from livebridge.store import Entry, MemoryStore, RedisStore, Store
 from livebridge.store.base import request_digest
@@ -96,6 +98,7 @@ async def wait_for_lease(store: Store) -> None:
 
 async def test_a_call_the_dead_worker_started_is_answered_outcome_unknown() -> None:
     app, store, recorder = Booking(), MemoryStore(lease_ttl=0.5), Recorder()
+    metrics = PrometheusObserver(CollectorRegistry())
     async with Emulator() as emu:
         await turn(emu, app, store, "Weather in Oslo?")
         stored = (await store.load("c")).handle
@@ -104,7 +107,7 @@ async def test_a_call_the_dead_worker_started_is_answered_outcome_unknown() -> N
         with pytest.raises(ConversationBusyError, match="'c' is held by dead"):
             await turn(emu, app, store, "Book in Paris")
         await wait_for_lease(store)
-        settled = await turn(emu, app, store, "Book in Paris", observers=[recorder])
+        settled = await turn(emu, app, store, "Book in Paris", observers=[recorder, metrics])
         assert emu.sessions[-1].resumed_from == stored.handle
         await emu.settled()
         assert errors(emu) == []
@@ -119,6 +122,12 @@ async def test_a_call_the_dead_worker_started_is_answered_outcome_unknown() -> N
     assert by_name["get_weather"].outcome == "ok"  # idempotent: it runs again
     assert app.weather == ["Oslo", "Paris"]
     assert LeaseChanged("resumed", 2) in recorder.events
+    sample = metrics.registry.get_sample_value
+    assert sample("livebridge_store_lease_events_total", {"event": "resumed"}) == 1
+    assert sample("livebridge_store_interrupted_calls_total") == 2
+    reason = {"function": "book_table", "reason": "outcome_unknown"}
+    assert sample("livebridge_tool_rejections_total", reason) == 1
+    assert sample("livebridge_store_operation_seconds_count", {"operation": "load"}) == 1
 
 
 async def test_a_result_the_dead_worker_recorded_is_the_answer() -> None:
