@@ -11,6 +11,10 @@ can drive a conversation and the tools on the server's key.
 
     python examples/voice_agent/server.py --emulator     # fully offline, against the emulator
     GEMINI_API_KEY=... python examples/voice_agent/server.py
+    python examples/voice_agent/server.py --emulator --workers 3 --redis redis://localhost:6379
+
+A browser that opens ``/ws?conversation=ID`` owns conversation ID: reconnecting with the same ID
+(to this worker, or with ``--redis`` to any worker) continues it (``livebridge.store``).
 """
 
 from __future__ import annotations
@@ -25,23 +29,26 @@ import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
 import anyio
+from conversations import conversation_id, wait_for_lease  # the files beside this one
 from google import genai
 from google.genai import types
-from guards import TextRateLimit, same_or_allowed_origin  # the files beside this one
+from guards import TextRateLimit, same_or_allowed_origin
 from prometheus_client import CollectorRegistry
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
+from workers import run_workers
 
 from livebridge import (
+    ConversationBusyError,
     LiveSession,
     LiveSessionError,
     SessionClosedError,
@@ -66,6 +73,8 @@ from livebridge.events import (
 )
 from livebridge.metrics import PrometheusObserver
 from livebridge.metrics import serve as serve_metrics
+from livebridge.observe import LeaseChanged, Recorder
+from livebridge.store import RedisStore, Store
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGES = {"/": "index.html", "/index.html": "index.html", "/favicon.ico": "favicon.svg"} | {
@@ -161,6 +170,8 @@ class Settings:
     #: Text frames per connection: a burst of ``text_burst``, then ``text_rate`` per second.
     text_rate: float = 2.0
     text_burst: int = 8
+    #: How long a reconnecting browser waits for its conversation's previous worker to let go.
+    busy_wait: float = 20.0
 
 
 def event(kind: str, **fields: Any) -> str:
@@ -178,8 +189,10 @@ class VoiceAgentServer:
         *,
         registry: CollectorRegistry | None = None,
         violations: list[Any] | None = None,
+        store: Store | None = None,
     ) -> None:
         self.client = client
+        self.store = store  # None: conversations live in this process (MemoryStore)
         self.settings = settings
         self.stats = Stats()
         self.registry = registry or CollectorRegistry()
@@ -256,16 +269,17 @@ class VoiceAgentServer:
             await _send_quietly(ws, event("error", code="busy", message=message))
             await ws.close(1013, "server busy")
             return
+        try:
+            conversation = conversation_id(ws.request.path if ws.request else "")
+        except ValueError as error:
+            await _send_quietly(ws, event("error", code="bad_input", message=str(error)))
+            await ws.close(1008, "bad conversation id")
+            return
         stats.sessions_active += 1
         stats.sessions_total += 1
+        leases = Recorder()
         try:
-            async with LiveSession.connect(
-                self.client,
-                model=self.settings.model,
-                tools=tools,
-                config=self.config,
-                observers=[self.observer],
-            ) as session:
+            async with self._connect(conversation, leases) as session:
                 await _send_quietly(
                     ws,
                     event(
@@ -273,6 +287,8 @@ class VoiceAgentServer:
                         session=session.session_id,
                         input_rate=INPUT_RATE,
                         output_rate=OUTPUT_RATE,
+                        conversation=conversation,
+                        resumed=any(e.event == "resumed" for e in leases.of(LeaseChanged)),
                     ),
                 )
                 async with anyio.create_task_group() as tg:
@@ -284,8 +300,29 @@ class VoiceAgentServer:
             message = f"The voice service could not be reached: {error}"
             await _send_quietly(ws, event("error", code="upstream", message=message))
             await ws.close(1011, "voice service unavailable")
+        except ConversationBusyError as error:
+            stats.session_errors += 1
+            message = f"This conversation is still open elsewhere: {error}"
+            await _send_quietly(ws, event("error", code="conversation_busy", message=message))
+            await ws.close(1013, "conversation busy")
         finally:
             stats.sessions_active -= 1
+
+    def _connect(
+        self, conversation: str | None, leases: Recorder
+    ) -> AbstractAsyncContextManager[LiveSession]:
+        def connect() -> AbstractAsyncContextManager[LiveSession]:
+            return LiveSession.connect(
+                self.client,
+                model=self.settings.model,
+                tools=tools,
+                config=self.config,
+                observers=[self.observer, leases],
+                store=self.store if conversation else None,
+                conversation=conversation,
+            )
+
+        return wait_for_lease(connect, self.settings.busy_wait)
 
     async def _upstream(self, ws: ServerConnection, session: LiveSession) -> None:
         """Browser → Live: audio frames and control messages, until the browser leaves."""
@@ -485,6 +522,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--text-burst", type=int, default=8, help="text messages a browser may send at once"
     )
+    parser.add_argument("--redis", metavar="URL", help="share conversations through this Redis")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (needs --redis)")
     return parser
 
 
@@ -497,8 +536,9 @@ async def run(args: argparse.Namespace) -> None:
         text_rate=args.text_rate,
         text_burst=args.text_burst,
     )
+    store = RedisStore(args.redis) if args.redis else None
     async with live_client(args.emulator) as (client, violations):
-        agent = VoiceAgentServer(client, settings, violations=violations)
+        agent = VoiceAgentServer(client, settings, violations=violations, store=store)
         metrics = serve_metrics(args.metrics_port, host=args.host, registry=agent.registry)
         try:
             async with serve(
@@ -518,6 +558,8 @@ async def run(args: argparse.Namespace) -> None:
                 await stop.wait()
         finally:
             metrics.close()
+            if store is not None:
+                await store.aclose()
             print(f"Final stats: {json.dumps(agent.stats_json())}", flush=True)
 
 
@@ -540,7 +582,13 @@ async def live_client(offline: bool) -> AsyncIterator[tuple[genai.Client, list[A
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    if args.workers > 1:
+        if not args.redis:
+            raise SystemExit("--workers N needs --redis URL: the workers share conversations there")
+        ports = {"port": args.port, "metrics": args.metrics_port}
+        return asyncio.run(run_workers(args.workers, argv, emulator=args.emulator, **ports))
     asyncio.run(run(args))
     return 0
 
