@@ -171,8 +171,12 @@ class Journal:
     # -- writes ------------------------------------------------------------------------------
 
     async def begin(self, entry: Entry) -> None:
-        """Journal ``entry`` before its handler runs; raises ``StoreError``."""
-        await self.timed("begin", self.store.begin(self.conversation, self.owner, entry))
+        """Journal ``entry`` before its handler runs, together with whatever waits to be
+        written (one round trip); raises ``StoreError``."""
+        if self.dirty:
+            await self._write("begin", entry)
+        else:
+            await self.timed("begin", self.store.begin(self.conversation, self.owner, entry))
         self._remember(entry.call_id, entry.epoch, False)
 
     def defer(self, entry: Entry) -> None:
@@ -207,35 +211,42 @@ class Journal:
     async def flush(self) -> None:
         """Write what is deferred, in batches; raises ``StoreError`` (the rest stays queued)."""
         while self.dirty:
-            handle, self._handle = self._handle, None
-            batch: list[Entry] = []
-            while self._deferred and len(batch) < MAX_BATCH:
-                batch.append(self._deferred.popitem(last=False)[1])
-            for entry in batch:
-                self._remember(entry.call_id, entry.epoch, entry.state == "settled")
-            forget: list[str] = []
-            if handle is not None:  # settled calls of earlier epochs: the handle covers them
-                known = self._known.items()
-                forget = [i for i, (epoch, done) in known if done and epoch < handle.seq]
-                for call_id in forget:
-                    del self._known[call_id]
-                gone = set(forget)
-                batch = [entry for entry in batch if entry.call_id not in gone]
-            try:
-                await self.timed(
-                    "write",
-                    self.store.write(
-                        self.conversation, self.owner, handle=handle, entries=batch, forget=forget
-                    ),
-                )
-            except StoreError:
-                for entry in reversed(batch):  # back at the front, unless a newer one is queued
-                    if entry.call_id not in self._deferred:
-                        self._deferred[entry.call_id] = entry
-                        self._deferred.move_to_end(entry.call_id, last=False)
-                if handle is not None and self._handle is None:
-                    self._handle = handle
-                raise
+            await self._write("write")
+
+    async def _write(self, operation: str, extra: Entry | None = None) -> None:
+        """One batch of deferred writes (and ``extra``), put back in the queue if it fails."""
+        handle, self._handle = self._handle, None
+        batch: list[Entry] = []
+        while self._deferred and len(batch) < MAX_BATCH:
+            batch.append(self._deferred.popitem(last=False)[1])
+        for entry in batch:
+            self._remember(entry.call_id, entry.epoch, entry.state == "settled")
+        forget: list[str] = []
+        if handle is not None:  # settled calls of earlier epochs: the handle covers them
+            known = self._known.items()
+            forget = [i for i, (epoch, done) in known if done and epoch < handle.seq]
+            for call_id in forget:
+                del self._known[call_id]
+            gone = set(forget)
+            batch = [entry for entry in batch if entry.call_id not in gone]
+        entries = batch if extra is None else [*batch, extra]
+        try:
+            await self.timed(
+                operation,
+                self.store.write(
+                    self.conversation, self.owner, handle=handle, entries=entries, forget=forget
+                ),
+            )
+        except StoreError:
+            for entry in reversed(batch):  # back at the front, unless a newer one is queued
+                if entry.call_id not in self._deferred:
+                    self._deferred[entry.call_id] = entry
+                    self._deferred.move_to_end(entry.call_id, last=False)
+            if handle is not None and self._handle is None:
+                self._handle = handle
+            for call_id in forget:  # still to forget with the next handle
+                self._remember(call_id, -1, True)
+            raise
 
     async def timed(self, operation: str, work: Any) -> Any:
         """Await a store operation, reporting its duration and any error to the observers."""
