@@ -102,7 +102,8 @@ def cancelled(call: Call, latency: float) -> Outcome:
 
 def store_unavailable(call: Call, exc: Exception) -> Outcome:
     """The call needed the conversation store (its journal entry, a shared slot) and could
-    not have it: the handler did not run."""
+    not have it: the handler did not run. (A handler that raises a ``StoreError`` itself is
+    answered the same way.)"""
     log.warning("call %s (%s) refused: %s", call.id, call.name, exc)
     message = f"The call was not run: the conversation store is unavailable ({exc}). Try again."
     return make(call, "rejected", payloads.error("store_unavailable", message, retryable=True))

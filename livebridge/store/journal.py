@@ -86,6 +86,7 @@ class Journal:
         self._handle: HandleRecord | None = None  # waiting to be written
         self._known: OrderedDict[str, tuple[int, bool]] = OrderedDict()  # id → (epoch, settled)
         self._wake = anyio.Event()
+        self._writing = anyio.Lock()  # one deferred batch in flight: handles land in order
 
     # -- takeover ----------------------------------------------------------------------------
 
@@ -215,6 +216,10 @@ class Journal:
 
     async def _write(self, operation: str, extra: Entry | None = None) -> None:
         """One batch of deferred writes (and ``extra``), put back in the queue if it fails."""
+        async with self._writing:
+            await self._write_batch(operation, extra)
+
+    async def _write_batch(self, operation: str, extra: Entry | None) -> None:
         handle, self._handle = self._handle, None
         batch: list[Entry] = []
         while self._deferred and len(batch) < MAX_BATCH:
