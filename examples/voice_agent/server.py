@@ -52,6 +52,7 @@ from livebridge import (
     LiveSession,
     LiveSessionError,
     SessionClosedError,
+    StoreError,
     ToolError,
     ToolRegistry,
     client_args,
@@ -300,11 +301,12 @@ class VoiceAgentServer:
             message = f"The voice service could not be reached: {error}"
             await _send_quietly(ws, event("error", code="upstream", message=message))
             await ws.close(1011, "voice service unavailable")
-        except ConversationBusyError as error:
+        except StoreError as error:  # busy elsewhere, or the store is down or full
             stats.session_errors += 1
-            message = f"This conversation is still open elsewhere: {error}"
-            await _send_quietly(ws, event("error", code="conversation_busy", message=message))
-            await ws.close(1013, "conversation busy")
+            busy = isinstance(error, ConversationBusyError)
+            code = "conversation_busy" if busy else "store_unavailable"
+            await _send_quietly(ws, event("error", code=code, message=f"Cannot continue: {error}"))
+            await ws.close(1013, code.replace("_", " "))
         finally:
             stats.sessions_active -= 1
 

@@ -243,16 +243,17 @@ class _Direct:
     async def evalsha(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         from redis.exceptions import NoScriptError
 
+        command = _pack("EVALSHA", script.sha, len(keys), *keys, *args)
         async with self._slots:
             connection = self._idle.pop() if self._idle else self._pool.make_connection()  # type: ignore[no-untyped-call]
             try:
-                await connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                await connection.send_packed_command(command)
                 try:
                     reply = await connection.read_response()
                 except NoScriptError:  # a restarted Redis forgot it
                     await connection.send_command("SCRIPT", "LOAD", script.script)
                     await connection.read_response()
-                    await connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                    await connection.send_packed_command(command)
                     reply = await connection.read_response()
             except BaseException:
                 with anyio.CancelScope(shield=True):
@@ -283,6 +284,15 @@ async def bounded(work: Awaitable[T], seconds: float, where: str, operation: str
         raise StoreUnavailableError(
             f"{where} failed {operation}: {type(exc).__name__}: {exc}"
         ) from None
+
+
+def _pack(*args: Any) -> bytes:
+    """One RESP command (redis-py's packer is general and slower; these are bytes, str, int)."""
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        data = arg if isinstance(arg, bytes) else str(arg).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
 
 
 def _ms(seconds: float) -> int:
