@@ -17,11 +17,23 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 
 from livebridge import ConversationBusyError
+from livebridge.observe import Event, LeaseChanged
 
-__all__ = ["conversation_id", "wait_for_lease"]
+__all__ = ["LeaseWatch", "conversation_id", "wait_for_lease"]
 
 T = TypeVar("T")
 _ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
+
+
+class LeaseWatch:
+    """An observer that notes whether the session resumed a stored conversation."""
+
+    def __init__(self) -> None:
+        self.resumed = False
+
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, LeaseChanged) and event.event == "resumed":
+            self.resumed = True
 
 
 def conversation_id(path: str) -> str | None:

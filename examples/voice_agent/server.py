@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from conversations import conversation_id, wait_for_lease  # the files beside this one
+from conversations import LeaseWatch, conversation_id, wait_for_lease  # the files beside this
 from google import genai
 from google.genai import types
 from guards import TextRateLimit, same_or_allowed_origin
@@ -74,7 +74,6 @@ from livebridge.events import (
 )
 from livebridge.metrics import PrometheusObserver
 from livebridge.metrics import serve as serve_metrics
-from livebridge.observe import LeaseChanged, Recorder
 from livebridge.store import RedisStore, Store
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -278,7 +277,7 @@ class VoiceAgentServer:
             return
         stats.sessions_active += 1
         stats.sessions_total += 1
-        leases = Recorder()
+        leases = LeaseWatch()
         try:
             async with self._connect(conversation, leases) as session:
                 await _send_quietly(
@@ -289,7 +288,7 @@ class VoiceAgentServer:
                         input_rate=INPUT_RATE,
                         output_rate=OUTPUT_RATE,
                         conversation=conversation,
-                        resumed=any(e.event == "resumed" for e in leases.of(LeaseChanged)),
+                        resumed=leases.resumed,
                     ),
                 )
                 async with anyio.create_task_group() as tg:
@@ -311,7 +310,7 @@ class VoiceAgentServer:
             stats.sessions_active -= 1
 
     def _connect(
-        self, conversation: str | None, leases: Recorder
+        self, conversation: str | None, leases: LeaseWatch
     ) -> AbstractAsyncContextManager[LiveSession]:
         def connect() -> AbstractAsyncContextManager[LiveSession]:
             return LiveSession.connect(
@@ -319,7 +318,7 @@ class VoiceAgentServer:
                 model=self.settings.model,
                 tools=tools,
                 config=self.config,
-                observers=[self.observer, leases],
+                observers=[self.observer, leases] if conversation else [self.observer],
                 store=self.store if conversation else None,
                 conversation=conversation,
             )

@@ -12,7 +12,7 @@ import sys
 from livebridge.store import RedisStore
 from tests.redis_server import RedisServer, redis_server
 
-from .voice_client import ROOT, SERVER, BrowserClient
+from .voice_client import ROOT, SERVER, BrowserClient, start_server
 
 __all__ = ["redis_server"]
 
@@ -82,3 +82,20 @@ async def test_a_browser_continues_its_conversation_on_another_worker(
     text = "".join(output)
     assert "emulator: PASS: no violations" in text, text
     assert text.count("Final stats") == 2
+
+
+async def test_a_malformed_conversation_id_is_refused_in_one_line() -> None:
+    server = start_server()
+    try:
+        client = await BrowserClient.open(server.ws_url + "?conversation=no%20spaces%21")
+        await client.wait_for(lambda: client.closed is not None)
+        (error,) = client.of_type("error")
+        assert error["code"] == "bad_input"
+        assert error["message"] == (
+            "The conversation id must be 1 to 128 letters, digits or . _ : - characters."
+        )
+        assert client.closed == (1008, "bad conversation id")
+        await client.close()
+    finally:
+        final = await asyncio.to_thread(server.stop)
+    assert final["sessions_total"] == 0
