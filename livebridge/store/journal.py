@@ -86,7 +86,8 @@ class Journal:
         self._handle: HandleRecord | None = None  # waiting to be written
         self._known: OrderedDict[str, tuple[int, bool]] = OrderedDict()  # id → (epoch, settled)
         self._wake = anyio.Event()
-        self._writing = anyio.Lock()  # one deferred batch in flight: handles land in order
+        # One deferred batch in flight, so handles land in order; uncontended, it never yields.
+        self._writing = anyio.Lock(fast_acquire=True)
 
     # -- takeover ----------------------------------------------------------------------------
 
