@@ -16,9 +16,11 @@ if TYPE_CHECKING:
     from livebridge.dispatch import CallPolicy, Dispatcher
     from livebridge.errors import (
         ConnectionLostError,
+        ConversationBusyError,
         FrameTooLargeError,
         InvalidCallError,
         InvalidPayloadError,
+        LeaseLostError,
         LedgerError,
         LivebridgeError,
         LiveSessionError,
@@ -33,12 +35,15 @@ if TYPE_CHECKING:
         ServiceReportedError,
         SessionClosedError,
         SessionNotFoundError,
+        StoreError,
+        StoreUnavailableError,
         ToolError,
         TransportClosed,
         UsageError,
     )
     from livebridge.observe import Observer, Recorder
     from livebridge.session import LiveSession, SessionOptions
+    from livebridge.store import MemoryStore, RedisLimiter, RedisStore
     from livebridge.tools import Tool, ToolRegistry
     from livebridge.transport import client_args
 
@@ -54,9 +59,11 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(
         [
             "ConnectionLostError",
+            "ConversationBusyError",
             "FrameTooLargeError",
             "InvalidCallError",
             "InvalidPayloadError",
+            "LeaseLostError",
             "LedgerError",
             "LiveSessionError",
             "LivebridgeError",
@@ -71,6 +78,8 @@ _HOMES: dict[str, str] = {
             "ServiceReportedError",
             "SessionClosedError",
             "SessionNotFoundError",
+            "StoreError",
+            "StoreUnavailableError",
             "ToolError",
             "TransportClosed",
             "UsageError",
@@ -81,6 +90,9 @@ _HOMES: dict[str, str] = {
     "Recorder": "livebridge.observe",
     "LiveSession": "livebridge.session",
     "SessionOptions": "livebridge.session",
+    "MemoryStore": "livebridge.store",
+    "RedisLimiter": "livebridge.store",
+    "RedisStore": "livebridge.store",
     "Tool": "livebridge.tools",
     "ToolRegistry": "livebridge.tools",
     "client_args": "livebridge.transport",
@@ -91,16 +103,19 @@ __all__ = [
     "CallContext",
     "CallPolicy",
     "ConnectionLostError",
+    "ConversationBusyError",
     "Dispatcher",
     "FrameTooLargeError",
     "InvalidCallError",
     "InvalidPayloadError",
+    "LeaseLostError",
     "LedgerError",
     "LiveSession",
     "LiveSessionError",
     "LivebridgeError",
     "LocalProtocolError",
     "MalformedMessageError",
+    "MemoryStore",
     "ModelNotFoundError",
     "Observer",
     "OperationAbortedError",
@@ -109,6 +124,8 @@ __all__ = [
     "PolicyViolationError",
     "Recorder",
     "RecordingError",
+    "RedisLimiter",
+    "RedisStore",
     "RemoteProtocolError",
     "Result",
     "ServerError",
@@ -116,6 +133,8 @@ __all__ = [
     "SessionClosedError",
     "SessionNotFoundError",
     "SessionOptions",
+    "StoreError",
+    "StoreUnavailableError",
     "Tool",
     "ToolError",
     "ToolRegistry",

@@ -31,8 +31,9 @@ __all__ = [
 Behavior = Literal["BLOCKING", "NON_BLOCKING"]
 Scheduling = Literal["SILENT", "WHEN_IDLE", "INTERRUPT"]
 OutcomeKind = Literal["ok", "error", "timeout", "cancelled", "rejected", "duplicate", "orphaned"]
-#: Why a call was answered from another call's result instead of running.
-DedupReason = Literal["twin", "reissue", "key"]
+#: Why a call was answered from another call's result instead of running (``journal``: a
+#: result a previous owner of the conversation recorded, ``livebridge.store``).
+DedupReason = Literal["twin", "reissue", "key", "journal"]
 
 BEHAVIORS: tuple[Behavior, ...] = get_args(Behavior)
 SCHEDULINGS: tuple[Scheduling, ...] = get_args(Scheduling)

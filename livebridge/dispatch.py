@@ -30,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 import anyio
 import msgspec
@@ -52,8 +52,11 @@ from livebridge.errors import InvalidCallError
 from livebridge.observe import BatchSettled, BatchStarted, CallSettled, CallStarted, Observer, emit
 from livebridge.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait
 from livebridge.repeats import Request, Requests, classify, served_by_key
-from livebridge.threads import ThreadSlots
+from livebridge.threads import SlotLimiter, ThreadSlots
 from livebridge.tools import Tool, ToolRegistry
+
+if TYPE_CHECKING:
+    from livebridge.store.base import CallJournal
 
 __all__ = ["ABANDON_GRACE", "CallPolicy", "Dispatcher", "OnPartial", "OnSettled"]
 
@@ -75,8 +78,9 @@ class CallPolicy:
     """Limits for one dispatcher (one session).
 
     ``limiter`` may be shared by many dispatchers so that all sessions of a process together
-    keep within what one backend can take. ``max_frame_bytes`` bounds one ``toolResponse``
-    message (results are cut to fit, fairly across a batch); it must hold
+    keep within what one backend can take (``store.RedisLimiter``: across processes).
+    ``max_frame_bytes`` bounds one ``toolResponse`` message (results are cut to fit, fairly
+    across a batch); it must hold
     ``frames.BYTES_PER_CALL`` bytes for each call a turn may carry. ``idempotency_ttl`` is how long
     (seconds) a tool's ``idempotency_key`` makes later calls the same request; at most
     ``idempotency_cache`` keys are remembered (the oldest is forgotten first).
@@ -89,7 +93,7 @@ class CallPolicy:
     max_frame_bytes: int = payloads.DEFAULT_MAX_FRAME_BYTES
     idempotency_ttl: float = 600.0
     idempotency_cache: int = 4096
-    limiter: anyio.CapacityLimiter | None = None
+    limiter: SlotLimiter | None = None
 
     def __post_init__(self) -> None:
         if self.max_parallel < 1 or self.max_calls_per_turn < 1:
@@ -115,7 +119,8 @@ class Dispatcher:
     again without the handler running twice) and as many earlier requests, to tell a re-issue
     from a new request. ``answer_seen(call_id)`` says whether the model could have seen that
     call's answer; a session passes ``CallLedger.answer_seen``. The default (no connection to
-    know about, as with the non-streaming APIs) takes every settled answer as seen.
+    know about, as with the non-streaming APIs) takes every settled answer as seen. ``journal``
+    (a session with a store, ``livebridge.store.journal``) is asked before a call runs.
     """
 
     def __init__(
@@ -127,8 +132,10 @@ class Dispatcher:
         clock: Callable[[], float] = time.monotonic,
         ledger_size: int = 4096,
         answer_seen: Callable[[str], bool] | None = None,
+        journal: CallJournal | None = None,
     ) -> None:
         self.tools = tools
+        self._journal = journal
         self.policy = policy = policy or CallPolicy()
         self.session_id = session_id
         self._observers = tuple(observers)
@@ -142,7 +149,7 @@ class Dispatcher:
         self._running: dict[str, Pending] = {}
         self._requests: Requests[Pending] = Requests(ledger_size, self._decided)
         self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
-        self._limiters_by_tool: dict[str, tuple[anyio.CapacityLimiter, ...]] = {}
+        self._limiters_by_tool: dict[str, tuple[SlotLimiter, ...]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._new_scope: type[anyio.CancelScope] = anyio.CancelScope
         self._starter: EagerStarter | None = None
@@ -218,9 +225,9 @@ class Dispatcher:
                     case Settle(outcome):
                         self._settle(batch, index, outcome)
                         continue
-                    case Run(pending, tool, kwargs):
+                    case Run(pending, tool):
                         batch.runs[index] = (pending, tool)
-                        job = self._execute(batch, index, pending, tool, kwargs)
+                        job = self._execute(batch, index, plan)
                     case Wait(own, first, kind, reason):
                         job = self._wait(batch, index, own, first, kind, reason)
                     case Rejoin(first):
@@ -269,7 +276,7 @@ class Dispatcher:
         try:
             arguments = tool.convert_arguments(call.args)
             kwargs = msgspec.structs.asdict(arguments)
-            key: Hashable = (tool.name, _canonical(arguments))
+            key: Hashable = (tool.name, canonical := _canonical(arguments))
             app_key = None
             if tool.idempotency_key is not None:
                 app_key = (tool.name, tool.idempotency_key(dict(kwargs)))
@@ -307,6 +314,9 @@ class Dispatcher:
                 wait = self._waiter(call, request.first, "duplicate", "reissue")
                 firsts[key] = wait.own
                 return wait
+        ticket = self._journal.admit(call, tool, canonical, app_key) if self._journal else None
+        if isinstance(ticket, Outcome):  # answered from the journal of a previous owner
+            return Settle(ticket)
         timeout = tool.timeout or policy.timeout
         pending = Pending(call, self._new_scope(), now + timeout)
         self._running[call.id] = pending
@@ -314,7 +324,7 @@ class Dispatcher:
         self._requests.put(key, pending, call.id, clock_now)
         if app_key is not None:
             self._keyed.put(app_key, pending, call.id, clock_now)
-        return Run(pending, tool, kwargs)
+        return Run(pending, tool, kwargs, ticket)
 
     def _decided(self, request: Request[Pending]) -> bool:
         """A repeat of ``request`` would be a new request whatever happens next."""
@@ -401,21 +411,22 @@ class Dispatcher:
 
     # -- jobs -----------------------------------------------------------------------------
 
-    async def _execute(
-        self, batch: Batch, index: int, pending: Pending, tool: Tool, kwargs: dict[str, Any]
-    ) -> None:
+    async def _execute(self, batch: Batch, index: int, run: Run) -> None:
+        pending, tool, kwargs, ticket = run.pending, run.tool, run.kwargs, run.ticket
         call = pending.call
         if tool.context_parameter is not None:
             context = CallContext(call.id, tool.name, batch.turn, self.session_id)
             kwargs[tool.context_parameter] = context
         outcome: Outcome | None = None
         try:
-            outcome = await self._invoke(pending, tool, kwargs, batch)
+            outcome = await self._invoke(run, batch)
         finally:
             self._forget(pending)
             outcome = outcome or outcomes.cancelled(call, 0.0)
             if pending.finish(outcome):
                 self._settle(batch, index, outcome)
+            if ticket is not None:  # what the model was answered (abandoned: the timeout)
+                ticket.settled(pending.outcome or outcome)
 
     async def _wait(
         self,
@@ -442,7 +453,7 @@ class Dispatcher:
 
     # -- running a handler ----------------------------------------------------------------
 
-    def _limiters(self, tool: Tool) -> tuple[anyio.CapacityLimiter, ...]:
+    def _limiters(self, tool: Tool) -> tuple[SlotLimiter, ...]:
         """Per-tool, then process-wide, then this dispatcher's: always acquired in that order."""
         limiters = self._limiters_by_tool.get(tool.name)
         if limiters is None:
@@ -451,20 +462,20 @@ class Dispatcher:
             self._limiters_by_tool[tool.name] = limiters
         return limiters
 
-    async def _invoke(
-        self, pending: Pending, tool: Tool, kwargs: dict[str, Any], batch: Batch
-    ) -> Outcome:
+    async def _invoke(self, run: Run, batch: Batch) -> Outcome:
         """Run one handler under its limits and scope, and turn what happened into an Outcome.
 
-        A sync handler's thread cannot be interrupted: its slots are handed to the thread,
-        which gives them back when it really returns (``ThreadSlots``).
+        A journaled call runs only once its ``started`` entry is written (a store failure is
+        its answer). A sync handler's thread cannot be interrupted: its slots are handed to
+        the thread, which gives them back when it really returns (``ThreadSlots``).
         """
+        pending, tool, kwargs, ticket = run.pending, run.tool, run.kwargs, run.ticket
         call = pending.call
         value: Any = _NO_VALUE
         failure: Exception | None = None
         started = 0.0
         scope = pending.scope
-        acquired: list[anyio.CapacityLimiter] = []
+        acquired: list[SlotLimiter] = []
         slots: ThreadSlots | None = None
         with scope:
             try:
@@ -477,6 +488,8 @@ class Dispatcher:
                     acquired.append(limiter)
                 if pending.outcome is not None:  # settled while waiting for a slot
                     return pending.outcome
+                if ticket is not None:
+                    await ticket.begin()
                 started = self._clock()
                 if self._observers:
                     event = CallStarted(self.session_id, batch.turn, call, tool.behavior, started)

@@ -15,6 +15,10 @@ session's end. Each message says what happened and what to do::
     │   ├── MalformedMessageError     a frame that does not decode as a Live message
     │   ├── FrameTooLargeError        a frame over the client's size limit
     │   └── ServiceReportedError      an ``error`` event (OpenAI Realtime): reported, not fatal
+    ├── StoreError                    the conversation store (``livebridge.store``) failed us
+    │   ├── StoreUnavailableError     unreachable, too slow or full: the new call is refused
+    │   ├── ConversationBusyError     another worker holds the conversation's live lease
+    │   └── LeaseLostError            another worker took the conversation over from this one
     ├── TransportClosed               one connection ended (close code, reason): the session
     │                                 decides whether to resume (``resume.classify_close``)
     └── LiveSessionError              the Live session ended against the app's wish
@@ -35,9 +39,11 @@ from __future__ import annotations
 
 __all__ = [
     "ConnectionLostError",
+    "ConversationBusyError",
     "FrameTooLargeError",
     "InvalidCallError",
     "InvalidPayloadError",
+    "LeaseLostError",
     "LedgerError",
     "LiveSessionError",
     "LivebridgeError",
@@ -52,6 +58,8 @@ __all__ = [
     "ServiceReportedError",
     "SessionClosedError",
     "SessionNotFoundError",
+    "StoreError",
+    "StoreUnavailableError",
     "ToolError",
     "TransportClosed",
     "UsageError",
@@ -137,6 +145,31 @@ class ServiceReportedError(RemoteProtocolError):
         self.type = type
         self.code = code
         self.param = param
+
+
+class StoreError(LivebridgeError):
+    """The conversation store could not do what a session needed (``livebridge.store``)."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store did not answer in time, or refused (down, full, a network error).
+
+    A call that needed the store (a non-idempotent call's journal entry, a shared limiter's
+    slot) is answered ``store_unavailable`` (retryable) and its handler does not run.
+    """
+
+
+class ConversationBusyError(StoreError):
+    """Another worker holds a live lease on the conversation; retry after ``retry_after`` s."""
+
+    def __init__(self, message: str, *, owner: str = "", retry_after: float = 0.0) -> None:
+        super().__init__(message)
+        self.owner = owner
+        self.retry_after = retry_after
+
+
+class LeaseLostError(StoreError):
+    """This worker's lease ended and another worker owns the conversation now."""
 
 
 class TransportClosed(LivebridgeError):

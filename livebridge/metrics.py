@@ -32,14 +32,17 @@ from livebridge.observe import (
     CallSettled,
     CallStarted,
     Event,
+    LeaseChanged,
     MessageSeen,
     Reconnected,
     SessionClosed,
     SessionOpened,
+    StoreOperation,
 )
 
 __all__ = [
     "CALLS_PER_TURN_BUCKETS",
+    "LEASE_EVENTS",
     "MAX_FUNCTION_LABELS",
     "MESSAGE_KINDS",
     "OTHER",
@@ -47,6 +50,9 @@ __all__ = [
     "REJECTION_REASONS",
     "RESULT_BYTES_BUCKETS",
     "SECONDS_BUCKETS",
+    "STORE_ERRORS",
+    "STORE_OPERATIONS",
+    "STORE_SECONDS_BUCKETS",
     "ASGIApp",
     "MetricsServer",
     "PrometheusObserver",
@@ -83,7 +89,34 @@ CALLS_PER_TURN_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64)
 RESULT_BYTES_BUCKETS = (64, 256, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576)
 
 REJECTION_REASONS = frozenset(
-    {"unknown_function", "invalid_arguments", "fanout_limit", "session_closing"}
+    {
+        "unknown_function",
+        "invalid_arguments",
+        "fanout_limit",
+        "session_closing",
+        "store_unavailable",
+        "outcome_unknown",
+    }
+)
+STORE_OPERATIONS = frozenset({"acquire", "renew", "release", "load", "begin", "write"})
+STORE_ERRORS = frozenset({"unavailable", "lease_lost", "busy", "dropped"})
+LEASE_EVENTS = frozenset({"acquired", "resumed", "busy", "lost", "released"})
+#: Seconds for store round trips: 0.1 ms (loopback Redis) to 2.5 s (past any sane timeout).
+STORE_SECONDS_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
 )
 RECONNECT_REASONS = frozenset({"go_away", "dropped", "error", "timeout", "closed"})
 MESSAGE_KINDS = frozenset(
@@ -233,6 +266,30 @@ class PrometheusObserver:
             ["direction", "type"],
             registry=r,
         )
+        self.store_seconds = Histogram(
+            "livebridge_store_operation_seconds",
+            "Conversation store operations (livebridge.store), by operation.",
+            ["operation"],
+            buckets=STORE_SECONDS_BUCKETS,
+            registry=r,
+        )
+        self.store_errors = Counter(
+            "livebridge_store_errors",
+            "Conversation store operations that failed, by operation and error.",
+            ["operation", "error"],
+            registry=r,
+        )
+        self.leases = Counter(
+            "livebridge_store_lease_events",
+            "Conversation leases: acquired, resumed (taken over), busy, lost, released.",
+            ["event"],
+            registry=r,
+        )
+        self.interrupted = Counter(
+            "livebridge_store_interrupted_calls",
+            "Calls found started without a result when a conversation was taken over.",
+            registry=r,
+        )
 
     def on_event(self, event: Event) -> None:
         match event:
@@ -267,6 +324,17 @@ class PrometheusObserver:
                 kind = event.kind if "." in event.kind else _camel(event.kind)  # OpenAI's as is
                 kind = _bounded(kind, MESSAGE_KINDS)
                 self.messages.labels(event.direction, kind).inc(event.count)
+            case StoreOperation():
+                operation = _bounded(event.operation, STORE_OPERATIONS)
+                if event.error is None:
+                    self.store_seconds.labels(operation).observe(event.seconds)
+                else:
+                    error = _bounded(event.error, STORE_ERRORS)
+                    self.store_errors.labels(operation, error).inc()
+            case LeaseChanged():
+                self.leases.labels(_bounded(event.event, LEASE_EVENTS)).inc()
+                if event.interrupted:
+                    self.interrupted.inc(event.interrupted)
 
     def function_label(self, name: str, *, known: bool = True) -> str:
         """The ``function`` label for ``name``: itself if it is a known tool, else ``other``."""

@@ -22,6 +22,8 @@ __all__ = [
     "CallStarted",
     "Direction",
     "Event",
+    "LeaseChanged",
+    "LeaseEvent",
     "MessageSeen",
     "Observer",
     "Reconnected",
@@ -29,6 +31,7 @@ __all__ = [
     "RecordingTruncated",
     "SessionClosed",
     "SessionOpened",
+    "StoreOperation",
     "emit",
 ]
 
@@ -147,6 +150,33 @@ class MessageSeen:
     count: int = 1
 
 
+@dataclass(frozen=True, slots=True)
+class StoreOperation:
+    """One call to the conversation store (``livebridge.store``) and how long it took.
+
+    ``error`` is None when it worked, else ``unavailable`` (down, slow, full), ``lease_lost``,
+    ``busy`` or ``dropped`` (a deferred write discarded because too many were waiting).
+    """
+
+    operation: str
+    seconds: float
+    error: str | None = None
+
+
+#: ``acquired``; ``resumed``: taken with a stored handle or journal; ``busy``: refused, another
+#: worker holds it; ``lost``: another worker took it over; ``released``.
+LeaseEvent = Literal["acquired", "resumed", "busy", "lost", "released"]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseChanged:
+    """This session's hold on its conversation changed; ``interrupted`` counts calls found
+    started without a result (a previous owner died while running them)."""
+
+    event: LeaseEvent
+    interrupted: int = 0
+
+
 Event: TypeAlias = (
     CallStarted
     | CallSettled
@@ -159,6 +189,8 @@ Event: TypeAlias = (
     | Reconnected
     | MessageSeen
     | RecordingTruncated
+    | StoreOperation
+    | LeaseChanged
 )
 
 

@@ -13,7 +13,7 @@ import msgspec
 
 from livebridge import payloads
 from livebridge.calls import Call, DedupReason, Outcome, OutcomeKind, Scheduling
-from livebridge.errors import ToolError
+from livebridge.errors import StoreError, ToolError
 
 __all__ = [
     "abandoned",
@@ -23,6 +23,8 @@ __all__ = [
     "fanout",
     "invalid_arguments",
     "make",
+    "outcome_unknown",
+    "store_unavailable",
     "timeout",
     "twin",
     "unknown",
@@ -58,6 +60,8 @@ def failure(
     call: Call, tool_name: str, exc: Exception, latency: float, *, expose: bool, sched: Any
 ) -> Outcome:
     """A handler raised ``exc``; only ``ToolError`` text (or ``expose``) reaches the model."""
+    if isinstance(exc, StoreError):
+        return store_unavailable(call, exc)
     if isinstance(exc, ToolError):
         response = payloads.error("tool_error", exc.message, retryable=exc.retryable)
     elif isinstance(exc, payloads.UnserializableResult):
@@ -94,6 +98,26 @@ def abandoned(call: Call, tool_name: str, seconds: float, sched: Any) -> Outcome
 def cancelled(call: Call, latency: float) -> Outcome:
     response = payloads.error("cancelled", "The call was cancelled.", retryable=True)
     return make(call, "cancelled", response, latency=latency)
+
+
+def store_unavailable(call: Call, exc: Exception) -> Outcome:
+    """The call needed the conversation store (its journal entry, a shared slot) and could
+    not have it: the handler did not run. (A handler that raises a ``StoreError`` itself is
+    answered the same way.)"""
+    log.warning("call %s (%s) refused: %s", call.id, call.name, exc)
+    message = f"The call was not run: the conversation store is unavailable ({exc}). Try again."
+    return make(call, "rejected", payloads.error("store_unavailable", message, retryable=True))
+
+
+def outcome_unknown(call: Call, earlier_id: str) -> Outcome:
+    """A re-issued non-idempotent call that a worker which died had started: not run again."""
+    message = (
+        f"The previous worker died while running this call (as {earlier_id}); whether it took"
+        " effect is unknown, so it was not run again. Check its effect before asking again."
+    )
+    response = payloads.error("outcome_unknown", message, retryable=False, duplicate_of=earlier_id)
+    outcome = make(call, "rejected", response)
+    return msgspec.structs.replace(outcome, duplicate_of=earlier_id)
 
 
 def fanout(call: Call, limit: int) -> Outcome:

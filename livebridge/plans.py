@@ -9,12 +9,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import anyio
 
 from livebridge.calls import Call, DedupReason, Outcome, OutcomeKind, Partial
 from livebridge.tools import Tool
+
+if TYPE_CHECKING:
+    from livebridge.store.base import Ticket
 
 __all__ = ["Batch", "Pending", "Plan", "Rejoin", "Run", "Settle", "Wait"]
 
@@ -63,11 +66,12 @@ class Settle:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """Run the handler."""
+    """Run the handler (journaled through ``ticket`` when the session has a store)."""
 
     pending: Pending
     tool: Tool
     kwargs: dict[str, Any]
+    ticket: Ticket | None = None
 
 
 @dataclass(frozen=True, slots=True)

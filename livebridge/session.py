@@ -51,6 +51,7 @@ from livebridge.protocol import (
     SwitchConnection,
 )
 from livebridge.record import RecordingConnector
+from livebridge.store import Store, StoreConnector
 from livebridge.tools import ToolRegistry
 from livebridge.transport import Audio, ClientItem, Signal, Text, Transport
 from livebridge.wakeup import Wakeup
@@ -86,6 +87,7 @@ class LiveSession:
         "_observers",
         "_policy",
         "_protocol",
+        "_store",
         "_tg",
         "_transport",
         "_waiting_for_room",
@@ -107,6 +109,8 @@ class LiveSession:
         options: SessionOptions | None = None,
         clock: Callable[[], float] = time.monotonic,
         connector: Connector | None = None,
+        store: Store | None = None,
+        conversation: str | None = None,
     ) -> None:
         """Give a ``client`` (``genai.Client`` or ``openai.AsyncOpenAI``) and ``model``, or a
         ``connector`` for any other; ``config`` is the vendor's (``connectors.connector_for``)."""
@@ -141,7 +145,8 @@ class LiveSession:
                     f"recording (SessionOptions.record) is Gemini-only, not {self._protocol.vendor}"
                 )
             connector = RecordingConnector.to_file(connector, self.options, observers)
-        self._connector = connector
+        self._store = StoreConnector.attach(connector, store, conversation, observers)
+        self._connector = self._store or connector
         self._dispatcher: Dispatcher | None = None
         self._events = EventBuffer(self.options.event_capacity)
         self._wake = Wakeup()
@@ -181,6 +186,8 @@ class LiveSession:
         observers: Sequence[Observer] = (),
         options: SessionOptions | None = None,
         connector: Connector | None = None,
+        store: Store | None = None,
+        conversation: str | None = None,
     ) -> AsyncIterator[LiveSession]:
         """Open a session; leaving the block shuts it down (see ``aclose``).
 
@@ -196,10 +203,14 @@ class LiveSession:
             observers=observers,
             options=options,
             connector=connector,
+            store=store,
+            conversation=conversation,
         )
         try:
             async with anyio.create_task_group() as tg:
                 session._tg = tg
+                if session._store is not None:  # the lease, then the stored handle
+                    await tg.start(session._store.run)
                 await tg.start(session._run)
                 try:
                     yield session
@@ -330,6 +341,7 @@ class LiveSession:
                             observers=self._observers,
                             session_id=protocol.session_id,
                             answer_seen=protocol.answer_seen,
+                            journal=self._store.journal if self._store else None,
                         )
                     self._wake.set()
                     if not started:
@@ -427,6 +439,8 @@ class LiveSession:
             self._apply(out, connection)
             if protocol.handle != handle:
                 self._wake.set()  # a new handle may let a pending switch-over go
+                if self._store is not None and protocol.handle is not None:
+                    self._store.new_handle(protocol.handle)
 
     async def _write(self, transport: Transport) -> None:
         protocol = self._protocol

@@ -12,13 +12,23 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-import anyio
-
-__all__ = ["ThreadSlots"]
+__all__ = ["SlotLimiter", "ThreadSlots"]
 
 _Slot = Literal["waiting", "running", "done", "abandoned", "closed"]
+
+
+class SlotLimiter(Protocol):
+    """What a concurrency limit must offer: ``anyio.CapacityLimiter``, or a shared one such
+    as ``livebridge.store.RedisLimiter``. ``acquire_on_behalf_of_nowait`` raises
+    ``anyio.WouldBlock`` when a slot is not free at once (or cannot be known at once)."""
+
+    def acquire_on_behalf_of_nowait(self, borrower: object) -> None: ...
+
+    async def acquire_on_behalf_of(self, borrower: object) -> None: ...
+
+    def release_on_behalf_of(self, borrower: object) -> None: ...
 
 
 class ThreadSlots:
@@ -30,7 +40,7 @@ class ThreadSlots:
 
     __slots__ = ("_acquired", "_borrower", "_lock", "_loop", "_state")
 
-    def __init__(self, acquired: list[anyio.CapacityLimiter], borrower: object) -> None:
+    def __init__(self, acquired: list[SlotLimiter], borrower: object) -> None:
         self._acquired = acquired
         self._borrower = borrower
         self._lock = threading.Lock()

@@ -36,7 +36,7 @@ def test_the_vocabulary_is_defined_once() -> None:
 
     assert BEHAVIORS == ("BLOCKING", "NON_BLOCKING")
     assert SCHEDULINGS == ("SILENT", "WHEN_IDLE", "INTERRUPT")
-    assert DEDUP_REASONS == ("twin", "reissue", "key")
+    assert DEDUP_REASONS == ("twin", "reissue", "key", "journal")
     assert [k for k in OUTCOME_KINDS if is_failure(k)] == [
         "error",
         "timeout",

@@ -13,9 +13,12 @@ can drive a conversation and the tools on the server's key.
     GEMINI_API_KEY=... python examples/voice_agent/server.py
     python examples/voice_agent/server.py --vendor openai --emulator   # the same, OpenAI Realtime
     OPENAI_API_KEY=... python examples/voice_agent/server.py --vendor openai
+    python examples/voice_agent/server.py --emulator --workers 3 --redis redis://localhost:6379
 
 The tools, the page and the metrics are the same for both vendors; only the client, the model
 and the session config differ (OpenAI audio is resampled from the page's 16 kHz to 24 kHz).
+A browser that opens ``/ws?conversation=ID`` owns conversation ID: reconnecting with the same ID
+(to this worker, or with ``--redis`` to any worker) continues it (``livebridge.store``).
 """
 
 from __future__ import annotations
@@ -30,27 +33,31 @@ import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
 import anyio
+from conversations import LeaseWatch, conversation_id, wait_for_lease  # the files beside this
 from google import genai
 from google.genai import types
-from guards import TextRateLimit, same_or_allowed_origin  # the files beside this one
+from guards import TextRateLimit, same_or_allowed_origin
 from prometheus_client import CollectorRegistry
 from resample import upsample_16k_to_24k
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
+from workers import run_workers
 
 from livebridge import (
+    ConversationBusyError,
     LiveSession,
     LiveSessionError,
     SessionClosedError,
+    StoreError,
     ToolError,
     ToolRegistry,
     client_args,
@@ -72,6 +79,7 @@ from livebridge.events import (
 )
 from livebridge.metrics import PrometheusObserver
 from livebridge.metrics import serve as serve_metrics
+from livebridge.store import RedisStore, Store
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGES = {"/": "index.html", "/index.html": "index.html", "/favicon.ico": "favicon.svg"} | {
@@ -170,6 +178,8 @@ class Settings:
     #: Text frames per connection: a burst of ``text_burst``, then ``text_rate`` per second.
     text_rate: float = 2.0
     text_burst: int = 8
+    #: How long a reconnecting browser waits for its conversation's previous worker to let go.
+    busy_wait: float = 20.0
 
 
 def event(kind: str, **fields: Any) -> str:
@@ -188,9 +198,11 @@ class VoiceAgentServer:
         registry: CollectorRegistry | None = None,
         violations: list[Any] | None = None,
         vendor: str = "gemini",
+        store: Store | None = None,
     ) -> None:
         self.client = client  # a genai.Client or an openai.AsyncOpenAI
         self.vendor = vendor
+        self.store = store  # None: conversations live in this process (MemoryStore)
         self.settings = settings
         self.stats = Stats()
         self.registry = registry or CollectorRegistry()
@@ -278,16 +290,17 @@ class VoiceAgentServer:
             await _send_quietly(ws, event("error", code="busy", message=message))
             await ws.close(1013, "server busy")
             return
+        try:
+            conversation = conversation_id(ws.request.path if ws.request else "")
+        except ValueError as error:
+            await _send_quietly(ws, event("error", code="bad_input", message=str(error)))
+            await ws.close(1008, "bad conversation id")
+            return
         stats.sessions_active += 1
         stats.sessions_total += 1
+        leases = LeaseWatch()
         try:
-            async with LiveSession.connect(
-                self.client,
-                model=self.settings.model,
-                tools=tools,
-                config=self.config,
-                observers=[self.observer],
-            ) as session:
+            async with self._connect(conversation, leases) as session:
                 await _send_quietly(
                     ws,
                     event(
@@ -295,6 +308,8 @@ class VoiceAgentServer:
                         session=session.session_id,
                         input_rate=INPUT_RATE,
                         output_rate=OUTPUT_RATE,
+                        conversation=conversation,
+                        resumed=leases.resumed,
                     ),
                 )
                 async with anyio.create_task_group() as tg:
@@ -306,8 +321,30 @@ class VoiceAgentServer:
             message = f"The voice service could not be reached: {error}"
             await _send_quietly(ws, event("error", code="upstream", message=message))
             await ws.close(1011, "voice service unavailable")
+        except StoreError as error:  # busy elsewhere, or the store is down or full
+            stats.session_errors += 1
+            busy = isinstance(error, ConversationBusyError)
+            code = "conversation_busy" if busy else "store_unavailable"
+            await _send_quietly(ws, event("error", code=code, message=f"Cannot continue: {error}"))
+            await ws.close(1013, code.replace("_", " "))
         finally:
             stats.sessions_active -= 1
+
+    def _connect(
+        self, conversation: str | None, leases: LeaseWatch
+    ) -> AbstractAsyncContextManager[LiveSession]:
+        def connect() -> AbstractAsyncContextManager[LiveSession]:
+            return LiveSession.connect(
+                self.client,
+                model=self.settings.model,
+                tools=tools,
+                config=self.config,
+                observers=[self.observer, leases] if conversation else [self.observer],
+                store=self.store if conversation else None,
+                conversation=conversation,
+            )
+
+        return wait_for_lease(connect, self.settings.busy_wait)
 
     async def _upstream(self, ws: ServerConnection, session: LiveSession) -> None:
         """Browser → Live: audio frames and control messages, until the browser leaves."""
@@ -513,6 +550,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--text-burst", type=int, default=8, help="text messages a browser may send at once"
     )
+    parser.add_argument("--redis", metavar="URL", help="share conversations through this Redis")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (needs --redis)")
     return parser
 
 
@@ -525,8 +564,11 @@ async def run(args: argparse.Namespace) -> None:
         text_rate=args.text_rate,
         text_burst=args.text_burst,
     )
+    store = RedisStore(args.redis) if args.redis else None
     async with live_client(args.emulator, args.vendor) as (client, violations):
-        agent = VoiceAgentServer(client, settings, violations=violations, vendor=args.vendor)
+        agent = VoiceAgentServer(
+            client, settings, violations=violations, vendor=args.vendor, store=store
+        )
         metrics = serve_metrics(args.metrics_port, host=args.host, registry=agent.registry)
         try:
             async with serve(
@@ -546,6 +588,8 @@ async def run(args: argparse.Namespace) -> None:
                 await stop.wait()
         finally:
             metrics.close()
+            if store is not None:
+                await store.aclose()
             print(f"Final stats: {json.dumps(agent.stats_json())}", flush=True)
 
 
@@ -583,7 +627,13 @@ async def live_client(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    if args.workers > 1:
+        if not args.redis:
+            raise SystemExit("--workers N needs --redis URL: the workers share conversations there")
+        ports = {"port": args.port, "metrics": args.metrics_port}
+        return asyncio.run(run_workers(args.workers, argv, emulator=args.emulator, **ports))
     asyncio.run(run(args))
     return 0
 

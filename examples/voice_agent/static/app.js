@@ -47,6 +47,13 @@ async function start() {
   }
   const url = new URL("ws", location.href);
   url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+  // One conversation per tab: reconnecting (to any worker) continues it.
+  let conversation = sessionStorage.getItem("conversation");
+  if (!conversation) {
+    conversation = `tab-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
+    sessionStorage.setItem("conversation", conversation);
+  }
+  url.searchParams.set("conversation", conversation);
   socket = new WebSocket(url);
   socket.binaryType = "arraybuffer";
   socket.onmessage = (message) => {

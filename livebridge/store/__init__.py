@@ -1,0 +1,68 @@
+"""Where conversations outlive a process: resumption handles, a call journal, leases, limits.
+
+``MemoryStore`` (the default: one process) and ``RedisStore`` (many workers sharing one Redis)
+implement the ``Store`` protocol; ``LiveSession.connect(..., store=..., conversation=...)`` uses
+one through ``StoreConnector`` and ``Journal``. ``RedisLimiter`` caps concurrent handlers across
+processes (``CallPolicy(limiter=...)``). The Redis classes import redis-py on first use
+(``pip install 'livebridge[redis]'``). The failover guarantees are in ``journal`` and the README.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from livebridge.store.base import (
+    DEFAULT_HANDLE_TTL,
+    DEFAULT_LEASE_TTL,
+    CallJournal,
+    Entry,
+    HandleRecord,
+    Snapshot,
+    Store,
+    Ticket,
+)
+from livebridge.store.connector import StoreConnector
+from livebridge.store.journal import Journal
+from livebridge.store.memory import MemoryStore
+
+if TYPE_CHECKING:
+    from livebridge.store.limiter import RedisLimiter
+    from livebridge.store.redis import RedisStore
+
+__all__ = [
+    "DEFAULT_HANDLE_TTL",
+    "DEFAULT_LEASE_TTL",
+    "CallJournal",
+    "Entry",
+    "HandleRecord",
+    "Journal",
+    "MemoryStore",
+    "RedisLimiter",
+    "RedisStore",
+    "Snapshot",
+    "Store",
+    "StoreConnector",
+    "Ticket",
+    "default_store",
+]
+
+_default: list[MemoryStore] = []
+
+
+def default_store() -> MemoryStore:
+    """The process-wide ``MemoryStore`` a session uses when given a ``conversation`` only."""
+    if not _default:
+        _default.append(MemoryStore())
+    return _default[0]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RedisStore":
+        from livebridge.store.redis import RedisStore
+
+        return RedisStore
+    if name == "RedisLimiter":
+        from livebridge.store.limiter import RedisLimiter
+
+        return RedisLimiter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

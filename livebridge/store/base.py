@@ -1,0 +1,204 @@
+"""What a conversation store keeps, and the protocol every store implements.
+
+Per conversation (an app-chosen id such as ``"user-42"``) a store holds three things:
+
+- the newest resumption **handle**, numbered (``seq``, 1, 2, ...) and with its expiry;
+- the call **journal**: one ``Entry`` per journaled call, ``started`` before a non-idempotent
+  handler runs and ``settled`` (outcome kind and answer payload) once it is answered. Each entry
+  carries the ``epoch``: the ``seq`` of the newest handle when the call began. A handle is only
+  issued while no call is pending, so the calls a resumed conversation does *not* know are
+  exactly those with ``epoch >= seq`` of the handle it resumes: those are what a new owner must
+  consult when the model asks again;
+- the **lease**: which worker (``owner``) may run the conversation now, until when.
+
+Every write but the lease's own is *fenced*: it lands only while the writer holds the lease,
+so a worker that lost its lease (paused, partitioned) can never overwrite the new owner's state.
+Times in records are wall-clock seconds (``time.time()``) for people reading them; expiry is
+enforced by the store (Redis TTLs, a monotonic clock in ``MemoryStore``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import socket
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Protocol
+
+import msgspec
+
+from livebridge.calls import OutcomeKind
+
+if TYPE_CHECKING:
+    from livebridge.calls import Call, Outcome
+    from livebridge.tools import Tool
+
+__all__ = [
+    "DEFAULT_HANDLE_TTL",
+    "DEFAULT_LEASE_TTL",
+    "CallJournal",
+    "Entry",
+    "EntryState",
+    "HandleRecord",
+    "Snapshot",
+    "Store",
+    "Ticket",
+    "key_digest",
+    "lapsed",
+    "new_owner",
+    "request_digest",
+]
+
+#: How long a stored handle (and the journal beside it) lives: the service keeps a handle valid
+#: for about two hours after its connection ends.
+DEFAULT_HANDLE_TTL = 2 * 3600.0
+#: How long a lease lives without a heartbeat; the heartbeat renews it every third of that.
+DEFAULT_LEASE_TTL = 10.0
+
+EntryState = Literal["started", "settled"]
+
+
+class HandleRecord(msgspec.Struct, frozen=True):
+    """The newest resumable handle of a conversation and its number within it."""
+
+    handle: str
+    seq: int
+    stored_at: float
+    owner: str = ""
+
+
+class Entry(msgspec.Struct, frozen=True):
+    """One journaled call.
+
+    ``request`` identifies the request (tool name + canonical arguments, ``request_digest``),
+    ``key`` its idempotency key (``key_digest``) if the tool has one. ``kind`` and ``response``
+    are the outcome and the exact answer payload once ``settled``.
+    """
+
+    call_id: str
+    name: str
+    request: str
+    state: EntryState
+    epoch: int
+    owner: str
+    started_at: float
+    key: str | None = None
+    settled_at: float | None = None
+    kind: OutcomeKind | None = None
+    response: dict[str, object] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a new owner reads when it takes a conversation: the handle and the journal."""
+
+    handle: HandleRecord | None = None
+    entries: list[Entry] = field(default_factory=list)
+
+
+class Store(Protocol):
+    """Where conversations outlive a process. Every method raises ``StoreUnavailableError``
+    when the store cannot answer; ``MemoryStore`` and ``RedisStore`` implement it.
+
+    ``lease_ttl`` is how long a session's lease lives without a heartbeat: how soon another
+    worker can take over a conversation whose worker died.
+    """
+
+    lease_ttl: float
+
+    async def acquire(self, conversation: str, owner: str, ttl: float) -> None:
+        """Take the lease for ``ttl`` seconds (or extend one ``owner`` holds already).
+
+        Raises ``ConversationBusyError`` while another owner's lease is live.
+        """
+        ...
+
+    async def renew(self, conversation: str, owner: str, ttl: float) -> bool:
+        """Extend ``owner``'s lease (re-taking it if it lapsed and nobody took it).
+
+        False when another owner holds it now: this one lost the conversation.
+        """
+        ...
+
+    async def release(self, conversation: str, owner: str) -> None:
+        """Give the lease up if ``owner`` still holds it."""
+        ...
+
+    async def load(self, conversation: str) -> Snapshot:
+        """The stored handle (None when absent or expired) and every journal entry."""
+        ...
+
+    async def begin(self, conversation: str, owner: str, entry: Entry) -> None:
+        """Journal ``entry`` now, before its handler runs (fenced by the lease).
+
+        Raises ``LeaseLostError`` when ``owner`` does not hold the lease.
+        """
+        ...
+
+    async def write(
+        self,
+        conversation: str,
+        owner: str,
+        *,
+        handle: HandleRecord | None = None,
+        entries: Sequence[Entry] = (),
+        forget: Sequence[str] = (),
+    ) -> None:
+        """One batch of deferred writes (fenced by the lease): store ``handle`` if given, then
+        remove the ``forget`` call ids from the journal, then upsert ``entries``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close connections; the stored state stays."""
+        ...
+
+
+class Ticket(Protocol):
+    """The journal's part in one call that runs: before the handler, and once answered."""
+
+    async def begin(self) -> None:
+        """Journal the call as started; raises ``StoreError`` (the handler must not run)."""
+        ...
+
+    def settled(self, outcome: Outcome) -> None:
+        """Journal the answer (deferred: never on the answer's critical path)."""
+        ...
+
+
+class CallJournal(Protocol):
+    """What the dispatcher asks a conversation's journal (``livebridge.store.journal``)."""
+
+    def admit(
+        self, call: Call, tool: Tool, request: bytes, key: Hashable | None
+    ) -> Outcome | Ticket | None:
+        """Before a call runs: answer it from the journal (an ``Outcome``), journal it
+        (a ``Ticket``), or let it run unjournaled (None)."""
+        ...
+
+
+def new_owner() -> str:
+    """A lease owner token unique to this process and session: ``host:pid:random``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def lapsed(conversation: str, owner: str) -> str:
+    """Why a fenced write was refused when no owner holds the lease."""
+    return (
+        f"the lease of {owner} on conversation {conversation!r} lapsed (the store was"
+        " unreachable or restarted); the heartbeat takes it again if nobody else did"
+    )
+
+
+def request_digest(name: str, canonical_args: bytes) -> str:
+    """A short stable id of a request (tool name and canonical JSON arguments)."""
+    return hashlib.blake2b(name.encode() + b"\0" + canonical_args, digest_size=12).hexdigest()
+
+
+def key_digest(name: str, key: Hashable) -> str:
+    """A stable id of an idempotency key across processes (from its ``repr``).
+
+    Keys should be strings, numbers or tuples of them, whose ``repr`` is stable.
+    """
+    return hashlib.blake2b(f"{name}\0{key!r}".encode(), digest_size=12).hexdigest()

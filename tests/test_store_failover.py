@@ -1,0 +1,152 @@
+"""Failover across processes: the emulator, two workers and Redis, each in its own process.
+
+The first worker is killed (SIGKILL) while its non-idempotent handler runs; the second is
+refused while the dead one's lease is live, then takes over, resumes the stored handle, and
+answers the model's re-issued call ``outcome_unknown`` instead of running it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.redis_server import RedisServer, redis_server
+
+__all__ = ["redis_server"]
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV_KEYS = {"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY", "GOOGLE_API_KEY"}
+TEXT = "Book a table in Paris tonight"
+
+
+class EmulatorProcess:
+    """``livebridge emulator --report FILE`` in its own process."""
+
+    def __init__(self, report: Path) -> None:
+        self.report = report
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "livebridge.cli", "emulator", "--report", str(report)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "GEMINI_"))}
+        while not set(self.env) >= ENV_KEYS:
+            name, _, value = self.process.stdout.readline().strip().partition("=")
+            assert name in ENV_KEYS, name
+            self.env[name] = value
+
+    def stop(self) -> dict[str, Any]:
+        """SIGTERM, then the report it wrote."""
+        self.process.send_signal(signal.SIGTERM)
+        self.process.communicate(timeout=60)
+        report: dict[str, Any] = json.loads(self.report.read_text())
+        return report
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate()
+
+
+@pytest.fixture
+def emulator(tmp_path: Path) -> Iterator[EmulatorProcess]:
+    emu = EmulatorProcess(tmp_path / "report.json")
+    try:
+        yield emu
+    finally:
+        emu.kill()
+
+
+def worker(
+    emu: EmulatorProcess, redis: RedisServer, runs: Path, *flags: str
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.store_worker", redis.url, "user-42", TEXT, str(runs), *flags],
+        cwd=ROOT,
+        env=emu.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def lines(output: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+
+
+def test_kill_mid_call_then_the_next_worker_takes_over(
+    emulator: EmulatorProcess, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs.txt"
+    first = worker(emulator, redis_server, runs, "--greet", "--hang")
+    try:
+        assert first.stdout is not None
+        seen: list[dict[str, Any]] = []
+        while not seen or seen[-1].get("event") != "running":
+            line = first.stdout.readline()
+            assert line, f"the first worker ended early: {first.communicate()[1]}"
+            seen.append(json.loads(line))
+        os.kill(first.pid, signal.SIGKILL)
+    finally:
+        first.kill()
+        first.communicate(timeout=30)
+
+    busy = worker(emulator, redis_server, runs)
+    _, err = busy.communicate(timeout=60)
+    assert busy.returncode == 3
+    assert err.splitlines()[-1].startswith("busy: conversation 'user-42' is held by")
+    assert "retry after that" in err and "Traceback" not in err
+
+    second = worker(emulator, redis_server, runs, "--wait-lease")
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    report = emulator.stop()
+
+    assert runs.read_text().splitlines() == [f"Paris {first.pid}"]  # ran once in total
+    events = lines(out)
+    loaded = events[0]
+    assert loaded["event"] == "loaded" and loaded["handle"]
+    settled = [e for e in events if e["event"] == "settled"]
+    assert len(settled) == 1
+    assert settled[0]["outcome"] == "rejected"
+    assert settled[0]["error"]["type"] == "outcome_unknown"
+    assert settled[0]["error"]["retryable"] is False
+    assert events[-1] == {"event": "turn_complete"}
+
+    transcript = report["transcript"]
+    sessions = [s["id"] for s in report["sessions"]]
+    assert len(sessions) == 2  # the busy worker never connected
+    setups = [e for e in transcript if e["direction"] == "client" and "setup" in e["message"]]
+    resumed = setups[1]["message"]["setup"]["sessionResumption"]["handle"]
+    assert resumed == loaded["handle"]  # the second worker resumed the stored handle
+    issued = [
+        (entry["session"], call["id"])
+        for entry in transcript
+        if entry["direction"] == "server" and "toolCall" in entry["message"]
+        for call in entry["message"]["toolCall"]["functionCalls"]
+    ]
+    answers = Counter(
+        response["id"]
+        for entry in transcript
+        if entry["direction"] == "client" and "toolResponse" in entry["message"]
+        for response in entry["message"]["toolResponse"]["functionResponses"]
+    )
+    (first_session, killed_call), (second_session, reissued) = issued  # one on each connection
+    assert [first_session, second_session] == sessions
+    assert answers == {reissued: 1}  # exactly one answer; the dead worker's call got none
+    # The only violation is the crash we caused: the first connection died with its call open.
+    assert [(v["kind"], v["session"]) for v in report["violations"]] == [
+        ("client_crash", sessions[0])
+    ]
+    assert killed_call in report["violations"][0]["message"]
