@@ -160,10 +160,20 @@ class _Life:
     seq: int
     epoch: int
     via: set[Via]
-    batch: list[_Life] | None = None
+    batch: _Batch | None = None
     state: CallState = "running"
     outcome: Outcome | None = None
     acknowledged: bool = False  # its answer was sent and a later server message arrived
+
+
+class _Batch:
+    """The BLOCKING calls of one message, answered together once none is running."""
+
+    __slots__ = ("lives", "running")
+
+    def __init__(self, lives: list[_Life]) -> None:
+        self.lives = lives
+        self.running = len(lives)  # kept by ``_move``: releasing needs no scan per settle
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,8 +258,12 @@ class CallLedger:
     def take_fates(self) -> list[Fate]:
         """The fates that happened since the last call."""
         untaken = min(self._untaken, len(self._fates))
-        taken = list(itertools.islice(self._fates, len(self._fates) - untaken, None))
+        if not untaken:
+            return []
         self._untaken = 0
+        # From the newest end: the cost is the fates taken, not the history kept.
+        taken = list(itertools.islice(reversed(self._fates), untaken))
+        taken.reverse()
         return taken
 
     def take_notices(self) -> list[Notice]:
@@ -285,9 +299,11 @@ class CallLedger:
             life = self._admit(live_call, now, via)
             if life is not None:
                 admitted.append(life)
-        batch = [life for life in admitted if life.behavior == "BLOCKING"]
-        for life in batch:
-            life.batch = batch
+        blocking = [life for life in admitted if life.behavior == "BLOCKING"]
+        if blocking:
+            batch = _Batch(blocking)
+            for life in blocking:
+                life.batch = batch
         return [life.call for life in admitted]
 
     def partial(self, item: Partial) -> None:
@@ -529,6 +545,8 @@ class CallLedger:
         target = _TRANSITIONS.get((life.state, event))
         if target is None:
             raise LedgerError(f"call {life.call.id}: cannot {event} a call that is {life.state}")
+        if life.state == "running" and target != "running" and life.batch is not None:
+            life.batch.running -= 1
         life.state = target
 
     def _end(self, life: _Life, event: _Event, reason: str, now: float) -> None:
@@ -559,11 +577,9 @@ class CallLedger:
 
     def _release_batch_of(self, life: _Life) -> None:
         batch = life.batch
-        if batch is None:
+        if batch is None or batch.running:
             return
-        if any(member.state == "running" for member in batch):
-            return
-        self._release([member for member in batch if member.state == "settled"])
+        self._release([member for member in batch.lives if member.state == "settled"])
 
     def _release(self, lives: list[_Life]) -> None:
         for life in lives:
