@@ -144,7 +144,6 @@ class Dispatcher:
         self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
         self._limiters_by_tool: dict[str, tuple[anyio.CapacityLimiter, ...]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._new_scope: type[anyio.CancelScope] = anyio.CancelScope
         self._starter: EagerStarter | None = None
         self._loop_time: Callable[[], float] = time.monotonic
 
@@ -154,7 +153,8 @@ class Dispatcher:
         if pending is None or pending.outcome is not None:
             return False
         pending.cancel_requested = True
-        pending.scope.cancel()
+        if pending.scope is not None:  # else it has not started, and will not run
+            pending.scope.cancel()
         return True
 
     def answered(self, call_id: str) -> Outcome | None:
@@ -207,9 +207,7 @@ class Dispatcher:
         starter = self._starter
         if starter is None or starter.loop is not asyncio.get_running_loop():
             starter = self._starter = EagerStarter()
-            # Looked up once per event loop: the scope class (skips a backend lookup per call)
-            # and the loop's clock, which cancel-scope deadlines are measured on.
-            self._new_scope = type(anyio.CancelScope())
+            # Looked up once per event loop: the clock cancel-scope deadlines are measured on.
             self._loop_time = starter.loop.time
         plans = self._plan(batch)
         try:
@@ -220,8 +218,10 @@ class Dispatcher:
                         continue
                     case Run(pending, tool, kwargs):
                         batch.runs[index] = (pending, tool)
+                        pending.scope = starter.scope()
                         job = self._execute(batch, index, pending, tool, kwargs)
                     case Wait(own, first, kind, reason):
+                        own.scope = starter.scope()
                         job = self._wait(batch, index, own, first, kind, reason)
                     case Rejoin(first):
                         job = self._rejoin(batch, index, first)
@@ -233,7 +233,7 @@ class Dispatcher:
                     task.add_done_callback(self._tasks.discard)
             await self._until_settled(batch)
         finally:
-            if None in batch.outcomes:  # run() was cancelled: every call still gets its fate
+            if batch.left:  # run() was cancelled: every call still gets its fate
                 self._withdraw(batch)
         if self._observers:
             duration = self._clock() - batch.received
@@ -308,7 +308,7 @@ class Dispatcher:
                 firsts[key] = wait.own
                 return wait
         timeout = tool.timeout or policy.timeout
-        pending = Pending(call, self._new_scope(), now + timeout)
+        pending = Pending(call, now + timeout)
         self._running[call.id] = pending
         firsts[key] = pending
         self._requests.put(key, pending, call.id, clock_now)
@@ -324,7 +324,7 @@ class Dispatcher:
     def _waiter(
         self, call: Call, first: Pending, kind: OutcomeKind | None, reason: DedupReason
     ) -> Wait:
-        own = Pending(call, self._new_scope())
+        own = Pending(call)
         self._running[call.id] = own  # cancellable by its own id
         return Wait(own, first, kind, reason)
 
@@ -357,7 +357,7 @@ class Dispatcher:
 
     async def _until_settled(self, batch: Batch) -> None:
         """Wait until every call has its outcome; abandon handlers overdue past the grace."""
-        while None in batch.outcomes:
+        while batch.left:
             batch.done = batch.done or anyio.Event()
             overdue = [
                 pending.deadline
@@ -390,7 +390,8 @@ class Dispatcher:
             call = batch.calls[index]
             pending = self._running.get(call.id)
             if pending is not None and pending.call is call:
-                pending.scope.cancel()
+                if pending.scope is not None:
+                    pending.scope.cancel()
                 self._forget(pending)
                 pending.finish(outcomes.cancelled(call, 0.0))
             self._settle(batch, index, outcomes.cancelled(call, 0.0))
@@ -400,22 +401,6 @@ class Dispatcher:
             del self._running[pending.call.id]
 
     # -- jobs -----------------------------------------------------------------------------
-
-    async def _execute(
-        self, batch: Batch, index: int, pending: Pending, tool: Tool, kwargs: dict[str, Any]
-    ) -> None:
-        call = pending.call
-        if tool.context_parameter is not None:
-            context = CallContext(call.id, tool.name, batch.turn, self.session_id)
-            kwargs[tool.context_parameter] = context
-        outcome: Outcome | None = None
-        try:
-            outcome = await self._invoke(pending, tool, kwargs, batch)
-        finally:
-            self._forget(pending)
-            outcome = outcome or outcomes.cancelled(call, 0.0)
-            if pending.finish(outcome):
-                self._settle(batch, index, outcome)
 
     async def _wait(
         self,
@@ -428,8 +413,8 @@ class Dispatcher:
     ) -> None:
         call = own.call
         outcome: Outcome | None = None
-        try:
-            with own.scope:
+        try:  # in its task's scope (``EagerStarter``), which swallows its own cancellation
+            if not own.cancel_requested:
                 outcome = outcomes.copied(call, await first.wait(), kind, reason)
         finally:
             self._forget(own)
@@ -451,22 +436,31 @@ class Dispatcher:
             self._limiters_by_tool[tool.name] = limiters
         return limiters
 
-    async def _invoke(
-        self, pending: Pending, tool: Tool, kwargs: dict[str, Any], batch: Batch
-    ) -> Outcome:
-        """Run one handler under its limits and scope, and turn what happened into an Outcome.
+    async def _execute(
+        self, batch: Batch, index: int, pending: Pending, tool: Tool, kwargs: dict[str, Any]
+    ) -> None:
+        """Run one handler under its limits, in its task's cancel scope, and settle its call.
 
-        A sync handler's thread cannot be interrupted: its slots are handed to the thread,
-        which gives them back when it really returns (``ThreadSlots``).
+        The scope (``pending.scope``) is entered and exited around this coroutine by its task
+        (``EagerStarter``): its cancellation passes through here, settling the call on the
+        way. A sync handler's thread cannot be interrupted: its slots are handed to the
+        thread, which gives them back when it really returns (``ThreadSlots``).
         """
         call = pending.call
+        scope = pending.scope
+        assert scope is not None
+        if tool.context_parameter is not None:
+            context = CallContext(call.id, tool.name, batch.turn, self.session_id)
+            kwargs[tool.context_parameter] = context
         value: Any = _NO_VALUE
         failure: Exception | None = None
         started = 0.0
-        scope = pending.scope
         acquired: list[anyio.CapacityLimiter] = []
         slots: ThreadSlots | None = None
-        with scope:
+        outcome: Outcome | None = None
+        try:
+            if pending.cancel_requested:  # cancelled before it started: never run
+                return
             try:
                 for limiter in self._limiters(tool):
                     try:
@@ -476,7 +470,7 @@ class Dispatcher:
                         await limiter.acquire_on_behalf_of(pending)
                     acquired.append(limiter)
                 if pending.outcome is not None:  # settled while waiting for a slot
-                    return pending.outcome
+                    return
                 started = self._clock()
                 if self._observers:
                     event = CallStarted(self.session_id, batch.turn, call, tool.behavior, started)
@@ -506,8 +500,23 @@ class Dispatcher:
                 if slots is None or slots.leave():
                     for limiter in reversed(acquired):
                         limiter.release_on_behalf_of(pending)
-        latency = self._clock() - started if started else 0.0
-        if value is _NO_VALUE and scope.cancel_called:
+            latency = self._clock() - started if started else 0.0
+            outcome = self._ended(pending, tool, value, failure, latency)
+        finally:
+            self._forget(pending)
+            if outcome is None and scope.cancel_called:  # the scope's cancellation, leaving
+                latency = self._clock() - started if started else 0.0
+                outcome = self._ended(pending, tool, _NO_VALUE, None, latency)
+            if pending.finish(outcome or outcomes.cancelled(call, 0.0)):
+                assert pending.outcome is not None
+                self._settle(batch, index, pending.outcome)
+
+    def _ended(
+        self, pending: Pending, tool: Tool, value: Any, failure: Exception | None, latency: float
+    ) -> Outcome:
+        """What a handler's end means: its result, its failure, a timeout or a cancellation."""
+        call, scope = pending.call, pending.scope
+        if value is _NO_VALUE and scope is not None and scope.cancel_called:
             if pending.cancel_requested:
                 return outcomes.cancelled(call, latency)
             seconds = tool.timeout or self.policy.timeout
@@ -536,7 +545,9 @@ class Dispatcher:
         return items if on_partial is None else _STREAM_END
 
     def _success(self, call: Call, tool: Tool, value: Any, latency: float) -> Outcome:
-        value, scheduling = _unwrap(value, tool.scheduling)
+        scheduling = tool.scheduling
+        if isinstance(value, Result):
+            value, scheduling = value.value, value.scheduling or scheduling
         if value is _STREAM_END:
             return Outcome(call.id, tool.name, "ok", {}, latency, 2, scheduling=scheduling)
         try:
@@ -554,7 +565,8 @@ class Dispatcher:
             payload.result_bytes,
             payload.truncated,
             payload.original_bytes,
-            scheduling=scheduling,
+            None,
+            scheduling,
         )
 
 

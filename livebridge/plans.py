@@ -22,15 +22,17 @@ __all__ = ["Batch", "Pending", "Plan", "Rejoin", "Run", "Settle", "Wait"]
 class Pending:
     """A call in flight: its cancel scope, and its outcome once settled.
 
-    The scope gets its ``deadline`` only once the call first suspends: until then no timeout
-    can fire, and a handler that finishes without suspending never arms a timer.
+    The scope is the one its job starts in (``EagerStarter.scope()``), set just before: a call
+    cancelled before that is never run. The scope gets its ``deadline`` only once the call
+    first suspends: until then no timeout can fire, and a handler that finishes without
+    suspending never arms a timer.
     """
 
     __slots__ = ("call", "cancel_requested", "deadline", "outcome", "scope", "settled")
 
-    def __init__(self, call: Call, scope: anyio.CancelScope, deadline: float = math.inf) -> None:
+    def __init__(self, call: Call, deadline: float = math.inf) -> None:
         self.call = call
-        self.scope = scope
+        self.scope: anyio.CancelScope | None = None
         self.deadline = deadline
         self.outcome: Outcome | None = None
         self.settled: anyio.Event | None = None
@@ -96,6 +98,7 @@ class Batch:
     __slots__ = (
         "calls",
         "done",
+        "left",
         "on_partial",
         "on_settled",
         "outcomes",
@@ -121,6 +124,7 @@ class Batch:
         self.on_partial = on_partial
         self.received = received
         self.outcomes: list[Outcome | None] = [None] * len(calls)
+        self.left = len(calls)  # calls without an outcome: no scan per settle
         self.runs: dict[int, tuple[Pending, Tool]] = {}
         self.done: anyio.Event | None = None
 
@@ -133,11 +137,11 @@ class Batch:
         if self.outcomes[index] is not None:
             return False
         self.outcomes[index] = outcome
-        if self.done is not None and None not in self.outcomes:
+        self.left -= 1
+        if not self.left and self.done is not None:
             self.done.set()
         return True
 
     def results(self) -> list[Outcome]:
-        done = self.outcomes
-        assert all(o is not None for o in done), "every call settles before run() returns"
-        return done  # type: ignore[return-value]
+        assert not self.left, "every call settles before run() returns"
+        return self.outcomes  # type: ignore[return-value]
