@@ -34,6 +34,10 @@ call whose first answer was not seen as a re-issue of it rather than a new reque
 Frames are bounded: one ``toolResponse`` never encodes to more than ``max_frame_bytes``. The
 results of a BLOCKING batch, which must go out together, are cut to fit, fairly (the largest
 first, down to a common cap); NON_BLOCKING answers that do not fit wait for the next message.
+
+Records built per call (lives, items, fates) are msgspec Structs untracked by the garbage
+collector (``gc=False``: none can be part of a reference cycle). The ledger keeps thousands of
+them as history, and tracked survivors are what makes the collector run often and slowly.
 """
 
 from __future__ import annotations
@@ -41,8 +45,9 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
+
+import msgspec
 
 from livebridge import frames, payloads
 from livebridge.calls import AnswerEncoder, Behavior, Call, Outcome, Partial, Scheduling
@@ -93,8 +98,7 @@ DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
 _ENVELOPE_BYTES = 64  # the message around the responses, with room to spare
 
 
-@dataclass(frozen=True, slots=True)
-class LiveCall:
+class LiveCall(msgspec.Struct, frozen=True, gc=False):
     """A call as received, with what the registry says about its tool."""
 
     call: Call
@@ -103,8 +107,7 @@ class LiveCall:
     streaming: bool = False  # the handler is an async generator (NON_BLOCKING only)
 
 
-@dataclass(frozen=True, slots=True)
-class Answered:
+class Answered(msgspec.Struct, frozen=True, gc=False):
     """One response put in an ``Outgoing`` message; ``outcome`` is None for a streamed item."""
 
     call_id: str
@@ -114,8 +117,7 @@ class Answered:
     turnaround: float  # seconds from the call's receipt to this send
 
 
-@dataclass(frozen=True, slots=True)
-class Outgoing:
+class Outgoing(msgspec.Struct, frozen=True, gc=False):
     """One ``toolResponse`` to send now; confirm it with ``CallLedger.sent()``.
 
     ``function_responses`` are wire dicts from the ledger's encoder; for Live, send them with
@@ -127,8 +129,7 @@ class Outgoing:
     answered: list[Answered]
 
 
-@dataclass(frozen=True, slots=True)
-class Fate:
+class Fate(msgspec.Struct, frozen=True, gc=False):
     """How one delivery of a call ended; each delivery gets exactly one."""
 
     call_id: str
@@ -141,8 +142,7 @@ class Fate:
     ended_at: float
 
 
-@dataclass(frozen=True, slots=True)
-class Notice:
+class Notice(msgspec.Struct, frozen=True, gc=False):
     """Something worth a log line that changed no call's fate (duplicates, late cancels...)."""
 
     kind: NoticeKind
@@ -150,8 +150,7 @@ class Notice:
     detail: str
 
 
-@dataclass(eq=False, slots=True)
-class _Life:
+class _Life(msgspec.Struct, eq=False, gc=False):
     call: Call
     behavior: Behavior
     scheduling: Scheduling | None
@@ -159,25 +158,25 @@ class _Life:
     received_at: float
     seq: int
     epoch: int
-    via: set[Via]
+    via: tuple[Via, ...]
     batch: _Batch | None = None
     state: CallState = "running"
     outcome: Outcome | None = None
     acknowledged: bool = False  # its answer was sent and a later server message arrived
 
 
-class _Batch:
-    """The BLOCKING calls of one message, answered together once none is running."""
+class _Batch(msgspec.Struct, gc=False):
+    """The BLOCKING calls of one message, answered together once none is running.
 
-    __slots__ = ("lives", "running")
+    It names its calls by id rather than holding them: a life and its batch form no reference
+    cycle, so both are freed as soon as the history forgets them.
+    """
 
-    def __init__(self, lives: list[_Life]) -> None:
-        self.lives = lives
-        self.running = len(lives)  # kept by ``_move``: releasing needs no scan per settle
+    ids: list[str]
+    running: int  # kept by ``_move``: releasing needs no scan per settle
 
 
-@dataclass(frozen=True, slots=True)
-class _Item:
+class _Item(msgspec.Struct, frozen=True, gc=False):
     life: _Life
     answer: Outcome | Partial
 
@@ -301,7 +300,7 @@ class CallLedger:
                 admitted.append(life)
         blocking = [life for life in admitted if life.behavior == "BLOCKING"]
         if blocking:
-            batch = _Batch(blocking)
+            batch = _Batch([life.call.id for life in blocking], len(blocking))
             for life in blocking:
                 life.batch = batch
         return [life.call for life in admitted]
@@ -495,7 +494,8 @@ class CallLedger:
             live = previous.state in _LIVE_STATES
             twin = previous.epoch == self._epoch and via not in previous.via
             if live or twin:
-                previous.via.add(via)
+                if via not in previous.via:
+                    previous.via = (*previous.via, via)
                 self._note("duplicate_delivery", previous, f"second delivery via {via} dropped")
                 return None
         life = _Life(
@@ -506,7 +506,7 @@ class CallLedger:
             received_at=now,
             seq=self._seq,
             epoch=self._epoch,
-            via={via},
+            via=(via,),
         )
         self._seq += 1
         self._lives[call.id] = life
@@ -579,7 +579,11 @@ class CallLedger:
         batch = life.batch
         if batch is None or batch.running:
             return
-        self._release([member for member in batch.lives if member.state == "settled"])
+        lives = self._lives
+        members = [lives.get(call_id) for call_id in batch.ids]
+        self._release(
+            [m for m in members if m is not None and m.batch is batch and m.state == "settled"]
+        )
 
     def _release(self, lives: list[_Life]) -> None:
         for life in lives:
