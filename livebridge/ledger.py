@@ -35,9 +35,8 @@ Frames are bounded: one ``toolResponse`` never encodes to more than ``max_frame_
 results of a BLOCKING batch, which must go out together, are cut to fit, fairly (the largest
 first, down to a common cap); NON_BLOCKING answers that do not fit wait for the next message.
 
-Records built per call (lives, items, fates) are msgspec Structs untracked by the garbage
-collector (``gc=False``: none can be part of a reference cycle). The ledger keeps thousands of
-them as history, and tracked survivors are what makes the collector run often and slowly.
+Per-call records are ``gc=False`` msgspec Structs (never part of a reference cycle): the history
+keeps thousands of them, and tracked survivors make the garbage collector run often and slowly.
 """
 
 from __future__ import annotations
@@ -166,11 +165,8 @@ class _Life(msgspec.Struct, eq=False, gc=False):
 
 
 class _Batch(msgspec.Struct, gc=False):
-    """The BLOCKING calls of one message, answered together once none is running.
-
-    It names its calls by id rather than holding them: a life and its batch form no reference
-    cycle, so both are freed as soon as the history forgets them.
-    """
+    """The BLOCKING calls of one message, answered together once none is running; by id, so
+    that lives and their batch form no reference cycle (freed once the history forgets them)."""
 
     ids: list[str]
     running: int  # kept by ``_move``: releasing needs no scan per settle
@@ -552,18 +548,11 @@ class CallLedger:
     def _end(self, life: _Life, event: _Event, reason: str, now: float) -> None:
         self._move(life, event)
         del self._live[life.call.id]
-        self._fates.append(
-            Fate(
-                life.call.id,
-                life.call.name,
-                life.behavior,
-                _FATE_OF[event],
-                reason,
-                life.outcome,
-                life.received_at,
-                now,
-            )
+        call, outcome, received = life.call, life.outcome, life.received_at
+        fate = Fate(
+            call.id, call.name, life.behavior, _FATE_OF[event], reason, outcome, received, now
         )
+        self._fates.append(fate)
         self._untaken += 1
         self._forget_old()
 
@@ -579,11 +568,8 @@ class CallLedger:
         batch = life.batch
         if batch is None or batch.running:
             return
-        lives = self._lives
-        members = [lives.get(call_id) for call_id in batch.ids]
-        self._release(
-            [m for m in members if m is not None and m.batch is batch and m.state == "settled"]
-        )
+        members = [self._lives.get(call_id) for call_id in batch.ids]
+        self._release([m for m in members if m and m.batch is batch and m.state == "settled"])
 
     def _release(self, lives: list[_Life]) -> None:
         for life in lives:
