@@ -27,7 +27,7 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, assert_never
@@ -133,7 +133,7 @@ class Dispatcher:
         self.session_id = session_id
         self._observers = tuple(observers)
         self._clock = clock
-        self._answer_seen = answer_seen or _always
+        self._answer_seen = answer_seen or (lambda call_id: True)
         self._limiter = anyio.CapacityLimiter(policy.max_parallel)
         # Worker threads for sync handlers: their own pool, not anyio's process-wide default.
         self._threads = anyio.CapacityLimiter(policy.max_parallel)
@@ -198,6 +198,22 @@ class Dispatcher:
         ``{"output": [...]}``). ``refuse``: the owner is shutting down; a call not answered
         before is answered ``session_closing`` (retryable) without running.
         """
+        started = self.start(
+            calls, turn=turn, on_settled=on_settled, on_partial=on_partial, refuse=refuse
+        )
+        return started if isinstance(started, list) else await started
+
+    def start(
+        self,
+        calls: Sequence[Call],
+        *,
+        turn: int = 0,
+        on_settled: OnSettled | None = None,
+        on_partial: OnPartial | None = None,
+        refuse: bool = False,
+    ) -> list[Outcome] | Coroutine[Any, Any, list[Outcome]]:
+        """``run()`` starting every call now: the outcomes if all settled at once (no task to
+        wait in), else a coroutine to await exactly once (cancelled, it cancels what runs)."""
         if not calls:
             return []
         _check(calls)
@@ -220,9 +236,9 @@ class Dispatcher:
                         batch.runs[index] = (pending, tool)
                         pending.scope = starter.scope()
                         job = self._execute(batch, index, pending, tool, kwargs)
-                    case Wait(own, first, kind, reason):
+                    case Wait(own):
                         own.scope = starter.scope()
-                        job = self._wait(batch, index, own, first, kind, reason)
+                        job = self._wait(batch, index, plan)
                     case Rejoin(first):
                         job = self._rejoin(batch, index, first)
                     case _:
@@ -231,13 +247,24 @@ class Dispatcher:
                 if task is not None:
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
+        except BaseException:  # a handler's first step raised past its call: settle them all
+            self._withdraw(batch)
+            raise
+        return self._rest(batch) if batch.left else self._finished(batch)
+
+    async def _rest(self, batch: Batch) -> list[Outcome]:
+        try:
             await self._until_settled(batch)
         finally:
-            if batch.left:  # run() was cancelled: every call still gets its fate
+            if batch.left:  # cancelled: every call still gets its fate
                 self._withdraw(batch)
+        return self._finished(batch)
+
+    def _finished(self, batch: Batch) -> list[Outcome]:
         if self._observers:
             duration = self._clock() - batch.received
-            emit(self._observers, BatchSettled(self.session_id, turn, len(calls), duration))
+            event = BatchSettled(self.session_id, batch.turn, len(batch.calls), duration)
+            emit(self._observers, event)
         return batch.results()
 
     # -- planning -------------------------------------------------------------------------
@@ -342,14 +369,9 @@ class Dispatcher:
             call = batch.calls[index]
             tool = self.tools.get(call.name) if isinstance(call.name, str) else None
             behavior = tool.behavior if tool is not None else "BLOCKING"
+            known, received = tool is not None, batch.received
             event = CallSettled(
-                self.session_id,
-                batch.turn,
-                call,
-                behavior,
-                outcome,
-                batch.received,
-                tool is not None,
+                self.session_id, batch.turn, call, behavior, outcome, received, known
             )
             emit(self._observers, event)
         if batch.on_settled is not None:
@@ -373,12 +395,9 @@ class Dispatcher:
 
     def _abandon(self, batch: Batch, index: int, pending: Pending, tool: Tool) -> None:
         call = pending.call
-        log.warning(
-            "tool %s (call %s) ignored its cancellation at the deadline: answered timeout and"
-            " abandoned; it keeps its concurrency slots until it ends",
-            tool.name,
-            call.id,
-        )
+        names = (tool.name, call.id)
+        text = "tool %s (call %s) ignored its cancellation at the deadline: answered timeout"
+        log.warning(text + " and abandoned; it keeps its concurrency slots until it ends", *names)
         outcome = outcomes.abandoned(call, tool.name, tool.timeout or self.policy.timeout, None)
         self._forget(pending)
         pending.finish(outcome)
@@ -402,20 +421,13 @@ class Dispatcher:
 
     # -- jobs -----------------------------------------------------------------------------
 
-    async def _wait(
-        self,
-        batch: Batch,
-        index: int,
-        own: Pending,
-        first: Pending,
-        kind: OutcomeKind | None,
-        reason: DedupReason,
-    ) -> None:
+    async def _wait(self, batch: Batch, index: int, plan: Wait) -> None:
+        own = plan.own
         call = own.call
         outcome: Outcome | None = None
         try:  # in its task's scope (``EagerStarter``), which swallows its own cancellation
             if not own.cancel_requested:
-                outcome = outcomes.copied(call, await first.wait(), kind, reason)
+                outcome = outcomes.copied(call, await plan.first.wait(), plan.kind, plan.reason)
         finally:
             self._forget(own)
             outcome = outcome or outcomes.cancelled(call, 0.0)
@@ -556,34 +568,21 @@ class Dispatcher:
             return outcomes.failure(
                 call, tool.name, exc, latency, expose=tool.expose_errors, sched=tool.scheduling
             )
+        response, size, cut = payload.response, payload.result_bytes, payload.truncated
+        original = payload.original_bytes
         return Outcome(
-            call.id,
-            tool.name,
-            "ok",
-            payload.response,
-            latency,
-            payload.result_bytes,
-            payload.truncated,
-            payload.original_bytes,
-            None,
-            scheduling,
+            call.id, tool.name, "ok", response, latency, size, cut, original, None, scheduling
         )
-
-
-def _always(call_id: str) -> bool:
-    return True
 
 
 def _check(calls: Sequence[Call]) -> None:
     for position, call in enumerate(calls):
         if not isinstance(call, Call):
-            raise InvalidCallError(
-                f"calls[{position}] is a {type(call).__name__}, not a livebridge.Call"
-            )
+            what = f"calls[{position}] is a {type(call).__name__}, not a livebridge.Call"
+            raise InvalidCallError(what)
         if not isinstance(call.id, str) or not call.id:
-            raise InvalidCallError(
-                f"calls[{position}] ({call.name!r}) needs a non-empty string id, not {call.id!r}"
-            )
+            what = f"calls[{position}] ({call.name!r}) needs a non-empty string id, not {call.id!r}"
+            raise InvalidCallError(what)
 
 
 def _unwrap(value: Any, default: Scheduling | None) -> tuple[Any, Scheduling | None]:

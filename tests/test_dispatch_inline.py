@@ -118,3 +118,38 @@ async def test_calls_that_finish_at_once_share_a_scope_a_cancelled_one_does_not_
     assert outcomes[1].response == {"output": "done anyway"}
     assert outcomes[3].response == {"output": "slept"}
     assert scopes == [float("inf")]  # the deadline is set once it suspends
+
+
+async def test_start_settles_at_once_what_needs_no_wait_and_hands_back_the_rest() -> None:
+    tools = ToolRegistry()
+    release = anyio.Event()
+
+    @tools.tool
+    async def instant(n: int) -> int:
+        return n
+
+    @tools.tool
+    async def waits(n: int) -> int:
+        await release.wait()
+        return n
+
+    dispatcher = Dispatcher(tools)
+    settled: list[str] = []
+    now = dispatcher.start(
+        batch("instant", "instant"), on_settled=lambda o: settled.append(o.call_id)
+    )
+    assert isinstance(now, list) and [o.response for o in now] == [{"output": 0}, {"output": 1}]
+    assert settled == ["c0", "c1"]  # before start() returned: no task, no wait
+
+    later = dispatcher.start([Call("w0", "waits", {"n": 7}), Call("i1", "instant", {"n": 8})])
+    assert not isinstance(later, list)
+    release.set()
+    assert [o.response for o in await later] == [{"output": 7}, {"output": 8}]
+
+    release = anyio.Event()  # never set: the call runs until its waiter is cancelled
+    stuck = dispatcher.start([Call("w1", "waits", {"n": 1})])
+    assert not isinstance(stuck, list)
+    with anyio.move_on_after(0.05):
+        await stuck
+    answer = dispatcher.answered("w1")
+    assert answer is not None and answer.kind == "cancelled"
