@@ -5,9 +5,10 @@ server (its own process, on the other cores), alternating livebridge and raw rou
 process pinned to one core, and reports the CPU time (``time.process_time``: a shared, busy
 machine inflates wall time far more than CPU time) per call of each, best round and median,
 the ratio of the best rounds (noise only ever adds), and the garbage collections each caused.
-``--profile N`` adds the N costliest frames of one more livebridge round under ``cProfile``
-(timed in CPU time; the profiler's own overhead inflates every figure alike: read them as
-shares).
+Then the same work without sockets (``benchmarks.memory_loop``): what livebridge itself adds
+per call, next to a bare loop, with far less noise. ``--profile N`` adds the N costliest
+frames of one more in-memory livebridge round under ``cProfile`` (timed in CPU time; the
+profiler's own overhead inflates every figure alike: read them as shares).
 
 Run with ``python -m benchmarks.profile_calls`` (``--quick`` for a smoke run).
 """
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks import memory_loop
 from benchmarks.clients import CLIENTS
 from benchmarks.server import Server, model_name, pin_to_one_core, serve
 
@@ -88,26 +90,37 @@ async def measure(server: Server, turns: int, rounds: int) -> list[str]:
     return lines
 
 
-async def profile(server: Server, turns: int, top: int) -> str:
-    """The ``top`` frames by own CPU time of one livebridge round under cProfile."""
+async def profile(turns: int, top: int) -> str:
+    """The ``top`` frames by own CPU time of one in-memory livebridge round under cProfile."""
     profiler = cProfile.Profile(time.process_time)
-    model = model_name("throughput", CALLS, turns, "livebridge")
     profiler.enable()
-    await CLIENTS["livebridge"](server, model, turns, 0.0)
+    await memory_loop.livebridge_loop(turns)
     profiler.disable()
-    server.take_results()
     out = io.StringIO()
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats("tottime").print_stats(top)
     return out.getvalue()
 
 
+async def in_memory(turns: int, rounds: int) -> list[str]:
+    best = await memory_loop.measure(turns, rounds)
+    ratio, added = best["livebridge"] / best["bare"], best["livebridge"] - best["bare"]
+    return [
+        "",
+        f"| the same without sockets, {turns} turns x {rounds} | CPU µs/call, best |",
+        "|---|---:|",
+        *(f"| {name} | {micros:.1f} |" for name, micros in best.items()),
+        f"\nlivebridge / bare: {ratio:.2f}x (livebridge adds {added:.0f} µs per call)",
+    ]
+
+
 async def run(server: Server, quick: bool, top: int) -> list[str]:
     turns, rounds = (20, 1) if quick else (400, 5)
     await cpu_per_call(server, "livebridge", 10)  # warm up: imports, first connection
     lines = await measure(server, turns, rounds)
+    lines += await in_memory(turns, 3 if quick else 7)
     if top:
-        lines.append(await profile(server, turns, top))
+        lines.append(await profile(turns, top))
     return lines
 
 
