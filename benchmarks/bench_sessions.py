@@ -444,7 +444,7 @@ def run(server: Server, quick: bool) -> list[str]:
     lines += [
         "",
         f"| largest N per core with p99 lag ≤ {LAG_LIMIT_MS:g} ms | N | first N over "
-        "| client cores | p99 lag ms |",
+        f"| client cores | p99 lag ms, worst {LAG_WINDOW:g} s left out |",
         "|---|---:|---:|---:|---:|",
     ]
     search = QUICK_SEARCH if quick else FULL_SEARCH
