@@ -8,8 +8,10 @@ its schedule (the server stamps each frame with its schedule). Variants: ``liveb
 + msgspec, the same protocol without any model layer: the floor). Every websocket is opened with
 ``livebridge.client_args()`` (no permessage-deflate) and an 8 KiB TLS read buffer, unless a row
 says otherwise. Reported: client cores used, RSS per session, p99 lag; the largest N that keeps
-p99 lag under 20 ms (doubling, then bisecting, within a time budget); one 8 x 50 ms tool turn
-after another while 100 other sessions stream; memory per idle session.
+p99 lag under 20 ms (``Search``: up to three trials per N, the median decides; doubling, then
+bisecting; the worst half-second of a trial is left out, so that one stall of a shared machine
+does not end the search; every trial is printed); one 8 x 50 ms tool turn after another while
+100 other sessions stream; memory per idle session.
 
 Run with ``python -m benchmarks.bench_sessions`` (``--quick`` for a smoke run).
 """
@@ -26,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,8 @@ VARIANTS = ("livebridge", "sdk", "raw")
 #: The turn client measured next to each variant's streaming sessions.
 TURN_CLIENTS = {"livebridge": "livebridge", "sdk": "sdk-gather", "raw": "raw"}
 LAG_LIMIT_MS = 20.0
+#: Lags are grouped in windows this long (seconds); the worst one is left out of the criterion.
+LAG_WINDOW = 0.5
 CALL_EVERY = 3.0
 MIC_FRAME = bytes(int(16_000 * FRAME_SECONDS) * 2)
 SMALL_TLS_BUFFER = 8 * 1024
@@ -60,14 +64,39 @@ TURN_SECONDS = 0.05
 
 @dataclass(slots=True)
 class Lags:
-    """Frame lags (seconds) measured once every session is up."""
+    """Frame lags (seconds), each with when it was measured, once every session is up."""
 
     recording: bool = False
-    sent: list[float] | None = None
-    received: list[float] | None = None
+    samples: list[tuple[float, float]] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        self.sent, self.received = [], []
+    def note(self, now: float, lag: float) -> None:
+        if self.recording:
+            self.samples.append((now, lag))
+
+
+def p99(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[int(0.99 * (len(ordered) - 1))] if ordered else float("nan")
+
+
+def lag_p99s(samples: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """p99 lag (ms) of every frame, and of the frames outside the worst ``LAG_WINDOW``.
+
+    The second is the search's criterion: one stall of the shared machine (a GC pause, a
+    neighbour's burst) delays every session's frames at once and would, alone, decide a trial.
+    """
+    if not samples:
+        return float("nan"), float("nan")
+    start = min(when for when, _ in samples)
+    windows: dict[int, list[float]] = {}
+    for when, lag in samples:
+        windows.setdefault(int((when - start) / LAG_WINDOW), []).append(lag)
+    overall = p99([lag for _, lag in samples]) * 1000
+    if len(windows) < 2:
+        return overall, overall
+    worst = max(windows, key=lambda w: p99(windows[w]))
+    rest = [lag for w, lags in windows.items() if w != worst for lag in lags]
+    return overall, p99(rest) * 1000
 
 
 def rss_bytes() -> int:
@@ -79,23 +108,21 @@ def rss_bytes() -> int:
 
 async def mic(send: Callable[[bytes], Awaitable[None]], lags: Lags, stop: asyncio.Event) -> None:
     """Send a silent 40 ms frame every 40 ms, noting how late each one goes out."""
-    assert lags.sent is not None
     start = time.monotonic()
     frame = 0
     while not stop.is_set():
         due = start + frame * FRAME_SECONDS
         now = time.monotonic()
-        if lags.recording:
-            lags.sent.append(now - due)
+        lags.note(now, now - due)
         await send(MIC_FRAME)
         frame += 1
         await asyncio.sleep(max(0.0, start + frame * FRAME_SECONDS - time.monotonic()))
 
 
 def heard(pcm: bytes, lags: Lags) -> None:
-    assert lags.received is not None
     if lags.recording and len(pcm) >= 8:
-        lags.received.append(time.monotonic() - stamp_of(pcm))
+        now = time.monotonic()
+        lags.note(now, now - stamp_of(pcm))
 
 
 async def livebridge_session(server: Server, lags: Lags, stop: asyncio.Event) -> None:
@@ -256,9 +283,9 @@ async def probe(
     await asyncio.wait(tasks, timeout=10)
     for task in tasks:
         task.cancel()
-    all_lags = sorted((lags.sent or []) + (lags.received or []))
-    p99 = all_lags[int(0.99 * (len(all_lags) - 1))] * 1000 if all_lags else float("nan")
-    return {"cores": cpu / wall, "rss_kb": (rss - baseline) / sessions / 1024, "p99_ms": p99}
+    overall, steady = lag_p99s(lags.samples)
+    rss_kb = (rss - baseline) / sessions / 1024
+    return {"cores": cpu / wall, "rss_kb": rss_kb, "p99_ms": overall, "steady_p99_ms": steady}
 
 
 def run_probe(
@@ -290,29 +317,76 @@ def run_probe(
     return result
 
 
+def progress(line: str) -> None:
+    """Trials are printed as they finish: a long search shows how it got its answer."""
+    print(line, flush=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Search:
+    """How the largest N is searched: ``trials`` probes per N (the median decides; two that
+    agree decide alone), ``seconds`` each, doubling from ``start`` until an N fails, then
+    bisecting until the bracket is within an eighth; no new N after ``budget`` seconds."""
+
+    start: int
+    seconds: float
+    trials: int
+    budget: float
+    cap: int = 1600
+
+
+QUICK_SEARCH = Search(start=8, seconds=1.0, trials=3, budget=3.0)
+FULL_SEARCH = Search(start=100, seconds=6.0, trials=3, budget=300.0)
+
+
+def trial_n(
+    server: Server, variant: str, n: int, search: Search, say: Callable[[str], None]
+) -> tuple[bool, dict[str, float]]:
+    """Probe ``n`` sessions up to ``search.trials`` times; passed if the median trial did."""
+    results: list[dict[str, float]] = []
+    for trial in range(1, search.trials + 1):
+        result = run_probe(server, variant, n, search.seconds)
+        results.append(result)
+        passed = result["steady_p99_ms"] <= LAG_LIMIT_MS
+        say(
+            f"  {variant} N={n} trial {trial}: p99 lag {result['p99_ms']:.1f} ms, without the"
+            f" worst {LAG_WINDOW:g} s {result['steady_p99_ms']:.1f} ms,"
+            f" {result['cores']:.2f} cores: {'pass' if passed else 'fail'}"
+        )
+        verdicts = [r["steady_p99_ms"] <= LAG_LIMIT_MS for r in results]
+        if verdicts.count(True) * 2 > search.trials or verdicts.count(False) * 2 > search.trials:
+            break  # the median is decided
+    results.sort(key=lambda r: r["steady_p99_ms"])
+    median = results[len(results) // 2]  # of two that agree, the worse
+    return median["steady_p99_ms"] <= LAG_LIMIT_MS, median
+
+
 def largest_n(
-    server: Server, variant: str, seconds: float, start: int, budget: float
-) -> tuple[int, dict[str, float]]:
-    """The largest N with p99 lag under the limit: double from ``start``, then bisect."""
-    deadline = time.monotonic() + budget
-    good, good_result, bad = 0, {}, 0
-    n = start
-    while time.monotonic() < deadline and n <= 1600:
-        result = run_probe(server, variant, n, seconds)
-        if result["p99_ms"] <= LAG_LIMIT_MS:
-            good, good_result = n, result
-            n *= 2
-        else:
+    server: Server, variant: str, search: Search, say: Callable[[str], None] = progress
+) -> tuple[int, int | None, dict[str, float]]:
+    """The largest N that passes, the smallest that failed (None: none did), the median trial
+    of the largest N: double from ``search.start`` until one fails, then bisect."""
+    deadline = time.monotonic() + search.budget
+    good, good_result, bad = 0, {}, None
+    n = search.start
+    while n <= search.cap:
+        passed, result = trial_n(server, variant, n, search, say)
+        if not passed:
             bad = n
             break
-    while bad and bad - good > max(4, good // 8) and time.monotonic() < deadline:
+        good, good_result = n, result
+        if time.monotonic() >= deadline:
+            say(f"  {variant}: time budget spent at N={n}, no failing N found")
+            break
+        n *= 2
+    while bad is not None and bad - good > max(2, good // 8) and time.monotonic() < deadline:
         n = (good + bad) // 2
-        result = run_probe(server, variant, n, seconds)
-        if result["p99_ms"] <= LAG_LIMIT_MS:
+        passed, result = trial_n(server, variant, n, search, say)
+        if passed:
             good, good_result = n, result
         else:
             bad = n
-    return good, good_result
+    return good, bad, good_result
 
 
 IDLE_SETTINGS = (
@@ -367,15 +441,21 @@ def run(server: Server, quick: bool) -> list[str]:
             )
         except Exception as exc:
             lines.append(f"| {variant} | failed: {str(exc)[:80]} | | | |")
-    lines += ["", "| largest N per core with p99 lag ≤ 20 ms | N | client cores | p99 lag ms |"]
-    lines.append("|---|---:|---:|---:|")
+    lines += [
+        "",
+        f"| largest N per core with p99 lag ≤ {LAG_LIMIT_MS:g} ms | N | first N over "
+        f"| client cores | p99 lag ms, worst {LAG_WINDOW:g} s left out |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    search = QUICK_SEARCH if quick else FULL_SEARCH
     for variant in VARIANTS:
         try:
-            n, r = largest_n(server, variant, seconds, 8 if quick else 100, 5 if quick else 75)
-            cores, p99 = r.get("cores", float("nan")), r.get("p99_ms", float("nan"))
-            lines.append(f"| {variant} | {n} | {cores:.2f} | {p99:.1f} |")
+            n, over, r = largest_n(server, variant, search)
+            cores, lag = r.get("cores", float("nan")), r.get("steady_p99_ms", float("nan"))
+            above = "—" if over is None else str(over)
+            lines.append(f"| {variant} | {n} | {above} | {cores:.2f} | {lag:.1f} |")
         except Exception as exc:
-            lines.append(f"| {variant} | failed: {str(exc)[:80]} | | |")
+            lines.append(f"| {variant} | failed: {str(exc)[:80]} | | | |")
     idle = 10 if quick else 200
     lines += [
         "",

@@ -27,15 +27,14 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Hashable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, assert_never
 
 import anyio
 import msgspec
 
-from livebridge import frames, outcomes, payloads
+from livebridge import outcomes, payloads
 from livebridge.calls import (
     Call,
     CallContext,
@@ -51,6 +50,7 @@ from livebridge.eager import EagerStarter, Resumed
 from livebridge.errors import InvalidCallError
 from livebridge.observe import BatchSettled, BatchStarted, CallSettled, CallStarted, Observer, emit
 from livebridge.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait
+from livebridge.policy import CallPolicy
 from livebridge.repeats import Request, Requests, classify, served_by_key
 from livebridge.threads import SlotLimiter, ThreadSlots
 from livebridge.tools import Tool, ToolRegistry
@@ -71,45 +71,6 @@ ABANDON_GRACE = 0.25
 _canonical = msgspec.json.Encoder(order="sorted").encode
 _NO_VALUE: Any = object()
 _STREAM_END: Any = object()
-
-
-@dataclass(frozen=True, slots=True)
-class CallPolicy:
-    """Limits for one dispatcher (one session).
-
-    ``limiter`` may be shared by many dispatchers so that all sessions of a process together
-    keep within what one backend can take (``store.RedisLimiter``: across processes).
-    ``max_frame_bytes`` bounds one ``toolResponse`` message (results are cut to fit, fairly
-    across a batch); it must hold
-    ``frames.BYTES_PER_CALL`` bytes for each call a turn may carry. ``idempotency_ttl`` is how long
-    (seconds) a tool's ``idempotency_key`` makes later calls the same request; at most
-    ``idempotency_cache`` keys are remembered (the oldest is forgotten first).
-    """
-
-    max_parallel: int = 8
-    max_calls_per_turn: int = 16
-    timeout: float = 30.0
-    max_result_bytes: int = 65_536
-    max_frame_bytes: int = payloads.DEFAULT_MAX_FRAME_BYTES
-    idempotency_ttl: float = 600.0
-    idempotency_cache: int = 4096
-    limiter: SlotLimiter | None = None
-
-    def __post_init__(self) -> None:
-        if self.max_parallel < 1 or self.max_calls_per_turn < 1:
-            raise ValueError("max_parallel and max_calls_per_turn must be at least 1")
-        if not self.timeout > 0:
-            raise ValueError("timeout must be positive")
-        if self.max_result_bytes < 128:
-            raise ValueError("max_result_bytes must be at least 128")
-        least = max(self.max_result_bytes + 1024, frames.BYTES_PER_CALL * self.max_calls_per_turn)
-        if self.max_frame_bytes < least:
-            raise ValueError(
-                f"max_frame_bytes must be at least {least}: max_result_bytes + 1024, and"
-                f" {frames.BYTES_PER_CALL} bytes for each of max_calls_per_turn"
-            )
-        if not self.idempotency_ttl >= 0 or self.idempotency_cache < 1:
-            raise ValueError("idempotency_ttl must not be negative, idempotency_cache at least 1")
 
 
 class Dispatcher:
@@ -140,7 +101,7 @@ class Dispatcher:
         self.session_id = session_id
         self._observers = tuple(observers)
         self._clock = clock
-        self._answer_seen = answer_seen or _always
+        self._answer_seen = answer_seen or (lambda call_id: True)
         self._limiter = anyio.CapacityLimiter(policy.max_parallel)
         # Worker threads for sync handlers: their own pool, not anyio's process-wide default.
         self._threads = anyio.CapacityLimiter(policy.max_parallel)
@@ -151,7 +112,6 @@ class Dispatcher:
         self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
         self._limiters_by_tool: dict[str, tuple[SlotLimiter, ...]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._new_scope: type[anyio.CancelScope] = anyio.CancelScope
         self._starter: EagerStarter | None = None
         self._loop_time: Callable[[], float] = time.monotonic
 
@@ -161,7 +121,8 @@ class Dispatcher:
         if pending is None or pending.outcome is not None:
             return False
         pending.cancel_requested = True
-        pending.scope.cancel()
+        if pending.scope is not None:  # else it has not started, and will not run
+            pending.scope.cancel()
         return True
 
     def answered(self, call_id: str) -> Outcome | None:
@@ -205,6 +166,22 @@ class Dispatcher:
         ``{"output": [...]}``). ``refuse``: the owner is shutting down; a call not answered
         before is answered ``session_closing`` (retryable) without running.
         """
+        started = self.start(
+            calls, turn=turn, on_settled=on_settled, on_partial=on_partial, refuse=refuse
+        )
+        return started if isinstance(started, list) else await started
+
+    def start(
+        self,
+        calls: Sequence[Call],
+        *,
+        turn: int = 0,
+        on_settled: OnSettled | None = None,
+        on_partial: OnPartial | None = None,
+        refuse: bool = False,
+    ) -> list[Outcome] | Coroutine[Any, Any, list[Outcome]]:
+        """``run()`` starting every call now: the outcomes if all settled at once (no task to
+        wait in), else a coroutine to await exactly once (cancelled, it cancels what runs)."""
         if not calls:
             return []
         _check(calls)
@@ -214,9 +191,7 @@ class Dispatcher:
         starter = self._starter
         if starter is None or starter.loop is not asyncio.get_running_loop():
             starter = self._starter = EagerStarter()
-            # Looked up once per event loop: the scope class (skips a backend lookup per call)
-            # and the loop's clock, which cancel-scope deadlines are measured on.
-            self._new_scope = type(anyio.CancelScope())
+            # Looked up once per event loop: the clock cancel-scope deadlines are measured on.
             self._loop_time = starter.loop.time
         plans = self._plan(batch)
         try:
@@ -227,9 +202,11 @@ class Dispatcher:
                         continue
                     case Run(pending, tool):
                         batch.runs[index] = (pending, tool)
+                        pending.scope = starter.scope()
                         job = self._execute(batch, index, plan)
-                    case Wait(own, first, kind, reason):
-                        job = self._wait(batch, index, own, first, kind, reason)
+                    case Wait(own):
+                        own.scope = starter.scope()
+                        job = self._wait(batch, index, plan)
                     case Rejoin(first):
                         job = self._rejoin(batch, index, first)
                     case _:
@@ -238,13 +215,24 @@ class Dispatcher:
                 if task is not None:
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
+        except BaseException:  # a handler's first step raised past its call: settle them all
+            self._withdraw(batch)
+            raise
+        return self._rest(batch) if batch.left else self._finished(batch)
+
+    async def _rest(self, batch: Batch) -> list[Outcome]:
+        try:
             await self._until_settled(batch)
         finally:
-            if None in batch.outcomes:  # run() was cancelled: every call still gets its fate
+            if batch.left:  # cancelled: every call still gets its fate
                 self._withdraw(batch)
+        return self._finished(batch)
+
+    def _finished(self, batch: Batch) -> list[Outcome]:
         if self._observers:
             duration = self._clock() - batch.received
-            emit(self._observers, BatchSettled(self.session_id, turn, len(calls), duration))
+            event = BatchSettled(self.session_id, batch.turn, len(batch.calls), duration)
+            emit(self._observers, event)
         return batch.results()
 
     # -- planning -------------------------------------------------------------------------
@@ -318,7 +306,7 @@ class Dispatcher:
         if isinstance(ticket, Outcome):  # answered from the journal of a previous owner
             return Settle(ticket)
         timeout = tool.timeout or policy.timeout
-        pending = Pending(call, self._new_scope(), now + timeout)
+        pending = Pending(call, now + timeout)
         self._running[call.id] = pending
         firsts[key] = pending
         self._requests.put(key, pending, call.id, clock_now)
@@ -334,7 +322,7 @@ class Dispatcher:
     def _waiter(
         self, call: Call, first: Pending, kind: OutcomeKind | None, reason: DedupReason
     ) -> Wait:
-        own = Pending(call, self._new_scope())
+        own = Pending(call)
         self._running[call.id] = own  # cancellable by its own id
         return Wait(own, first, kind, reason)
 
@@ -352,14 +340,9 @@ class Dispatcher:
             call = batch.calls[index]
             tool = self.tools.get(call.name) if isinstance(call.name, str) else None
             behavior = tool.behavior if tool is not None else "BLOCKING"
+            known, received = tool is not None, batch.received
             event = CallSettled(
-                self.session_id,
-                batch.turn,
-                call,
-                behavior,
-                outcome,
-                batch.received,
-                tool is not None,
+                self.session_id, batch.turn, call, behavior, outcome, received, known
             )
             emit(self._observers, event)
         if batch.on_settled is not None:
@@ -367,7 +350,7 @@ class Dispatcher:
 
     async def _until_settled(self, batch: Batch) -> None:
         """Wait until every call has its outcome; abandon handlers overdue past the grace."""
-        while None in batch.outcomes:
+        while batch.left:
             batch.done = batch.done or anyio.Event()
             overdue = [
                 pending.deadline
@@ -383,12 +366,9 @@ class Dispatcher:
 
     def _abandon(self, batch: Batch, index: int, pending: Pending, tool: Tool) -> None:
         call = pending.call
-        log.warning(
-            "tool %s (call %s) ignored its cancellation at the deadline: answered timeout and"
-            " abandoned; it keeps its concurrency slots until it ends",
-            tool.name,
-            call.id,
-        )
+        names = (tool.name, call.id)
+        text = "tool %s (call %s) ignored its cancellation at the deadline: answered timeout"
+        log.warning(text + " and abandoned; it keeps its concurrency slots until it ends", *names)
         outcome = outcomes.abandoned(call, tool.name, tool.timeout or self.policy.timeout, None)
         self._forget(pending)
         pending.finish(outcome)
@@ -400,7 +380,8 @@ class Dispatcher:
             call = batch.calls[index]
             pending = self._running.get(call.id)
             if pending is not None and pending.call is call:
-                pending.scope.cancel()
+                if pending.scope is not None:
+                    pending.scope.cancel()
                 self._forget(pending)
                 pending.finish(outcomes.cancelled(call, 0.0))
             self._settle(batch, index, outcomes.cancelled(call, 0.0))
@@ -411,37 +392,13 @@ class Dispatcher:
 
     # -- jobs -----------------------------------------------------------------------------
 
-    async def _execute(self, batch: Batch, index: int, run: Run) -> None:
-        pending, tool, kwargs, ticket = run.pending, run.tool, run.kwargs, run.ticket
-        call = pending.call
-        if tool.context_parameter is not None:
-            context = CallContext(call.id, tool.name, batch.turn, self.session_id)
-            kwargs[tool.context_parameter] = context
-        outcome: Outcome | None = None
-        try:
-            outcome = await self._invoke(run, batch)
-        finally:
-            self._forget(pending)
-            outcome = outcome or outcomes.cancelled(call, 0.0)
-            if pending.finish(outcome):
-                self._settle(batch, index, outcome)
-            if ticket is not None:  # what the model was answered (abandoned: the timeout)
-                ticket.settled(pending.outcome or outcome)
-
-    async def _wait(
-        self,
-        batch: Batch,
-        index: int,
-        own: Pending,
-        first: Pending,
-        kind: OutcomeKind | None,
-        reason: DedupReason,
-    ) -> None:
+    async def _wait(self, batch: Batch, index: int, plan: Wait) -> None:
+        own = plan.own
         call = own.call
         outcome: Outcome | None = None
-        try:
-            with own.scope:
-                outcome = outcomes.copied(call, await first.wait(), kind, reason)
+        try:  # in its task's scope (``EagerStarter``), which swallows its own cancellation
+            if not own.cancel_requested:
+                outcome = outcomes.copied(call, await plan.first.wait(), plan.kind, plan.reason)
         finally:
             self._forget(own)
             outcome = outcome or outcomes.cancelled(call, 0.0)
@@ -462,22 +419,31 @@ class Dispatcher:
             self._limiters_by_tool[tool.name] = limiters
         return limiters
 
-    async def _invoke(self, run: Run, batch: Batch) -> Outcome:
-        """Run one handler under its limits and scope, and turn what happened into an Outcome.
+    async def _execute(self, batch: Batch, index: int, run: Run) -> None:
+        """Run one handler under its limits, in its task's cancel scope, and settle its call.
 
         A journaled call runs only once its ``started`` entry is written (a store failure is
-        its answer). A sync handler's thread cannot be interrupted: its slots are handed to
-        the thread, which gives them back when it really returns (``ThreadSlots``).
+        its answer). The scope (``pending.scope``) is entered and exited around this coroutine
+        by its task (``EagerStarter``): its cancellation passes through here, settling the call
+        on the way. A sync handler's thread cannot be interrupted: its slots are handed to the
+        thread, which gives them back when it really returns (``ThreadSlots``).
         """
         pending, tool, kwargs, ticket = run.pending, run.tool, run.kwargs, run.ticket
         call = pending.call
+        scope = pending.scope
+        assert scope is not None
+        if tool.context_parameter is not None:
+            context = CallContext(call.id, tool.name, batch.turn, self.session_id)
+            kwargs[tool.context_parameter] = context
         value: Any = _NO_VALUE
         failure: Exception | None = None
         started = 0.0
-        scope = pending.scope
         acquired: list[SlotLimiter] = []
         slots: ThreadSlots | None = None
-        with scope:
+        outcome: Outcome | None = None
+        try:
+            if pending.cancel_requested:  # cancelled before it started: never run
+                return
             try:
                 for limiter in self._limiters(tool):
                     try:
@@ -487,7 +453,7 @@ class Dispatcher:
                         await limiter.acquire_on_behalf_of(pending)
                     acquired.append(limiter)
                 if pending.outcome is not None:  # settled while waiting for a slot
-                    return pending.outcome
+                    return
                 if ticket is not None:
                     await ticket.begin()
                 started = self._clock()
@@ -519,8 +485,25 @@ class Dispatcher:
                 if slots is None or slots.leave():
                     for limiter in reversed(acquired):
                         limiter.release_on_behalf_of(pending)
-        latency = self._clock() - started if started else 0.0
-        if value is _NO_VALUE and scope.cancel_called:
+            latency = self._clock() - started if started else 0.0
+            outcome = self._ended(pending, tool, value, failure, latency)
+        finally:
+            self._forget(pending)
+            if outcome is None and scope.cancel_called:  # the scope's cancellation, leaving
+                latency = self._clock() - started if started else 0.0
+                outcome = self._ended(pending, tool, _NO_VALUE, None, latency)
+            if pending.finish(outcome or outcomes.cancelled(call, 0.0)):
+                assert pending.outcome is not None
+                self._settle(batch, index, pending.outcome)
+            if ticket is not None and pending.outcome is not None:  # what the model was answered
+                ticket.settled(pending.outcome)
+
+    def _ended(
+        self, pending: Pending, tool: Tool, value: Any, failure: Exception | None, latency: float
+    ) -> Outcome:
+        """What a handler's end means: its result, its failure, a timeout or a cancellation."""
+        call, scope = pending.call, pending.scope
+        if value is _NO_VALUE and scope is not None and scope.cancel_called:
             if pending.cancel_requested:
                 return outcomes.cancelled(call, latency)
             seconds = tool.timeout or self.policy.timeout
@@ -549,7 +532,9 @@ class Dispatcher:
         return items if on_partial is None else _STREAM_END
 
     def _success(self, call: Call, tool: Tool, value: Any, latency: float) -> Outcome:
-        value, scheduling = _unwrap(value, tool.scheduling)
+        scheduling = tool.scheduling
+        if isinstance(value, Result):
+            value, scheduling = value.value, value.scheduling or scheduling
         if value is _STREAM_END:
             return Outcome(call.id, tool.name, "ok", {}, latency, 2, scheduling=scheduling)
         try:
@@ -558,33 +543,21 @@ class Dispatcher:
             return outcomes.failure(
                 call, tool.name, exc, latency, expose=tool.expose_errors, sched=tool.scheduling
             )
+        response, size, cut = payload.response, payload.result_bytes, payload.truncated
+        original = payload.original_bytes
         return Outcome(
-            call.id,
-            tool.name,
-            "ok",
-            payload.response,
-            latency,
-            payload.result_bytes,
-            payload.truncated,
-            payload.original_bytes,
-            scheduling=scheduling,
+            call.id, tool.name, "ok", response, latency, size, cut, original, None, scheduling
         )
-
-
-def _always(call_id: str) -> bool:
-    return True
 
 
 def _check(calls: Sequence[Call]) -> None:
     for position, call in enumerate(calls):
         if not isinstance(call, Call):
-            raise InvalidCallError(
-                f"calls[{position}] is a {type(call).__name__}, not a livebridge.Call"
-            )
+            what = f"calls[{position}] is a {type(call).__name__}, not a livebridge.Call"
+            raise InvalidCallError(what)
         if not isinstance(call.id, str) or not call.id:
-            raise InvalidCallError(
-                f"calls[{position}] ({call.name!r}) needs a non-empty string id, not {call.id!r}"
-            )
+            what = f"calls[{position}] ({call.name!r}) needs a non-empty string id, not {call.id!r}"
+            raise InvalidCallError(what)
 
 
 def _unwrap(value: Any, default: Scheduling | None) -> tuple[Any, Scheduling | None]:

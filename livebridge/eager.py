@@ -9,14 +9,25 @@ suspends carries on in its task and never moves, so its cancel scopes stay valid
 A task object is only consumed when its coroutine suspends: ``EagerStarter`` keeps the unused
 one for the next coroutine until the event loop runs it, so any number of coroutines that
 finish in their first step, one after another, cost one task between them.
+
+Each task runs its coroutine inside one anyio cancel scope (``EagerStarter.scope()``), entered
+as the task before the coroutine's first step and exited when the coroutine ends, as a
+``with`` block around it would be. Coroutines that finish in their first step share the scope
+of the task they share; the one that suspends takes the task and its scope with it. A scope
+that was cancelled or given a deadline by a coroutine that then finished is not shared on: the
+next coroutine gets a fresh task and scope. So a cancel scope costs what a task costs: once
+per coroutine that suspends, once per batch for those that do not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import math
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any
+
+import anyio
 
 __all__ = ["EagerStarter", "Resumed"]
 
@@ -32,34 +43,61 @@ _NOTHING: Any = object()
 class _Carrier(Coroutine[Any, Any, Any]):
     """The coroutine of a task: carries on what was started eagerly under the task's identity.
 
-    It forwards every step (``yield from``), each in the started coroutine's own context. A
-    cancellation delivered before the task's first step reaches the started coroutine too.
-    Never given a coroutine, it finishes at once.
+    It forwards every step (``yield from``), each in the started coroutine's own context, and
+    exits the task's cancel scope when the coroutine ends (an anyio cancellation of that scope
+    ends the task quietly, as leaving a ``with`` block would). A cancellation delivered before
+    the task's first step reaches the started coroutine too. Never given a coroutine, it exits
+    the scope and finishes at once.
     """
 
-    __slots__ = ("context", "coroutine", "yielded")
+    __slots__ = ("context", "coroutine", "scope", "yielded")
 
     def __init__(self) -> None:
         self.coroutine: Coroutine[Any, Any, Any] | None = None
         self.yielded: Any = _NOTHING
         self.context: contextvars.Context | None = None
+        self.scope: anyio.CancelScope | None = None
 
     def send(self, value: Any) -> Any:
         if self.coroutine is None:
+            self._leave(None)
             raise StopIteration(None)
         yielded, self.yielded = self.yielded, _NOTHING
         if yielded is not _NOTHING:  # the task's first step: hand over the eager step's yield
             return yielded
         assert self.context is not None
-        return self.context.run(self.coroutine.send, value)
+        return self._step(self.coroutine.send, value)
 
     def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
         exc = typ if isinstance(typ, BaseException) else typ() if val is None else val
         if self.coroutine is None:
+            if self._leave(exc):
+                raise StopIteration(None)
             raise exc
         self.yielded = _NOTHING
+        return self._step(self.coroutine.throw, exc)
+
+    def _step(self, step: Callable[[Any], Any], value: Any) -> Any:
         assert self.context is not None
-        return self.context.run(self.coroutine.throw, exc)
+        try:
+            return self.context.run(step, value)
+        except StopIteration:
+            self._leave(None)
+            raise
+        except BaseException as exc:
+            if self._leave(exc):
+                raise StopIteration(None) from None
+            raise
+
+    def _leave(self, exc: BaseException | None) -> bool:
+        """Exit the task's scope; True if it swallowed ``exc`` (its own cancellation)."""
+        scope, self.scope = self.scope, None
+        if scope is None:
+            return False
+        if exc is None:
+            scope.__exit__(None, None, None)
+            return False
+        return bool(scope.__exit__(type(exc), exc, exc.__traceback__))
 
     def close(self) -> None:
         if self.coroutine is not None:
@@ -72,24 +110,35 @@ class _Carrier(Coroutine[Any, Any, Any]):
 class EagerStarter:
     """Starts coroutines eagerly; ``start`` returns the task, or None if it already finished."""
 
-    __slots__ = ("_carrier", "_loop", "_spare", "loop")
+    __slots__ = ("_carrier", "_loop", "_new_scope", "_spare", "loop")
 
     def __init__(self) -> None:
         self.loop = self._loop = asyncio.get_running_loop()
         self._spare: asyncio.Task[Any] | None = None
         self._carrier: _Carrier | None = None
+        # The running backend's scope class, looked up once (``anyio.CancelScope()`` looks
+        # the backend up on every construction).
+        self._new_scope: type[anyio.CancelScope] = type(anyio.CancelScope())
+
+    def scope(self) -> anyio.CancelScope:
+        """The cancel scope the next coroutine started will run in (until it finishes)."""
+        carrier = self._carrier
+        if self._spare is None or self._spare.done() or carrier is None:
+            carrier = self._renew()
+        assert carrier.scope is not None
+        return carrier.scope
 
     def start(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Task[Any] | None:
-        """Run ``coroutine`` up to its first suspension as a task of its own.
+        """Run ``coroutine`` up to its first suspension as a task of its own, in ``scope()``.
 
         Exceptions of that first step propagate to the caller, as they would from a call.
         """
         loop = self._loop
-        if self._spare is None or self._spare.done():  # the spare ran its step: it is gone
-            self._carrier = _Carrier()
-            self._spare = loop.create_task(self._carrier)
-        task, carrier = self._spare, self._carrier
-        assert carrier is not None
+        carrier = self._carrier
+        if self._spare is None or self._spare.done() or carrier is None:
+            carrier = self._renew()
+        task = self._spare
+        assert task is not None
         context = contextvars.copy_context()
         caller = _current_tasks.get(loop)
         if caller is not None:
@@ -98,7 +147,13 @@ class EagerStarter:
         try:
             yielded = context.run(coroutine.send, None)
         except StopIteration:
+            scope = carrier.scope
+            if scope is not None and (scope.cancel_called or scope.deadline != math.inf):
+                self._retire(carrier, None)  # not pristine: the next one gets a fresh scope
             return None
+        except BaseException as exc:
+            self._retire(carrier, exc)
+            raise
         finally:
             _leave_task(loop, task)
             if caller is not None:
@@ -106,6 +161,31 @@ class EagerStarter:
         carrier.coroutine, carrier.yielded, carrier.context = coroutine, yielded, context
         self._spare = self._carrier = None
         return task
+
+    def _renew(self) -> _Carrier:
+        """A new spare task, its scope entered as that task."""
+        loop = self._loop
+        carrier = _Carrier()
+        task = loop.create_task(carrier)
+        scope = self._new_scope()
+        caller = _current_tasks.get(loop)
+        if caller is not None:
+            _leave_task(loop, caller)
+        _enter_task(loop, task)
+        try:
+            scope.__enter__()
+        finally:
+            _leave_task(loop, task)
+            if caller is not None:
+                _enter_task(loop, caller)
+        carrier.scope = scope
+        self._spare, self._carrier = task, carrier
+        return carrier
+
+    def _retire(self, carrier: _Carrier, exc: BaseException | None) -> None:
+        """Exit the spare's scope now (as its task, which is current) and drop the spare."""
+        carrier._leave(exc)
+        self._spare = self._carrier = None
 
 
 class Resumed:

@@ -34,6 +34,9 @@ call whose first answer was not seen as a re-issue of it rather than a new reque
 Frames are bounded: one ``toolResponse`` never encodes to more than ``max_frame_bytes``. The
 results of a BLOCKING batch, which must go out together, are cut to fit, fairly (the largest
 first, down to a common cap); NON_BLOCKING answers that do not fit wait for the next message.
+
+Per-call records are ``gc=False`` msgspec Structs (never part of a reference cycle): the history
+keeps thousands of them, and tracked survivors make the garbage collector run often and slowly.
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
+
+import msgspec
 
 from livebridge import frames, payloads
 from livebridge.calls import AnswerEncoder, Behavior, Call, Outcome, Partial, Scheduling
@@ -93,8 +97,7 @@ DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
 _ENVELOPE_BYTES = 64  # the message around the responses, with room to spare
 
 
-@dataclass(frozen=True, slots=True)
-class LiveCall:
+class LiveCall(msgspec.Struct, frozen=True, gc=False):
     """A call as received, with what the registry says about its tool."""
 
     call: Call
@@ -103,8 +106,7 @@ class LiveCall:
     streaming: bool = False  # the handler is an async generator (NON_BLOCKING only)
 
 
-@dataclass(frozen=True, slots=True)
-class Answered:
+class Answered(msgspec.Struct, frozen=True, gc=False):
     """One response put in an ``Outgoing`` message; ``outcome`` is None for a streamed item."""
 
     call_id: str
@@ -114,8 +116,7 @@ class Answered:
     turnaround: float  # seconds from the call's receipt to this send
 
 
-@dataclass(frozen=True, slots=True)
-class Outgoing:
+class Outgoing(msgspec.Struct, frozen=True, gc=False):
     """One ``toolResponse`` to send now; confirm it with ``CallLedger.sent()``.
 
     ``function_responses`` are wire dicts from the ledger's encoder; for Live, send them with
@@ -127,8 +128,7 @@ class Outgoing:
     answered: list[Answered]
 
 
-@dataclass(frozen=True, slots=True)
-class Fate:
+class Fate(msgspec.Struct, frozen=True, gc=False):
     """How one delivery of a call ended; each delivery gets exactly one."""
 
     call_id: str
@@ -141,8 +141,7 @@ class Fate:
     ended_at: float
 
 
-@dataclass(frozen=True, slots=True)
-class Notice:
+class Notice(msgspec.Struct, frozen=True, gc=False):
     """Something worth a log line that changed no call's fate (duplicates, late cancels...)."""
 
     kind: NoticeKind
@@ -150,8 +149,7 @@ class Notice:
     detail: str
 
 
-@dataclass(eq=False, slots=True)
-class _Life:
+class _Life(msgspec.Struct, eq=False, gc=False):
     call: Call
     behavior: Behavior
     scheduling: Scheduling | None
@@ -159,15 +157,22 @@ class _Life:
     received_at: float
     seq: int
     epoch: int
-    via: set[Via]
-    batch: list[_Life] | None = None
+    via: tuple[Via, ...]
+    batch: _Batch | None = None
     state: CallState = "running"
     outcome: Outcome | None = None
     acknowledged: bool = False  # its answer was sent and a later server message arrived
 
 
-@dataclass(frozen=True, slots=True)
-class _Item:
+class _Batch(msgspec.Struct, gc=False):
+    """The BLOCKING calls of one message, answered together once none is running; by id, so
+    that lives and their batch form no reference cycle (freed once the history forgets them)."""
+
+    ids: list[str]
+    running: int  # kept by ``_move``: releasing needs no scan per settle
+
+
+class _Item(msgspec.Struct, frozen=True, gc=False):
     life: _Life
     answer: Outcome | Partial
 
@@ -248,8 +253,12 @@ class CallLedger:
     def take_fates(self) -> list[Fate]:
         """The fates that happened since the last call."""
         untaken = min(self._untaken, len(self._fates))
-        taken = list(itertools.islice(self._fates, len(self._fates) - untaken, None))
+        if not untaken:
+            return []
         self._untaken = 0
+        # From the newest end: the cost is the fates taken, not the history kept.
+        taken = list(itertools.islice(reversed(self._fates), untaken))
+        taken.reverse()
         return taken
 
     def take_notices(self) -> list[Notice]:
@@ -285,9 +294,11 @@ class CallLedger:
             life = self._admit(live_call, now, via)
             if life is not None:
                 admitted.append(life)
-        batch = [life for life in admitted if life.behavior == "BLOCKING"]
-        for life in batch:
-            life.batch = batch
+        blocking = [life for life in admitted if life.behavior == "BLOCKING"]
+        if blocking:
+            batch = _Batch([life.call.id for life in blocking], len(blocking))
+            for life in blocking:
+                life.batch = batch
         return [life.call for life in admitted]
 
     def partial(self, item: Partial) -> None:
@@ -479,7 +490,8 @@ class CallLedger:
             live = previous.state in _LIVE_STATES
             twin = previous.epoch == self._epoch and via not in previous.via
             if live or twin:
-                previous.via.add(via)
+                if via not in previous.via:
+                    previous.via = (*previous.via, via)
                 self._note("duplicate_delivery", previous, f"second delivery via {via} dropped")
                 return None
         life = _Life(
@@ -490,7 +502,7 @@ class CallLedger:
             received_at=now,
             seq=self._seq,
             epoch=self._epoch,
-            via={via},
+            via=(via,),
         )
         self._seq += 1
         self._lives[call.id] = life
@@ -529,23 +541,18 @@ class CallLedger:
         target = _TRANSITIONS.get((life.state, event))
         if target is None:
             raise LedgerError(f"call {life.call.id}: cannot {event} a call that is {life.state}")
+        if life.state == "running" and target != "running" and life.batch is not None:
+            life.batch.running -= 1
         life.state = target
 
     def _end(self, life: _Life, event: _Event, reason: str, now: float) -> None:
         self._move(life, event)
         del self._live[life.call.id]
-        self._fates.append(
-            Fate(
-                life.call.id,
-                life.call.name,
-                life.behavior,
-                _FATE_OF[event],
-                reason,
-                life.outcome,
-                life.received_at,
-                now,
-            )
+        call, outcome, received = life.call, life.outcome, life.received_at
+        fate = Fate(
+            call.id, call.name, life.behavior, _FATE_OF[event], reason, outcome, received, now
         )
+        self._fates.append(fate)
         self._untaken += 1
         self._forget_old()
 
@@ -559,11 +566,10 @@ class CallLedger:
 
     def _release_batch_of(self, life: _Life) -> None:
         batch = life.batch
-        if batch is None:
+        if batch is None or batch.running:
             return
-        if any(member.state == "running" for member in batch):
-            return
-        self._release([member for member in batch if member.state == "settled"])
+        members = [self._lives.get(call_id) for call_id in batch.ids]
+        self._release([m for m in members if m and m.batch is batch and m.state == "settled"])
 
     def _release(self, lives: list[_Life]) -> None:
         for life in lives:

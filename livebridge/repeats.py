@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
+
+import msgspec
 
 from livebridge.calls import OutcomeKind, is_failure
 
@@ -47,13 +48,16 @@ def served_by_key(first: OutcomeKind | None, *, age: float, ttl: float) -> bool:
     return age < ttl and (first is None or first == "ok")
 
 
-@dataclass(eq=False, slots=True)
-class Request(Generic[F]):
-    """One request that ran: its first call, and every call id answered with its result."""
+class Request(msgspec.Struct, Generic[F], eq=False, gc=False):
+    """One request that ran: its first call, and every call id answered with its result.
+
+    Untracked by the garbage collector (it is never part of a reference cycle): requests are
+    kept for a while, and tracked survivors are what makes collections frequent and slow.
+    """
 
     first: F
     at: float
-    ids: list[str] = field(default_factory=list)
+    ids: list[str]
 
     def answered_as(self, call_id: str) -> None:
         self.ids.append(call_id)
@@ -93,9 +97,11 @@ class Requests(Generic[F]):
         by_key[key] = request
         if len(by_key) > self._capacity:
             by_key.popitem(last=False)
+        stale = self._stale
         for _ in range(2):
-            oldest_key, oldest = next(iter(by_key.items()))
-            if oldest is request or not self._stale(oldest):
+            oldest_key = next(iter(by_key))
+            oldest = by_key[oldest_key]
+            if oldest is request or not stale(oldest):
                 break
             del by_key[oldest_key]
         return request

@@ -48,6 +48,12 @@ def test_bench_soak_quick_samples_a_steady_state() -> None:
     assert "RSS" in out.splitlines()[-1] and "calls answered +" in out.splitlines()[-1]
 
 
+def test_profile_calls_quick_puts_livebridge_next_to_the_floor() -> None:
+    out = run_benchmark("benchmarks.profile_calls", "--quick")
+    assert [row[0] for row in rows(out, "| 8 no-op calls a turn")] == ["livebridge", "raw"]
+    assert "livebridge / raw:" in out
+
+
 def rows(output: str, header: str) -> list[list[str]]:
     """The cells of each row of the table whose header starts with ``header``."""
     lines = output.splitlines()

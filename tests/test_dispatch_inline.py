@@ -86,3 +86,70 @@ async def test_a_caller_holding_the_shared_limiter_can_still_run_a_batch() -> No
     async with shared:
         outcomes = await dispatcher.run(batch("slow", "slow"))
     assert [o.kind for o in outcomes] == ["ok", "ok"]
+
+
+async def test_calls_that_finish_at_once_share_a_scope_a_cancelled_one_does_not_pass_on() -> None:
+    tools = ToolRegistry()
+    dispatcher = Dispatcher(tools, CallPolicy(timeout=30))
+    scopes: list[float] = []
+
+    @tools.tool
+    async def cancel(n: int) -> str:
+        """Cancels its own call and the one after it, then finishes without suspending."""
+        assert dispatcher.cancel(f"c{n}") and dispatcher.cancel(f"c{n + 1}")
+        return "done anyway"
+
+    @tools.tool
+    async def sleep(n: int) -> str:
+        scopes.append(anyio.current_effective_deadline())
+        await anyio.sleep(0.01)  # would be cancelled at once in a cancelled scope
+        return "slept"
+
+    @tools.tool
+    async def instant(n: int) -> str:
+        return "now"
+
+    calls = batch("instant", "cancel", "instant", "sleep", "instant")
+    outcomes = await dispatcher.run(calls)
+    # A cancel during a handler's first step cannot interrupt it; the call after it was
+    # cancelled before it started, so it never ran; the scope the cancelled one ran in was
+    # not shared on, so the next handler sleeps undisturbed, with its own deadline.
+    assert [o.kind for o in outcomes] == ["ok", "ok", "cancelled", "ok", "ok"]
+    assert outcomes[1].response == {"output": "done anyway"}
+    assert outcomes[3].response == {"output": "slept"}
+    assert scopes == [float("inf")]  # the deadline is set once it suspends
+
+
+async def test_start_settles_at_once_what_needs_no_wait_and_hands_back_the_rest() -> None:
+    tools = ToolRegistry()
+    release = anyio.Event()
+
+    @tools.tool
+    async def instant(n: int) -> int:
+        return n
+
+    @tools.tool
+    async def waits(n: int) -> int:
+        await release.wait()
+        return n
+
+    dispatcher = Dispatcher(tools)
+    settled: list[str] = []
+    now = dispatcher.start(
+        batch("instant", "instant"), on_settled=lambda o: settled.append(o.call_id)
+    )
+    assert isinstance(now, list) and [o.response for o in now] == [{"output": 0}, {"output": 1}]
+    assert settled == ["c0", "c1"]  # before start() returned: no task, no wait
+
+    later = dispatcher.start([Call("w0", "waits", {"n": 7}), Call("i1", "instant", {"n": 8})])
+    assert not isinstance(later, list)
+    release.set()
+    assert [o.response for o in await later] == [{"output": 7}, {"output": 8}]
+
+    release = anyio.Event()  # never set: the call runs until its waiter is cancelled
+    stuck = dispatcher.start([Call("w1", "waits", {"n": 1})])
+    assert not isinstance(stuck, list)
+    with anyio.move_on_after(0.05):
+        await stuck
+    answer = dispatcher.answered("w1")
+    assert answer is not None and answer.kind == "cancelled"
