@@ -120,7 +120,10 @@ class Connection:
                 if close is not None:
                     self.shared.record("client", self.id, close)
                 return ending
-            await self.handle_frame(frame)
+            try:
+                await self.handle_frame(frame)
+            except ConnectionClosed:
+                continue  # the connection ended while answering: the next recv says how
 
     async def send_raw(self, frame: bytes | str) -> None:
         """Send ``frame`` exactly as given: for testing how clients take malformed messages."""

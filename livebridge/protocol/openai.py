@@ -454,6 +454,11 @@ class OpenAIRealtimeProtocol:
             return self.outbox.take(blocking=False)
         answers = ledger.drain(now)
         if answers is not None:
+            # Owed from the moment the outputs leave, not once the send returns: a response
+            # the server starts meanwhile (read while this send is still in progress) answers
+            # them, and must not be followed by a create of ours.
+            if any(answer.outcome is not None for answer in answers.answered):
+                self._create_owed = True
             return answers
         if self._create_owed and self._active is None and ledger.connected:
             return Frames([openai_wire.RESPONSE_CREATE], "response.create")
@@ -473,8 +478,6 @@ class OpenAIRealtimeProtocol:
         out: list[Output] = []
         if isinstance(item, Outgoing):
             self.ledger.sent(item, now)
-            if any(answer.outcome is not None for answer in item.answered):
-                self._create_owed = True
             self._report_answers(item, out)
             self._fates(out)
             kinds = ["conversation.item.create"] * len(item.function_responses)

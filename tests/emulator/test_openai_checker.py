@@ -84,6 +84,10 @@ CASES: dict[str, tuple[list[Step], list[tuple[str, str]]]] = {
         [*ANSWERED, ("auto",), ("create", False, True), CLOSE],
         [],
     ),
+    "the create after a server-started response had already ended": (
+        [*ANSWERED, ("auto",), ("create", False, False), CLOSE],
+        [("extra_response_create", "warning")],
+    ),
     "a second create after the crossing one": (
         [*ANSWERED, ("auto",), ("create", False, True), ("create", False, False), CLOSE],
         [("extra_response_create", "error")],

@@ -199,8 +199,17 @@ class RealtimeChecker:
             if not batch.continued:
                 batch.creates += 1  # the new turn's create also continues the batch
             return
-        if crossing_server and batch.auto_started and batch.creates == 0:
+        if batch.auto_started and batch.creates == 0:
             batch.creates += 1
+            if not crossing_server:  # that response already ended: the model answers twice
+                self.flag(
+                    "extra_response_create",
+                    f"response.create after the response the server started by itself for the "
+                    f"outputs of {batch.response_id} had ended (a warning: a create sent before "
+                    "the client could read that response crossed it)",
+                    message,
+                    "warning",
+                )
             return
         if batch.continued:
             batch.creates += 1
