@@ -6,7 +6,7 @@ vendor encoders turn them into wire messages.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, assert_never, get_args
 
 import msgspec
@@ -53,8 +53,7 @@ def is_failure(kind: OutcomeKind) -> bool:
             assert_never(kind)
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
+class Call(msgspec.Struct, frozen=True, gc=False):
     """One function call as the model issued it.
 
     ``args`` is whatever the model sent; the dispatcher validates it against the tool's types.
@@ -62,7 +61,7 @@ class Call:
 
     id: str
     name: str
-    args: Any = field(default_factory=dict)
+    args: Any = msgspec.field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +95,7 @@ class Partial:
     scheduling: Scheduling | None = None
 
 
-class Outcome(msgspec.Struct, frozen=True):
+class Outcome(msgspec.Struct, frozen=True, gc=False):
     """How one call ended, and the response payload that answers it.
 
     ``response`` is exactly what goes on the wire: ``{"output": ...}`` or ``{"error": {...}}``

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import anyio
+import msgspec
 
 from livebridge.calls import Behavior, OutcomeKind
 
@@ -76,8 +77,7 @@ class Interrupted:
     """The user barged in: stop playing the model's audio now."""
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallStarted:
+class ToolCallStarted(msgspec.Struct, frozen=True, gc=False):
     """The model asked for a call and livebridge admitted it."""
 
     call_id: str
@@ -86,8 +86,7 @@ class ToolCallStarted:
     behavior: Behavior
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallSettled:
+class ToolCallSettled(msgspec.Struct, frozen=True, gc=False):
     """A call reached its fate: answered (with its outcome), cancelled or orphaned.
 
     ``latency`` is the handler's run time; ``turnaround`` is from ``toolCall`` received to the

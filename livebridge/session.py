@@ -29,7 +29,7 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup, TaskStatus
 
-from livebridge.calls import Call, Outcome, Partial
+from livebridge.calls import Outcome, Partial
 from livebridge.connectors import Connector, connector_for
 from livebridge.dispatch import CallPolicy, Dispatcher
 from livebridge.errors import (
@@ -480,9 +480,17 @@ class LiveSession:
             changed = True
             match output:
                 case RunCalls(calls=calls, turn=turn, refuse=refuse, partials=partials):
-                    assert self._tg is not None
-                    self._batches += 1
-                    self._tg.start_soon(self._run_batch, calls, turn, refuse, partials)
+                    assert self._tg is not None and self._dispatcher is not None
+                    rest = self._dispatcher.start(
+                        calls,
+                        turn=turn,
+                        on_settled=self._on_settled,
+                        on_partial=self._on_partial if partials else None,
+                        refuse=refuse,
+                    )
+                    if not isinstance(rest, list):  # some call is still running
+                        self._batches += 1
+                        self._tg.start_soon(self._run_batch, rest)
                 case CancelCalls(call_ids=ids):
                     self._cancel(ids)
                 case Notify(event=event):
@@ -495,18 +503,9 @@ class LiveSession:
         if changed:
             self._wake.set()
 
-    async def _run_batch(
-        self, calls: Sequence[Call], turn: int, refuse: bool, partials: bool
-    ) -> None:
+    async def _run_batch(self, rest: Coroutine[Any, Any, list[Outcome]]) -> None:
         try:
-            assert self._dispatcher is not None
-            await self._dispatcher.run(
-                calls,
-                turn=turn,
-                on_settled=self._on_settled,
-                on_partial=self._on_partial if partials else None,
-                refuse=refuse,
-            )
+            await rest
         finally:
             self._batches -= 1
             self._wake.set()
