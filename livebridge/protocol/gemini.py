@@ -32,16 +32,11 @@ from livebridge.events import (
     OutputTranscript,
     Resumed,
     TextOut,
-    ToolCallSettled,
     ToolCallStarted,
     TurnComplete,
 )
 from livebridge.ledger import CallLedger, LiveCall, Outgoing, Via
 from livebridge.observe import (
-    AnswerSent,
-    CallOrphaned,
-    Direction,
-    MessageSeen,
     Reconnected,
     SessionClosed,
     SessionOpened,
@@ -59,15 +54,13 @@ from livebridge.protocol.base import (
     SwitchConnection,
 )
 from livebridge.protocol.outbox import Outbox
+from livebridge.protocol.report import Reporter
 from livebridge.tools import ToolRegistry
 from livebridge.transport import ClientItem, ToolAnswers, message_kind
 
 __all__ = ["GeminiLiveProtocol"]
 
 log = logging.getLogger("livebridge.session")
-
-#: Messages counted before their ``MessageSeen`` events go to the observers.
-_SEEN_BATCH = 256
 
 
 class GeminiLiveProtocol:
@@ -110,8 +103,7 @@ class GeminiLiveProtocol:
         self._messages = 0
         self._last_call_message = -1
         self._last_handle_message = -1
-        self._seen: dict[tuple[Direction, str], int] = {}
-        self._seen_pending = 0
+        self._report = Reporter(tools, observed, lambda: self.session_id)
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -156,7 +148,7 @@ class GeminiLiveProtocol:
             if self._observed:
                 out.append(Notify(Reconnected(self.session_id, reason)))
             out.append(Resumed(reason, tuple(orphaned), error))
-        self._fates(out)
+        self._report.fates(self.ledger, out)
         return out
 
     def lost(
@@ -210,12 +202,12 @@ class GeminiLiveProtocol:
             return []
         self.connection.move("close")
         out: list[Output] = []
-        self._fates(out)
+        self._report.fates(self.ledger, out)
         orphaned = self.ledger.close(now)
-        self._fates(out, reason=f"the session ended: {closed.reason}")
+        self._report.fates(self.ledger, out, closed=f"the session ended: {closed.reason}")
         if orphaned:
             out.append(CancelCalls(orphaned))
-        self._flush_seen(out)
+        self._report.flush_seen(out)
         out.append(closed)
         if self._observed:
             out.append(Notify(SessionClosed(self.session_id, closed.reason)))
@@ -231,7 +223,7 @@ class GeminiLiveProtocol:
         kinds = wire.server_kinds(message)
         if self._observed:
             for kind in kinds:
-                self._count("received", kind, out)
+                self._report.count("received", kind, out)
         for kind in kinds:
             match kind:
                 case "serverContent":
@@ -289,7 +281,7 @@ class GeminiLiveProtocol:
             self.turn += 1
             usage_dict = wire.to_builtins(usage) if usage is not None else None
             out.append(TurnComplete(usage_dict, content.turn_complete_reason))
-            self._flush_seen(out)
+            self._report.flush_seen(out)
 
     def _on_calls(
         self, function_calls: Sequence[wire.FunctionCall], via: Via, now: float, out: list[Output]
@@ -322,7 +314,7 @@ class GeminiLiveProtocol:
             return
         self._last_call_message = self._messages
         admitted = self.ledger.receive(live_calls, now, via=via)
-        self._fates(out)
+        self._report.fates(self.ledger, out)
         if not admitted:
             return
         behaviors: dict[str, Behavior] = {lc.call.id: lc.behavior for lc in live_calls}
@@ -332,7 +324,7 @@ class GeminiLiveProtocol:
 
     def _on_cancellation(self, ids: Sequence[str], now: float, out: list[Output]) -> None:
         running = self.ledger.cancel([i for i in ids if isinstance(i, str)], now)
-        self._fates(out)
+        self._report.fates(self.ledger, out)
         if running:
             out.append(CancelCalls(running))
 
@@ -361,14 +353,14 @@ class GeminiLiveProtocol:
         """A handler's final outcome (from the dispatcher)."""
         self.ledger.settle(outcome)
         out: list[Output] = []
-        self._fates(out)
+        self._report.fates(self.ledger, out)
         return out
 
     def partial(self, item: Partial) -> list[Output]:
         """A streaming handler yielded ``item``."""
         self.ledger.partial(item)
         out: list[Output] = []
-        self._fates(out)
+        self._report.fates(self.ledger, out)
         return out
 
     def next_item(self, now: float) -> Outgoing | ClientItem | None:
@@ -404,79 +396,19 @@ class GeminiLiveProtocol:
         out: list[Output] = []
         if isinstance(item, Outgoing):
             self.ledger.sent(item, now)
-            self._report_answers(item, out)
-            self._fates(out)
+            self._report.answers(item, out)
+            self._report.fates(self.ledger, out)
             kind = "toolResponse"
         else:
             kind = message_kind(item)
         if self._observed:
-            self._count("sent", kind, out)
+            self._report.count("sent", kind, out)
         return out
 
     def take_fates(self) -> list[Output]:
         """Fates decided since the last look (e.g. by ``drain``), as outputs."""
         out: list[Output] = []
-        self._fates(out)
+        self._report.fates(self.ledger, out)
         return out
 
     # -- reporting -------------------------------------------------------------------------
-
-    def _report_answers(self, sent: Outgoing, out: list[Output]) -> None:
-        outcomes: list[Outcome] = []
-        turnarounds: list[float] = []
-        behaviors: list[Any] = []
-        known: list[bool] = []
-        for answer in sent.answered:
-            outcome = answer.outcome
-            if outcome is None:
-                continue
-            outcomes.append(outcome)
-            turnarounds.append(answer.turnaround)
-            behaviors.append(answer.behavior)
-            known.append(outcome.name in self.tools)
-            out.append(
-                ToolCallSettled(
-                    outcome.call_id,
-                    outcome.name,
-                    outcome.kind,
-                    outcome.latency,
-                    answer.turnaround,
-                    outcome.response.get("error"),
-                )
-            )
-        if outcomes and self._observed:
-            out.append(Notify(AnswerSent(self.session_id, outcomes, turnarounds, behaviors, known)))
-
-    def _fates(self, out: list[Output], *, reason: str | None = None) -> None:
-        ledger = self.ledger
-        for fate in ledger.take_fates():
-            if fate.fate == "answered":
-                continue
-            why = reason if reason is not None and fate.reason == "session closed" else fate.reason
-            latency = fate.outcome.latency if fate.outcome else 0.0
-            out.append(ToolCallSettled(fate.call_id, fate.name, fate.fate, latency, reason=why))
-            if fate.fate == "orphaned":
-                log.warning("call %s (%s) orphaned: %s", fate.call_id, fate.name, why)
-                if self._observed:
-                    known = fate.name in self.tools
-                    orphan = CallOrphaned(
-                        self.session_id, fate.call_id, fate.name, fate.behavior, why, known
-                    )
-                    out.append(Notify(orphan))
-        for notice in ledger.take_notices():  # duplicates, late cancels: worth a log line
-            log.info("call %s: %s (%s)", notice.call_id, notice.detail, notice.kind)
-
-    def _count(self, direction: Direction, kind: str, out: list[Output]) -> None:
-        key = (direction, kind)
-        self._seen[key] = self._seen.get(key, 0) + 1
-        self._seen_pending += 1
-        if self._seen_pending >= _SEEN_BATCH:
-            self._flush_seen(out)
-
-    def _flush_seen(self, out: list[Output]) -> None:
-        """Report the messages counted since the last flush (every turn, batch and at close)."""
-        if not self._seen_pending:
-            return
-        seen, self._seen, self._seen_pending = self._seen, {}, 0
-        for (direction, kind), count in seen.items():
-            out.append(Notify(MessageSeen(self.session_id, direction, kind, count)))

@@ -69,11 +69,7 @@ from livebridge.events import (
 )
 from livebridge.ledger import CallLedger, LiveCall, Outgoing
 from livebridge.observe import (
-    AnswerSent,
-    CallOrphaned,
     CallSettled,
-    Direction,
-    MessageSeen,
     Reconnected,
     SessionClosed,
     SessionOpened,
@@ -92,6 +88,7 @@ from livebridge.protocol.base import (
 )
 from livebridge.protocol.openai_errors import classify_close, service_error
 from livebridge.protocol.outbox import Outbox
+from livebridge.protocol.report import Reporter
 from livebridge.tools import ToolRegistry
 from livebridge.transport import ClientItem, Frames
 
@@ -102,9 +99,13 @@ log = logging.getLogger("livebridge.session")
 #: The error code of a ``response.create`` sent while a response is in progress: tolerated.
 ACTIVE_RESPONSE = "conversation_already_has_active_response"
 
-_SEEN_BATCH = 256
 _UNBOUNDED = 1 << 40  # the ledger's frame budget: each output is its own frame (see settled)
 _FRESH = "fresh session"  # the ledger's reason for calls a new conversation does not know
+#: The ledger's reasons, in this vendor's words.
+_REASONS = {
+    _FRESH: "the connection was lost and OpenAI Realtime cannot resume: the new conversation "
+    "does not know this call"
+}
 _MAX_HEARD = 64
 
 
@@ -156,8 +157,7 @@ class OpenAIRealtimeProtocol:
         self._create_owed = False  # answers went out; their response.create has not
         self._stranded: list[tuple[str, str]] = []  # calls of responses cut by a lost connection
         self._heard: set[str] = set()  # input items whose transcript arrived as deltas
-        self._seen: dict[tuple[Direction, str], int] = {}
-        self._seen_pending = 0
+        self._report = Reporter(tools, observed, lambda: self.session_id)
         self._handlers: dict[str, Callable[[ServerEvent, float, list[Output]], None]] = {
             "session.created": self._on_session,
             "response.created": self._on_response_created,
@@ -211,7 +211,7 @@ class OpenAIRealtimeProtocol:
         if not resumed and self._observed:
             out.append(Notify(SessionOpened(self.session_id)))
         orphaned = self.ledger.resumed(None, now)
-        self._fates(out)
+        self._report.fates(self.ledger, out, reasons=_REASONS)
         orphaned += self._report_stranded(out)
         if resumed:
             reason, error = self._lost
@@ -261,16 +261,18 @@ class OpenAIRealtimeProtocol:
             return []
         self.connection.move("close")
         out: list[Output] = []
-        self._fates(out)
+        self._report.fates(self.ledger, out, reasons=_REASONS)
         orphaned = self.ledger.close(now)
-        self._fates(out, closed=f"the session ended: {closed.reason}")
+        self._report.fates(
+            self.ledger, out, reasons=_REASONS, closed=f"the session ended: {closed.reason}"
+        )
         for calls in self._responses.values():
             self._stranded += [(c.call_id, c.name or "") for c in calls.values()]
         self._responses.clear()
         self._report_stranded(out, f"the session ended: {closed.reason}")
         if orphaned:
             out.append(CancelCalls(orphaned))
-        self._flush_seen(out)
+        self._report.flush_seen(out)
         out.append(closed)
         if self._observed:
             out.append(Notify(SessionClosed(self.session_id, closed.reason)))
@@ -283,7 +285,7 @@ class OpenAIRealtimeProtocol:
         self.connection.move("message")
         out: list[Output] = []
         if self._observed:
-            self._count("received", message.type, out)
+            self._report.count("received", message.type, out)
         handler = self._handlers.get(message.type)
         if handler is not None:
             handler(message, now, out)
@@ -327,7 +329,7 @@ class OpenAIRealtimeProtocol:
         status = response.status or "completed"
         if ordered and status == "completed":
             self._admit(ordered, now, out)
-            self._flush_seen(out)
+            self._report.flush_seen(out)
             return  # not the end of the model's turn: it goes on once the outputs are in
         if ordered:
             details = response.status_details
@@ -335,7 +337,7 @@ class OpenAIRealtimeProtocol:
             self._withdraw(ordered, f"its response ended {status}{why}", now, out)
         self.turn += 1
         out.append(TurnComplete(response.usage, status))
-        self._flush_seen(out)
+        self._report.flush_seen(out)
 
     def _admit(self, calls: list[_Pending], now: float, out: list[Output]) -> None:
         """The calls of one completed response: one batch, answered together."""
@@ -345,7 +347,7 @@ class OpenAIRealtimeProtocol:
             args: Any = parse_arguments(pending.arguments or "")
             live_calls.append(LiveCall(Call(pending.call_id, name, args)))
         admitted = self.ledger.receive(live_calls, now)
-        self._fates(out)
+        self._report.fates(self.ledger, out, reasons=_REASONS)
         if not admitted:
             return
         for call in admitted:
@@ -403,7 +405,7 @@ class OpenAIRealtimeProtocol:
             self.active_response_errors += 1
             log.info("response.create refused, a response is in progress; the session goes on")
             if self._observed:
-                self._count("received", f"error.{ACTIVE_RESPONSE}", out)
+                self._report.count("received", f"error.{ACTIVE_RESPONSE}", out)
             return
         error = service_error(detail)
         log.warning("%s", error)
@@ -429,7 +431,7 @@ class OpenAIRealtimeProtocol:
             )
         self.ledger.settle(outcome)
         out: list[Output] = []
-        self._fates(out)
+        self._report.fates(self.ledger, out, reasons=_REASONS)
         return out
 
     def partial(self, item: Partial) -> list[Output]:
@@ -478,8 +480,8 @@ class OpenAIRealtimeProtocol:
         out: list[Output] = []
         if isinstance(item, Outgoing):
             self.ledger.sent(item, now)
-            self._report_answers(item, out)
-            self._fates(out)
+            self._report.answers(item, out)
+            self._report.fates(self.ledger, out, reasons=_REASONS)
             kinds = ["conversation.item.create"] * len(item.function_responses)
         else:
             if isinstance(item, Frames) and item.kind == "response.create":
@@ -487,61 +489,15 @@ class OpenAIRealtimeProtocol:
             kinds = openai_wire.client_kinds(item)
         if self._observed:
             for kind in kinds:
-                self._count("sent", kind, out)
+                self._report.count("sent", kind, out)
         return out
 
     def take_fates(self) -> list[Output]:
         out: list[Output] = []
-        self._fates(out)
+        self._report.fates(self.ledger, out, reasons=_REASONS)
         return out
 
     # -- reporting -------------------------------------------------------------------------
-
-    def _report_answers(self, sent: Outgoing, out: list[Output]) -> None:
-        outcomes_: list[Outcome] = []
-        turnarounds: list[float] = []
-        known: list[bool] = []
-        for answer in sent.answered:
-            outcome = answer.outcome
-            if outcome is None:
-                continue
-            outcomes_.append(outcome)
-            turnarounds.append(answer.turnaround)
-            known.append(outcome.name in self.tools)
-            out.append(
-                ToolCallSettled(
-                    outcome.call_id,
-                    outcome.name,
-                    outcome.kind,
-                    outcome.latency,
-                    answer.turnaround,
-                    outcome.response.get("error"),
-                )
-            )
-        if outcomes_ and self._observed:
-            behaviors: list[Any] = ["BLOCKING"] * len(outcomes_)
-            out.append(
-                Notify(AnswerSent(self.session_id, outcomes_, turnarounds, behaviors, known))
-            )
-
-    def _fates(self, out: list[Output], *, closed: str | None = None) -> None:
-        for fate in self.ledger.take_fates():
-            if fate.fate == "answered":
-                continue
-            why = fate.reason
-            if why == _FRESH:
-                why = (
-                    "the connection was lost and OpenAI Realtime cannot resume: the new "
-                    "conversation does not know this call"
-                )
-            elif closed is not None and why == "session closed":
-                why = closed
-            latency = fate.outcome.latency if fate.outcome else 0.0
-            out.append(ToolCallSettled(fate.call_id, fate.name, fate.fate, latency, reason=why))
-            if fate.fate == "orphaned":
-                self._orphaned(fate.call_id, fate.name, why, out)
-        for notice in self.ledger.take_notices():
-            log.info("call %s: %s (%s)", notice.call_id, notice.detail, notice.kind)
 
     def _report_stranded(self, out: list[Output], why: str | None = None) -> list[str]:
         """Calls of responses a lost connection cut short: orphaned, never run."""
@@ -549,29 +505,8 @@ class OpenAIRealtimeProtocol:
         stranded, self._stranded = self._stranded, []
         for call_id, name in stranded:
             out.append(ToolCallSettled(call_id, name, "orphaned", 0.0, reason=reason))
-            self._orphaned(call_id, name, reason, out)
+            self._report.orphaned(call_id, name, "BLOCKING", reason, out)
         return [call_id for call_id, _ in stranded]
-
-    def _orphaned(self, call_id: str, name: str, why: str, out: list[Output]) -> None:
-        log.warning("call %s (%s) orphaned: %s", call_id, name, why)
-        if self._observed:
-            known = name in self.tools
-            orphan = CallOrphaned(self.session_id, call_id, name, "BLOCKING", why, known)
-            out.append(Notify(orphan))
-
-    def _count(self, direction: Direction, kind: str, out: list[Output]) -> None:
-        key = (direction, kind)
-        self._seen[key] = self._seen.get(key, 0) + 1
-        self._seen_pending += 1
-        if self._seen_pending >= _SEEN_BATCH:
-            self._flush_seen(out)
-
-    def _flush_seen(self, out: list[Output]) -> None:
-        if not self._seen_pending:
-            return
-        seen, self._seen, self._seen_pending = self._seen, {}, 0
-        for (direction, kind), count in seen.items():
-            out.append(Notify(MessageSeen(self.session_id, direction, kind, count)))
 
 
 def _note(

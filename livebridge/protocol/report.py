@@ -1,0 +1,124 @@
+"""What every live protocol reports the same way: answers sent, fates, orphans, message counts.
+
+The ledger decides what happened to each call; a ``Reporter`` turns that into the app's
+``ToolCallSettled`` events and, when observers listen, the observer notices (``AnswerSent``,
+``CallOrphaned``, ``MessageSeen``). Message counts are batched: one notice per kind every
+``SEEN_BATCH`` messages, and whenever the protocol flushes (each turn, batch and at close).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from livebridge.calls import Behavior, Outcome
+from livebridge.events import ToolCallSettled
+from livebridge.ledger import CallLedger, Outgoing
+from livebridge.observe import AnswerSent, CallOrphaned, Direction, MessageSeen
+from livebridge.protocol.base import Notify, Output
+from livebridge.tools import ToolRegistry
+
+__all__ = ["SEEN_BATCH", "Reporter"]
+
+log = logging.getLogger("livebridge.session")  # the session's own log, as before
+
+#: Messages counted before their ``MessageSeen`` notices go out without waiting for a flush.
+SEEN_BATCH = 256
+
+
+class Reporter:
+    """One protocol's reporting; ``session`` gives the current session id."""
+
+    __slots__ = ("_pending", "_seen", "observed", "session", "tools")
+
+    def __init__(
+        self, tools: ToolRegistry, observed: bool, session: Callable[[], str | None]
+    ) -> None:
+        self.tools = tools
+        self.observed = observed
+        self.session = session
+        self._seen: dict[tuple[Direction, str], int] = {}
+        self._pending = 0
+
+    def answers(self, sent: Outgoing, out: list[Output]) -> None:
+        """The answers of one sent message: a ``ToolCallSettled`` each, one ``AnswerSent``."""
+        outcomes: list[Outcome] = []
+        turnarounds: list[float] = []
+        behaviors: list[Any] = []
+        known: list[bool] = []
+        for answer in sent.answered:
+            outcome = answer.outcome
+            if outcome is None:
+                continue
+            outcomes.append(outcome)
+            turnarounds.append(answer.turnaround)
+            behaviors.append(answer.behavior)
+            known.append(outcome.name in self.tools)
+            out.append(
+                ToolCallSettled(
+                    outcome.call_id,
+                    outcome.name,
+                    outcome.kind,
+                    outcome.latency,
+                    answer.turnaround,
+                    outcome.response.get("error"),
+                )
+            )
+        if outcomes and self.observed:
+            event = AnswerSent(self.session(), outcomes, turnarounds, behaviors, known)
+            out.append(Notify(event))
+
+    def fates(
+        self,
+        ledger: CallLedger,
+        out: list[Output],
+        *,
+        closed: str | None = None,
+        reasons: Mapping[str, str] | None = None,
+    ) -> None:
+        """Fates the ledger decided since the last look, other than answered.
+
+        ``closed`` replaces the ledger's "session closed" reason; ``reasons`` rewrites others
+        into the vendor's own words.
+        """
+        for fate in ledger.take_fates():
+            if fate.fate == "answered":
+                continue
+            why = fate.reason
+            if closed is not None and why == "session closed":
+                why = closed
+            elif reasons is not None:
+                why = reasons.get(why, why)
+            latency = fate.outcome.latency if fate.outcome else 0.0
+            out.append(ToolCallSettled(fate.call_id, fate.name, fate.fate, latency, reason=why))
+            if fate.fate == "orphaned":
+                self.orphaned(fate.call_id, fate.name, fate.behavior, why, out)
+        for notice in ledger.take_notices():  # duplicates, late cancels: worth a log line
+            log.info("call %s: %s (%s)", notice.call_id, notice.detail, notice.kind)
+
+    def orphaned(
+        self, call_id: str, name: str, behavior: Behavior, why: str, out: list[Output]
+    ) -> None:
+        """A call that will never be answered: logged, and a ``CallOrphaned`` notice."""
+        log.warning("call %s (%s) orphaned: %s", call_id, name, why)
+        if self.observed:
+            known = name in self.tools
+            out.append(Notify(CallOrphaned(self.session(), call_id, name, behavior, why, known)))
+
+    def count(self, direction: Direction, kind: str, out: list[Output]) -> None:
+        """Count one message (only called when observed)."""
+        key = (direction, kind)
+        self._seen[key] = self._seen.get(key, 0) + 1
+        self._pending += 1
+        if self._pending >= SEEN_BATCH:
+            self.flush_seen(out)
+
+    def flush_seen(self, out: list[Output]) -> None:
+        """Report the messages counted since the last flush."""
+        if not self._pending:
+            return
+        seen, self._seen, self._pending = self._seen, {}, 0
+        session = self.session()
+        for (direction, kind), count in seen.items():
+            out.append(Notify(MessageSeen(session, direction, kind, count)))
