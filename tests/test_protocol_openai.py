@@ -233,6 +233,20 @@ def test_a_response_the_server_starts_after_the_outputs_answers_them() -> None:
     assert protocol.idle and sent_kinds(protocol) == []  # no second continuation
 
 
+def test_a_response_the_server_starts_while_the_outputs_are_being_sent_answers_them() -> None:
+    """The reader can take ``response.created`` before the writer's send of the outputs
+    returns: that response answers them too, and no ``response.create`` follows."""
+    protocol = opened()
+    response(protocol, "resp_1", "c1")
+    protocol.settled(ok("c1"))
+    item = protocol.next_item(2.0)
+    assert isinstance(item, Outgoing)
+    protocol.receive(event(type="response.created", response={"id": "resp_2"}), 2.05)
+    protocol.receive(event(type="response.done", response={"id": "resp_2"}), 2.08)
+    protocol.sent(item, 2.1)
+    assert protocol.idle and sent_kinds(protocol) == []
+
+
 def test_active_response_error_is_tolerated_and_counted() -> None:
     protocol = opened()
     error = {
