@@ -202,9 +202,8 @@ class GeminiLiveProtocol:
             return []
         self.connection.move("close")
         out: list[Output] = []
-        self._report.fates(self.ledger, out)
-        orphaned = self.ledger.close(now)
-        self._report.fates(self.ledger, out, closed=f"the session ended: {closed.reason}")
+        why = f"the session ended: {closed.reason}"
+        orphaned = self._report.close(self.ledger, now, why, out)
         if orphaned:
             out.append(CancelCalls(orphaned))
         self._report.flush_seen(out)

@@ -261,15 +261,12 @@ class OpenAIRealtimeProtocol:
             return []
         self.connection.move("close")
         out: list[Output] = []
-        self._report.fates(self.ledger, out, reasons=_REASONS)
-        orphaned = self.ledger.close(now)
-        self._report.fates(
-            self.ledger, out, reasons=_REASONS, closed=f"the session ended: {closed.reason}"
-        )
+        why = f"the session ended: {closed.reason}"
+        orphaned = self._report.close(self.ledger, now, why, out, reasons=_REASONS)
         for calls in self._responses.values():
             self._stranded += [(c.call_id, c.name or "") for c in calls.values()]
         self._responses.clear()
-        self._report_stranded(out, f"the session ended: {closed.reason}")
+        self._report_stranded(out, why)
         if orphaned:
             out.append(CancelCalls(orphaned))
         self._report.flush_seen(out)

@@ -97,6 +97,22 @@ class Reporter:
         for notice in ledger.take_notices():  # duplicates, late cancels: worth a log line
             log.info("call %s: %s (%s)", notice.call_id, notice.detail, notice.kind)
 
+    def close(
+        self,
+        ledger: CallLedger,
+        now: float,
+        why: str,
+        out: list[Output],
+        *,
+        reasons: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """The session is over: report what was decided, orphan every call without a fate
+        (``why``), and return the ids whose handlers must be cancelled."""
+        self.fates(ledger, out, reasons=reasons)
+        orphaned = ledger.close(now)
+        self.fates(ledger, out, closed=why, reasons=reasons)
+        return orphaned
+
     def orphaned(
         self, call_id: str, name: str, behavior: Behavior, why: str, out: list[Output]
     ) -> None:
