@@ -8,7 +8,10 @@ Each runs ``turns`` tool turns against a ``benchmarks.server`` scenario, answeri
 - ``sdk-gather``: google-genai, the calls of a turn run with ``asyncio.gather``, one answer;
 - ``raw``: websockets + msgspec + ``asyncio.gather`` + immediate send: the floor.
 
-Every client's websocket goes without permessage-deflate (``livebridge.client_args()``).
+Every client's websocket goes without permessage-deflate (``livebridge.client_args()``), and
+every client asks for session resumption, as a production client must (a Live connection lasts
+minutes; without a handle the conversation dies with it). So the server sends each the same
+frames: the ``sessionResumptionUpdate`` after each ``toolCall`` and ``turnComplete`` included.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ async def work(i: int, delay: float) -> dict[str, int]:
 
 
 def sdk_config() -> types.LiveConnectConfig:
-    return types.LiveConnectConfig(tools=[declaration()])
+    resumption = types.SessionResumptionConfig()
+    return types.LiveConnectConfig(tools=[declaration()], session_resumption=resumption)
 
 
 def answer(call: types.FunctionCall, result: dict[str, int]) -> types.FunctionResponse:
@@ -94,7 +98,8 @@ async def sdk_gather_client(server: Server, model: str, turns: int, delay: float
 
 def raw_setup(model: str) -> bytes:
     tools = [declaration().model_dump(mode="json", by_alias=True, exclude_none=True)]
-    return json.dumps({"setup": {"model": f"models/{model}", "tools": tools}}).encode()
+    setup = {"model": f"models/{model}", "tools": tools, "sessionResumption": {}}
+    return json.dumps({"setup": setup}).encode()
 
 
 def raw_connect(server: Server, model: str) -> connect:
