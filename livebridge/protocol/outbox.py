@@ -61,9 +61,11 @@ class Outbox:
         self.held_audio_seconds = held_audio_seconds
         self.limit_bytes = limit_bytes
         self.audio_dropped = 0
-        self._queue: deque[ClientItem] = deque()
+        # Created on first use: an empty deque preallocates ~0.5 KB, and most sessions never
+        # queue (audio goes straight to the socket) or hold anything.
+        self._queue: deque[ClientItem] | None = None
         self._queued = 0
-        self._held: deque[Audio] = deque()
+        self._held: deque[Audio] | None = None
         self._held_bytes = 0
 
     def __bool__(self) -> bool:
@@ -75,24 +77,32 @@ class Outbox:
         return self._queued >= self.limit_bytes
 
     def push(self, item: ClientItem) -> None:
-        self._queue.append(item)
+        queue = self._queue
+        if queue is None:
+            queue = self._queue = deque()
+        queue.append(item)
         self._queued += item_size(item)
 
     def push_front(self, item: ClientItem) -> None:
         """Put back an item whose send failed, ahead of everything else."""
         if isinstance(item, ToolAnswers | Frames):
             raise ValueError("tool answers are requeued by the ledger, not the outbox")
-        self._queue.appendleft(item)
+        queue = self._queue
+        if queue is None:
+            queue = self._queue = deque()
+        queue.appendleft(item)
         self._queued += item_size(item)
 
     def take(self, *, blocking: bool) -> ClientItem | None:
         """The next item to send; ``blocking``: a BLOCKING call is waiting for its answer."""
-        if not blocking and self._held:
-            held = self._held.popleft()
-            self._held_bytes -= len(held.pcm)
-            return held
-        while self._queue:
-            item = self._queue.popleft()
+        held = self._held
+        if not blocking and held:
+            audio = held.popleft()
+            self._held_bytes -= len(audio.pcm)
+            return audio
+        queue = self._queue
+        while queue:
+            item = queue.popleft()
             self._queued -= item_size(item)
             if not isinstance(item, Audio) or not blocking or self.policy == "send":
                 return item
@@ -103,9 +113,12 @@ class Outbox:
         return None
 
     def _hold(self, audio: Audio) -> None:
-        self._held.append(audio)
+        held = self._held
+        if held is None:
+            held = self._held = deque()
+        held.append(audio)
         self._held_bytes += len(audio.pcm)
         limit = self.held_audio_seconds * audio.rate * 2
-        while self._held_bytes > limit and self._held:
-            self._held_bytes -= len(self._held.popleft().pcm)
+        while self._held_bytes > limit and held:
+            self._held_bytes -= len(held.popleft().pcm)
             self.audio_dropped += 1
