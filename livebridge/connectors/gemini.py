@@ -55,6 +55,10 @@ __all__ = [
 ]
 
 
+#: Resumption asked for, no handle yet: the same for every session's first connection.
+_FRESH_SESSION = types.SessionResumptionConfig()
+
+
 class GeminiConnector:
     """Opens Gemini Live connections for one session with a ``genai.Client``.
 
@@ -88,8 +92,13 @@ class GeminiConnector:
 
     @asynccontextmanager
     async def open(self, handle: str | None) -> AsyncIterator[Transport]:
-        config = self._config.model_copy()
-        config.session_resumption = types.SessionResumptionConfig(handle=handle)
+        # The connector's own config, not a copy: the SDK keeps the config it is given for as
+        # long as the connection lasts, and only the handle changes between connections (one
+        # connection at a time).
+        config = self._config
+        config.session_resumption = (
+            _FRESH_SESSION if handle is None else types.SessionResumptionConfig(handle=handle)
+        )
         try:
             async with self._client.aio.live.connect(model=self._model, config=config) as sdk:
                 self._tune(sdk)

@@ -45,8 +45,10 @@ def shrink_tls_read_buffer(transport: Any, size: int) -> bool:
     protocol = getattr(transport, "_ssl_protocol", None)
     if protocol is None or not hasattr(protocol, "_ssl_buffer"):
         return False
-    buffer = bytearray(size)
     protocol.max_size = size
+    if len(protocol._ssl_buffer) == size:  # already that size: keep it, allocate nothing
+        return True
+    buffer = bytearray(size)
     protocol._ssl_buffer = buffer
     protocol._ssl_buffer_view = memoryview(buffer)
     return True
