@@ -334,15 +334,6 @@ class LiveSession:
                         return  # the app left while this connection was being opened
                     self._transport = transport
                     self._apply(protocol.opened(transport.session_id, self._clock()))
-                    if self._dispatcher is None:
-                        self._dispatcher = Dispatcher(
-                            self.tools,
-                            policy=self._policy,
-                            observers=self._observers,
-                            session_id=protocol.session_id,
-                            answer_seen=protocol.answer_seen,
-                            journal=self._store.journal if self._store else None,
-                        )
                     self._wake.set()
                     if not started:
                         started = True
@@ -480,8 +471,9 @@ class LiveSession:
             changed = True
             match output:
                 case RunCalls(calls=calls, turn=turn, refuse=refuse, partials=partials):
-                    assert self._tg is not None and self._dispatcher is not None
-                    rest = self._dispatcher.start(
+                    assert self._tg is not None
+                    dispatcher = self._dispatcher or self._new_dispatcher()
+                    rest = dispatcher.start(
                         calls,
                         turn=turn,
                         on_settled=self._on_settled,
@@ -502,6 +494,19 @@ class LiveSession:
                     assert_never(output)
         if changed:
             self._wake.set()
+
+    def _new_dispatcher(self) -> Dispatcher:
+        """Created with the first calls: a session that never gets one never pays for it."""
+        protocol = self._protocol
+        self._dispatcher = Dispatcher(
+            self.tools,
+            policy=self._policy,
+            observers=self._observers,
+            session_id=protocol.session_id,
+            answer_seen=protocol.answer_seen,
+            journal=self._store.journal if self._store else None,
+        )
+        return self._dispatcher
 
     async def _run_batch(self, rest: Coroutine[Any, Any, list[Outcome]]) -> None:
         try:
