@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 import ssl
 
 import pytest
@@ -11,8 +12,10 @@ from google.genai import types
 
 import livebridge
 from livebridge import FrameTooLargeError, LiveSession
+from livebridge.connectors.gemini import GeminiConnector
 from livebridge.connectors.secrets import RedactingFilter
 from livebridge.emulator import Conversation, Emulator
+from livebridge.errors import TransportClosed
 from livebridge.events import Resumed, TextOut, TurnComplete
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until, open_session
 
@@ -76,3 +79,62 @@ async def test_open_session_helper_still_uses_the_default_connector() -> None:
     async with Emulator() as emu, open_session(emu, livebridge.ToolRegistry()) as session:
         await session.send_text("hi")
         await collect_until(session, lambda e: isinstance(e, TurnComplete))
+
+
+async def test_every_way_a_connection_fails_or_ends_is_transport_closed() -> None:
+    async with Emulator(models=[MODEL]) as emu:
+        tools = livebridge.ToolRegistry()
+        wrong = GeminiConnector(emu.client(), model="nope", tools=tools, config=TEXT_CONFIG)
+        with pytest.raises(TransportClosed) as refused:
+            async with wrong.open(None):
+                pytest.fail("a wrong model must not connect")
+        assert refused.value.code is not None and "model" in refused.value.reason
+
+        connector = GeminiConnector(emu.client(), model=MODEL, tools=tools, config=TEXT_CONFIG)
+        with pytest.raises(TransportClosed, match="network error: reset"):
+            async with connector.open(None):
+                raise ConnectionResetError("reset")
+        ended = TransportClosed(1011, "ended by the reader")
+        with pytest.raises(TransportClosed) as passed:
+            async with connector.open(None):
+                raise ended
+        assert passed.value is ended
+        async with connector.open(None) as transport:  # the connector still connects
+            assert transport.session_id
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    options = types.HttpOptions(base_url=f"https://127.0.0.1:{port}")
+    nowhere = GeminiConnector(
+        genai.Client(api_key="test", http_options=options), model=MODEL, tools=tools
+    )
+    with pytest.raises(TransportClosed, match="network error"):
+        async with nowhere.open(None):
+            pytest.fail("nothing listens there")
+
+
+async def test_connections_resume_with_their_handle_and_leave_the_app_config_alone() -> None:
+    config = types.LiveConnectConfig(response_modalities=[types.Modality.TEXT])
+    issued: list[str | None] = []
+
+    async def scenario(conv: Conversation) -> None:
+        if conv.resumed_from is not None:
+            await conv.say(f"resumed {conv.resumed_from}")
+            await conv.turn_complete()
+            return
+        await conv.expect_turn()
+        issued.append(await conv.resumption_update())
+        conv.session.abort()
+
+    async with (
+        Emulator(scenario) as emu,
+        LiveSession.connect(
+            emu.client(), model=MODEL, tools=livebridge.ToolRegistry(), config=config
+        ) as session,
+    ):
+        await session.send_text("hello")
+        events = await collect_until(session, lambda e: isinstance(e, TextOut))
+    (handle,) = issued
+    assert handle is not None and events[-1] == TextOut(f"resumed {handle}")
+    assert config.session_resumption is None and config.tools is None

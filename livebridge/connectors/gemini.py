@@ -16,7 +16,8 @@ Everything that touches the SDK or its websocket lives here: building the ``Live
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
 
 import msgspec
 from google import genai
@@ -90,25 +91,8 @@ class GeminiConnector:
     ) -> GeminiLiveProtocol:
         return GeminiLiveProtocol(tools, options, observed=observed)
 
-    @asynccontextmanager
-    async def open(self, handle: str | None) -> AsyncIterator[Transport]:
-        # The connector's own config, not a copy: the SDK keeps the config it is given for as
-        # long as the connection lasts, and only the handle changes between connections (one
-        # connection at a time).
-        config = self._config
-        config.session_resumption = (
-            _FRESH_SESSION if handle is None else types.SessionResumptionConfig(handle=handle)
-        )
-        try:
-            async with self._client.aio.live.connect(model=self._model, config=config) as sdk:
-                self._tune(sdk)
-                yield WireTransport(sdk) if self._transport == "wire" else SdkTransport(sdk)
-        except genai_errors.APIError as exc:
-            raise TransportClosed(exc.code, str(exc.details or exc.message or "")) from None
-        except ConnectionClosed as exc:
-            raise _closed(exc) from None
-        except OSError as exc:
-            raise TransportClosed(None, f"network error: {exc}") from None
+    def open(self, handle: str | None) -> _Connection:
+        return _Connection(self, handle)
 
     def _tune(self, sdk_session: genai_live.AsyncSession) -> None:
         """Keepalive and buffer sizes for the SDK's websocket (which livebridge does not create).
@@ -125,6 +109,77 @@ class GeminiConnector:
                 setattr(ws, name, value)
         if self._tls_read_buffer:
             shrink_tls_read_buffer(ws.transport, self._tls_read_buffer)
+
+
+class _Connection:
+    """One connection of a ``GeminiConnector``: ``async with`` it for the transport.
+
+    A class rather than an ``asynccontextmanager``: it outlives nothing but its three slots,
+    where a generator keeps its frame, a wrapper and the loop's weak reference for as long as
+    the connection lasts (~0.5 KB per session). Whatever the SDK or the socket raise, while
+    connecting, inside the block or while closing, leaves as ``TransportClosed``.
+    """
+
+    __slots__ = ("_connector", "_handle", "_sdk")
+
+    def __init__(self, connector: GeminiConnector, handle: str | None) -> None:
+        self._connector = connector
+        self._handle = handle
+        self._sdk: AbstractAsyncContextManager[genai_live.AsyncSession] | None = None
+
+    async def __aenter__(self) -> Transport:
+        connector, handle = self._connector, self._handle
+        # The connector's own config, not a copy: the SDK keeps the config it is given for as
+        # long as the connection lasts, and only the handle changes between connections (one
+        # connection at a time).
+        config = connector._config
+        config.session_resumption = (
+            _FRESH_SESSION if handle is None else types.SessionResumptionConfig(handle=handle)
+        )
+        sdk = connector._client.aio.live.connect(model=connector._model, config=config)
+        try:
+            session = await sdk.__aenter__()
+        except _SDK_ERRORS as exc:
+            raise _transport_closed(exc) from None
+        self._sdk = sdk
+        try:
+            connector._tune(session)
+            if connector._transport == "wire":
+                return WireTransport(session)
+            return SdkTransport(session)
+        except BaseException as exc:
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        sdk, self._sdk = self._sdk, None
+        if sdk is None:
+            return False
+        try:
+            if await sdk.__aexit__(kind, exc, traceback):
+                return True
+        except _SDK_ERRORS as error:
+            raise _transport_closed(error) from None
+        if isinstance(exc, _SDK_ERRORS):
+            raise _transport_closed(exc) from None
+        return False
+
+
+_SDK_ERRORS = (genai_errors.APIError, ConnectionClosed, OSError)
+
+
+def _transport_closed(exc: BaseException) -> TransportClosed:
+    """How an SDK or socket error ends a connection."""
+    if isinstance(exc, genai_errors.APIError):
+        return TransportClosed(exc.code, str(exc.details or exc.message or ""))
+    if isinstance(exc, ConnectionClosed):
+        return _closed(exc)
+    return TransportClosed(None, f"network error: {exc}")
 
 
 def live_config(
