@@ -68,6 +68,10 @@ _ARRIVAL_TURNS = 3
 #: After the grace period, how long cancelled handlers get to unwind and have their answers sent.
 _CANCEL_FLUSH_SECONDS = 1.0
 
+#: Sessions created without options or a policy share these (frozen) ones.
+_DEFAULT_OPTIONS = SessionOptions()
+_DEFAULT_POLICY = CallPolicy()
+
 
 class LiveSession:
     """One Live conversation with its tool calls; create it with ``LiveSession.connect``."""
@@ -114,7 +118,7 @@ class LiveSession:
     ) -> None:
         """Give a ``client`` (``genai.Client`` or ``openai.AsyncOpenAI``) and ``model``, or a
         ``connector`` for any other; ``config`` is the vendor's (``connectors.connector_for``)."""
-        self.options = options or SessionOptions()
+        self.options = options or _DEFAULT_OPTIONS
         self.tools = tools
         if connector is None:
             if client is None or not model:
@@ -133,7 +137,7 @@ class LiveSession:
             )
         self._observers = tuple(observers)
         self._clock = clock
-        self._policy = policy or CallPolicy()
+        self._policy = policy or _DEFAULT_POLICY
         self._protocol = connector.protocol(
             tools,
             replace(self.options.protocol_options(), max_frame_bytes=self._policy.max_frame_bytes),

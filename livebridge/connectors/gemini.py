@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 
 import msgspec
 from google import genai
@@ -58,6 +58,15 @@ __all__ = [
 
 #: Resumption asked for, no handle yet: the same for every session's first connection.
 _FRESH_SESSION = types.SessionResumptionConfig()
+#: The default keepalive, shared by every connector that uses it.
+_KEEPALIVE: Mapping[str, float] = MappingProxyType(resume.keepalive_settings())
+
+
+def _keepalive(keepalive: Mapping[str, float] | None) -> Mapping[str, float]:
+    """The connector's own keepalive settings: a copy, or the shared default when equal."""
+    if keepalive is None or keepalive == _KEEPALIVE:
+        return _KEEPALIVE
+    return dict(keepalive)
 
 
 class GeminiConnector:
@@ -82,7 +91,7 @@ class GeminiConnector:
         self._model = model
         self._config = live_config(config, tools)
         self._transport: TransportKind = transport
-        self._keepalive = dict(resume.keepalive_settings() if keepalive is None else keepalive)
+        self._keepalive = _keepalive(keepalive)
         self._tls_read_buffer = tls_read_buffer
         secrets.protect(getattr(getattr(client, "_api_client", None), "api_key", None))
 
