@@ -76,6 +76,8 @@ class GeminiConnector:
     to its tools and each connection asks for resumption with the handle it is given.
     """
 
+    __slots__ = ("_client", "_config", "_keepalive", "_model", "_tls_read_buffer", "_transport")
+
     def __init__(
         self,
         client: genai.Client,
@@ -210,6 +212,8 @@ def live_config(
 class WireTransport:
     """msgspec on the SDK's websocket: the hot path."""
 
+    __slots__ = ("_ws", "session_id")
+
     def __init__(self, session: genai_live.AsyncSession) -> None:
         self.session_id = session.session_id
         self._ws = session._ws
@@ -236,6 +240,8 @@ class WireTransport:
 
 class SdkTransport:
     """Every message through the SDK's public methods and pydantic models."""
+
+    __slots__ = ("_session", "_turns", "session_id")
 
     def __init__(self, session: genai_live.AsyncSession) -> None:
         self.session_id = session.session_id
