@@ -279,6 +279,15 @@ def test_reconnects_until_the_attempts_run_out() -> None:
     assert step.closed.reason == "gave up after 2 reconnects"
 
 
+def test_default_reconnect_delays_back_off_exponentially() -> None:
+    protocol = GeminiLiveProtocol(registry(), ProtocolOptions(reconnect_attempts=3))
+    protocol.opened("s", 0.0)
+    protocol.receive(message(sessionResumptionUpdate={"newHandle": "h", "resumable": True}), 0)
+    first, second = protocol.lost(1006, "", 1.0), protocol.lost(1006, "", 2.0)
+    assert isinstance(first, Reconnect) and 0.225 <= first.delay <= 0.275  # 0.25 s ± 10 %
+    assert isinstance(second, Reconnect) and 0.45 <= second.delay <= 0.55
+
+
 def test_first_connection_failure_finishes_with_an_error() -> None:
     protocol = GeminiLiveProtocol(registry())
     step = protocol.lost(1006, "", 0.0)

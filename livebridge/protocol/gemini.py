@@ -46,6 +46,7 @@ from livebridge.protocol.base import (
     ConnectionState,
     ConnectionTable,
     Finish,
+    LazyBackoff,
     Notify,
     Output,
     ProtocolOptions,
@@ -95,7 +96,7 @@ class GeminiLiveProtocol:
             self.options.outbox_bytes,
         )
         self._observed = observed
-        self._delays = delays if delays is not None else resume.backoff()
+        self._delays = delays if delays is not None else LazyBackoff()
         self._opened = False
         self._leaving = False  # the app is leaving: calls that arrive now are answered, not run
         self._attempts = 0

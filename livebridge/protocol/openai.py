@@ -50,7 +50,7 @@ from typing import Any
 
 import msgspec
 
-from livebridge import openai_wire, outcomes, payloads, resume, wire
+from livebridge import openai_wire, outcomes, payloads, wire
 from livebridge.adapters._fields import parse_arguments
 from livebridge.calls import Call, Outcome, Partial
 from livebridge.errors import ConnectionLostError, LivebridgeError
@@ -80,6 +80,7 @@ from livebridge.protocol.base import (
     ConnectionState,
     ConnectionTable,
     Finish,
+    LazyBackoff,
     Notify,
     Output,
     ProtocolOptions,
@@ -147,7 +148,7 @@ class OpenAIRealtimeProtocol:
             self.options.outbox_bytes,
         )
         self._observed = observed
-        self._delays = delays if delays is not None else resume.backoff()
+        self._delays = delays if delays is not None else LazyBackoff()
         self._opened = False
         self._leaving = False
         self._attempts = 0
