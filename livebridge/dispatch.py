@@ -347,6 +347,7 @@ class Dispatcher:
             emit(self._observers, event)
         if batch.on_settled is not None:
             _deliver(batch.on_settled, outcome)
+        batch.wake_if_done()
 
     async def _until_settled(self, batch: Batch) -> None:
         """Wait until every call has its outcome; abandon handlers overdue past the grace."""
