@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-import anyio
 import msgspec
 
 from livebridge.calls import Behavior, OutcomeKind
@@ -205,8 +205,7 @@ class EventBuffer:
         self._discarded = 0  # discarded entries still in _items
         self._pending_drops = 0
         self._closed = False
-        self._new_event: Callable[[], anyio.Event] = type(anyio.Event())  # no backend lookups
-        self._wakeup: anyio.Event | None = None  # set while a reader waits
+        self._wakeup: asyncio.Event | None = None  # while a reader waits for an event
 
     def put(self, event: SessionEvent) -> None:
         """Queue ``event`` without blocking, applying the overflow policy."""
@@ -227,8 +226,9 @@ class EventBuffer:
             self._control.append(entry)
             if len(self._control) > self.control_capacity:
                 self._discard(self._control.popleft())
-        if self._wakeup is not None:
+        if self._wakeup is not None:  # the first event since a reader began to wait
             self._wakeup.set()
+            self._wakeup = None
 
     def close(self) -> None:
         """No more events will come; readers finish after the last one."""
@@ -239,22 +239,24 @@ class EventBuffer:
     async def get(self) -> SessionEvent | None:
         """The next event, waiting for one; ``None`` once closed and drained."""
         while True:
-            if self._pending_drops:
-                count, self._pending_drops = self._pending_drops, 0
-                return EventsDropped(count)
-            event = self._pop()
-            if event is not None:
+            event = self.get_nowait()
+            if event is not None or self._closed:
                 return event
-            if self._closed:
-                return None
             wakeup = self._wakeup
             if wakeup is None:
-                wakeup = self._wakeup = self._new_event()
+                wakeup = self._wakeup = asyncio.Event()
             try:
                 await wakeup.wait()
             finally:
                 if self._wakeup is wakeup:
                     self._wakeup = None
+
+    def get_nowait(self) -> SessionEvent | None:
+        """The next event if one is waiting, else ``None``."""
+        if self._pending_drops:
+            count, self._pending_drops = self._pending_drops, 0
+            return EventsDropped(count)
+        return self._pop()
 
     def __len__(self) -> int:
         return self._waiting

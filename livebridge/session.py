@@ -305,7 +305,11 @@ class LiveSession:
 
     async def events(self) -> AsyncIterator[SessionEvent]:
         """Every event of the session in order; ends after the terminal ``Closed`` event."""
-        while (event := await self._events.get()) is not None:
+        events = self._events
+        while True:
+            event = events.get_nowait()  # no coroutine per event while they are waiting
+            if event is None and (event := await events.get()) is None:
+                return
             yield event
 
     async def next_event(self) -> SessionEvent | None:

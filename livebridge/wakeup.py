@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-import anyio
-import anyio.lowlevel
+import asyncio
 
 __all__ = ["Wakeup"]
 
@@ -14,34 +11,33 @@ class Wakeup:
     """A wake-up flag for the actor's tasks: ``set()`` any number of times; ``wait()`` returns
     once it is set and clears it. Every task waiting when it is set wakes up.
 
-    Built for the hot path: one event object per wake-up, of the running backend's own class
-    (``anyio.Event()`` looks the backend up on every construction).
+    Built for the hot path, where it is set several times per tool call: setting it again
+    before anyone woke costs one attribute test, and a wake-up costs one ``asyncio.Event``
+    (the session actor runs on asyncio; anyio cancel scopes cancel its waits as any other).
     """
 
-    __slots__ = ("_event", "_make")
+    __slots__ = ("_event", "_is_set")
 
     def __init__(self) -> None:
-        self._make: Callable[[], anyio.Event] | None = None
-        self._event: anyio.Event | None = None
+        self._event: asyncio.Event | None = None
+        self._is_set = False  # the current event is set and nobody consumed it yet
 
     def set(self) -> None:
+        if self._is_set:
+            return
+        self._is_set = True
         if self._event is None:
-            self._event = self._new()
+            self._event = asyncio.Event()
         self._event.set()
 
     async def wait(self) -> None:
         event = self._event
-        if event is None:
-            event = self._event = self._new()
-        if event.is_set():
-            self._event = None
-            await anyio.lowlevel.checkpoint()
+        if self._is_set:
+            self._event, self._is_set = None, False
+            await asyncio.sleep(0)  # a checkpoint, as an await that does not block must be
             return
+        if event is None:
+            event = self._event = asyncio.Event()
         await event.wait()
         if self._event is event:  # the first waiter to wake consumes it
-            self._event = None
-
-    def _new(self) -> anyio.Event:
-        if self._make is None:
-            self._make = type(anyio.Event())
-        return self._make()
+            self._event, self._is_set = None, False
