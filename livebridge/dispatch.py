@@ -346,7 +346,10 @@ class Dispatcher:
             )
             emit(self._observers, event)
         if batch.on_settled is not None:
-            _deliver(batch.on_settled, outcome)
+            try:
+                batch.on_settled(outcome)
+            except Exception:
+                log.exception("callback %r failed on %r", batch.on_settled, outcome)
         batch.wake_if_done()
 
     async def _until_settled(self, batch: Batch) -> None:
@@ -442,11 +445,12 @@ class Dispatcher:
         acquired: list[SlotLimiter] = []
         slots: ThreadSlots | None = None
         outcome: Outcome | None = None
+        limiters = self._limiters_by_tool.get(tool.name) or self._limiters(tool)
         try:
             if pending.cancel_requested:  # cancelled before it started: never run
                 return
             try:
-                for limiter in self._limiters(tool):
+                for limiter in limiters:
                     try:
                         limiter.acquire_on_behalf_of_nowait(pending)
                     except anyio.WouldBlock:
@@ -487,9 +491,13 @@ class Dispatcher:
                     for limiter in reversed(acquired):
                         limiter.release_on_behalf_of(pending)
             latency = self._clock() - started if started else 0.0
-            outcome = self._ended(pending, tool, value, failure, latency)
+            if value is not _NO_VALUE and failure is None:  # the common case, in short
+                outcome = self._success(call, tool, value, latency)
+            else:
+                outcome = self._ended(pending, tool, value, failure, latency)
         finally:
-            self._forget(pending)
+            if self._running.get(call.id) is pending:
+                del self._running[call.id]
             if outcome is None and scope.cancel_called:  # the scope's cancellation, leaving
                 latency = self._clock() - started if started else 0.0
                 outcome = self._ended(pending, tool, _NO_VALUE, None, latency)
