@@ -8,6 +8,7 @@ of a reference cycle): one is built per call, at an eighth of a frozen dataclass
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -128,7 +129,7 @@ class Batch:
         self.outcomes: list[Outcome | None] = [None] * len(calls)
         self.left = len(calls)  # calls without an outcome: no scan per settle
         self.runs: dict[int, tuple[Pending, Tool]] = {}
-        self.done: anyio.Event | None = None
+        self.done: asyncio.Event | None = None
 
     @property
     def unsettled(self) -> list[int]:
