@@ -301,14 +301,13 @@ class GeminiLiveProtocol:
             name = fc.name if isinstance(fc.name, str) else f"<not a name: {fc.name!r:.80}>"
             tool = self.tools.get(name)
             args: Any = fc.args if fc.args is not None else {}
-            live_calls.append(
-                LiveCall(
-                    call=Call(fc.id, name, args),  # args that are not an object are rejected
-                    behavior=tool.behavior if tool else "BLOCKING",
-                    scheduling=tool.scheduling if tool else None,
-                    streaming=tool.streaming if tool else False,
+            call = Call(fc.id, name, args)  # args that are not an object are rejected
+            if tool is None:
+                live_calls.append(LiveCall(call))
+            else:
+                live_calls.append(
+                    LiveCall(call, tool.behavior, tool.scheduling, tool.kind == "stream")
                 )
-            )
         if not live_calls:
             return
         self._last_call_message = self._messages
@@ -316,9 +315,14 @@ class GeminiLiveProtocol:
         self._report.fates(self.ledger, out)
         if not admitted:
             return
-        behaviors: dict[str, Behavior] = {lc.call.id: lc.behavior for lc in live_calls}
-        for call in admitted:
-            out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
+        if len(admitted) == len(live_calls):  # the common case: every call is new
+            for live_call in live_calls:
+                call = live_call.call
+                out.append(ToolCallStarted(call.id, call.name, call.args, live_call.behavior))
+        else:
+            behaviors: dict[str, Behavior] = {lc.call.id: lc.behavior for lc in live_calls}
+            for call in admitted:
+                out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
         out.append(RunCalls(admitted, self.turn, refuse=self._leaving))
 
     def _on_cancellation(self, ids: Sequence[str], now: float, out: list[Output]) -> None:
