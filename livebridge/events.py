@@ -170,6 +170,8 @@ DROPPABLE: tuple[type, ...] = (AudioOut, TextOut, InputTranscript, OutputTranscr
 KEPT: tuple[type, ...] = (ToolCallSettled, Closed)
 
 _Entry: TypeAlias = list[SessionEvent | None]  # one queued event; None once discarded
+#: What ``EventBuffer`` queues: a kept event as is (it is never discarded), any other in an entry.
+_Queued: TypeAlias = SessionEvent | _Entry
 _MEDIA = frozenset(DROPPABLE)  # exact types: a set look-up is cheaper than isinstance
 _KEPT = frozenset(KEPT)
 
@@ -198,7 +200,7 @@ class EventBuffer:
         if self.control_capacity < 1:
             raise ValueError("control_capacity must be at least 1")
         self.dropped = 0
-        self._items: deque[_Entry] = deque()  # in order; discarded entries are skipped
+        self._items: deque[_Queued] = deque()  # in order; discarded entries are skipped
         self._media: deque[_Entry] = deque()  # waiting media entries, oldest first
         self._control: deque[_Entry] = deque()  # waiting droppable control entries
         self._waiting = 0  # entries in _items not discarded
@@ -217,15 +219,18 @@ class EventBuffer:
             elif media:
                 self._count_drop()
                 return
-        entry: _Entry = [event]
-        self._items.append(entry)
         self._waiting += 1
-        if media:
-            self._media.append(entry)
-        elif kind not in _KEPT:
-            self._control.append(entry)
-            if len(self._control) > self.control_capacity:
-                self._discard(self._control.popleft())
+        if kind in _KEPT:  # never discarded: queued as is
+            self._items.append(event)
+        else:
+            entry: _Entry = [event]
+            self._items.append(entry)
+            if media:
+                self._media.append(entry)
+            else:
+                self._control.append(entry)
+                if len(self._control) > self.control_capacity:
+                    self._discard(self._control.popleft())
         if self._wakeup is not None:  # the first event since a reader began to wait
             self._wakeup.set()
             self._wakeup = None
@@ -264,16 +269,18 @@ class EventBuffer:
     def _pop(self) -> SessionEvent | None:
         items = self._items
         while items:
-            entry = items.popleft()
-            event = entry[0]
+            queued = items.popleft()
+            if not isinstance(queued, list):  # a kept event
+                self._waiting -= 1
+                return queued
+            event = queued[0]
             if event is None:
                 self._discarded -= 1
                 continue
             self._waiting -= 1
-            kind = type(event)
-            if kind in _MEDIA:
+            if type(event) in _MEDIA:
                 self._media.popleft()  # the oldest waiting media entry is this one
-            elif kind not in _KEPT:
+            else:
                 self._control.popleft()
             return event
         return None
@@ -284,7 +291,7 @@ class EventBuffer:
         self._discarded += 1
         self._count_drop()
         if self._discarded > 64 and self._discarded > self._waiting:
-            self._items = deque(e for e in self._items if e[0] is not None)
+            self._items = deque(e for e in self._items if type(e) is not list or e[0] is not None)
             self._discarded = 0
 
     def _count_drop(self) -> None:
