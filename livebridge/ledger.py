@@ -226,6 +226,11 @@ class CallLedger:
         return not self._live
 
     @property
+    def answers_ready(self) -> bool:
+        """Answers wait for ``drain()`` (some may be of calls that ended meanwhile)."""
+        return bool(self._ready)
+
+    @property
     def blocking_pending(self) -> bool:
         """A BLOCKING call has not been answered yet (the model is waiting for it)."""
         return any(life.behavior == "BLOCKING" for life in self._live.values())

@@ -516,7 +516,8 @@ class LiveSession:
 
     def _on_settled(self, outcome: Outcome) -> None:
         self._apply(self._protocol.settled(outcome))
-        self._wake.set()  # the writer may have an answer to send
+        if self._protocol.answers_ready:  # else its batch still runs: nothing to send yet
+            self._wake.set()
 
     def _on_partial(self, item: Partial) -> None:
         self._apply(self._protocol.partial(item))

@@ -94,6 +94,7 @@ def test_every_benchmark_prints_its_rows() -> None:
         "raw",
     ]
     assert [row[0] for row in rows(out, "| batch size")] == ["1", "8", "64"]
+    assert "bytecodes and" in out and len(rows(out, "| function")) == 8  # the first table
     assert len(rows(out, "| elapsed s")) == 3
     assert not any(
         "failed" in cell

@@ -117,6 +117,11 @@ class GeminiLiveProtocol:
         return self.ledger.idle
 
     @property
+    def answers_ready(self) -> bool:
+        """An answer waits for the writer (a settled call only wakes it then)."""
+        return self.ledger.answers_ready
+
+    @property
     def switch_ready(self) -> bool:
         """After ``goAway``: every call is answered and the newest handle covers them all."""
         return self.ledger.idle and self._last_handle_message > self._last_call_message
