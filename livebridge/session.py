@@ -88,6 +88,7 @@ class LiveSession:
         "_policy",
         "_protocol",
         "_store",
+        "_switching",
         "_tg",
         "_transport",
         "_waiting_for_room",
@@ -150,6 +151,7 @@ class LiveSession:
         self._dispatcher: Dispatcher | None = None
         self._events = EventBuffer(self.options.event_capacity)
         self._wake = Wakeup()
+        self._switching = False  # a goAway switch-over waits for the calls and a handle
         self._idle: anyio.Event | None = None  # set by the writer once no call is live
         self._transport: Transport | None = None
         self._tg: TaskGroup | None = None
@@ -399,9 +401,13 @@ class LiveSession:
 
         At the deadline it leaves anyway; calls the newest handle does not know are orphaned.
         """
-        with anyio.move_on_after(max(0.0, deadline - self._clock())):
-            while not self._protocol.switch_ready:
-                await self._wake.wait()
+        self._switching = True  # new handles wake this task
+        try:
+            with anyio.move_on_after(max(0.0, deadline - self._clock())):
+                while not self._protocol.switch_ready:
+                    await self._wake.wait()
+        finally:
+            self._switching = False
         self._leave()
 
     async def _end(self, closed: Closed) -> None:
@@ -442,7 +448,8 @@ class LiveSession:
                 continue
             self._apply(out, connection)
             if protocol.handle != handle:
-                self._wake.set()  # a new handle may let a pending switch-over go
+                if self._switching:  # a new handle may let the switch-over go
+                    self._wake.set()
                 if self._store is not None and protocol.handle is not None:
                     self._store.new_handle(protocol.handle)
 
@@ -454,6 +461,7 @@ class LiveSession:
                 self._apply(protocol.take_fates())
                 if protocol.idle:
                     self._set_idle()
+                self._wake.clear()  # next_item() just looked: wait for news after this
                 await self._wake.wait()
                 continue
             self._writing = True

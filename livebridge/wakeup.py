@@ -30,6 +30,12 @@ class Wakeup:
             self._event = asyncio.Event()
         self._event.set()
 
+    def clear(self) -> None:
+        """Forget a set that nobody consumed yet. Safe because every waiter checks its own
+        condition before it waits; tasks already woken stay woken."""
+        if self._is_set:
+            self._event, self._is_set = None, False
+
     async def wait(self) -> None:
         event = self._event
         if self._is_set:
