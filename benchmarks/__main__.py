@@ -12,7 +12,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks import bench_dispatch, bench_sessions, bench_soak, bench_store, bench_turns
+from benchmarks import (
+    bench_dispatch,
+    bench_sessions,
+    bench_soak,
+    bench_store,
+    bench_turns,
+    opcodes,
+)
 from benchmarks.server import pin_to_one_core, serve
 
 
@@ -40,6 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         soak = bench_soak.QUICK if options.quick else bench_soak.SHORT
         print("\n".join(bench_soak.run(server, soak)), end="\n\n", flush=True)
     print(asyncio.run(bench_dispatch.measure_table(options.quick)))
+    print("\n" + "\n".join(asyncio.run(opcodes.run(top=8))))
     print("\n" + "\n".join(bench_store.run(options.quick)), flush=True)
     print(f"\n(measured in {time.monotonic() - started:.0f} s)")
     return 0

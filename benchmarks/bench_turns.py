@@ -5,6 +5,10 @@ last ``toolResponse`` received, and the table shows p50/p99 of that minus the 50
 *Throughput*: no-op handlers, 8 calls a turn; calls per second and client CPU per call (this
 process's CPU time, which is all client: the server runs in another process, on another core).
 
+Every figure comes from rounds that alternate the clients (turnaround: two rounds of half the
+turns each, pooled; throughput: three rounds, the median and the best shown), so that a slow
+spell of a shared machine does not land on one client only.
+
 Run with ``python -m benchmarks.bench_turns`` (``--quick`` for a smoke run).
 """
 
@@ -40,13 +44,12 @@ def failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".replace("|", "/").splitlines()[0][:80]
 
 
-async def turnaround(server: Server, variant: str, calls: int, turns: int) -> tuple[float, float]:
-    """p50 and p99 (ms) of the turnaround above the slowest handler."""
+async def turnaround_seconds(server: Server, variant: str, calls: int, turns: int) -> list[float]:
+    """Each turn's turnaround above the slowest handler, in ms."""
     model = model_name("turnaround", calls, turns, variant)
     await CLIENTS[variant](server, model, turns, HANDLER_SECONDS)
     seconds = [row["seconds"] for row in server.take_results()]
-    above = [(s - HANDLER_SECONDS) * 1000 for s in seconds]
-    return statistics.median(above), percentile(above, 0.99)
+    return [(s - HANDLER_SECONDS) * 1000 for s in seconds]
 
 
 async def throughput(server: Server, variant: str, turns: int) -> tuple[float, float]:
@@ -60,34 +63,75 @@ async def throughput(server: Server, variant: str, turns: int) -> tuple[float, f
     return calls / wall, cpu / calls * 1e6
 
 
-async def run(server: Server, quick: bool, turns: int | None = None) -> list[str]:
-    turns = turns or (3 if quick else 200)
+async def turnaround_table(server: Server, turns: int, rounds: int = 2) -> list[str]:
     lines = [
         "| turnaround above the slowest handler (ms) | K | p50 | p99 |",
         "|---|---:|---:|---:|",
     ]
     for calls in PARALLEL:
-        for variant in CLIENTS:
-            count = min(turns, SERIAL_TURNS) if variant == "sdk-serial" else turns
-            try:
-                p50, p99 = await turnaround(server, variant, calls, count)
-            except Exception as exc:
-                lines.append(f"| {variant} | {calls} | failed: {failure(exc)} | |")
+        samples: dict[str, list[float]] = {variant: [] for variant in CLIENTS}
+        failed: dict[str, str] = {}
+        for _ in range(rounds):
+            for variant in CLIENTS:
+                count = min(turns, SERIAL_TURNS) if variant == "sdk-serial" else turns
+                if variant in failed:
+                    continue
+                try:
+                    samples[variant] += await turnaround_seconds(
+                        server, variant, calls, max(1, count // rounds)
+                    )
+                except Exception as exc:
+                    failed[variant] = failure(exc)
+        for variant, above in samples.items():
+            if variant in failed:
+                lines.append(f"| {variant} | {calls} | failed: {failed[variant]} | |")
                 continue
+            p50, p99 = statistics.median(above), percentile(above, 0.99)
             lines.append(f"| {variant} | {calls} | {p50:.2f} | {p99:.2f} |")
-    lines += [
-        "",
-        "| throughput, no-op handlers, 8 calls a turn | calls/s | client CPU µs/call |",
-        "|---|---:|---:|",
+    return lines
+
+
+async def throughput_table(server: Server, turns: int, rounds: int) -> list[str]:
+    rates: dict[str, list[float]] = {variant: [] for variant in CLIENTS}
+    cpus: dict[str, list[float]] = {variant: [] for variant in CLIENTS}
+    failed: dict[str, str] = {}
+    for _ in range(rounds):
+        for variant in CLIENTS:
+            if variant in failed:
+                continue
+            try:
+                rate, cpu = await throughput(server, variant, turns)
+            except Exception as exc:
+                failed[variant] = failure(exc)
+                continue
+            rates[variant].append(rate)
+            cpus[variant].append(cpu)
+    lines = [
+        f"| throughput, no-op handlers, 8 calls a turn ({rounds} rounds) | calls/s, median "
+        "| client CPU µs/call, median | best | median / raw's | best / raw's |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
-    throughput_turns = 20 if quick else 400
+    raw = cpus["raw"] if "raw" not in failed else []
     for variant in CLIENTS:
-        try:
-            rate, cpu = await throughput(server, variant, throughput_turns)
-        except Exception as exc:
-            lines.append(f"| {variant} | failed: {failure(exc)} | |")
+        if variant in failed:
+            lines.append(f"| {variant} | failed: {failed[variant]} | | | | |")
             continue
-        lines.append(f"| {variant} | {rate:,.0f} | {cpu:.0f} |")
+        median, best = statistics.median(cpus[variant]), min(cpus[variant])
+        ratios = (
+            f"{median / statistics.median(raw):.2f}x | {best / min(raw):.2f}x" if raw else " | "
+        )
+        lines.append(
+            f"| {variant} | {statistics.median(rates[variant]):,.0f} | {median:.0f} | {best:.0f}"
+            f" | {ratios} |"
+        )
+    return lines
+
+
+async def run(server: Server, quick: bool, turns: int | None = None) -> list[str]:
+    turns = turns or (4 if quick else 200)
+    lines = await turnaround_table(server, turns)
+    lines.append("")
+    lines += await throughput_table(server, 20 if quick else 400, 1 if quick else 3)
     return lines
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-import anyio
 import msgspec
 
 from livebridge.calls import Behavior, OutcomeKind
@@ -170,6 +170,8 @@ DROPPABLE: tuple[type, ...] = (AudioOut, TextOut, InputTranscript, OutputTranscr
 KEPT: tuple[type, ...] = (ToolCallSettled, Closed)
 
 _Entry: TypeAlias = list[SessionEvent | None]  # one queued event; None once discarded
+#: What ``EventBuffer`` queues: a kept event as is (it is never discarded), any other in an entry.
+_Queued: TypeAlias = SessionEvent | _Entry
 _MEDIA = frozenset(DROPPABLE)  # exact types: a set look-up is cheaper than isinstance
 _KEPT = frozenset(KEPT)
 
@@ -198,15 +200,14 @@ class EventBuffer:
         if self.control_capacity < 1:
             raise ValueError("control_capacity must be at least 1")
         self.dropped = 0
-        self._items: deque[_Entry] = deque()  # in order; discarded entries are skipped
+        self._items: deque[_Queued] = deque()  # in order; discarded entries are skipped
         self._media: deque[_Entry] = deque()  # waiting media entries, oldest first
         self._control: deque[_Entry] = deque()  # waiting droppable control entries
         self._waiting = 0  # entries in _items not discarded
         self._discarded = 0  # discarded entries still in _items
         self._pending_drops = 0
         self._closed = False
-        self._new_event: Callable[[], anyio.Event] = type(anyio.Event())  # no backend lookups
-        self._wakeup: anyio.Event | None = None  # set while a reader waits
+        self._wakeup: asyncio.Event | None = None  # while a reader waits for an event
 
     def put(self, event: SessionEvent) -> None:
         """Queue ``event`` without blocking, applying the overflow policy."""
@@ -218,17 +219,21 @@ class EventBuffer:
             elif media:
                 self._count_drop()
                 return
-        entry: _Entry = [event]
-        self._items.append(entry)
         self._waiting += 1
-        if media:
-            self._media.append(entry)
-        elif kind not in _KEPT:
-            self._control.append(entry)
-            if len(self._control) > self.control_capacity:
-                self._discard(self._control.popleft())
-        if self._wakeup is not None:
+        if kind in _KEPT:  # never discarded: queued as is
+            self._items.append(event)
+        else:
+            entry: _Entry = [event]
+            self._items.append(entry)
+            if media:
+                self._media.append(entry)
+            else:
+                self._control.append(entry)
+                if len(self._control) > self.control_capacity:
+                    self._discard(self._control.popleft())
+        if self._wakeup is not None:  # the first event since a reader began to wait
             self._wakeup.set()
+            self._wakeup = None
 
     def close(self) -> None:
         """No more events will come; readers finish after the last one."""
@@ -239,22 +244,24 @@ class EventBuffer:
     async def get(self) -> SessionEvent | None:
         """The next event, waiting for one; ``None`` once closed and drained."""
         while True:
-            if self._pending_drops:
-                count, self._pending_drops = self._pending_drops, 0
-                return EventsDropped(count)
-            event = self._pop()
-            if event is not None:
+            event = self.get_nowait()
+            if event is not None or self._closed:
                 return event
-            if self._closed:
-                return None
             wakeup = self._wakeup
             if wakeup is None:
-                wakeup = self._wakeup = self._new_event()
+                wakeup = self._wakeup = asyncio.Event()
             try:
                 await wakeup.wait()
             finally:
                 if self._wakeup is wakeup:
                     self._wakeup = None
+
+    def get_nowait(self) -> SessionEvent | None:
+        """The next event if one is waiting, else ``None``."""
+        if self._pending_drops:
+            count, self._pending_drops = self._pending_drops, 0
+            return EventsDropped(count)
+        return self._pop()
 
     def __len__(self) -> int:
         return self._waiting
@@ -262,16 +269,18 @@ class EventBuffer:
     def _pop(self) -> SessionEvent | None:
         items = self._items
         while items:
-            entry = items.popleft()
-            event = entry[0]
+            queued = items.popleft()
+            if not isinstance(queued, list):  # a kept event
+                self._waiting -= 1
+                return queued
+            event = queued[0]
             if event is None:
                 self._discarded -= 1
                 continue
             self._waiting -= 1
-            kind = type(event)
-            if kind in _MEDIA:
+            if type(event) in _MEDIA:
                 self._media.popleft()  # the oldest waiting media entry is this one
-            elif kind not in _KEPT:
+            else:
                 self._control.popleft()
             return event
         return None
@@ -282,7 +291,7 @@ class EventBuffer:
         self._discarded += 1
         self._count_drop()
         if self._discarded > 64 and self._discarded > self._waiting:
-            self._items = deque(e for e in self._items if e[0] is not None)
+            self._items = deque(e for e in self._items if type(e) is not list or e[0] is not None)
             self._discarded = 0
 
     def _count_drop(self) -> None:

@@ -8,6 +8,7 @@ of a reference cycle): one is built per call, at an eighth of a frozen dataclass
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -128,21 +129,28 @@ class Batch:
         self.outcomes: list[Outcome | None] = [None] * len(calls)
         self.left = len(calls)  # calls without an outcome: no scan per settle
         self.runs: dict[int, tuple[Pending, Tool]] = {}
-        self.done: anyio.Event | None = None
+        self.done: asyncio.Event | None = None
 
     @property
     def unsettled(self) -> list[int]:
         return [i for i, outcome in enumerate(self.outcomes) if outcome is None]
 
     def record(self, index: int, outcome: Outcome) -> bool:
-        """Store the outcome of call ``index``; False if it was settled already."""
+        """Store the outcome of call ``index``; False if it was settled already.
+
+        The batch's waiter is woken by ``wake_if_done()``, called once the outcome was
+        delivered: the writer, woken by the delivery, then runs first and the answer leaves
+        before the batch's own bookkeeping.
+        """
         if self.outcomes[index] is not None:
             return False
         self.outcomes[index] = outcome
         self.left -= 1
+        return True
+
+    def wake_if_done(self) -> None:
         if not self.left and self.done is not None:
             self.done.set()
-        return True
 
     def results(self) -> list[Outcome]:
         assert not self.left, "every call settles before run() returns"

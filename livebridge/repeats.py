@@ -25,7 +25,15 @@ import msgspec
 
 from livebridge.calls import OutcomeKind, is_failure
 
-__all__ = ["MAX_IDS_PER_REQUEST", "Repeat", "Request", "Requests", "classify", "served_by_key"]
+__all__ = [
+    "MAX_IDS_PER_REQUEST",
+    "PRUNE_ABOVE",
+    "Repeat",
+    "Request",
+    "Requests",
+    "classify",
+    "served_by_key",
+]
 
 Repeat = Literal["new", "reissue"]
 F = TypeVar("F")
@@ -67,12 +75,17 @@ class Request(msgspec.Struct, Generic[F], eq=False, gc=False):
         return any(map(answer_seen, self.ids))
 
 
+#: Above this many remembered requests, each ``put`` forgets the stale ones at the oldest end.
+PRUNE_ABOVE = 32
+
+
 class Requests(Generic[F]):
     """The newest request of each key, at most ``capacity`` (oldest forgotten first).
 
     ``stale(request)`` says a request can no longer change a decision (its answer was seen,
-    or it failed): each ``put`` forgets up to two stale requests from the oldest end, so in a
-    conversation whose answers arrive the memory stays small, far below ``capacity``.
+    or it failed). Above ``PRUNE_ABOVE`` requests, each ``put`` forgets the stale ones from the
+    oldest end up to the first that is not, so in a conversation whose answers arrive the
+    memory stays small, far below ``capacity``, and most puts look at nothing.
     """
 
     def __init__(
@@ -97,13 +110,14 @@ class Requests(Generic[F]):
         by_key[key] = request
         if len(by_key) > self._capacity:
             by_key.popitem(last=False)
-        stale = self._stale
-        for _ in range(2):
-            oldest_key = next(iter(by_key))
-            oldest = by_key[oldest_key]
-            if oldest is request or not stale(oldest):
-                break
-            del by_key[oldest_key]
+        if len(by_key) > PRUNE_ABOVE:
+            stale = self._stale
+            while True:  # ends at the request just put, at the latest
+                oldest_key = next(iter(by_key))
+                oldest = by_key[oldest_key]
+                if oldest is request or not stale(oldest):
+                    break
+                del by_key[oldest_key]
         return request
 
     def expire(self, now: float, ttl: float) -> None:

@@ -92,6 +92,7 @@ class LiveSession:
         "_policy",
         "_protocol",
         "_store",
+        "_switching",
         "_tg",
         "_transport",
         "_waiting_for_room",
@@ -154,6 +155,7 @@ class LiveSession:
         self._dispatcher: Dispatcher | None = None
         self._events = EventBuffer(self.options.event_capacity)
         self._wake = Wakeup()
+        self._switching = False  # a goAway switch-over waits for the calls and a handle
         self._idle: anyio.Event | None = None  # set by the writer once no call is live
         self._transport: Transport | None = None
         self._tg: TaskGroup | None = None
@@ -309,7 +311,11 @@ class LiveSession:
 
     async def events(self) -> AsyncIterator[SessionEvent]:
         """Every event of the session in order; ends after the terminal ``Closed`` event."""
-        while (event := await self._events.get()) is not None:
+        events = self._events
+        while True:
+            event = events.get_nowait()  # no coroutine per event while they are waiting
+            if event is None and (event := await events.get()) is None:
+                return
             yield event
 
     async def next_event(self) -> SessionEvent | None:
@@ -390,9 +396,13 @@ class LiveSession:
 
         At the deadline it leaves anyway; calls the newest handle does not know are orphaned.
         """
-        with anyio.move_on_after(max(0.0, deadline - self._clock())):
-            while not self._protocol.switch_ready:
-                await self._wake.wait()
+        self._switching = True  # new handles wake this task
+        try:
+            with anyio.move_on_after(max(0.0, deadline - self._clock())):
+                while not self._protocol.switch_ready:
+                    await self._wake.wait()
+        finally:
+            self._switching = False
         self._leave()
 
     async def _end(self, closed: Closed) -> None:
@@ -433,7 +443,8 @@ class LiveSession:
                 continue
             self._apply(out, connection)
             if protocol.handle != handle:
-                self._wake.set()  # a new handle may let a pending switch-over go
+                if self._switching:  # a new handle may let the switch-over go
+                    self._wake.set()
                 if self._store is not None and protocol.handle is not None:
                     self._store.new_handle(protocol.handle)
 
@@ -445,6 +456,7 @@ class LiveSession:
                 self._apply(protocol.take_fates())
                 if protocol.idle:
                     self._set_idle()
+                self._wake.clear()  # next_item() just looked: wait for news after this
                 await self._wake.wait()
                 continue
             self._writing = True
@@ -521,7 +533,8 @@ class LiveSession:
 
     def _on_settled(self, outcome: Outcome) -> None:
         self._apply(self._protocol.settled(outcome))
-        self._wake.set()  # the writer may have an answer to send
+        if self._protocol.answers_ready:  # else its batch still runs: nothing to send yet
+            self._wake.set()
 
     def _on_partial(self, item: Partial) -> None:
         self._apply(self._protocol.partial(item))

@@ -38,6 +38,11 @@ class Wakeup:
                 if not waiter.done():
                     waiter.set_result(None)
 
+    def clear(self) -> None:
+        """Forget a set nobody consumed yet. Safe because every waiter checks its own condition
+        before it waits; tasks already woken stay woken."""
+        self._set = False
+
     async def wait(self) -> None:
         if self._set:
             self._set = False

@@ -75,12 +75,9 @@ def test_every_benchmark_prints_its_rows() -> None:
         for k in ("1", "4", "8", "16")
     }
     assert all(not row[2].startswith("failed") for row in turnaround)
-    assert [row[0] for row in rows(out, "| throughput")] == [
-        "livebridge",
-        "sdk-serial",
-        "sdk-gather",
-        "raw",
-    ]
+    throughput = rows(out, "| throughput")
+    assert [row[0] for row in throughput] == ["livebridge", "sdk-serial", "sdk-gather", "raw"]
+    assert all(row[4].endswith("x") and row[5].endswith("x") for row in throughput)  # vs raw
     assert [row[0] for row in rows(out, "| sessions")] == ["livebridge", "sdk", "raw"]
     assert [row[0] for row in rows(out, "| largest N")] == ["livebridge", "sdk", "raw"]
     loaded = rows(out, "| 8 x 50 ms tool turn while")
@@ -97,6 +94,7 @@ def test_every_benchmark_prints_its_rows() -> None:
         "raw",
     ]
     assert [row[0] for row in rows(out, "| batch size")] == ["1", "8", "64"]
+    assert "bytecodes and" in out and len(rows(out, "| function")) == 8  # the first table
     assert len(rows(out, "| elapsed s")) == 3
     assert not any(
         "failed" in cell

@@ -43,3 +43,8 @@ def test_the_vocabulary_is_defined_once() -> None:
         "cancelled",
         "rejected",
     ]
+    from livebridge.calls import _ANSWERS, _FAILURES
+
+    # Every kind is classified exactly once: a new kind must be placed on one side.
+    assert sorted(_ANSWERS | _FAILURES) == sorted(OUTCOME_KINDS)
+    assert not _ANSWERS & _FAILURES

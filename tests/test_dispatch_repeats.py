@@ -18,7 +18,14 @@ from livebridge import Call, CallContext, CallPolicy, Dispatcher, ToolError, Too
 from livebridge.adapters import gemini_live
 from livebridge.calls import OutcomeKind
 from livebridge.ledger import CallLedger, LiveCall
-from livebridge.repeats import MAX_IDS_PER_REQUEST, Repeat, classify, served_by_key
+from livebridge.repeats import (
+    MAX_IDS_PER_REQUEST,
+    PRUNE_ABOVE,
+    Repeat,
+    Requests,
+    classify,
+    served_by_key,
+)
 
 
 @pytest.mark.parametrize(
@@ -124,6 +131,27 @@ async def test_idempotency_cache_is_bounded() -> None:
     for i, order in enumerate(["A", "B", "C", "A"]):
         await dispatcher.run([Call(f"c{i}", "charge", {"order": order})])
     assert runs == ["A", "B", "C", "A"]  # "A" was forgotten when "C" came: it ran again
+
+
+def test_requests_forget_stale_ones_and_stay_small() -> None:
+    """Seen answers are forgotten from the oldest end once more than ``PRUNE_ABOVE`` are kept;
+    one request that still matters holds the ones after it (they are forgotten in order)."""
+    stale: set[int] = set()
+    requests: Requests[int] = Requests(4096, lambda request: request.first in stale)
+    for i in range(1000):
+        requests.put(("work", i), i, f"c{i}", float(i))
+        stale.add(i)  # its answer was seen at once
+        assert len(requests) <= PRUNE_ABOVE + 1
+    stale.discard(1000)
+    requests.put(("work", 1000), 1000, "c1000", 1000.0)  # still running
+    for i in range(1001, 1200):
+        requests.put(("work", i), i, f"c{i}", float(i))
+        stale.add(i)
+    assert requests.get(("work", 1000)) is not None
+    assert len(requests) == 200  # held behind the running one: bounded by ``capacity`` alone
+    stale.add(1000)
+    requests.put(("work", 1200), 1200, "c1200", 1200.0)
+    assert len(requests) == 1
 
 
 # -- random conversations against a reference model ----------------------------------------

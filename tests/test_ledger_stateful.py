@@ -281,7 +281,12 @@ class LedgerMachine(RuleBasedStateMachine):
 
     @invariant()
     def fates_are_recorded_once(self) -> None:
-        for fate in self.ledger.take_fates():
+        waiting = self.ledger.waiting  # a reporter looks only when something waits
+        fates = self.ledger.take_fates()
+        notices = self.ledger.take_notices()
+        assert waiting == len(fates) + len(notices)
+        assert self.ledger.waiting == 0
+        for fate in fates:
             life = self.lives[(fate.call_id, fate.received_at)]
             life.fates.append(fate.fate)
             assert len(life.fates) == 1, f"{life.key} has fates {life.fates}"

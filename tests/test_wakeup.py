@@ -100,3 +100,25 @@ async def test_waiting_again_after_a_wake_up_waits_for_the_next_set(waiters: int
                 await anyio.wait_all_tasks_blocked()
                 wake.set()
     assert len(rounds) == 2 * waiters
+
+
+async def test_clear_forgets_an_unconsumed_set_but_not_a_task_it_already_woke() -> None:
+    wake = Wakeup()
+    wake.set()
+    wake.clear()
+    with anyio.move_on_after(0.05) as scope:
+        await wake.wait()  # the set was forgotten: this one waits
+    assert scope.cancelled_caught
+    woken: list[str] = []
+
+    async def waiter() -> None:
+        await wake.wait()
+        woken.append("woken")
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter)
+            await anyio.wait_all_tasks_blocked()
+            wake.set()
+            wake.clear()  # after the set reached the waiting task
+    assert woken == ["woken"]

@@ -118,6 +118,11 @@ class GeminiLiveProtocol:
         return self.ledger.idle
 
     @property
+    def answers_ready(self) -> bool:
+        """An answer waits for the writer (a settled call only wakes it then)."""
+        return self.ledger.answers_ready
+
+    @property
     def switch_ready(self) -> bool:
         """After ``goAway``: every call is answered and the newest handle covers them all."""
         return self.ledger.idle and self._last_handle_message > self._last_call_message
@@ -302,14 +307,13 @@ class GeminiLiveProtocol:
             name = fc.name if isinstance(fc.name, str) else f"<not a name: {fc.name!r:.80}>"
             tool = self.tools.get(name)
             args: Any = fc.args if fc.args is not None else {}
-            live_calls.append(
-                LiveCall(
-                    call=Call(fc.id, name, args),  # args that are not an object are rejected
-                    behavior=tool.behavior if tool else "BLOCKING",
-                    scheduling=tool.scheduling if tool else None,
-                    streaming=tool.streaming if tool else False,
+            call = Call(fc.id, name, args)  # args that are not an object are rejected
+            if tool is None:
+                live_calls.append(LiveCall(call))
+            else:
+                live_calls.append(
+                    LiveCall(call, tool.behavior, tool.scheduling, tool.kind == "stream")
                 )
-            )
         if not live_calls:
             return
         self._last_call_message = self._messages
@@ -317,9 +321,14 @@ class GeminiLiveProtocol:
         self._report.fates(self.ledger, out)
         if not admitted:
             return
-        behaviors: dict[str, Behavior] = {lc.call.id: lc.behavior for lc in live_calls}
-        for call in admitted:
-            out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
+        if len(admitted) == len(live_calls):  # the common case: every call is new
+            for live_call in live_calls:
+                call = live_call.call
+                out.append(ToolCallStarted(call.id, call.name, call.args, live_call.behavior))
+        else:
+            behaviors: dict[str, Behavior] = {lc.call.id: lc.behavior for lc in live_calls}
+            for call in admitted:
+                out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
         out.append(RunCalls(admitted, self.turn, refuse=self._leaving))
 
     def _on_cancellation(self, ids: Sequence[str], now: float, out: list[Output]) -> None:

@@ -187,6 +187,11 @@ class OpenAIRealtimeProtocol:
         return self.ledger.idle and not self._create_owed
 
     @property
+    def answers_ready(self) -> bool:
+        """An answer waits for the writer (a settled call only wakes it then)."""
+        return self.ledger.answers_ready
+
+    @property
     def switch_ready(self) -> bool:
         return self.ledger.idle  # no goAway on OpenAI: asked only of a switch never started
 

@@ -82,6 +82,8 @@ class Reporter:
         ``closed`` replaces the ledger's "session closed" reason; ``reasons`` rewrites others
         into the vendor's own words.
         """
+        if not ledger.waiting:
+            return
         for fate in ledger.take_fates():
             if fate.fate == "answered":
                 continue

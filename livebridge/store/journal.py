@@ -26,6 +26,7 @@ until the next handle (then the model has seen it, and an identical call is a ne
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import OrderedDict
@@ -85,7 +86,7 @@ class Journal:
         self._deferred: OrderedDict[str, Entry] = OrderedDict()
         self._handle: HandleRecord | None = None  # waiting to be written
         self._known: OrderedDict[str, tuple[int, bool]] = OrderedDict()  # id → (epoch, settled)
-        self._wake = anyio.Event()
+        self._wake = asyncio.Event()
         # One deferred batch in flight, so handles land in order; uncontended, it never yields.
         self._writing = anyio.Lock(fast_acquire=True)
 
@@ -207,7 +208,7 @@ class Journal:
 
     async def wait_dirty(self) -> None:
         while not self.dirty:
-            self._wake = anyio.Event()
+            self._wake = asyncio.Event()
             await self._wake.wait()
 
     async def flush(self) -> None:

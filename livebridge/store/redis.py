@@ -18,6 +18,7 @@ is not retried (the caller decides: a call is refused, a heartbeat tries again) 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -96,6 +97,10 @@ return 1
 """
 
 
+#: Conversations whose key names a store keeps built (a worker holds a few at a time).
+_KEYS_KEPT = 1024
+
+
 def connect(url: str, timeout: float) -> redis.asyncio.Redis:
     """A redis-py asyncio client for ``url`` that fails fast instead of retrying."""
     try:
@@ -143,11 +148,21 @@ class RedisStore:
         self._release = self.redis.register_script(_RELEASE)
         self._write = self.redis.register_script(_WRITE)
         self._direct = _Direct(self.redis)
+        self._keys: dict[str, list[str]] = {}
 
     def keys(self, conversation: str) -> tuple[str, str, str]:
         """The lease, handle and journal keys of ``conversation``."""
         base = f"{self.prefix}:{{{conversation}}}"
         return f"{base}:lease", f"{base}:handle", f"{base}:journal"
+
+    def _keys_of(self, conversation: str) -> list[str]:
+        """``keys()`` as the scripts take them, built once per conversation (a few are kept)."""
+        keys = self._keys.get(conversation)
+        if keys is None:
+            if len(self._keys) >= _KEYS_KEPT:
+                self._keys.clear()
+            keys = self._keys[conversation] = list(self.keys(conversation))
+        return keys
 
     async def acquire(self, conversation: str, owner: str, ttl: float) -> None:
         lease = self.keys(conversation)[0]
@@ -214,7 +229,7 @@ class RedisStore:
         args += forget
         for entry in entries:
             args += (entry.call_id, _encode(entry))
-        keys = list(self.keys(conversation))
+        keys = self._keys_of(conversation)
         written = await self._run(operation, self._direct.evalsha(self._write, keys, args))
         if written == -1:
             raise StoreUnavailableError(lapsed(conversation, owner))
@@ -231,13 +246,15 @@ class _Direct:
     """The per-call journal writes, on connections of their own.
 
     They skip the client's pool lock and retry layers, about a third of the round trip on
-    loopback. At most ``size`` are open at once (more writers wait); one that failed or was
+    loopback, and its socket timeouts (a task per send, a timer per read): ``bounded`` times
+    the whole operation. At most ``size`` are open at once (more writers wait, on an asyncio
+    semaphore that, unlike anyio's, does not yield when a slot is free); one that failed or was
     interrupted mid-reply is closed, never reused.
     """
 
     def __init__(self, client: redis.asyncio.Redis, size: int = 8) -> None:
         self._pool = client.connection_pool
-        self._slots = anyio.Semaphore(size)
+        self._slots = asyncio.Semaphore(size)
         self._idle: list[Any] = []
 
     async def evalsha(self, script: Any, keys: list[str], args: list[Any]) -> Any:
@@ -245,7 +262,7 @@ class _Direct:
 
         command = _pack("EVALSHA", script.sha, len(keys), *keys, *args)
         async with self._slots:
-            connection = self._idle.pop() if self._idle else self._pool.make_connection()  # type: ignore[no-untyped-call]
+            connection = self._idle.pop() if self._idle else self._connection()
             try:
                 await connection.send_packed_command(command)
                 try:
@@ -262,6 +279,11 @@ class _Direct:
             self._idle.append(connection)
             return reply
 
+    def _connection(self) -> Any:
+        connection = self._pool.make_connection()  # type: ignore[no-untyped-call]
+        connection.socket_timeout = None  # ``bounded`` times each operation whole
+        return connection
+
     async def aclose(self) -> None:
         idle, self._idle = self._idle, []
         for connection in idle:
@@ -270,11 +292,12 @@ class _Direct:
 
 async def bounded(work: Awaitable[T], seconds: float, where: str, operation: str) -> T:
     """Await one Redis operation within ``seconds``; any failure is one clear
-    ``StoreUnavailableError`` naming ``where`` and the operation."""
+    ``StoreUnavailableError`` naming ``where`` and the operation. (``asyncio.timeout``: a
+    third of the cost of an anyio scope on this path, which runs once per journaled call.)"""
     from redis.exceptions import RedisError
 
     try:
-        with anyio.fail_after(seconds):
+        async with asyncio.timeout(seconds):
             return await work
     except TimeoutError:
         raise StoreUnavailableError(
