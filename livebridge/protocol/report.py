@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
 
-from livebridge.calls import Behavior, Outcome
+from livebridge.calls import Behavior
 from livebridge.events import ToolCallSettled
 from livebridge.ledger import CallLedger, Outgoing
 from livebridge.observe import AnswerSent, CallOrphaned, Direction, MessageSeen
@@ -43,18 +42,10 @@ class Reporter:
 
     def answers(self, sent: Outgoing, out: list[Output]) -> None:
         """The answers of one sent message: a ``ToolCallSettled`` each, one ``AnswerSent``."""
-        outcomes: list[Outcome] = []
-        turnarounds: list[float] = []
-        behaviors: list[Any] = []
-        known: list[bool] = []
-        for answer in sent.answered:
+        finals = [answer for answer in sent.answered if answer.outcome is not None]
+        for answer in finals:
             outcome = answer.outcome
-            if outcome is None:
-                continue
-            outcomes.append(outcome)
-            turnarounds.append(answer.turnaround)
-            behaviors.append(answer.behavior)
-            known.append(outcome.name in self.tools)
+            assert outcome is not None
             out.append(
                 ToolCallSettled(
                     outcome.call_id,
@@ -65,8 +56,15 @@ class Reporter:
                     outcome.response.get("error"),
                 )
             )
-        if outcomes and self.observed:
-            event = AnswerSent(self.session(), outcomes, turnarounds, behaviors, known)
+        if finals and self.observed:
+            outcomes = [answer.outcome for answer in finals if answer.outcome is not None]
+            event = AnswerSent(
+                self.session(),
+                outcomes,
+                [answer.turnaround for answer in finals],
+                [answer.behavior for answer in finals],
+                [outcome.name in self.tools for outcome in outcomes],
+            )
             out.append(Notify(event))
 
     def fates(
