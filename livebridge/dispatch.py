@@ -346,10 +346,7 @@ class Dispatcher:
             )
             emit(self._observers, event)
         if batch.on_settled is not None:
-            try:
-                batch.on_settled(outcome)
-            except Exception:
-                log.exception("callback %r failed on %r", batch.on_settled, outcome)
+            _deliver(batch.on_settled, outcome)
         batch.wake_if_done()
 
     async def _until_settled(self, batch: Batch) -> None:
@@ -453,12 +450,11 @@ class Dispatcher:
         acquired: list[SlotLimiter] = []
         slots: ThreadSlots | None = None
         outcome: Outcome | None = None
-        limiters = self._limiters_by_tool.get(tool.name) or self._limiters(tool)
         try:
             if pending.cancel_requested:  # cancelled before it started: never run
                 return
             try:
-                for limiter in limiters:
+                for limiter in self._limiters(tool):
                     try:
                         limiter.acquire_on_behalf_of_nowait(pending)
                     except anyio.WouldBlock:
@@ -499,13 +495,9 @@ class Dispatcher:
                     for limiter in reversed(acquired):
                         limiter.release_on_behalf_of(pending)
             latency = self._clock() - started if started else 0.0
-            if value is not _NO_VALUE and failure is None:  # the common case, in short
-                outcome = self._success(call, tool, value, latency)
-            else:
-                outcome = self._ended(pending, tool, value, failure, latency)
+            outcome = self._ended(pending, tool, value, failure, latency)
         finally:
-            if self._running.get(call.id) is pending:
-                del self._running[call.id]
+            self._forget(pending)
             if outcome is None and scope.cancel_called:  # the scope's cancellation, leaving
                 latency = self._clock() - started if started else 0.0
                 outcome = self._ended(pending, tool, _NO_VALUE, None, latency)
@@ -520,6 +512,8 @@ class Dispatcher:
     ) -> Outcome:
         """What a handler's end means: its result, its failure, a timeout or a cancellation."""
         call, scope = pending.call, pending.scope
+        if failure is None and value is not _NO_VALUE:  # the common case first
+            return self._success(call, tool, value, latency)
         if value is _NO_VALUE and scope is not None and scope.cancel_called:
             if pending.cancel_requested:
                 return outcomes.cancelled(call, latency)

@@ -97,10 +97,6 @@ return 1
 """
 
 
-#: Conversations whose key names a store keeps built (a worker holds a few at a time).
-_KEYS_KEPT = 1024
-
-
 def connect(url: str, timeout: float) -> redis.asyncio.Redis:
     """A redis-py asyncio client for ``url`` that fails fast instead of retrying."""
     try:
@@ -148,21 +144,11 @@ class RedisStore:
         self._release = self.redis.register_script(_RELEASE)
         self._write = self.redis.register_script(_WRITE)
         self._direct = _Direct(self.redis)
-        self._keys: dict[str, list[str]] = {}
 
     def keys(self, conversation: str) -> tuple[str, str, str]:
         """The lease, handle and journal keys of ``conversation``."""
         base = f"{self.prefix}:{{{conversation}}}"
         return f"{base}:lease", f"{base}:handle", f"{base}:journal"
-
-    def _keys_of(self, conversation: str) -> list[str]:
-        """``keys()`` as the scripts take them, built once per conversation (a few are kept)."""
-        keys = self._keys.get(conversation)
-        if keys is None:
-            if len(self._keys) >= _KEYS_KEPT:
-                self._keys.clear()
-            keys = self._keys[conversation] = list(self.keys(conversation))
-        return keys
 
     async def acquire(self, conversation: str, owner: str, ttl: float) -> None:
         lease = self.keys(conversation)[0]
@@ -229,7 +215,7 @@ class RedisStore:
         args += forget
         for entry in entries:
             args += (entry.call_id, _encode(entry))
-        keys = self._keys_of(conversation)
+        keys = list(self.keys(conversation))
         written = await self._run(operation, self._direct.evalsha(self._write, keys, args))
         if written == -1:
             raise StoreUnavailableError(lapsed(conversation, owner))
