@@ -311,9 +311,7 @@ class GeminiLiveProtocol:
             if tool is None:
                 live_calls.append(LiveCall(call))
             else:
-                live_calls.append(
-                    LiveCall(call, tool.behavior, tool.scheduling, tool.kind == "stream")
-                )
+                live_calls.append(LiveCall(call, tool.behavior, tool.scheduling, tool.streaming))
         if not live_calls:
             return
         self._last_call_message = self._messages
@@ -321,14 +319,9 @@ class GeminiLiveProtocol:
         self._report.fates(self.ledger, out)
         if not admitted:
             return
-        if len(admitted) == len(live_calls):  # the common case: every call is new
-            for live_call in live_calls:
-                call = live_call.call
-                out.append(ToolCallStarted(call.id, call.name, call.args, live_call.behavior))
-        else:
-            behaviors: dict[str, Behavior] = {lc.call.id: lc.behavior for lc in live_calls}
-            for call in admitted:
-                out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
+        behaviors: dict[str, Behavior] = {lc.call.id: lc.behavior for lc in live_calls}
+        for call in admitted:
+            out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
         out.append(RunCalls(admitted, self.turn, refuse=self._leaving))
 
     def _on_cancellation(self, ids: Sequence[str], now: float, out: list[Output]) -> None:
