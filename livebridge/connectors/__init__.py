@@ -10,7 +10,7 @@ no SDK by itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -76,39 +76,31 @@ def connector_for(
     ``session.update`` session dict for OpenAI (merged over livebridge's defaults).
     """
     vendor = vendor_of(client)
+    factory: Callable[..., Connector]
     if vendor == "gemini":
-        from livebridge.connectors.gemini import GeminiConnector
-
-        return GeminiConnector(
-            client,
-            model=model,
-            tools=tools,
-            config=config,
-            transport=transport,
-            keepalive=keepalive,
-            tls_read_buffer=tls_read_buffer,
-        )
-    if vendor == "openai":
-        from livebridge.connectors.openai import OpenAIConnector
+        from livebridge.connectors.gemini import GeminiConnector as factory
+    elif vendor == "openai":
+        from livebridge.connectors.openai import OpenAIConnector as factory
 
         if config is not None and not isinstance(config, Mapping):
             raise UsageError(
                 f"OpenAI Realtime takes config as a dict of session fields (session.update), "
                 f"not {type(config).__name__}"
             )
-        return OpenAIConnector(
-            client,
-            model=model,
-            tools=tools,
-            config=config,
-            transport=transport,
-            keepalive=keepalive,
-            tls_read_buffer=tls_read_buffer,
+    else:
+        raise UsageError(
+            f"LiveSession cannot tell the vendor of a {type(client).__module__}."
+            f"{type(client).__name__}: pass a google.genai.Client or an openai.AsyncOpenAI, "
+            "or a connector"
         )
-    raise UsageError(
-        f"LiveSession cannot tell the vendor of a {type(client).__module__}."
-        f"{type(client).__name__}: pass a google.genai.Client or an openai.AsyncOpenAI, "
-        "or a connector"
+    return factory(
+        client,
+        model=model,
+        tools=tools,
+        config=config,
+        transport=transport,
+        keepalive=keepalive,
+        tls_read_buffer=tls_read_buffer,
     )
 
 
