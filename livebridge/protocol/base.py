@@ -37,14 +37,15 @@ __all__ = [
     "ConnectionStateError",
     "ConnectionTable",
     "Finish",
-    "LazyBackoff",
     "LiveProtocol",
     "Notify",
     "Output",
     "ProtocolOptions",
     "Reconnect",
+    "Retries",
     "RunCalls",
     "SwitchConnection",
+    "ended_by_service",
 ]
 
 ConnectionState = Literal["connecting", "ready", "going_away", "closed"]
@@ -64,24 +65,6 @@ _TABLE: Final[dict[tuple[ConnectionState, ConnectionEvent], ConnectionState]] = 
     ("going_away", "close"): "closed",
     ("closed", "close"): "closed",  # closing twice is harmless
 }
-
-
-class LazyBackoff:
-    """``resume.backoff()``, made at the first reconnect: a generator costs ~0.3 KB from the
-    start, and most sessions never reconnect."""
-
-    __slots__ = ("_delays",)
-
-    def __init__(self) -> None:
-        self._delays: Iterator[float] | None = None
-
-    def __iter__(self) -> LazyBackoff:
-        return self
-
-    def __next__(self) -> float:
-        if self._delays is None:
-            self._delays = resume.backoff()
-        return next(self._delays)
 
 
 class ConnectionStateError(LocalProtocolError):
@@ -153,6 +136,34 @@ class Finish:
     """The session is over: cancel what still runs, deliver ``closed`` and stop."""
 
     closed: Closed
+
+
+class Retries:
+    """Reconnects since a connection last opened, against ``reconnect_attempts``, and the delay
+    before each: ``delays``, else ``resume.backoff()``, made at the first reconnect (a generator
+    costs ~0.3 KB from the start, and most sessions never reconnect)."""
+
+    __slots__ = ("_delays", "_limit", "attempts")
+
+    def __init__(self, limit: int, delays: Iterator[float] | None = None) -> None:
+        self._limit = limit
+        self._delays = delays
+        self.attempts = 0
+
+    def next(self, reason: str, cause: LivebridgeError | None) -> Reconnect | Finish:
+        """One more reconnect, or the end once ``limit`` of them failed in a row."""
+        self.attempts += 1
+        if self.attempts > self._limit:
+            return Finish(Closed(f"gave up after {self.attempts - 1} reconnects", cause))
+        if self._delays is None:
+            self._delays = resume.backoff()
+        return Reconnect(reason, next(self._delays))
+
+
+def ended_by_service(cause: LivebridgeError | None) -> Finish:
+    """The service ended the session on purpose (a close code that means "do not retry")."""
+    text = f"session ended: {cause}" if cause else "the service closed the session"
+    return Finish(Closed(text, cause))
 
 
 Action: TypeAlias = RunCalls | CancelCalls | SwitchConnection | Notify

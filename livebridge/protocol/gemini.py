@@ -46,13 +46,14 @@ from livebridge.protocol.base import (
     ConnectionState,
     ConnectionTable,
     Finish,
-    LazyBackoff,
     Notify,
     Output,
     ProtocolOptions,
     Reconnect,
+    Retries,
     RunCalls,
     SwitchConnection,
+    ended_by_service,
 )
 from livebridge.protocol.outbox import Outbox
 from livebridge.protocol.report import Reporter
@@ -96,10 +97,9 @@ class GeminiLiveProtocol:
             self.options.outbox_bytes,
         )
         self._observed = observed
-        self._delays = delays if delays is not None else LazyBackoff()
+        self._retries = Retries(self.options.reconnect_attempts, delays)
         self._opened = False
         self._leaving = False  # the app is leaving: calls that arrive now are answered, not run
-        self._attempts = 0
         self._lost: tuple[str, LivebridgeError | None] = ("connect", None)
         self._messages = 0
         self._last_call_message = -1
@@ -143,7 +143,7 @@ class GeminiLiveProtocol:
         self.connection.move("open")
         resumed = self._opened
         self._opened = True
-        self._attempts = 0
+        self._retries.attempts = 0
         self.session_id = self.session_id or session_id
         out: list[Output] = []
         if not resumed and self._observed:
@@ -181,8 +181,7 @@ class GeminiLiveProtocol:
             )
         self.connection.move("lost")
         if decision.action == "end":
-            text = f"session ended: {cause}" if cause else "the service closed the session"
-            return Finish(Closed(text, cause))
+            return ended_by_service(cause)
         if self.handle is None:
             lost = ConnectionLostError(
                 f"the connection ended ({decision.reason}) before the service issued a "
@@ -192,10 +191,7 @@ class GeminiLiveProtocol:
         self._lost = (decision.reason, cause)
         if decision.reason == "go_away" and cause is None:
             return Reconnect("go_away", 0.0)
-        self._attempts += 1
-        if self._attempts > self.options.reconnect_attempts:
-            return Finish(Closed(f"gave up after {self._attempts - 1} reconnects", cause))
-        return Reconnect(decision.reason, next(self._delays))
+        return self._retries.next(decision.reason, cause)
 
     def shutdown(self) -> list[str]:
         """Run no new call; returns the ids still running (cancel them after the grace)."""

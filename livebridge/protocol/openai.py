@@ -80,12 +80,13 @@ from livebridge.protocol.base import (
     ConnectionState,
     ConnectionTable,
     Finish,
-    LazyBackoff,
     Notify,
     Output,
     ProtocolOptions,
     Reconnect,
+    Retries,
     RunCalls,
+    ended_by_service,
 )
 from livebridge.protocol.openai_errors import classify_close, service_error
 from livebridge.protocol.outbox import Outbox
@@ -148,10 +149,9 @@ class OpenAIRealtimeProtocol:
             self.options.outbox_bytes,
         )
         self._observed = observed
-        self._delays = delays if delays is not None else LazyBackoff()
+        self._retries = Retries(self.options.reconnect_attempts, delays)
         self._opened = False
         self._leaving = False
-        self._attempts = 0
         self._lost: tuple[str, LivebridgeError | None] = ("connect", None)
         self._responses: dict[str, dict[str, _Pending]] = {}  # response id -> its calls so far
         self._active: str | None = None  # the response in progress, if any
@@ -209,7 +209,7 @@ class OpenAIRealtimeProtocol:
         self.connection.move("open")
         resumed = self._opened
         self._opened = True
-        self._attempts = 0
+        self._retries.attempts = 0
         self._active = None
         self._create_owed = False
         self.session_id = self.session_id or session_id
@@ -249,13 +249,9 @@ class OpenAIRealtimeProtocol:
             return Finish(Closed("the first connection failed", error or lost))
         self.connection.move("lost")
         if decision.action == "end":
-            text = f"session ended: {cause}" if cause else "the service closed the session"
-            return Finish(Closed(text, cause))
+            return ended_by_service(cause)
         self._lost = (decision.reason, cause)
-        self._attempts += 1
-        if self._attempts > self.options.reconnect_attempts:
-            return Finish(Closed(f"gave up after {self._attempts - 1} reconnects", cause))
-        return Reconnect(decision.reason, next(self._delays))
+        return self._retries.next(decision.reason, cause)
 
     def shutdown(self) -> list[str]:
         self._leaving = True
