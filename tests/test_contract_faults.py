@@ -13,7 +13,8 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ import anyio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from livebridge import CallPolicy, SessionOptions
+from livebridge import CallPolicy, LiveSession, SessionOptions
 from livebridge.emulator import Emulator
 from livebridge.emulator.checker import Violation
 from livebridge.emulator.connection import TranscriptEntry
@@ -103,48 +104,62 @@ async def run_case(case: Case) -> Run:
     options = SessionOptions(
         transport=case.transport, shutdown_grace=GRACE, reconnect_attempts=2, go_away_margin=0.5
     )
+    async with Emulator(world.scenario) as emu:
+        world.emulator = emu
+        session = open_session(emu, tools, policy=policy, observers=[metrics], options=options)
+        return await drive(case, world, emu, session, registry)
+
+
+async def drive(
+    case: Case,
+    world: World,
+    emu: Emulator,
+    opening: AbstractAsyncContextManager[LiveSession],
+    registry: CollectorRegistry,
+    again: Callable[[SessionEvent], bool] = lambda event: False,
+) -> Run:
+    """Say "go", read events until the case stops (``again``: the app speaks once more), leave,
+    read the rest, and collect what the case left behind."""
     events: list[SessionEvent] = []
     finished = False
     error: BaseException | None = None
     left = time.monotonic()
     leave_seconds = 0.0
-    async with Emulator(world.scenario) as emu:
-        world.emulator = emu
-        try:
-            async with open_session(
-                emu, tools, policy=policy, observers=[metrics], options=options
-            ) as session:
-                await session.send_text("go")
-                with anyio.move_on_after(CASE_BUDGET):
-                    async for event in session.events():
-                        events.append(event)
-                        if _stops(case, event):
-                            finished = True
-                            break
-                    else:
+    try:
+        async with opening as session:
+            await session.send_text("go")
+            with anyio.move_on_after(CASE_BUDGET):
+                async for event in session.events():
+                    events.append(event)
+                    if _stops(case, event):
                         finished = True
-                left = time.monotonic()
-            leave_seconds = time.monotonic() - left
-            while (rest := await session.next_event()) is not None:
-                events.append(rest)
-        except Exception as exc:
-            error = exc
-            leave_seconds = time.monotonic() - left
-        finally:
-            world.release()
-        return Run(
-            case=case,
-            world=world,
-            events=events,
-            transcript=list(emu.transcript),
-            violations=list(emu.violations),
-            known={s.id: set(s.checker.calls) for s in emu.sessions},
-            scenario_errors=[e for s in emu.sessions for e in s.errors],
-            registry=registry,
-            leave_seconds=leave_seconds,
-            finished=finished,
-            error=error,
-        )
+                        break
+                    if again(event):
+                        await session.send_text("again")
+                else:
+                    finished = True
+            left = time.monotonic()
+        leave_seconds = time.monotonic() - left
+        while (rest := await session.next_event()) is not None:
+            events.append(rest)
+    except Exception as exc:
+        error = exc
+        leave_seconds = time.monotonic() - left
+    finally:
+        world.release()
+    return Run(
+        case=case,
+        world=world,
+        events=events,
+        transcript=list(emu.transcript),
+        violations=list(emu.violations),
+        known={s.id: set(s.checker.calls) for s in emu.connections},
+        scenario_errors=[e for s in emu.connections for e in s.errors],
+        registry=registry,
+        leave_seconds=leave_seconds,
+        finished=finished,
+        error=error,
+    )
 
 
 def _stops(case: Case, event: SessionEvent) -> bool:

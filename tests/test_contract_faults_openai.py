@@ -16,11 +16,9 @@ import asyncio
 import json
 import os
 import random
-import time
 from collections import Counter
 from collections.abc import Iterator
 
-import anyio
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -29,7 +27,6 @@ from livebridge.emulator import Conversation, Emulator
 from livebridge.events import (
     Resumed,
     SessionEvent,
-    TextOut,
     ToolCallSettled,
     ToolCallStarted,
     TurnComplete,
@@ -38,7 +35,6 @@ from livebridge.metrics import PrometheusObserver
 from tests.fault_world import CLOSE_REASONS, END, MODES, TIMEOUTS, CallPlan, Case, World
 from tests.session_helpers import of_type
 from tests.test_contract_faults import (
-    CASE_BUDGET,
     GRACE,
     Run,
     _every_call_admitted,
@@ -46,6 +42,7 @@ from tests.test_contract_faults import (
     _session_ended,
     _timing,
     _unserializable_results_are_errors,
+    drive,
 )
 
 CI_SEEDS = "0:24"
@@ -149,11 +146,6 @@ async def run_case(case: Case) -> Run:
     )
     options = SessionOptions(transport=case.transport, shutdown_grace=GRACE, reconnect_attempts=2)
     connections: list[Conversation] = []
-    events: list[SessionEvent] = []
-    finished = False
-    error: BaseException | None = None
-    left = time.monotonic()
-    leave_seconds = 0.0
 
     async def scenario(conv: Conversation) -> None:
         await play(world, conv, connections)
@@ -161,55 +153,16 @@ async def run_case(case: Case) -> Run:
     auto = case.server == "active_response"
     async with Emulator(scenario, protocol="openai", auto_response=auto) as emu:
         world.emulator = emu
-        try:
-            async with LiveSession.connect(
-                emu.openai_client(),
-                model="gpt-realtime",
-                tools=tools,
-                config={"output_modalities": ["text"]},
-                policy=policy,
-                observers=[metrics],
-                options=options,
-            ) as session:
-                await session.send_text("go")
-                with anyio.move_on_after(CASE_BUDGET):
-                    async for event in session.events():
-                        events.append(event)
-                        if _stops(case, event):
-                            finished = True
-                            break
-                        if _asks_again(event):
-                            await session.send_text("again")
-                    else:
-                        finished = True
-                left = time.monotonic()
-            leave_seconds = time.monotonic() - left
-            while (rest := await session.next_event()) is not None:
-                events.append(rest)
-        except Exception as exc:
-            error = exc
-            leave_seconds = time.monotonic() - left
-        finally:
-            world.release()
-        return Run(
-            case=case,
-            world=world,
-            events=events,
-            transcript=list(emu.transcript),
-            violations=list(emu.violations),
-            known={s.id: set(s.checker.calls) for s in emu.connections},
-            scenario_errors=[e for s in emu.connections for e in s.errors],
-            registry=registry,
-            leave_seconds=leave_seconds,
-            finished=finished,
-            error=error,
+        session = LiveSession.connect(
+            emu.openai_client(),
+            model="gpt-realtime",
+            tools=tools,
+            config={"output_modalities": ["text"]},
+            policy=policy,
+            observers=[metrics],
+            options=options,
         )
-
-
-def _stops(case: Case, event: SessionEvent) -> bool:
-    if isinstance(event, TextOut) and event.text == END:
-        return True
-    return case.leave_mid_batch and isinstance(event, ToolCallStarted)
+        return await drive(case, world, emu, session, registry, again=_asks_again)
 
 
 def _asks_again(event: SessionEvent) -> bool:
