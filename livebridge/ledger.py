@@ -206,8 +206,6 @@ class CallLedger:
         self._fates: deque[Fate] = deque(maxlen=history)
         self._untaken = 0  # fates not yet returned by take_fates()
         self._notices: list[Notice] = []
-        #: Fates and notices not taken yet: a reporter with nothing to take skips its look.
-        self.waiting = 0
         self._seq = 0  # deliveries admitted so far; a handle knows those below its mark
         self._epoch = 0  # connections opened so far; twins are matched within one
         self._handles: OrderedDict[str, int] = OrderedDict()  # handle -> mark, newest last
@@ -224,6 +222,11 @@ class CallLedger:
     def idle(self) -> bool:
         """No call is waiting for its fate."""
         return not self._live
+
+    @property
+    def waiting(self) -> int:
+        """Fates and notices not taken yet: a reporter with nothing to take skips its look."""
+        return self._untaken + len(self._notices)
 
     @property
     def answers_ready(self) -> bool:
@@ -260,10 +263,9 @@ class CallLedger:
     def take_fates(self) -> list[Fate]:
         """The fates that happened since the last call."""
         untaken = min(self._untaken, len(self._fates))
-        self.waiting -= self._untaken
-        self._untaken = 0
         if not untaken:
             return []
+        self._untaken = 0
         # From the newest end: the cost is the fates taken, not the history kept.
         taken = list(itertools.islice(reversed(self._fates), untaken))
         taken.reverse()
@@ -272,7 +274,6 @@ class CallLedger:
     def take_notices(self) -> list[Notice]:
         """The notices since the last call."""
         notices, self._notices = self._notices, []
-        self.waiting -= len(notices)
         return notices
 
     # -- events ---------------------------------------------------------------------------
@@ -295,7 +296,7 @@ class CallLedger:
         seen: set[str] = set()
         for live_call in calls:
             if live_call.call.id in seen:
-                self._notice(
+                self._notices.append(
                     Notice("duplicate_delivery", live_call.call.id, "id repeated in one message")
                 )
                 continue
@@ -351,7 +352,7 @@ class CallLedger:
         for call_id in call_ids:
             life = self._lives.get(call_id)
             if life is None:
-                self._notice(Notice("unknown_cancel", call_id, "cancel for unknown id"))
+                self._notices.append(Notice("unknown_cancel", call_id, "cancel for unknown id"))
                 continue
             if life.state not in _LIVE_STATES:
                 self._note("late_cancel", life, f"cancel for a call already {life.state}")
@@ -563,7 +564,6 @@ class CallLedger:
         )
         self._fates.append(fate)
         self._untaken += 1
-        self.waiting += 1
         self._forget_old()
 
     def _forget_old(self) -> None:
@@ -593,11 +593,7 @@ class CallLedger:
             self._in_flight = None
 
     def _note(self, kind: NoticeKind, life: _Life, detail: str) -> None:
-        self._notice(Notice(kind, life.call.id, detail))
-
-    def _notice(self, notice: Notice) -> None:
-        self._notices.append(notice)
-        self.waiting += 1
+        self._notices.append(Notice(kind, life.call.id, detail))
 
 
 def _unit_at(ready: list[_Item], position: int) -> list[_Item]:
