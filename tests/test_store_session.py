@@ -3,6 +3,7 @@ answering re-issued calls from the journal, leases, and a store that goes away."
 
 from __future__ import annotations
 
+import signal
 import time
 from typing import Any
 
@@ -219,6 +220,46 @@ async def test_redis_stopped_mid_conversation(redis_server: RedisServer) -> None
     assert "conversation store is unavailable" in outcomes["book_table"].error["message"]
     assert [s.outcome for s in of_type(first + back, ToolCallSettled)] == ["ok"] * 4
     assert handle is not None and b'"seq":3' in handle  # stored again in the restarted Redis
+
+
+async def test_a_redis_that_stops_answering_refuses_the_journaled_call_in_time(
+    redis_server: RedisServer,
+) -> None:
+    """Frozen (SIGSTOP), Redis keeps its socket open and says nothing: the one timeout around
+    each journal write still answers the call ``store_unavailable``, and nothing runs it."""
+    app = Booking()
+    store = RedisStore(redis_server.url, lease_ttl=3.0, timeout=0.3)
+    assert redis_server.process is not None
+    try:
+        async with (
+            Emulator() as emu,
+            LiveSession.connect(
+                emu.client(),
+                model=MODEL,
+                tools=app.tools,
+                config=TEXT_CONFIG,
+                store=store,
+                conversation="c",
+            ) as session,
+        ):
+            redis_server.process.send_signal(signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                await session.send_text("Book in Rome")
+                frozen = await collect_until(session, lambda e: isinstance(e, TurnComplete))
+                took = time.monotonic() - started
+            finally:
+                redis_server.process.send_signal(signal.SIGCONT)
+        await emu.settled()
+        assert errors(emu) == []
+    finally:
+        await store.aclose()
+    assert app.booked == []  # never run without its journal entry
+    assert app.weather == ["Rome"]
+    outcomes = {s.name: s for s in of_type(frozen, ToolCallSettled)}
+    assert outcomes["book_table"].error is not None
+    assert outcomes["book_table"].error["type"] == "store_unavailable"
+    assert took < 10  # the 0.3 s timeout, with a generous bound for a loaded machine
 
 
 async def test_a_store_needs_a_conversation_id() -> None:
