@@ -291,7 +291,8 @@ class EventBuffer:
         self._discarded += 1
         self._count_drop()
         if self._discarded > 64 and self._discarded > self._waiting:
-            self._items = deque(e for e in self._items if type(e) is not list or e[0] is not None)
+            items = self._items
+            self._items = deque(e for e in items if not isinstance(e, list) or e[0] is not None)
             self._discarded = 0
 
     def _count_drop(self) -> None:

@@ -41,7 +41,7 @@ class Pending:
         self.scope: anyio.CancelScope | None = None
         self.deadline = deadline
         self.outcome: Outcome | None = None
-        self.settled: anyio.Event | None = None
+        self.settled: asyncio.Event | None = None
         self.cancel_requested = False
 
     def finish(self, outcome: Outcome) -> bool:
@@ -56,7 +56,7 @@ class Pending:
     async def wait(self) -> Outcome:
         if self.outcome is None:
             if self.settled is None:
-                self.settled = anyio.Event()
+                self.settled = asyncio.Event()
             await self.settled.wait()
         assert self.outcome is not None
         return self.outcome
