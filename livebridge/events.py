@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -258,21 +258,27 @@ class EventBuffer:
 
     def get_nowait(self) -> SessionEvent | None:
         """The next event if one is waiting, else ``None``."""
-        if self._pending_drops:
-            count, self._pending_drops = self._pending_drops, 0
-            return EventsDropped(count)
-        return self._pop()
+        return next(self.ready(), None)
 
     def __len__(self) -> int:
         return self._waiting
 
-    def _pop(self) -> SessionEvent | None:
+    def ready(self) -> Iterator[SessionEvent]:
+        """The events waiting, each taken off the buffer only when the caller asks for it:
+        a reader that stops early leaves the rest queued. Ends when none is waiting."""
         items = self._items
-        while items:
+        while True:
+            if self._pending_drops:  # discards since the last read come first
+                count, self._pending_drops = self._pending_drops, 0
+                yield EventsDropped(count)
+                continue
+            if not items:
+                return
             queued = items.popleft()
             if not isinstance(queued, list):  # a kept event
                 self._waiting -= 1
-                return queued
+                yield queued
+                continue
             event = queued[0]
             if event is None:
                 self._discarded -= 1
@@ -282,17 +288,18 @@ class EventBuffer:
                 self._media.popleft()  # the oldest waiting media entry is this one
             else:
                 self._control.popleft()
-            return event
-        return None
+            yield event
 
     def _discard(self, entry: _Entry) -> None:
         entry[0] = None
         self._waiting -= 1
         self._discarded += 1
         self._count_drop()
-        if self._discarded > 64 and self._discarded > self._waiting:
-            items = self._items
-            self._items = deque(e for e in items if not isinstance(e, list) or e[0] is not None)
+        if self._discarded > 64 and self._discarded > self._waiting:  # compact, in place:
+            items = self._items  # a reader's ``ready()`` holds this deque
+            kept = [e for e in items if not isinstance(e, list) or e[0] is not None]
+            items.clear()
+            items.extend(kept)
             self._discarded = 0
 
     def _count_drop(self) -> None:

@@ -313,10 +313,12 @@ class LiveSession:
         """Every event of the session in order; ends after the terminal ``Closed`` event."""
         events = self._events
         while True:
-            event = events.get_nowait()  # no coroutine per event while they are waiting
-            if event is None and (event := await events.get()) is None:
+            for event in events.ready():  # no coroutine per event while they are waiting
+                yield event
+            waited = await events.get()
+            if waited is None:
                 return
-            yield event
+            yield waited
 
     async def next_event(self) -> SessionEvent | None:
         """The next event, or ``None`` once the session ended and every event was read."""

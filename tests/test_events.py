@@ -1,4 +1,5 @@
 import time
+from collections.abc import Iterator
 
 import anyio
 import pytest
@@ -99,7 +100,7 @@ async def test_puts_stay_constant_time_when_full_of_control_events() -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
-        st.sampled_from(["audio", "turn", "fate", "read"]),
+        st.sampled_from(["audio", "turn", "fate", "read", "next"]),
         max_size=300,
     ),
     st.integers(1, 6),
@@ -115,7 +116,15 @@ async def check_random_script(script: list[str], capacity: int, control: int) ->
     buffer = EventBuffer(capacity=capacity, control_capacity=control)
     put: list[SessionEvent] = []
     read: list[SessionEvent] = []
+    reader: Iterator[SessionEvent] | None = None  # a ``ready()`` held across puts
     for step, action in enumerate(script):
+        if action == "next":
+            reader = reader or buffer.ready()
+            if (taken := next(reader, None)) is None:
+                reader = None  # it ends when nothing waits; the next read starts another
+            else:
+                read.append(taken)
+            continue
         if action == "read":
             if len(buffer):
                 event = await buffer.get()
@@ -139,3 +148,27 @@ async def check_random_script(script: list[str], capacity: int, control: int) ->
     assert [e for e in delivered if isinstance(e, ToolCallSettled)] == fates
     dropped = sum(e.count for e in read if isinstance(e, EventsDropped))
     assert dropped == len(put) - len(delivered) == buffer.dropped
+
+
+async def test_a_reader_that_stops_early_leaves_the_rest_queued() -> None:
+    buffer = EventBuffer()
+    fates = [ToolCallSettled(str(i), "f", "ok", 0.0) for i in range(3)]
+    for fate in fates:
+        buffer.put(fate)
+    for event in buffer.ready():
+        assert event == fates[0]
+        break
+    assert len(buffer) == 2
+    assert await drain(buffer) == fates[1:]
+
+
+def test_a_held_reader_sees_what_arrives_after_the_buffer_compacts() -> None:
+    buffer = EventBuffer(capacity=1)
+    fate = ToolCallSettled("1", "f", "ok", 0.0)
+    buffer.put(fate)
+    reader = buffer.ready()
+    assert next(reader) == fate  # the reader is suspended now, as the app handles the fate
+    chunks = [AudioOut(bytes([i])) for i in range(100)]  # each discards the one before
+    for chunk in chunks:
+        buffer.put(chunk)
+    assert list(reader) == [EventsDropped(99), chunks[-1]]
