@@ -16,12 +16,13 @@ import msgspec
 from livebridge import payloads
 from livebridge.calls import Outcome, Partial
 
-__all__ = ["BYTES_PER_CALL", "fit", "shrunk", "water_level"]
+__all__ = ["BYTES_PER_CALL", "fit", "joined_size", "shrunk", "water_level"]
 
 A = TypeVar("A", Outcome, Partial, Outcome | Partial)
 #: What a frame must hold per answer for every batch to fit: id, name and the smallest cut
 #: output (``{"output":"","truncated":true,"original_bytes":N}``), with room to spare.
 BYTES_PER_CALL = 256
+_encode = msgspec.json.Encoder().encode
 
 
 def fit(
@@ -31,7 +32,7 @@ def fit(
     encoded = [encode(i, answer) for i, answer in enumerate(answers)]
     sizes = [payloads.encoded_size(answer.response) for answer in answers]
     cuttable = [i for i, answer in enumerate(answers) if "output" in answer.response]
-    whole = sum(payloads.encoded_size(r) + 1 for r in encoded)
+    whole = joined_size(encoded)
     fixed = whole - sum(sizes[i] for i in cuttable)
     cap = water_level([sizes[i] for i in cuttable], budget - fixed)
     result = list(answers)
@@ -40,6 +41,14 @@ def fit(
             result[i] = shrunk(answers[i], cap)
             encoded[i] = encode(i, result[i])
     return result, encoded
+
+
+def joined_size(responses: list[dict[str, Any]]) -> int:
+    """Bytes ``responses`` add to a frame: each one's JSON and a comma (one encode, not one each).
+
+    ``[a,b]`` is ``a`` and ``b`` with a comma each, plus one bracket.
+    """
+    return len(_encode(responses)) - 1 if responses else 0
 
 
 def water_level(sizes: list[int], room: int) -> int:
