@@ -42,6 +42,7 @@ keeps thousands of them, and tracked survivors make the garbage collector run of
 from __future__ import annotations
 
 import itertools
+import operator
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, NoReturn, TypeAlias
@@ -90,10 +91,6 @@ _TRANSITIONS: dict[tuple[CallState, _Event], CallState] = {
     ("orphaned", "partial"): "orphaned",
     ("orphaned", "settle"): "orphaned",
 }
-# The table by event, for the paths run once per call: one lookup, no key to build.
-_BY_EVENT: dict[_Event, dict[CallState, CallState]] = {}
-for (_from, _event), _to in _TRANSITIONS.items():
-    _BY_EVENT.setdefault(_event, {})[_from] = _to
 # Every call takes these three moves; the callers check the state they start from.
 _SETTLED = _TRANSITIONS["running", "settle"]
 _READY = _TRANSITIONS["settled", "release"]
@@ -102,6 +99,7 @@ _LIVE_STATES: frozenset[CallState] = frozenset({"running", "settled", "ready"})
 _MAX_HANDLES = 16
 DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
 _ENVELOPE_BYTES = 64  # the message around the responses, with room to spare
+_batch_of = operator.attrgetter("batch")
 
 
 class LiveCall(msgspec.Struct, frozen=True, gc=False):
@@ -176,7 +174,7 @@ class _Batch(msgspec.Struct, gc=False):
     that lives and their batch form no reference cycle (freed once the history forgets them)."""
 
     ids: list[str]
-    running: int  # kept by ``_move``: releasing needs no scan per settle
+    running: int  # counted down as its calls leave running: releasing needs no scan per settle
 
 
 _Item: TypeAlias = tuple[_Life, Outcome | Partial]  # an answer queued to send; a tuple is cheapest
@@ -470,12 +468,14 @@ class CallLedger:
                 self._ready = []
                 return None
         budget = self._max_frame_bytes - _ENVELOPE_BYTES
-        if self._backlog:  # the last message left some behind: unit by unit again
-            taken, responses = self._fill(ready, budget)
-        else:  # the common case: all of it fits, encoded and measured at once
-            taken, responses = ready, self._encoded(ready)
-            if frames.joined_size(responses) > budget:
-                taken, responses = self._fill(ready, budget)
+        # Commonly all of it fits, encoded and measured at once; when not (or when the last
+        # message left some behind), unit by unit, the first cut to fit if need be.
+        taken, responses = ready, [] if self._backlog else self._encoded(ready)
+        if self._backlog or frames.joined_size(responses) > budget:
+            taken, responses = frames.take(ready, _batch_of, self._encoded, budget)
+            for life, answer in taken:
+                if isinstance(answer, Outcome):  # cut to fit, it is the answer sent
+                    life.outcome = answer
         self._ready = ready[len(taken) :]
         self._backlog = bool(self._ready)
         answered = [
@@ -517,9 +517,7 @@ class CallLedger:
         message (admitted at or after ``start``, or in ``dropped``), still live, or a twin."""
         call_id = previous.call.id
         if previous.seq >= start or call_id in dropped:
-            self._notices.append(
-                Notice("duplicate_delivery", call_id, "id repeated in one message")
-            )
+            self._note("duplicate_delivery", previous, "id repeated in one message")
             return True
         live = previous.state in _LIVE_STATES
         twin = previous.epoch == self._epoch and via not in previous.via
@@ -543,60 +541,21 @@ class CallLedger:
             for life, answer in items
         ]
 
-    def _fill(self, ready: list[_Item], budget: int) -> tuple[list[_Item], list[dict[str, Any]]]:
-        """The answers that fit ``budget``, whole units in order; a first unit too large for
-        it alone is cut to fit."""
-        taken: list[_Item] = []
-        responses: list[dict[str, Any]] = []
-        while len(taken) < len(ready):
-            unit = _unit_at(ready, len(taken))
-            encoded = self._encoded(unit)
-            size = frames.joined_size(encoded)
-            if size > budget:
-                if taken:  # it waits for the next message
-                    break
-                unit, encoded = self._fit(unit, budget)
-                size = budget
-            taken += unit
-            responses += encoded
-            budget -= size
-        return taken, responses
-
-    def _fit(self, unit: list[_Item], budget: int) -> tuple[list[_Item], list[dict[str, Any]]]:
-        """Cut the outputs of ``unit`` (answers that must go together) to fit ``budget``."""
-
-        def encode(index: int, answer: Outcome | Partial) -> dict[str, Any]:
-            return self._encoded([(unit[index][0], answer)])[0]
-
-        answers, responses = frames.fit([answer for _, answer in unit], encode, budget)
-        items = [(life, answer) for (life, _), answer in zip(unit, answers, strict=True)]
-        for life, answer in items:
-            if isinstance(answer, Outcome):
-                life.outcome = answer
-        return items, responses
-
     def _move(self, life: _Life, event: _Event) -> None:
         target = _TRANSITIONS.get((life.state, event))
         if target is None:
-            _illegal(life, event)
+            raise LedgerError(f"call {life.call.id}: cannot {event} a call that is {life.state}")
         if life.state == "running" and target != "running" and life.batch is not None:
             life.batch.running -= 1
         life.state = target
 
     def _end(self, lives: list[_Life], event: _Event, reason: str, now: float) -> None:
-        """Give each of ``lives`` its fate by ``event``, a move the table allows from its state."""
-        moves, fate = _BY_EVENT[event], _FATE_OF[event]
-        live, fates, history = self._live, self._fates, self._history
+        """Give each of ``lives`` its fate by ``event``."""
+        fate, live, fates, history = _FATE_OF[event], self._live, self._fates, self._history
         # Look for ended lives to forget after each one only if these can pass the mark.
         prune = len(self._lives) - len(live) + len(lives) - history > history // 4
         for life in lives:
-            state = life.state
-            target = moves.get(state)
-            if target is None:
-                _illegal(life, event)
-            if state == "running" and life.batch is not None:  # as ``_move``: an end leaves it
-                life.batch.running -= 1
-            life.state = target
+            self._move(life, event)
             call = life.call
             del live[call.id]
             received = life.received_at
@@ -618,8 +577,7 @@ class CallLedger:
             del self._lives[call_id]
 
     def _release(self, lives: Iterable[_Life | None], batch: _Batch | None) -> None:
-        """Queue the answers of ``lives`` that settled in ``batch`` (None: no batch); others
-        were withdrawn meanwhile, or are a later delivery of the id."""
+        """Queue the answers of ``lives`` settled in ``batch`` (not withdrawn, not re-issued)."""
         ready = self._ready
         for life in lives:
             if life is not None and life.batch is batch and life.state == "settled":
@@ -639,17 +597,3 @@ class CallLedger:
 
 def _never_received(call_id: str) -> NoReturn:
     raise LedgerError(f"call {call_id} was never received")
-
-
-def _illegal(life: _Life, event: _Event) -> NoReturn:
-    raise LedgerError(f"call {life.call.id}: cannot {event} a call that is {life.state}")
-
-
-def _unit_at(ready: list[_Item], position: int) -> list[_Item]:
-    """The answers from ``position`` that must share one message: one BLOCKING batch."""
-    batch = ready[position][0].batch
-    end = position + 1
-    if batch is not None:
-        while end < len(ready) and ready[end][0].batch is batch:
-            end += 1
-    return ready[position:end]

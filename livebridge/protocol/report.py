@@ -42,21 +42,24 @@ class Reporter:
 
     def answers(self, sent: Outgoing, out: list[Output]) -> None:
         """The answers of one sent message: a ``ToolCallSettled`` each, one ``AnswerSent``."""
-        finals = [answer for answer in sent.answered if answer.outcome is not None]
-        for answer in finals:
+        append = out.append
+        for answer in sent.answered:
             outcome = answer.outcome
-            assert outcome is not None
-            out.append(
-                ToolCallSettled(
-                    outcome.call_id,
-                    outcome.name,
-                    outcome.kind,
-                    outcome.latency,
-                    answer.turnaround,
-                    outcome.response.get("error"),
+            if outcome is not None:  # else a streamed item, with no event of its own
+                append(
+                    ToolCallSettled(
+                        outcome.call_id,
+                        outcome.name,
+                        outcome.kind,
+                        outcome.latency,
+                        answer.turnaround,
+                        outcome.response.get("error"),
+                    )
                 )
-            )
-        if finals and self.observed:
+        if not self.observed:
+            return
+        finals = [answer for answer in sent.answered if answer.outcome is not None]
+        if finals:
             outcomes = [answer.outcome for answer in finals if answer.outcome is not None]
             event = AnswerSent(
                 self.session(),
