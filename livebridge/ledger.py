@@ -100,6 +100,8 @@ _MAX_HANDLES = 16
 DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
 _ENVELOPE_BYTES = 64  # the message around the responses, with room to spare
 _batch_of = operator.attrgetter("batch")
+_call_id = operator.attrgetter("call.id")
+_streaming = operator.attrgetter("streaming")
 
 
 class LiveCall(msgspec.Struct, frozen=True, gc=False):
@@ -292,27 +294,22 @@ class CallLedger:
         dispatcher answers it from its cache). After ``shutdown()`` calls are still received:
         the dispatcher answers them ``session_closing`` without running them.
         """
-        for live_call in calls:
-            if not live_call.call.id:
-                raise LedgerError("a call without an id cannot be answered; filter it out first")
-            if live_call.streaming and live_call.behavior == "BLOCKING":
-                raise LedgerError(f"call {live_call.call.id}: only NON_BLOCKING calls can stream")
+        if not all(map(_call_id, calls)) or any(map(_streaming, calls)):  # in C: no loop
+            _check(calls)
         lives, live = self._lives, self._live
-        seq = start = self._seq
-        epoch, vias = self._epoch, (via,)
+        seq, epoch, vias = self._seq, self._epoch, (via,)
         batch = _Batch([], 0)  # the BLOCKING calls admitted (unused if there are none)
-        batch_ids = batch.ids
         dropped: set[str] = set()  # ids dropped from this message so far
         admitted: list[Call] = []
         for live_call in calls:
             call = live_call.call
             previous = lives.get(call.id)
-            if previous is not None and self._drops(previous, via, start, dropped):
+            if previous is not None and self._drops(previous, via, self._seq, dropped):
                 continue
             behavior = live_call.behavior
             if behavior == "BLOCKING":  # validated above: it does not stream
                 life = _Life(call, behavior, None, False, now, seq, epoch, vias, batch)
-                batch_ids.append(call.id)
+                batch.ids.append(call.id)
             else:
                 scheduling, streaming = live_call.scheduling, live_call.streaming
                 life = _Life(call, behavior, scheduling, streaming, now, seq, epoch, vias)
@@ -321,7 +318,7 @@ class CallLedger:
             live[call.id] = life
             admitted.append(call)
         self._seq = seq
-        batch.running = len(batch_ids)
+        batch.running = len(batch.ids)
         return admitted
 
     def partial(self, item: Partial) -> None:
@@ -463,13 +460,11 @@ class CallLedger:
         ready = self._ready
         if self._stale:  # drop the answers of calls cancelled or orphaned since they queued
             self._stale = False
-            ready = [item for item in ready if item[0].state in _LIVE_STATES]
+            self._ready = ready = [item for item in ready if item[0].state in _LIVE_STATES]
             if not ready:
-                self._ready = []
                 return None
         budget = self._max_frame_bytes - _ENVELOPE_BYTES
-        # Commonly all of it fits, encoded and measured at once; when not (or when the last
-        # message left some behind), unit by unit, the first cut to fit if need be.
+        # Commonly all fits, measured at once; if not (or not last time): unit by unit.
         taken, responses = ready, [] if self._backlog else self._encoded(ready)
         if self._backlog or frames.joined_size(responses) > budget:
             taken, responses = frames.take(ready, _batch_of, self._encoded, budget)
@@ -549,19 +544,16 @@ class CallLedger:
             life.batch.running -= 1
         life.state = target
 
-    def _end(self, lives: list[_Life], event: _Event, reason: str, now: float) -> None:
+    def _end(self, lives: list[_Life], event: _Event, why: str, now: float) -> None:
         """Give each of ``lives`` its fate by ``event``."""
         fate, live, fates, history = _FATE_OF[event], self._live, self._fates, self._history
         # Look for ended lives to forget after each one only if these can pass the mark.
         prune = len(self._lives) - len(live) + len(lives) - history > history // 4
         for life in lives:
             self._move(life, event)
-            call = life.call
+            call, outcome, received = life.call, life.outcome, life.received_at
             del live[call.id]
-            received = life.received_at
-            fates.append(
-                Fate(call.id, call.name, life.behavior, fate, reason, life.outcome, received, now)
-            )
+            fates.append(Fate(call.id, call.name, life.behavior, fate, why, outcome, received, now))
             if prune:
                 self._forget_old()
         self._untaken += len(lives)
@@ -593,6 +585,15 @@ class CallLedger:
 
     def _note(self, kind: NoticeKind, life: _Life, detail: str) -> None:
         self._notices.append(Notice(kind, life.call.id, detail))
+
+
+def _check(calls: Sequence[LiveCall]) -> None:
+    """Raise for the first call ``receive`` cannot take (it then admits none)."""
+    for live_call in calls:
+        if not live_call.call.id:
+            raise LedgerError("a call without an id cannot be answered; filter it out first")
+        if live_call.streaming and live_call.behavior == "BLOCKING":
+            raise LedgerError(f"call {live_call.call.id}: only NON_BLOCKING calls can stream")
 
 
 def _never_received(call_id: str) -> NoReturn:

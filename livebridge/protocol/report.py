@@ -9,6 +9,7 @@ The ledger decides what happened to each call; a ``Reporter`` turns that into th
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable, Mapping
 
 from livebridge.calls import Behavior
@@ -24,6 +25,8 @@ log = logging.getLogger("livebridge.session")  # the session's own log, as befor
 
 #: Messages counted before their ``MessageSeen`` notices go out without waiting for a flush.
 SEEN_BATCH = 256
+_KIND = operator.attrgetter("fate")
+_ANSWERED = frozenset({"answered"})
 
 
 class Reporter:
@@ -85,7 +88,10 @@ class Reporter:
         """
         if not ledger.waiting:
             return
-        for fate in ledger.take_fates():
+        fates = ledger.take_fates()
+        if _ANSWERED.issuperset(map(_KIND, fates)):  # only answers (just sent): one pass in C
+            fates = []
+        for fate in fates:
             if fate.fate == "answered":
                 continue
             why = fate.reason
