@@ -91,7 +91,7 @@ _TRANSITIONS: dict[tuple[CallState, _Event], CallState] = {
     ("orphaned", "partial"): "orphaned",
     ("orphaned", "settle"): "orphaned",
 }
-# Every call takes these three moves; the callers check the state they start from.
+# Two moves every call takes, looked up once; their callers check the state they leave.
 _SETTLED = _TRANSITIONS["running", "settle"]
 _READY = _TRANSITIONS["settled", "release"]
 _FATE_OF: dict[_Event, FateKind] = {"send": "answered", "cancel": "cancelled", "orphan": "orphaned"}
