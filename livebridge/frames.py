@@ -16,12 +16,60 @@ import msgspec
 from livebridge import payloads
 from livebridge.calls import Outcome, Partial
 
-__all__ = ["BYTES_PER_CALL", "fit", "shrunk", "water_level"]
+__all__ = ["BYTES_PER_CALL", "fit", "joined_size", "shrunk", "take", "water_level"]
 
 A = TypeVar("A", Outcome, Partial, Outcome | Partial)
+Owner = TypeVar("Owner")
+Encode = Callable[[Sequence[tuple[Owner, A]]], list[dict[str, Any]]]
 #: What a frame must hold per answer for every batch to fit: id, name and the smallest cut
 #: output (``{"output":"","truncated":true,"original_bytes":N}``), with room to spare.
 BYTES_PER_CALL = 256
+_encode = msgspec.json.Encoder().encode
+
+
+def take(
+    items: Sequence[tuple[Owner, A]],
+    unit_of: Callable[[Owner], object],
+    encode: Encode[Owner, A],
+    budget: int,
+) -> tuple[list[tuple[Owner, A]], list[dict[str, Any]]]:
+    """The first ``items`` (owner, answer) whose wire dicts fit ``budget``, whole units in order.
+
+    A unit is the consecutive items whose owners share a ``unit_of`` (None: an item alone):
+    they go in one frame. A first unit too large for a frame alone is cut to fit (``fit``).
+    """
+    taken: list[tuple[Owner, A]] = []
+    responses: list[dict[str, Any]] = []
+    while len(taken) < len(items):
+        start = len(taken)
+        group, end = unit_of(items[start][0]), start + 1
+        if group is not None:
+            while end < len(items) and unit_of(items[end][0]) is group:
+                end += 1
+        unit = items[start:end]
+        encoded = encode(unit)
+        size = joined_size(encoded)
+        if size > budget:
+            if taken:  # it waits for the next frame
+                break
+            unit, encoded = _cut(unit, encode, budget)
+            size = budget
+        taken += unit
+        responses += encoded
+        budget -= size
+    return taken, responses
+
+
+def _cut(
+    unit: Sequence[tuple[Owner, A]], encode: Encode[Owner, A], budget: int
+) -> tuple[list[tuple[Owner, A]], list[dict[str, Any]]]:
+    owners = [owner for owner, _ in unit]
+
+    def encode_one(index: int, answer: A) -> dict[str, Any]:
+        return encode([(owners[index], answer)])[0]
+
+    answers, encoded = fit([answer for _, answer in unit], encode_one, budget)
+    return list(zip(owners, answers, strict=True)), encoded
 
 
 def fit(
@@ -31,7 +79,7 @@ def fit(
     encoded = [encode(i, answer) for i, answer in enumerate(answers)]
     sizes = [payloads.encoded_size(answer.response) for answer in answers]
     cuttable = [i for i, answer in enumerate(answers) if "output" in answer.response]
-    whole = sum(payloads.encoded_size(r) + 1 for r in encoded)
+    whole = joined_size(encoded)
     fixed = whole - sum(sizes[i] for i in cuttable)
     cap = water_level([sizes[i] for i in cuttable], budget - fixed)
     result = list(answers)
@@ -40,6 +88,14 @@ def fit(
             result[i] = shrunk(answers[i], cap)
             encoded[i] = encode(i, result[i])
     return result, encoded
+
+
+def joined_size(responses: list[dict[str, Any]]) -> int:
+    """Bytes ``responses`` add to a frame: each one's JSON and a comma (one encode, not one each).
+
+    ``[a,b]`` is ``a`` and ``b`` with a comma each, plus one bracket.
+    """
+    return len(_encode(responses)) - 1 if responses else 0
 
 
 def water_level(sizes: list[int], room: int) -> int:

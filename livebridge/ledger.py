@@ -42,9 +42,10 @@ keeps thousands of them, and tracked survivors make the garbage collector run of
 from __future__ import annotations
 
 import itertools
+import operator
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, NoReturn, TypeAlias
 
 import msgspec
 
@@ -90,11 +91,17 @@ _TRANSITIONS: dict[tuple[CallState, _Event], CallState] = {
     ("orphaned", "partial"): "orphaned",
     ("orphaned", "settle"): "orphaned",
 }
+# Two moves every call takes, looked up once; their callers check the state they leave.
+_SETTLED = _TRANSITIONS["running", "settle"]
+_READY = _TRANSITIONS["settled", "release"]
 _FATE_OF: dict[_Event, FateKind] = {"send": "answered", "cancel": "cancelled", "orphan": "orphaned"}
 _LIVE_STATES: frozenset[CallState] = frozenset({"running", "settled", "ready"})
 _MAX_HANDLES = 16
 DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
 _ENVELOPE_BYTES = 64  # the message around the responses, with room to spare
+_batch_of = operator.attrgetter("batch")
+_call_id = operator.attrgetter("call.id")
+_streaming = operator.attrgetter("streaming")
 
 
 class LiveCall(msgspec.Struct, frozen=True, gc=False):
@@ -169,12 +176,10 @@ class _Batch(msgspec.Struct, gc=False):
     that lives and their batch form no reference cycle (freed once the history forgets them)."""
 
     ids: list[str]
-    running: int  # kept by ``_move``: releasing needs no scan per settle
+    running: int  # counted down as its calls leave running: releasing needs no scan per settle
 
 
-class _Item(msgspec.Struct, frozen=True, gc=False):
-    life: _Life
-    answer: Outcome | Partial
+_Item: TypeAlias = tuple[_Life, Outcome | Partial]  # an answer queued to send; a tuple is cheapest
 
 
 class CallLedger:
@@ -202,6 +207,8 @@ class CallLedger:
         self._lives: dict[str, _Life] = {}  # the newest life of each id
         self._live: dict[str, _Life] = {}  # lives without a fate yet, in arrival order
         self._ready: list[_Item] = []
+        self._stale = False  # an answer queued may be of a call that ended since: drain filters
+        self._backlog = False  # the last drain left answers queued: drain goes unit by unit
         self._in_flight: tuple[Outgoing, list[_Item]] | None = None  # drained, not yet sent()
         self._fates: deque[Fate] = deque(maxlen=history)
         self._untaken = 0  # fates not yet returned by take_fates()
@@ -287,38 +294,41 @@ class CallLedger:
         dispatcher answers it from its cache). After ``shutdown()`` calls are still received:
         the dispatcher answers them ``session_closing`` without running them.
         """
+        if not all(map(_call_id, calls)) or any(map(_streaming, calls)):  # in C: no loop
+            _check(calls)
+        lives, live = self._lives, self._live
+        seq, epoch, vias = self._seq, self._epoch, (via,)
+        batch = _Batch([], 0)  # the BLOCKING calls admitted (unused if there are none)
+        dropped: set[str] = set()  # ids dropped from this message so far
+        admitted: list[Call] = []
         for live_call in calls:
-            if not live_call.call.id:
-                raise LedgerError("a call without an id cannot be answered; filter it out first")
-            if live_call.streaming and live_call.behavior == "BLOCKING":
-                raise LedgerError(f"call {live_call.call.id}: only NON_BLOCKING calls can stream")
-        admitted: list[_Life] = []
-        seen: set[str] = set()
-        for live_call in calls:
-            if live_call.call.id in seen:
-                self._notices.append(
-                    Notice("duplicate_delivery", live_call.call.id, "id repeated in one message")
-                )
+            call = live_call.call
+            previous = lives.get(call.id)
+            if previous is not None and self._drops(previous, via, self._seq, dropped):
                 continue
-            seen.add(live_call.call.id)
-            life = self._admit(live_call, now, via)
-            if life is not None:
-                admitted.append(life)
-        blocking = [life for life in admitted if life.behavior == "BLOCKING"]
-        if blocking:
-            batch = _Batch([life.call.id for life in blocking], len(blocking))
-            for life in blocking:
-                life.batch = batch
-        return [life.call for life in admitted]
+            behavior = live_call.behavior
+            if behavior == "BLOCKING":  # validated above: it does not stream
+                life = _Life(call, behavior, None, False, now, seq, epoch, vias, batch)
+                batch.ids.append(call.id)
+            else:
+                scheduling, streaming = live_call.scheduling, live_call.streaming
+                life = _Life(call, behavior, scheduling, streaming, now, seq, epoch, vias)
+            seq += 1
+            lives[call.id] = life
+            live[call.id] = life
+            admitted.append(call)
+        self._seq = seq
+        batch.running = len(batch.ids)
+        return admitted
 
     def partial(self, item: Partial) -> None:
         """A streaming handler yielded ``item``; it goes out with ``willContinue: true``."""
-        life = self._known(item.call_id)
+        life = self._lives.get(item.call_id) or _never_received(item.call_id)
         if life.state == "running" and not life.streaming:
             raise LedgerError(f"call {item.call_id}: {life.call.name} is not a streaming tool")
         self._move(life, "partial")
         if life.state == "running":
-            self._ready.append(_Item(life, item))
+            self._ready.append((life, item))
         else:
             self._note("dropped_result", life, f"item for a {life.state} call dropped")
 
@@ -328,19 +338,25 @@ class CallLedger:
         An outcome of kind ``cancelled`` for a call the server did not cancel (a handler
         cancelled at shutdown) is an answer like any other: its error payload is sent.
         """
-        life = self._known(outcome.call_id)
+        life = self._lives.get(outcome.call_id) or _never_received(outcome.call_id)
         if life.outcome is not None:
             raise LedgerError(f"call {outcome.call_id} settled twice")
         if outcome.kind == "orphaned":
             raise LedgerError(f"call {outcome.call_id}: only the ledger orphans calls")
-        self._move(life, "settle")
-        life.outcome = outcome
-        if life.state != "settled":
+        if life.state != "running":  # withdrawn meanwhile (or an illegal move: it raises)
+            self._move(life, "settle")
+            life.outcome = outcome
             self._note("dropped_result", life, f"result for a {life.state} call dropped")
-        elif life.batch is None:
-            self._release([life])
-        else:
-            self._release_batch_of(life)
+            return
+        life.state = _SETTLED
+        life.outcome = outcome
+        batch = life.batch
+        if batch is None:
+            self._release((life,), None)
+            return
+        batch.running -= 1  # as ``_move`` does for a call leaving running
+        if not batch.running:
+            self._release(map(self._lives.get, batch.ids), batch)
 
     def cancel(self, call_ids: Iterable[str], now: float) -> list[str]:
         """``toolCallCancellation``: returns the ids whose handlers are still running.
@@ -359,8 +375,10 @@ class CallLedger:
                 continue
             if life.state == "running":
                 running.append(call_id)
-            self._end(life, "cancel", "cancelled by the server", now)
-            self._release_batch_of(life)
+            self._end([life], "cancel", "cancelled by the server", now)
+            batch = life.batch
+            if batch is not None and not batch.running:  # the rest of its batch may go now
+                self._release(map(self._lives.get, batch.ids), batch)
         return running
 
     def handle_issued(self, handle: str) -> None:
@@ -401,12 +419,10 @@ class CallLedger:
         result that arrives later is dropped. The shell may cancel those still running.
         """
         mark = None if handle is None else self._handles.get(handle)
-        orphaned: list[str] = []
         reason = "fresh session" if handle is None else "not known to the resumed session"
-        for life in list(self._live.values()):
-            if mark is None or life.seq >= mark:
-                self._end(life, "orphan", reason, now)
-                orphaned.append(life.call.id)
+        unknown = [life for life in self._live.values() if mark is None or life.seq >= mark]
+        self._end(unknown, "orphan", reason, now)
+        orphaned = [life.call.id for life in unknown]
         if handle is None:
             self._handles.clear()
         self._requeue_in_flight()
@@ -430,8 +446,7 @@ class CallLedger:
         self._connected = False
         self._in_flight = None
         orphaned = list(self._live)
-        for life in list(self._live.values()):
-            self._end(life, "orphan", "session closed", now)
+        self._end(list(self._live.values()), "orphan", "session closed", now)
         return orphaned
 
     def drain(self, now: float) -> Outgoing | None:
@@ -442,36 +457,32 @@ class CallLedger:
         """
         if not self._connected or self._in_flight is not None or not self._ready:
             return None
-        ready = [item for item in self._ready if item.life.state in _LIVE_STATES]
-        if not ready:
-            self._ready = []
-            return None
+        ready = self._ready
+        if self._stale:  # drop the answers of calls cancelled or orphaned since they queued
+            self._stale = False
+            self._ready = ready = [item for item in ready if item[0].state in _LIVE_STATES]
+            if not ready:
+                return None
         budget = self._max_frame_bytes - _ENVELOPE_BYTES
-        taken: list[_Item] = []
-        responses: list[dict[str, Any]] = []
-        position = 0
-        while position < len(ready):
-            unit = _unit_at(ready, position)
-            encoded = [self._encode_item(item) for item in unit]
-            size = sum(payloads.encoded_size(r) + 1 for r in encoded)
-            if size > budget:
-                if taken:  # it waits for the next message
-                    break
-                unit, encoded = self._fit(unit, budget)
-                size = budget
-            taken += unit
-            responses += encoded
-            budget -= size
-            position += len(unit)
-        self._ready = ready[position:]
-        answered: list[Answered] = []
-        for item in taken:
-            life = item.life
-            final = item.answer if isinstance(item.answer, Outcome) else None
-            turnaround = now - life.received_at
-            answered.append(
-                Answered(life.call.id, life.call.name, life.behavior, final, turnaround)
+        # Commonly all fits, measured at once; if not (or not last time): unit by unit.
+        taken, responses = ready, [] if self._backlog else self._encoded(ready)
+        if self._backlog or frames.joined_size(responses) > budget:
+            taken, responses = frames.take(ready, _batch_of, self._encoded, budget)
+            for life, answer in taken:
+                if isinstance(answer, Outcome):  # cut to fit, it is the answer sent
+                    life.outcome = answer
+        self._ready = ready[len(taken) :]
+        self._backlog = bool(self._ready)
+        answered = [
+            Answered(
+                life.call.id,
+                life.call.name,
+                life.behavior,
+                answer if isinstance(answer, Outcome) else None,
+                now - life.received_at,
             )
+            for life, answer in taken
+        ]
         outgoing = Outgoing(responses, answered)
         self._in_flight = (outgoing, taken)
         return outgoing
@@ -482,70 +493,48 @@ class CallLedger:
         A call cancelled or orphaned while its answer was being written keeps that fate.
         If the socket closes first, ``disconnected()`` puts the message back in the queue.
         """
-        if self._in_flight is None or self._in_flight[0] is not outgoing:
+        in_flight = self._in_flight
+        if in_flight is None or in_flight[0] is not outgoing:
             raise LedgerError("sent() must confirm the message drain() returned last")
-        _, items = self._in_flight
         self._in_flight = None
-        for item in items:
-            if isinstance(item.answer, Outcome) and item.life.state == "ready":
-                self._end(item.life, "send", "sent", now)
-                self._unacknowledged.append(item.life)
+        answered = [
+            life
+            for life, answer in in_flight[1]
+            if life.state == "ready" and isinstance(answer, Outcome)
+        ]
+        self._end(answered, "send", "sent", now)
+        self._unacknowledged += answered
 
     # -- internals ------------------------------------------------------------------------
 
-    def _admit(self, live_call: LiveCall, now: float, via: Via) -> _Life | None:
-        call = live_call.call
-        previous = self._lives.get(call.id)
-        if previous is not None:
-            live = previous.state in _LIVE_STATES
-            twin = previous.epoch == self._epoch and via not in previous.via
-            if live or twin:
-                if via not in previous.via:
-                    previous.via = (*previous.via, via)
-                self._note("duplicate_delivery", previous, f"second delivery via {via} dropped")
-                return None
-        life = _Life(
-            call=call,
-            behavior=live_call.behavior,
-            scheduling=live_call.scheduling if live_call.behavior == "NON_BLOCKING" else None,
-            streaming=live_call.streaming,
-            received_at=now,
-            seq=self._seq,
-            epoch=self._epoch,
-            via=(via,),
-        )
-        self._seq += 1
-        self._lives[call.id] = life
-        self._live[call.id] = life
-        return life
+    def _drops(self, previous: _Life, via: Via, start: int, dropped: set[str]) -> bool:
+        """Whether a delivery of an id already known is dropped (noted): repeated in this
+        message (admitted at or after ``start``, or in ``dropped``), still live, or a twin."""
+        call_id = previous.call.id
+        if previous.seq >= start or call_id in dropped:
+            self._note("duplicate_delivery", previous, "id repeated in one message")
+            return True
+        live = previous.state in _LIVE_STATES
+        twin = previous.epoch == self._epoch and via not in previous.via
+        if not (live or twin):
+            return False  # a re-issue: a new life
+        if via not in previous.via:
+            previous.via = (*previous.via, via)
+        self._note("duplicate_delivery", previous, f"second delivery via {via} dropped")
+        dropped.add(call_id)
+        return True
 
-    def _encode_item(self, item: _Item) -> dict[str, Any]:
-        life = item.life
-        return self._encode(
-            item.answer,
-            behavior=life.behavior,
-            scheduling=life.scheduling,
-            streaming=life.streaming,
-        )
-
-    def _fit(self, unit: list[_Item], budget: int) -> tuple[list[_Item], list[dict[str, Any]]]:
-        """Cut the outputs of ``unit`` (answers that must go together) to fit ``budget``."""
-
-        def encode(index: int, answer: Outcome | Partial) -> dict[str, Any]:
-            return self._encode_item(_Item(unit[index].life, answer))
-
-        answers, responses = frames.fit([item.answer for item in unit], encode, budget)
-        items = [_Item(item.life, answer) for item, answer in zip(unit, answers, strict=True)]
-        for item in items:
-            if isinstance(item.answer, Outcome):
-                item.life.outcome = item.answer
-        return items, responses
-
-    def _known(self, call_id: str) -> _Life:
-        life = self._lives.get(call_id)
-        if life is None:
-            raise LedgerError(f"call {call_id} was never received")
-        return life
+    def _encoded(self, items: Sequence[_Item]) -> list[dict[str, Any]]:
+        encode = self._encode
+        return [
+            encode(
+                answer,
+                behavior=life.behavior,
+                scheduling=life.scheduling,
+                streaming=life.streaming,
+            )
+            for life, answer in items
+        ]
 
     def _move(self, life: _Life, event: _Event) -> None:
         target = _TRANSITIONS.get((life.state, event))
@@ -555,16 +544,21 @@ class CallLedger:
             life.batch.running -= 1
         life.state = target
 
-    def _end(self, life: _Life, event: _Event, reason: str, now: float) -> None:
-        self._move(life, event)
-        del self._live[life.call.id]
-        call, outcome, received = life.call, life.outcome, life.received_at
-        fate = Fate(
-            call.id, call.name, life.behavior, _FATE_OF[event], reason, outcome, received, now
-        )
-        self._fates.append(fate)
-        self._untaken += 1
-        self._forget_old()
+    def _end(self, lives: list[_Life], event: _Event, why: str, now: float) -> None:
+        """Give each of ``lives`` its fate by ``event``."""
+        fate, live, fates, history = _FATE_OF[event], self._live, self._fates, self._history
+        # Look for ended lives to forget after each one only if these can pass the mark.
+        prune = len(self._lives) - len(live) + len(lives) - history > history // 4
+        for life in lives:
+            self._move(life, event)
+            call, outcome, received = life.call, life.outcome, life.received_at
+            del live[call.id]
+            fates.append(Fate(call.id, call.name, life.behavior, fate, why, outcome, received, now))
+            if prune:
+                self._forget_old()
+        self._untaken += len(lives)
+        if event != "send":  # answers of theirs may be queued: ``drain`` drops them
+            self._stale = True
 
     def _forget_old(self) -> None:
         """Drop the oldest ended lives beyond ``history`` (pending ones are always kept)."""
@@ -574,18 +568,15 @@ class CallLedger:
         for call_id in [i for i, life in self._lives.items() if i not in self._live][:excess]:
             del self._lives[call_id]
 
-    def _release_batch_of(self, life: _Life) -> None:
-        batch = life.batch
-        if batch is None or batch.running:
-            return
-        members = [self._lives.get(call_id) for call_id in batch.ids]
-        self._release([m for m in members if m and m.batch is batch and m.state == "settled"])
-
-    def _release(self, lives: list[_Life]) -> None:
+    def _release(self, lives: Iterable[_Life | None], batch: _Batch | None) -> None:
+        """Queue the answers of ``lives`` settled in ``batch`` (not withdrawn, not re-issued)."""
+        ready = self._ready
         for life in lives:
-            self._move(life, "release")
-            assert life.outcome is not None
-            self._ready.append(_Item(life, life.outcome))
+            if life is not None and life.batch is batch and life.state == "settled":
+                outcome = life.outcome
+                assert outcome is not None  # a settled call has one
+                life.state = _READY
+                ready.append((life, outcome))
 
     def _requeue_in_flight(self) -> None:
         if self._in_flight is not None:
@@ -596,11 +587,14 @@ class CallLedger:
         self._notices.append(Notice(kind, life.call.id, detail))
 
 
-def _unit_at(ready: list[_Item], position: int) -> list[_Item]:
-    """The answers from ``position`` that must share one message: one BLOCKING batch."""
-    batch = ready[position].life.batch
-    end = position + 1
-    if batch is not None:
-        while end < len(ready) and ready[end].life.batch is batch:
-            end += 1
-    return ready[position:end]
+def _check(calls: Sequence[LiveCall]) -> None:
+    """Raise for the first call ``receive`` cannot take (it then admits none)."""
+    for live_call in calls:
+        if not live_call.call.id:
+            raise LedgerError("a call without an id cannot be answered; filter it out first")
+        if live_call.streaming and live_call.behavior == "BLOCKING":
+            raise LedgerError(f"call {live_call.call.id}: only NON_BLOCKING calls can stream")
+
+
+def _never_received(call_id: str) -> NoReturn:
+    raise LedgerError(f"call {call_id} was never received")

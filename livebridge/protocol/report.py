@@ -9,6 +9,7 @@ The ledger decides what happened to each call; a ``Reporter`` turns that into th
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable, Mapping
 
 from livebridge.calls import Behavior
@@ -24,6 +25,8 @@ log = logging.getLogger("livebridge.session")  # the session's own log, as befor
 
 #: Messages counted before their ``MessageSeen`` notices go out without waiting for a flush.
 SEEN_BATCH = 256
+_KIND = operator.attrgetter("fate")
+_ANSWERED = frozenset({"answered"})
 
 
 class Reporter:
@@ -42,21 +45,24 @@ class Reporter:
 
     def answers(self, sent: Outgoing, out: list[Output]) -> None:
         """The answers of one sent message: a ``ToolCallSettled`` each, one ``AnswerSent``."""
-        finals = [answer for answer in sent.answered if answer.outcome is not None]
-        for answer in finals:
+        append = out.append
+        for answer in sent.answered:
             outcome = answer.outcome
-            assert outcome is not None
-            out.append(
-                ToolCallSettled(
-                    outcome.call_id,
-                    outcome.name,
-                    outcome.kind,
-                    outcome.latency,
-                    answer.turnaround,
-                    outcome.response.get("error"),
+            if outcome is not None:  # else a streamed item, with no event of its own
+                append(
+                    ToolCallSettled(
+                        outcome.call_id,
+                        outcome.name,
+                        outcome.kind,
+                        outcome.latency,
+                        answer.turnaround,
+                        outcome.response.get("error"),
+                    )
                 )
-            )
-        if finals and self.observed:
+        if not self.observed:
+            return
+        finals = [answer for answer in sent.answered if answer.outcome is not None]
+        if finals:
             outcomes = [answer.outcome for answer in finals if answer.outcome is not None]
             event = AnswerSent(
                 self.session(),
@@ -82,7 +88,10 @@ class Reporter:
         """
         if not ledger.waiting:
             return
-        for fate in ledger.take_fates():
+        fates = ledger.take_fates()
+        if _ANSWERED.issuperset(map(_KIND, fates)):  # only answers (just sent): one pass in C
+            fates = []
+        for fate in fates:
             if fate.fate == "answered":
                 continue
             why = fate.reason
