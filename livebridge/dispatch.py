@@ -52,7 +52,7 @@ from livebridge.observe import BatchSettled, BatchStarted, CallSettled, CallStar
 from livebridge.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait
 from livebridge.policy import CallPolicy
 from livebridge.repeats import Request, Requests, classify, served_by_key
-from livebridge.threads import SlotLimiter, ThreadSlots
+from livebridge.threads import LocalSlots, SlotLimiter, ThreadSlots
 from livebridge.tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ class Dispatcher:
         self._observers = tuple(observers)
         self._clock = clock
         self._answer_seen = answer_seen or (lambda call_id: True)
-        self._limiter = anyio.CapacityLimiter(policy.max_parallel)
+        self._limiter = LocalSlots(policy.max_parallel)
         # Worker threads for sync handlers: their own pool, not anyio's process-wide default.
         self._threads = anyio.CapacityLimiter(policy.max_parallel)
         self._ledger_size = ledger_size
