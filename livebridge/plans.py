@@ -25,24 +25,21 @@ if TYPE_CHECKING:
 __all__ = ["Batch", "Pending", "Plan", "Rejoin", "Run", "Settle", "Wait"]
 
 
-class Pending:
+class Pending(msgspec.Struct, eq=False):
     """A call in flight: its cancel scope, and its outcome once settled.
 
     The scope is the one its job starts in (``EagerStarter.scope()``), set just before: a call
     cancelled before that is never run. The scope gets its ``deadline`` only once the call
     first suspends: until then no timeout can fire, and a handler that finishes without
-    suspending never arms a timer.
+    suspending never arms a timer. A Struct (built in C, one per call); compared by identity.
     """
 
-    __slots__ = ("call", "cancel_requested", "deadline", "outcome", "scope", "settled")
-
-    def __init__(self, call: Call, deadline: float = math.inf) -> None:
-        self.call = call
-        self.scope: anyio.CancelScope | None = None
-        self.deadline = deadline
-        self.outcome: Outcome | None = None
-        self.settled: asyncio.Event | None = None
-        self.cancel_requested = False
+    call: Call
+    deadline: float = math.inf
+    scope: anyio.CancelScope | None = None
+    outcome: Outcome | None = None
+    settled: asyncio.Event | None = None
+    cancel_requested: bool = False
 
     def finish(self, outcome: Outcome) -> bool:
         """Record the outcome; False if it already had one (abandoned, or run() cancelled)."""
