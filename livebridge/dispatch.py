@@ -329,9 +329,16 @@ class Dispatcher:
     # -- settling -------------------------------------------------------------------------
 
     def _settle(self, batch: Batch, index: int, outcome: Outcome) -> None:
-        """The one place a call of a batch gets its outcome: remembered, observed, reported."""
-        if not batch.record(index, outcome):
+        """The one place a call of a batch gets its outcome: remembered, observed, reported.
+
+        The batch's waiter is woken last, once the outcome was delivered: the writer, woken by
+        the delivery, then runs first and the answer leaves before the batch's own bookkeeping.
+        """
+        settled = batch.outcomes
+        if settled[index] is not None:  # settled already (abandoned, or run() cancelled)
             return
+        settled[index] = outcome
+        batch.left -= 1
         answered = self._answered
         answered[outcome.call_id] = outcome
         if len(answered) > self._ledger_size:
@@ -347,7 +354,8 @@ class Dispatcher:
             emit(self._observers, event)
         if batch.on_settled is not None:
             _deliver(batch.on_settled, outcome)
-        batch.wake_if_done()
+        if not batch.left and batch.done is not None:
+            batch.done.set()
 
     async def _until_settled(self, batch: Batch) -> None:
         """Wait until every call has its outcome; abandon handlers overdue past the grace.

@@ -132,23 +132,6 @@ class Batch:
     def unsettled(self) -> list[int]:
         return [i for i, outcome in enumerate(self.outcomes) if outcome is None]
 
-    def record(self, index: int, outcome: Outcome) -> bool:
-        """Store the outcome of call ``index``; False if it was settled already.
-
-        The batch's waiter is woken by ``wake_if_done()``, called once the outcome was
-        delivered: the writer, woken by the delivery, then runs first and the answer leaves
-        before the batch's own bookkeeping.
-        """
-        if self.outcomes[index] is not None:
-            return False
-        self.outcomes[index] = outcome
-        self.left -= 1
-        return True
-
-    def wake_if_done(self) -> None:
-        if not self.left and self.done is not None:
-            self.done.set()
-
     def results(self) -> list[Outcome]:
         assert not self.left, "every call settles before run() returns"
         return self.outcomes  # type: ignore[return-value]
