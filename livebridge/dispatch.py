@@ -102,13 +102,15 @@ class Dispatcher:
         self._observers = tuple(observers)
         self._clock = clock
         self._answer_seen = answer_seen or (lambda call_id: True)
+        # With every answer taken as seen, a request is stale as soon as it has an outcome.
+        stale = self._decided if answer_seen else _has_outcome
         self._limiter = LocalSlots(policy.max_parallel)
         # Worker threads for sync handlers: their own pool, not anyio's process-wide default.
         self._threads = anyio.CapacityLimiter(policy.max_parallel)
         self._ledger_size = ledger_size
         self._answered: OrderedDict[str, Outcome] = OrderedDict()
         self._running: dict[str, Pending] = {}
-        self._requests: Requests[Pending] = Requests(ledger_size, self._decided)
+        self._requests: Requests[Pending] = Requests(ledger_size, stale)
         self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
         self._limiters_by_tool: dict[str, tuple[SlotLimiter, ...]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -577,6 +579,10 @@ def _check(calls: Sequence[Call]) -> None:
         if not isinstance(call.id, str) or not call.id:
             what = f"calls[{position}] ({call.name!r}) needs a non-empty string id, not {call.id!r}"
             raise InvalidCallError(what)
+
+
+def _has_outcome(request: Request[Pending]) -> bool:
+    return request.first.outcome is not None
 
 
 def _unwrap(value: Any, default: Scheduling | None) -> tuple[Any, Scheduling | None]:

@@ -96,18 +96,20 @@ class Requests(Generic[F]):
         self._capacity = capacity
         self._stale = stale
         self._by_key: OrderedDict[Hashable, Request[F]] = OrderedDict()
+        self._check_above = min(capacity, PRUNE_ABOVE)  # below it, a put checks nothing
+        #: The newest request of ``key``, if remembered (the dict's own ``get``: no frame).
+        self.get: Callable[[Hashable], Request[F] | None] = self._by_key.get
 
     def __len__(self) -> int:
         return len(self._by_key)
-
-    def get(self, key: Hashable) -> Request[F] | None:
-        return self._by_key.get(key)
 
     def put(self, key: Hashable, first: F, call_id: str, at: float) -> Request[F]:
         request = Request(first, at, [call_id])
         by_key = self._by_key
         by_key.pop(key, None)  # re-inserted at the newest end
         by_key[key] = request
+        if len(by_key) <= self._check_above:
+            return request
         if len(by_key) > self._capacity:
             by_key.popitem(last=False)
         if len(by_key) > PRUNE_ABOVE:
