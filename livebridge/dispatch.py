@@ -430,12 +430,13 @@ class Dispatcher:
     # -- running a handler ----------------------------------------------------------------
 
     def _limiters(self, tool: Tool) -> tuple[SlotLimiter, ...]:
-        """Per-tool, then process-wide, then this dispatcher's: always acquired in that order."""
-        limiters = self._limiters_by_tool.get(tool.name)
-        if limiters is None:
-            candidates = (tool.limiter, self.policy.limiter, self._limiter)
-            limiters = tuple(x for x in candidates if x is not None)
-            self._limiters_by_tool[tool.name] = limiters
+        """Per-tool, then process-wide, then this dispatcher's: always acquired in that order.
+
+        Built once per tool name; ``_execute`` looks it up in ``_limiters_by_tool`` first.
+        """
+        candidates = (tool.limiter, self.policy.limiter, self._limiter)
+        limiters = tuple(x for x in candidates if x is not None)
+        self._limiters_by_tool[tool.name] = limiters
         return limiters
 
     async def _execute(self, batch: Batch, index: int, run: Run) -> None:
@@ -447,13 +448,11 @@ class Dispatcher:
         on the way. A sync handler's thread cannot be interrupted: its slots are handed to the
         thread, which gives them back when it really returns (``ThreadSlots``).
         """
-        pending, tool, kwargs, ticket = run.pending, run.tool, run.kwargs, run.ticket
+        pending, tool = run.pending, run.tool
+        ticket = run.ticket
         call = pending.call
         scope = pending.scope
         assert scope is not None
-        if tool.context_parameter is not None:
-            context = CallContext(call.id, tool.name, batch.turn, self.session_id)
-            kwargs[tool.context_parameter] = context
         value: Any = _NO_VALUE
         failure: Exception | None = None
         started = 0.0
@@ -464,7 +463,8 @@ class Dispatcher:
             if pending.cancel_requested:  # cancelled before it started: never run
                 return
             try:
-                for limiter in self._limiters(tool):
+                limiters = self._limiters_by_tool.get(tool.name) or self._limiters(tool)
+                for limiter in limiters:
                     try:
                         limiter.acquire_on_behalf_of_nowait(pending)
                     except anyio.WouldBlock:
@@ -475,6 +475,10 @@ class Dispatcher:
                     return
                 if ticket is not None:
                     await ticket.begin()
+                kwargs = run.kwargs
+                if tool.context_parameter is not None:
+                    context = CallContext(call.id, tool.name, batch.turn, self.session_id)
+                    kwargs[tool.context_parameter] = context
                 started = self._clock()
                 if self._observers:
                     event = CallStarted(self.session_id, batch.turn, call, tool.behavior, started)
@@ -505,15 +509,20 @@ class Dispatcher:
                     for limiter in reversed(acquired):
                         limiter.release_on_behalf_of(pending)
             latency = self._clock() - started if started else 0.0
-            outcome = self._ended(pending, tool, value, failure, latency)
+            if failure is None and value is not _NO_VALUE:  # the common case, without _ended
+                outcome = self._success(call, tool, value, latency)
+            else:
+                outcome = self._ended(pending, tool, value, failure, latency)
         finally:
             self._forget(pending)
-            if outcome is None and scope.cancel_called:  # the scope's cancellation, leaving
-                latency = self._clock() - started if started else 0.0
-                outcome = self._ended(pending, tool, _NO_VALUE, None, latency)
-            if pending.finish(outcome or outcomes.cancelled(call, 0.0)):
-                assert pending.outcome is not None
-                self._settle(batch, index, pending.outcome)
+            if outcome is None:
+                if scope.cancel_called:  # the scope's cancellation, leaving
+                    latency = self._clock() - started if started else 0.0
+                    outcome = self._ended(pending, tool, _NO_VALUE, None, latency)
+                else:
+                    outcome = outcomes.cancelled(call, 0.0)
+            if pending.finish(outcome):
+                self._settle(batch, index, outcome)
             if ticket is not None and pending.outcome is not None:  # what the model was answered
                 ticket.settled(pending.outcome)
 
@@ -522,8 +531,6 @@ class Dispatcher:
     ) -> Outcome:
         """What a handler's end means: its result, its failure, a timeout or a cancellation."""
         call, scope = pending.call, pending.scope
-        if failure is None and value is not _NO_VALUE:  # the common case first
-            return self._success(call, tool, value, latency)
         if value is _NO_VALUE and scope is not None and scope.cancel_called:
             if pending.cancel_requested:
                 return outcomes.cancelled(call, latency)
