@@ -199,21 +199,22 @@ class Dispatcher:
         try:
             for index, plan in enumerate(plans):
                 match plan:
+                    case Run(pending, tool):
+                        pending.scope = starter.scope()
+                        task = starter.start(self._execute(batch, index, plan))
+                        if task is None:  # it finished in its first step
+                            continue
+                        batch.runs[index] = (pending, tool)  # to abandon it if it overstays
                     case Settle(outcome):
                         self._settle(batch, index, outcome)
                         continue
-                    case Run(pending, tool):
-                        batch.runs[index] = (pending, tool)
-                        pending.scope = starter.scope()
-                        job = self._execute(batch, index, plan)
                     case Wait(own):
                         own.scope = starter.scope()
-                        job = self._wait(batch, index, plan)
+                        task = starter.start(self._wait(batch, index, plan))
                     case Rejoin(first):
-                        job = self._rejoin(batch, index, first)
+                        task = starter.start(self._rejoin(batch, index, first))
                     case _:
                         assert_never(plan)
-                task = starter.start(job)
                 if task is not None:
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
