@@ -69,6 +69,7 @@ OnPartial = Callable[[Partial], None]
 ABANDON_GRACE = 0.25
 
 _canonical = msgspec.json.Encoder(order="sorted").encode
+_asdict = msgspec.structs.asdict
 _NO_VALUE: Any = object()
 _STREAM_END: Any = object()
 
@@ -266,7 +267,7 @@ class Dispatcher:
             return Settle(outcomes.unknown(call, self.tools.names()))
         try:
             arguments = tool.convert_arguments(call.args)
-            kwargs = msgspec.structs.asdict(arguments)
+            kwargs = _asdict(arguments)
             key: Hashable = (tool.name, canonical := _canonical(arguments))
             app_key = None
             if tool.idempotency_key is not None:
@@ -305,9 +306,12 @@ class Dispatcher:
                 wait = self._waiter(call, request.first, "duplicate", "reissue")
                 firsts[key] = wait.own
                 return wait
-        ticket = self._journal.admit(call, tool, canonical, app_key) if self._journal else None
-        if isinstance(ticket, Outcome):  # answered from the journal of a previous owner
-            return Settle(ticket)
+        ticket = None
+        if self._journal:
+            admitted = self._journal.admit(call, tool, canonical, app_key)
+            if isinstance(admitted, Outcome):  # answered from the journal of a previous owner
+                return Settle(admitted)
+            ticket = admitted
         timeout = tool.timeout or policy.timeout
         pending = Pending(call, now + timeout)
         self._running[call.id] = pending
