@@ -46,7 +46,7 @@ from livebridge.calls import (
     Scheduling,
     is_failure,
 )
-from livebridge.eager import EagerStarter, Resumed
+from livebridge.eager import EagerStarter
 from livebridge.errors import InvalidCallError
 from livebridge.observe import BatchSettled, BatchStarted, CallSettled, CallStarted, Observer, emit
 from livebridge.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait
@@ -201,11 +201,13 @@ class Dispatcher:
             for index, plan in enumerate(plans):
                 match plan:
                     case Run(pending, tool):
-                        pending.scope = starter.scope()
+                        pending.scope = scope = starter.scope()
                         task = starter.start(self._execute(batch, index, plan))
                         if task is None:  # it finished in its first step
                             continue
                         batch.runs[index] = (pending, tool)  # to abandon it if it overstays
+                        if plan.ticket is None and scope.deadline == math.inf:
+                            scope.deadline = pending.deadline  # it suspended: the timeout runs
                     case Settle(outcome):
                         self._settle(batch, index, outcome)
                         continue
@@ -478,8 +480,9 @@ class Dispatcher:
                     acquired.append(limiter)
                 if pending.outcome is not None:  # settled while waiting for a slot
                     return
-                if ticket is not None:
+                if ticket is not None:  # its deadline runs once its entry is written, not before
                     await ticket.begin()
+                    scope.deadline = pending.deadline  # (start() leaves a journaled call's alone)
                 kwargs = run.kwargs
                 if tool.context_parameter is not None:
                     context = CallContext(call.id, tool.name, batch.turn, self.session_id)
@@ -488,15 +491,8 @@ class Dispatcher:
                 if self._observers:
                     event = CallStarted(self.session_id, batch.turn, call, tool.behavior, started)
                     emit(self._observers, event)
-                if tool.kind == "async":
-                    coroutine = tool.handler(**kwargs)
-                    try:
-                        yielded = coroutine.send(None)
-                    except StopIteration as done:
-                        value = done.value
-                    else:
-                        scope.deadline = pending.deadline
-                        value = await Resumed(coroutine, yielded)
+                if tool.kind == "async":  # its deadline is armed by start() if it suspends
+                    value = await tool.handler(**kwargs)
                 elif tool.kind == "sync":
                     scope.deadline = pending.deadline
                     slots = ThreadSlots(acquired, pending)

@@ -29,7 +29,7 @@ from typing import Any
 
 import anyio
 
-__all__ = ["EagerStarter", "Resumed"]
+__all__ = ["EagerStarter"]
 
 _enter_task: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None]
 _leave_task: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None]
@@ -193,36 +193,3 @@ class EagerStarter:
         """Exit the spare's scope now (as its task, which is current) and drop the spare."""
         carrier._leave(exc)
         self._carrier = _NO_SPARE
-
-
-class Resumed:
-    """Awaiting it carries on, in the awaiting task, a coroutine already stepped once by hand.
-
-    It does what ``await`` would have done from there on (``yield from``): what the coroutine
-    yields goes to the task, what the task sends or throws goes to the coroutine.
-    """
-
-    __slots__ = ("_coroutine", "_yielded")
-
-    def __init__(self, coroutine: Coroutine[Any, Any, Any], yielded: Any) -> None:
-        self._coroutine = coroutine
-        self._yielded = yielded
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coroutine, yielded = self._coroutine, self._yielded
-        while True:
-            try:
-                sent = yield yielded
-            except GeneratorExit:
-                coroutine.close()
-                raise
-            except BaseException as exc:
-                try:
-                    yielded = coroutine.throw(exc)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    yielded = coroutine.send(sent)
-                except StopIteration as done:
-                    return done.value

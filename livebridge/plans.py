@@ -30,8 +30,9 @@ class Pending(msgspec.Struct, eq=False):
 
     The scope is the one its job starts in (``EagerStarter.scope()``), set just before: a call
     cancelled before that is never run. The scope gets its ``deadline`` only once the call
-    first suspends: until then no timeout can fire, and a handler that finishes without
-    suspending never arms a timer. A Struct (built in C, one per call); compared by identity.
+    first suspends (``Dispatcher.start`` arms it when the job comes back suspended): until
+    then no timeout can fire, and a handler that finishes without suspending never arms a
+    timer. A Struct (built in C, one per call); compared by identity.
     """
 
     call: Call
