@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import operator
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Hashable, Iterable, Sequence
@@ -70,6 +71,8 @@ ABANDON_GRACE = 0.25
 
 _canonical = msgspec.json.Encoder(order="sorted").encode
 _asdict = msgspec.structs.asdict
+#: Is a remembered request settled? Its first call's outcome, if any (an Outcome is truthy).
+_has_outcome = operator.attrgetter("first.outcome")
 _NO_VALUE: Any = object()
 _STREAM_END: Any = object()
 
@@ -572,10 +575,17 @@ class Dispatcher:
             return outcomes.failure(
                 call, tool.name, exc, latency, expose=tool.expose_errors, sched=tool.scheduling
             )
-        response, size, cut = payload.response, payload.result_bytes, payload.truncated
-        original = payload.original_bytes
         return Outcome(
-            call.id, tool.name, "ok", response, latency, size, cut, original, None, scheduling
+            call.id,
+            tool.name,
+            "ok",
+            payload.response,
+            latency,
+            payload.result_bytes,
+            payload.truncated,
+            payload.original_bytes,
+            None,
+            scheduling,
         )
 
 
@@ -587,10 +597,6 @@ def _check(calls: Sequence[Call]) -> None:
         if not isinstance(call.id, str) or not call.id:
             what = f"calls[{position}] ({call.name!r}) needs a non-empty string id, not {call.id!r}"
             raise InvalidCallError(what)
-
-
-def _has_outcome(request: Request[Pending]) -> bool:
-    return request.first.outcome is not None
 
 
 def _unwrap(value: Any, default: Scheduling | None) -> tuple[Any, Scheduling | None]:
