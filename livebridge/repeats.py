@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from itertools import islice, takewhile
 from typing import Generic, Literal, TypeVar
 
 import msgspec
@@ -112,14 +113,10 @@ class Requests(Generic[F]):
             return request
         if len(by_key) > self._capacity:
             by_key.popitem(last=False)
-        if len(by_key) > PRUNE_ABOVE:
-            stale = self._stale
-            while True:  # ends at the request just put, at the latest
-                oldest_key = next(iter(by_key))
-                oldest = by_key[oldest_key]
-                if oldest is request or not stale(oldest):
-                    break
-                del by_key[oldest_key]
+        if len(by_key) > PRUNE_ABOVE:  # the stale ones at the oldest end, before this one
+            older = islice(by_key.values(), len(by_key) - 1)
+            for _ in range(len(list(takewhile(self._stale, older)))):
+                by_key.popitem(last=False)
         return request
 
     def expire(self, now: float, ttl: float) -> None:
