@@ -249,11 +249,11 @@ class Dispatcher:
     def _plan(self, batch: Batch) -> list[Plan]:
         """One plan per call; registers each call that runs or waits (synchronous)."""
         firsts: dict[Hashable, Pending] = {}
-        now = self._loop_time()
-        return [self._plan_one(batch, i, call, firsts, now) for i, call in enumerate(batch.calls)]
+        plan_one = partial(self._plan_one, batch, firsts, self._loop_time())
+        return list(map(plan_one, range(len(batch.calls)), batch.calls))  # the loop runs in C
 
     def _plan_one(
-        self, batch: Batch, index: int, call: Call, firsts: dict[Hashable, Pending], now: float
+        self, batch: Batch, firsts: dict[Hashable, Pending], now: float, index: int, call: Call
     ) -> Plan:
         policy = self.policy
         running = self._running.get(call.id)
