@@ -513,7 +513,7 @@ class Dispatcher:
                     for limiter in reversed(acquired):
                         limiter.release_on_behalf_of(pending)
             latency = self._clock() - started if started else 0.0
-            if failure is None and value is not _NO_VALUE:  # the common case, without _ended
+            if failure is None:  # it returned (the early ends return above): without _ended
                 outcome = self._success(call, tool, value, latency)
             else:
                 outcome = self._ended(pending, tool, value, failure, latency)
