@@ -44,7 +44,6 @@ from livebridge.calls import (
     OutcomeKind,
     Partial,
     Result,
-    Scheduling,
     is_failure,
 )
 from livebridge.eager import EagerStarter
@@ -106,8 +105,7 @@ class Dispatcher:
         self._observers = tuple(observers)
         self._clock = clock
         self._answer_seen = answer_seen or (lambda call_id: True)
-        # With every answer taken as seen, a request is stale as soon as it has an outcome.
-        stale = self._decided if answer_seen else _has_outcome
+        stale = self._decided if answer_seen else _has_outcome  # all seen: stale once settled
         self._limiter = LocalSlots(policy.max_parallel)
         # Worker threads for sync handlers: their own pool, not anyio's process-wide default.
         self._threads = anyio.CapacityLimiter(policy.max_parallel)
@@ -341,11 +339,7 @@ class Dispatcher:
     # -- settling -------------------------------------------------------------------------
 
     def _settle(self, batch: Batch, index: int, outcome: Outcome) -> None:
-        """The one place a call of a batch gets its outcome: remembered, observed, reported.
-
-        The batch's waiter is woken last, once the outcome was delivered: the writer, woken by
-        the delivery, then runs first and the answer leaves before the batch's own bookkeeping.
-        """
+        """The one place a call of a batch gets its outcome: remembered, observed, reported."""
         settled = batch.outcomes
         if settled[index] is not None:  # settled already (abandoned, or run() cancelled)
             return
@@ -366,7 +360,7 @@ class Dispatcher:
             emit(self._observers, event)
         if batch.on_settled is not None:
             _deliver(batch.on_settled, outcome)
-        if not batch.left and batch.done is not None:
+        if not batch.left and batch.done is not None:  # last: the delivered answer leaves first
             batch.done.set()
 
     async def _until_settled(self, batch: Batch) -> None:
@@ -440,10 +434,7 @@ class Dispatcher:
     # -- running a handler ----------------------------------------------------------------
 
     def _limiters(self, tool: Tool) -> tuple[SlotLimiter, ...]:
-        """Per-tool, then process-wide, then this dispatcher's: always acquired in that order.
-
-        Built once per tool name; ``_execute`` looks it up in ``_limiters_by_tool`` first.
-        """
+        """Per-tool, then process-wide, then this dispatcher's (acquired in that order)."""
         candidates = (tool.limiter, self.policy.limiter, self._limiter)
         limiters = tuple(x for x in candidates if x is not None)
         self._limiters_by_tool[tool.name] = limiters
@@ -556,7 +547,9 @@ class Dispatcher:
                 if on_partial is None:
                     items.append(item.value if isinstance(item, Result) else item)
                     continue
-                value, scheduling = _unwrap(item, tool.scheduling)
+                value, scheduling = item, tool.scheduling
+                if isinstance(item, Result):
+                    value, scheduling = item.value, item.scheduling or scheduling
                 payload = payloads.output(value, self.policy.max_result_bytes)
                 _deliver(on_partial, Partial(call.id, tool.name, payload.response, scheduling))
         finally:
@@ -597,12 +590,6 @@ def _check(calls: Sequence[Call]) -> None:
         if not isinstance(call.id, str) or not call.id:
             what = f"calls[{position}] ({call.name!r}) needs a non-empty string id, not {call.id!r}"
             raise InvalidCallError(what)
-
-
-def _unwrap(value: Any, default: Scheduling | None) -> tuple[Any, Scheduling | None]:
-    if isinstance(value, Result):
-        return value.value, value.scheduling or default
-    return value, default
 
 
 def _deliver(callback: Callable[[Any], None], item: Any) -> None:
