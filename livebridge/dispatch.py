@@ -51,7 +51,7 @@ from livebridge.errors import InvalidCallError
 from livebridge.observe import BatchSettled, BatchStarted, CallSettled, CallStarted, Observer, emit
 from livebridge.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait
 from livebridge.policy import CallPolicy
-from livebridge.repeats import Request, Requests, classify, served_by_key
+from livebridge.repeats import Request, Requests, served_by_key
 from livebridge.threads import LocalSlots, SlotLimiter, ThreadSlots
 from livebridge.tools import Tool, ToolRegistry
 
@@ -302,13 +302,11 @@ class Dispatcher:
                     firsts[key] = wait.own  # a twin of this call is still a twin
                     return wait
         request = self._requests.get(key)
-        if request is not None:
-            kind = request.first.outcome.kind if request.first.outcome else None
-            if classify(kind, seen=request.seen(self._answer_seen)) == "reissue":
-                request.answered_as(call.id)
-                wait = self._waiter(call, request.first, "duplicate", "reissue")
-                firsts[key] = wait.own
-                return wait
+        if request is not None and not self._decided(request):  # ``classify``: a re-issue
+            request.answered_as(call.id)
+            wait = self._waiter(call, request.first, "duplicate", "reissue")
+            firsts[key] = wait.own
+            return wait
         ticket = None
         if self._journal:
             admitted = self._journal.admit(call, tool, canonical, app_key)
@@ -325,7 +323,7 @@ class Dispatcher:
         return Run(pending, tool, kwargs, ticket)
 
     def _decided(self, request: Request[Pending]) -> bool:
-        """A repeat of ``request`` would be a new request whatever happens next."""
+        """A repeat of ``request`` is a new request (``classify``) whatever happens next."""
         outcome = request.first.outcome
         return outcome is not None and (is_failure(outcome.kind) or request.seen(self._answer_seen))
 
