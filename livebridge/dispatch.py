@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import operator
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Hashable, Iterable, Sequence
@@ -43,16 +44,15 @@ from livebridge.calls import (
     OutcomeKind,
     Partial,
     Result,
-    Scheduling,
     is_failure,
 )
-from livebridge.eager import EagerStarter, Resumed
+from livebridge.eager import EagerStarter
 from livebridge.errors import InvalidCallError
 from livebridge.observe import BatchSettled, BatchStarted, CallSettled, CallStarted, Observer, emit
 from livebridge.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait
 from livebridge.policy import CallPolicy
-from livebridge.repeats import Request, Requests, classify, served_by_key
-from livebridge.threads import SlotLimiter, ThreadSlots
+from livebridge.repeats import Request, Requests, served_by_key
+from livebridge.threads import LocalSlots, SlotLimiter, ThreadSlots
 from livebridge.tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
@@ -69,6 +69,9 @@ OnPartial = Callable[[Partial], None]
 ABANDON_GRACE = 0.25
 
 _canonical = msgspec.json.Encoder(order="sorted").encode
+_asdict = msgspec.structs.asdict
+#: Is a remembered request settled? Its first call's outcome, if any (an Outcome is truthy).
+_has_outcome = operator.attrgetter("first.outcome")
 _NO_VALUE: Any = object()
 _STREAM_END: Any = object()
 
@@ -102,13 +105,14 @@ class Dispatcher:
         self._observers = tuple(observers)
         self._clock = clock
         self._answer_seen = answer_seen or (lambda call_id: True)
-        self._limiter = anyio.CapacityLimiter(policy.max_parallel)
+        stale = self._decided if answer_seen else _has_outcome  # all seen: stale once settled
+        self._limiter = LocalSlots(policy.max_parallel)
         # Worker threads for sync handlers: their own pool, not anyio's process-wide default.
         self._threads = anyio.CapacityLimiter(policy.max_parallel)
         self._ledger_size = ledger_size
         self._answered: OrderedDict[str, Outcome] = OrderedDict()
         self._running: dict[str, Pending] = {}
-        self._requests: Requests[Pending] = Requests(ledger_size, self._decided)
+        self._requests: Requests[Pending] = Requests(ledger_size, stale)
         self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
         self._limiters_by_tool: dict[str, tuple[SlotLimiter, ...]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -197,21 +201,24 @@ class Dispatcher:
         try:
             for index, plan in enumerate(plans):
                 match plan:
+                    case Run(pending, tool):
+                        pending.scope = scope = starter.scope()
+                        task = starter.start(self._execute(batch, index, plan))
+                        if task is None:  # it finished in its first step
+                            continue
+                        batch.runs[index] = (pending, tool)  # to abandon it if it overstays
+                        if plan.ticket is None and scope.deadline == math.inf:
+                            scope.deadline = pending.deadline  # it suspended: the timeout runs
                     case Settle(outcome):
                         self._settle(batch, index, outcome)
                         continue
-                    case Run(pending, tool):
-                        batch.runs[index] = (pending, tool)
-                        pending.scope = starter.scope()
-                        job = self._execute(batch, index, plan)
                     case Wait(own):
                         own.scope = starter.scope()
-                        job = self._wait(batch, index, plan)
+                        task = starter.start(self._wait(batch, index, plan))
                     case Rejoin(first):
-                        job = self._rejoin(batch, index, first)
+                        task = starter.start(self._rejoin(batch, index, first))
                     case _:
                         assert_never(plan)
-                task = starter.start(job)
                 if task is not None:
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
@@ -240,11 +247,11 @@ class Dispatcher:
     def _plan(self, batch: Batch) -> list[Plan]:
         """One plan per call; registers each call that runs or waits (synchronous)."""
         firsts: dict[Hashable, Pending] = {}
-        now = self._loop_time()
-        return [self._plan_one(batch, i, call, firsts, now) for i, call in enumerate(batch.calls)]
+        plan_one = partial(self._plan_one, batch, firsts, self._loop_time())
+        return list(map(plan_one, range(len(batch.calls)), batch.calls))  # the loop runs in C
 
     def _plan_one(
-        self, batch: Batch, index: int, call: Call, firsts: dict[Hashable, Pending], now: float
+        self, batch: Batch, firsts: dict[Hashable, Pending], now: float, index: int, call: Call
     ) -> Plan:
         policy = self.policy
         running = self._running.get(call.id)
@@ -263,7 +270,7 @@ class Dispatcher:
             return Settle(outcomes.unknown(call, self.tools.names()))
         try:
             arguments = tool.convert_arguments(call.args)
-            kwargs = msgspec.structs.asdict(arguments)
+            kwargs = _asdict(arguments)
             key: Hashable = (tool.name, canonical := _canonical(arguments))
             app_key = None
             if tool.idempotency_key is not None:
@@ -295,16 +302,17 @@ class Dispatcher:
                     firsts[key] = wait.own  # a twin of this call is still a twin
                     return wait
         request = self._requests.get(key)
-        if request is not None:
-            kind = request.first.outcome.kind if request.first.outcome else None
-            if classify(kind, seen=request.seen(self._answer_seen)) == "reissue":
-                request.answered_as(call.id)
-                wait = self._waiter(call, request.first, "duplicate", "reissue")
-                firsts[key] = wait.own
-                return wait
-        ticket = self._journal.admit(call, tool, canonical, app_key) if self._journal else None
-        if isinstance(ticket, Outcome):  # answered from the journal of a previous owner
-            return Settle(ticket)
+        if request is not None and not self._decided(request):  # ``classify``: a re-issue
+            request.answered_as(call.id)
+            wait = self._waiter(call, request.first, "duplicate", "reissue")
+            firsts[key] = wait.own
+            return wait
+        ticket = None
+        if self._journal:
+            admitted = self._journal.admit(call, tool, canonical, app_key)
+            if isinstance(admitted, Outcome):  # answered from the journal of a previous owner
+                return Settle(admitted)
+            ticket = admitted
         timeout = tool.timeout or policy.timeout
         pending = Pending(call, now + timeout)
         self._running[call.id] = pending
@@ -315,7 +323,7 @@ class Dispatcher:
         return Run(pending, tool, kwargs, ticket)
 
     def _decided(self, request: Request[Pending]) -> bool:
-        """A repeat of ``request`` would be a new request whatever happens next."""
+        """A repeat of ``request`` is a new request (``classify``) whatever happens next."""
         outcome = request.first.outcome
         return outcome is not None and (is_failure(outcome.kind) or request.seen(self._answer_seen))
 
@@ -330,8 +338,11 @@ class Dispatcher:
 
     def _settle(self, batch: Batch, index: int, outcome: Outcome) -> None:
         """The one place a call of a batch gets its outcome: remembered, observed, reported."""
-        if not batch.record(index, outcome):
+        settled = batch.outcomes
+        if settled[index] is not None:  # settled already (abandoned, or run() cancelled)
             return
+        settled[index] = outcome
+        batch.left -= 1
         answered = self._answered
         answered[outcome.call_id] = outcome
         if len(answered) > self._ledger_size:
@@ -347,7 +358,8 @@ class Dispatcher:
             emit(self._observers, event)
         if batch.on_settled is not None:
             _deliver(batch.on_settled, outcome)
-        batch.wake_if_done()
+        if not batch.left and batch.done is not None:  # last: the delivered answer leaves first
+            batch.done.set()
 
     async def _until_settled(self, batch: Batch) -> None:
         """Wait until every call has its outcome; abandon handlers overdue past the grace.
@@ -420,12 +432,10 @@ class Dispatcher:
     # -- running a handler ----------------------------------------------------------------
 
     def _limiters(self, tool: Tool) -> tuple[SlotLimiter, ...]:
-        """Per-tool, then process-wide, then this dispatcher's: always acquired in that order."""
-        limiters = self._limiters_by_tool.get(tool.name)
-        if limiters is None:
-            candidates = (tool.limiter, self.policy.limiter, self._limiter)
-            limiters = tuple(x for x in candidates if x is not None)
-            self._limiters_by_tool[tool.name] = limiters
+        """Per-tool, then process-wide, then this dispatcher's (acquired in that order)."""
+        candidates = (tool.limiter, self.policy.limiter, self._limiter)
+        limiters = tuple(x for x in candidates if x is not None)
+        self._limiters_by_tool[tool.name] = limiters
         return limiters
 
     async def _execute(self, batch: Batch, index: int, run: Run) -> None:
@@ -437,13 +447,11 @@ class Dispatcher:
         on the way. A sync handler's thread cannot be interrupted: its slots are handed to the
         thread, which gives them back when it really returns (``ThreadSlots``).
         """
-        pending, tool, kwargs, ticket = run.pending, run.tool, run.kwargs, run.ticket
+        pending, tool = run.pending, run.tool
+        ticket = run.ticket
         call = pending.call
         scope = pending.scope
         assert scope is not None
-        if tool.context_parameter is not None:
-            context = CallContext(call.id, tool.name, batch.turn, self.session_id)
-            kwargs[tool.context_parameter] = context
         value: Any = _NO_VALUE
         failure: Exception | None = None
         started = 0.0
@@ -454,7 +462,8 @@ class Dispatcher:
             if pending.cancel_requested:  # cancelled before it started: never run
                 return
             try:
-                for limiter in self._limiters(tool):
+                limiters = self._limiters_by_tool.get(tool.name) or self._limiters(tool)
+                for limiter in limiters:
                     try:
                         limiter.acquire_on_behalf_of_nowait(pending)
                     except anyio.WouldBlock:
@@ -463,21 +472,19 @@ class Dispatcher:
                     acquired.append(limiter)
                 if pending.outcome is not None:  # settled while waiting for a slot
                     return
-                if ticket is not None:
+                if ticket is not None:  # its deadline runs once its entry is written, not before
                     await ticket.begin()
+                    scope.deadline = pending.deadline  # (start() leaves a journaled call's alone)
+                kwargs = run.kwargs
+                if tool.context_parameter is not None:
+                    context = CallContext(call.id, tool.name, batch.turn, self.session_id)
+                    kwargs[tool.context_parameter] = context
                 started = self._clock()
                 if self._observers:
                     event = CallStarted(self.session_id, batch.turn, call, tool.behavior, started)
                     emit(self._observers, event)
-                if tool.kind == "async":
-                    coroutine = tool.handler(**kwargs)
-                    try:
-                        yielded = coroutine.send(None)
-                    except StopIteration as done:
-                        value = done.value
-                    else:
-                        scope.deadline = pending.deadline
-                        value = await Resumed(coroutine, yielded)
+                if tool.kind == "async":  # its deadline is armed by start() if it suspends
+                    value = await tool.handler(**kwargs)
                 elif tool.kind == "sync":
                     scope.deadline = pending.deadline
                     slots = ThreadSlots(acquired, pending)
@@ -495,15 +502,20 @@ class Dispatcher:
                     for limiter in reversed(acquired):
                         limiter.release_on_behalf_of(pending)
             latency = self._clock() - started if started else 0.0
-            outcome = self._ended(pending, tool, value, failure, latency)
+            if failure is None:  # it returned (the early ends return above): without _ended
+                outcome = self._success(call, tool, value, latency)
+            else:
+                outcome = self._ended(pending, tool, value, failure, latency)
         finally:
             self._forget(pending)
-            if outcome is None and scope.cancel_called:  # the scope's cancellation, leaving
-                latency = self._clock() - started if started else 0.0
-                outcome = self._ended(pending, tool, _NO_VALUE, None, latency)
-            if pending.finish(outcome or outcomes.cancelled(call, 0.0)):
-                assert pending.outcome is not None
-                self._settle(batch, index, pending.outcome)
+            if outcome is None:
+                if scope.cancel_called:  # the scope's cancellation, leaving
+                    latency = self._clock() - started if started else 0.0
+                    outcome = self._ended(pending, tool, _NO_VALUE, None, latency)
+                else:
+                    outcome = outcomes.cancelled(call, 0.0)
+            if pending.finish(outcome):
+                self._settle(batch, index, outcome)
             if ticket is not None and pending.outcome is not None:  # what the model was answered
                 ticket.settled(pending.outcome)
 
@@ -512,8 +524,6 @@ class Dispatcher:
     ) -> Outcome:
         """What a handler's end means: its result, its failure, a timeout or a cancellation."""
         call, scope = pending.call, pending.scope
-        if failure is None and value is not _NO_VALUE:  # the common case first
-            return self._success(call, tool, value, latency)
         if value is _NO_VALUE and scope is not None and scope.cancel_called:
             if pending.cancel_requested:
                 return outcomes.cancelled(call, latency)
@@ -535,7 +545,9 @@ class Dispatcher:
                 if on_partial is None:
                     items.append(item.value if isinstance(item, Result) else item)
                     continue
-                value, scheduling = _unwrap(item, tool.scheduling)
+                value, scheduling = item, tool.scheduling
+                if isinstance(item, Result):
+                    value, scheduling = item.value, item.scheduling or scheduling
                 payload = payloads.output(value, self.policy.max_result_bytes)
                 _deliver(on_partial, Partial(call.id, tool.name, payload.response, scheduling))
         finally:
@@ -554,10 +566,17 @@ class Dispatcher:
             return outcomes.failure(
                 call, tool.name, exc, latency, expose=tool.expose_errors, sched=tool.scheduling
             )
-        response, size, cut = payload.response, payload.result_bytes, payload.truncated
-        original = payload.original_bytes
         return Outcome(
-            call.id, tool.name, "ok", response, latency, size, cut, original, None, scheduling
+            call.id,
+            tool.name,
+            "ok",
+            payload.response,
+            latency,
+            payload.result_bytes,
+            payload.truncated,
+            payload.original_bytes,
+            None,
+            scheduling,
         )
 
 
@@ -569,12 +588,6 @@ def _check(calls: Sequence[Call]) -> None:
         if not isinstance(call.id, str) or not call.id:
             what = f"calls[{position}] ({call.name!r}) needs a non-empty string id, not {call.id!r}"
             raise InvalidCallError(what)
-
-
-def _unwrap(value: Any, default: Scheduling | None) -> tuple[Any, Scheduling | None]:
-    if isinstance(value, Result):
-        return value.value, value.scheduling or default
-    return value, default
 
 
 def _deliver(callback: Callable[[Any], None], item: Any) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 
 import anyio
 
-__all__ = ["EagerStarter", "Resumed"]
+__all__ = ["EagerStarter"]
 
 _enter_task: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None]
 _leave_task: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None]
@@ -37,6 +37,8 @@ _enter_task = asyncio.tasks._enter_task
 _leave_task = asyncio.tasks._leave_task
 _current_tasks: dict[asyncio.AbstractEventLoop, asyncio.Task[Any]]
 _current_tasks = asyncio.tasks._current_tasks  # type: ignore[attr-defined]
+_copy_context = contextvars.copy_context
+_INF = math.inf
 _NOTHING: Any = object()
 
 
@@ -50,13 +52,15 @@ class _Carrier(Coroutine[Any, Any, Any]):
     the scope and finishes at once.
     """
 
-    __slots__ = ("context", "coroutine", "scope", "yielded")
+    __slots__ = ("context", "coroutine", "scope", "task", "yielded")
 
     def __init__(self) -> None:
         self.coroutine: Coroutine[Any, Any, Any] | None = None
         self.yielded: Any = _NOTHING
         self.context: contextvars.Context | None = None
+        # Both None once the task ran a step: a spare whose task ran is no spare any more.
         self.scope: anyio.CancelScope | None = None
+        self.task: asyncio.Task[Any] | None = None
 
     def send(self, value: Any) -> Any:
         if self.coroutine is None:
@@ -92,6 +96,7 @@ class _Carrier(Coroutine[Any, Any, Any]):
     def _leave(self, exc: BaseException | None) -> bool:
         """Exit the task's scope; True if it swallowed ``exc`` (its own cancellation)."""
         scope, self.scope = self.scope, None
+        self.task = None
         if scope is None:
             return False
         if exc is None:
@@ -107,26 +112,29 @@ class _Carrier(Coroutine[Any, Any, Any]):
         raise TypeError("a carrier is driven by its task, never awaited")
 
 
+_NO_SPARE = _Carrier()  # never given a task
+
+
 class EagerStarter:
     """Starts coroutines eagerly; ``start`` returns the task, or None if it already finished."""
 
-    __slots__ = ("_carrier", "_loop", "_new_scope", "_spare", "loop")
+    __slots__ = ("_carrier", "_loop", "_new_scope", "loop")
 
     def __init__(self) -> None:
         self.loop = self._loop = asyncio.get_running_loop()
-        self._spare: asyncio.Task[Any] | None = None
-        self._carrier: _Carrier | None = None
+        # The spare task's coroutine; one without a task when there is no spare (none yet,
+        # taken by a coroutine that suspended, or run by the loop).
+        self._carrier = _NO_SPARE
         # The running backend's scope class, looked up once (``anyio.CancelScope()`` looks
         # the backend up on every construction).
         self._new_scope: type[anyio.CancelScope] = type(anyio.CancelScope())
 
     def scope(self) -> anyio.CancelScope:
         """The cancel scope the next coroutine started will run in (until it finishes)."""
-        carrier = self._carrier
-        if self._spare is None or self._spare.done() or carrier is None:
-            carrier = self._renew()
-        assert carrier.scope is not None
-        return carrier.scope
+        scope = self._carrier.scope
+        if scope is None:
+            _, _, scope = self._renew()
+        return scope
 
     def start(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Task[Any] | None:
         """Run ``coroutine`` up to its first suspension as a task of its own, in ``scope()``.
@@ -135,11 +143,10 @@ class EagerStarter:
         """
         loop = self._loop
         carrier = self._carrier
-        if self._spare is None or self._spare.done() or carrier is None:
-            carrier = self._renew()
-        task = self._spare
-        assert task is not None
-        context = contextvars.copy_context()
+        task = carrier.task
+        if task is None:
+            carrier, task, _ = self._renew()
+        context = _copy_context()
         caller = _current_tasks.get(loop)
         if caller is not None:
             _leave_task(loop, caller)
@@ -148,7 +155,7 @@ class EagerStarter:
             yielded = context.run(coroutine.send, None)
         except StopIteration:
             scope = carrier.scope
-            if scope is not None and (scope.cancel_called or scope.deadline != math.inf):
+            if scope is not None and (scope.cancel_called or scope.deadline != _INF):
                 self._retire(carrier, None)  # not pristine: the next one gets a fresh scope
             return None
         except BaseException as exc:
@@ -159,10 +166,10 @@ class EagerStarter:
             if caller is not None:
                 _enter_task(loop, caller)
         carrier.coroutine, carrier.yielded, carrier.context = coroutine, yielded, context
-        self._spare = self._carrier = None
+        self._carrier = _NO_SPARE
         return task
 
-    def _renew(self) -> _Carrier:
+    def _renew(self) -> tuple[_Carrier, asyncio.Task[Any], anyio.CancelScope]:
         """A new spare task, its scope entered as that task."""
         loop = self._loop
         carrier = _Carrier()
@@ -178,44 +185,11 @@ class EagerStarter:
             _leave_task(loop, task)
             if caller is not None:
                 _enter_task(loop, caller)
-        carrier.scope = scope
-        self._spare, self._carrier = task, carrier
-        return carrier
+        carrier.scope, carrier.task = scope, task
+        self._carrier = carrier
+        return carrier, task, scope
 
     def _retire(self, carrier: _Carrier, exc: BaseException | None) -> None:
         """Exit the spare's scope now (as its task, which is current) and drop the spare."""
         carrier._leave(exc)
-        self._spare = self._carrier = None
-
-
-class Resumed:
-    """Awaiting it carries on, in the awaiting task, a coroutine already stepped once by hand.
-
-    It does what ``await`` would have done from there on (``yield from``): what the coroutine
-    yields goes to the task, what the task sends or throws goes to the coroutine.
-    """
-
-    __slots__ = ("_coroutine", "_yielded")
-
-    def __init__(self, coroutine: Coroutine[Any, Any, Any], yielded: Any) -> None:
-        self._coroutine = coroutine
-        self._yielded = yielded
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coroutine, yielded = self._coroutine, self._yielded
-        while True:
-            try:
-                sent = yield yielded
-            except GeneratorExit:
-                coroutine.close()
-                raise
-            except BaseException as exc:
-                try:
-                    yielded = coroutine.throw(exc)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    yielded = coroutine.send(sent)
-                except StopIteration as done:
-                    return done.value
+        self._carrier = _NO_SPARE

@@ -32,6 +32,7 @@ __all__ = [
 ]
 
 _encode = msgspec.json.Encoder().encode
+_to_builtins = msgspec.to_builtins
 
 #: Largest ``toolResponse`` frame by default: the Live service closes a session (1007) on a
 #: frame of about 1 MB, so stay clearly below it.
@@ -60,7 +61,7 @@ def output(value: Any, max_bytes: int) -> Payload:
     Raises ``UnserializableResult`` when ``value`` has no JSON form.
     """
     try:
-        plain = msgspec.to_builtins(value, str_keys=True)
+        plain = _to_builtins(value, str_keys=True)
         response = {"output": plain}
         encoded = _encode(response)
     except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError) as exc:

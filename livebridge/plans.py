@@ -25,24 +25,22 @@ if TYPE_CHECKING:
 __all__ = ["Batch", "Pending", "Plan", "Rejoin", "Run", "Settle", "Wait"]
 
 
-class Pending:
+class Pending(msgspec.Struct, eq=False):
     """A call in flight: its cancel scope, and its outcome once settled.
 
     The scope is the one its job starts in (``EagerStarter.scope()``), set just before: a call
     cancelled before that is never run. The scope gets its ``deadline`` only once the call
-    first suspends: until then no timeout can fire, and a handler that finishes without
-    suspending never arms a timer.
+    first suspends (``Dispatcher.start`` arms it when the job comes back suspended): until
+    then no timeout can fire, and a handler that finishes without suspending never arms a
+    timer. A Struct (built in C, one per call); compared by identity.
     """
 
-    __slots__ = ("call", "cancel_requested", "deadline", "outcome", "scope", "settled")
-
-    def __init__(self, call: Call, deadline: float = math.inf) -> None:
-        self.call = call
-        self.scope: anyio.CancelScope | None = None
-        self.deadline = deadline
-        self.outcome: Outcome | None = None
-        self.settled: asyncio.Event | None = None
-        self.cancel_requested = False
+    call: Call
+    deadline: float = math.inf
+    scope: anyio.CancelScope | None = None
+    outcome: Outcome | None = None
+    settled: asyncio.Event | None = None
+    cancel_requested: bool = False
 
     def finish(self, outcome: Outcome) -> bool:
         """Record the outcome; False if it already had one (abandoned, or run() cancelled)."""
@@ -134,23 +132,6 @@ class Batch:
     @property
     def unsettled(self) -> list[int]:
         return [i for i, outcome in enumerate(self.outcomes) if outcome is None]
-
-    def record(self, index: int, outcome: Outcome) -> bool:
-        """Store the outcome of call ``index``; False if it was settled already.
-
-        The batch's waiter is woken by ``wake_if_done()``, called once the outcome was
-        delivered: the writer, woken by the delivery, then runs first and the answer leaves
-        before the batch's own bookkeeping.
-        """
-        if self.outcomes[index] is not None:
-            return False
-        self.outcomes[index] = outcome
-        self.left -= 1
-        return True
-
-    def wake_if_done(self) -> None:
-        if not self.left and self.done is not None:
-            self.done.set()
 
     def results(self) -> list[Outcome]:
         assert not self.left, "every call settles before run() returns"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from itertools import islice, takewhile
 from typing import Generic, Literal, TypeVar
 
 import msgspec
@@ -96,28 +97,26 @@ class Requests(Generic[F]):
         self._capacity = capacity
         self._stale = stale
         self._by_key: OrderedDict[Hashable, Request[F]] = OrderedDict()
+        self._check_above = min(capacity, PRUNE_ABOVE)  # below it, a put checks nothing
+        #: The newest request of ``key``, if remembered (the dict's own ``get``: no frame).
+        self.get: Callable[[Hashable], Request[F] | None] = self._by_key.get
 
     def __len__(self) -> int:
         return len(self._by_key)
-
-    def get(self, key: Hashable) -> Request[F] | None:
-        return self._by_key.get(key)
 
     def put(self, key: Hashable, first: F, call_id: str, at: float) -> Request[F]:
         request = Request(first, at, [call_id])
         by_key = self._by_key
         by_key.pop(key, None)  # re-inserted at the newest end
         by_key[key] = request
+        if len(by_key) <= self._check_above:
+            return request
         if len(by_key) > self._capacity:
             by_key.popitem(last=False)
-        if len(by_key) > PRUNE_ABOVE:
-            stale = self._stale
-            while True:  # ends at the request just put, at the latest
-                oldest_key = next(iter(by_key))
-                oldest = by_key[oldest_key]
-                if oldest is request or not stale(oldest):
-                    break
-                del by_key[oldest_key]
+        if len(by_key) > PRUNE_ABOVE:  # the stale ones at the oldest end, before this one
+            older = islice(by_key.values(), len(by_key) - 1)
+            for _ in range(len(list(takewhile(self._stale, older)))):
+                by_key.popitem(last=False)
         return request
 
     def expire(self, now: float, ttl: float) -> None:

@@ -11,10 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
-__all__ = ["SlotLimiter", "ThreadSlots"]
+import anyio
+
+__all__ = ["LocalSlots", "SlotLimiter", "ThreadSlots"]
 
 _Slot = Literal["waiting", "running", "done", "abandoned", "closed"]
 
@@ -29,6 +32,45 @@ class SlotLimiter(Protocol):
     async def acquire_on_behalf_of(self, borrower: object) -> None: ...
 
     def release_on_behalf_of(self, borrower: object) -> None: ...
+
+
+class LocalSlots:
+    """A ``SlotLimiter`` of one event loop: a count of free slots, then a first-come queue.
+
+    The dispatcher's own ``max_parallel``: what ``anyio.CapacityLimiter`` does for that one
+    use, for a third of its work per call (no set of borrowers, no check that one borrower
+    does not take two slots; every borrower here is one call, which takes one, once).
+    """
+
+    __slots__ = ("_free", "_waiting")
+
+    def __init__(self, total: int) -> None:
+        self._free = total
+        # A slot given back goes straight to the first waiter: never free while one waits.
+        self._waiting: OrderedDict[object, asyncio.Event] = OrderedDict()
+
+    def acquire_on_behalf_of_nowait(self, borrower: object) -> None:
+        if not self._free:
+            raise anyio.WouldBlock
+        self._free -= 1
+
+    async def acquire_on_behalf_of(self, borrower: object) -> None:
+        if self._free:
+            self._free -= 1
+            return
+        handed = self._waiting[borrower] = asyncio.Event()
+        try:
+            await handed.wait()
+        except BaseException:
+            if self._waiting.pop(borrower, None) is None:  # handed a slot already: pass it on
+                self.release_on_behalf_of(borrower)
+            raise
+
+    def release_on_behalf_of(self, borrower: object) -> None:
+        if self._waiting:
+            self._waiting.popitem(last=False)[1].set()
+        else:
+            self._free += 1
 
 
 class ThreadSlots:

@@ -30,6 +30,7 @@ IdempotencyKey = Callable[[dict[str, Any]], Hashable]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}")
+_convert = msgspec.convert
 
 
 class ToolOptions(TypedDict, total=False):
@@ -89,7 +90,7 @@ class Tool:
         if not isinstance(args, dict):
             got = "null" if args is None else type(args).__name__
             raise msgspec.ValidationError(f"arguments must be a JSON object, not {got}")
-        return msgspec.convert(args, self.arguments_type)
+        return _convert(args, self.arguments_type)
 
     def declaration(self) -> types.FunctionDeclaration:
         """The ``google.genai`` declaration; ``behavior`` is set only when non-blocking."""
