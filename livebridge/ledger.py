@@ -41,10 +41,10 @@ keeps thousands of them, and tracked survivors make the garbage collector run of
 
 from __future__ import annotations
 
-import itertools
 import operator
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
+from itertools import count, islice, repeat
 from typing import Any, Literal, NoReturn, TypeAlias
 
 import msgspec
@@ -52,6 +52,17 @@ import msgspec
 from livebridge import frames, payloads
 from livebridge.calls import AnswerEncoder, Behavior, Call, Outcome, Partial, Scheduling
 from livebridge.errors import LedgerError as LedgerError
+from livebridge.ledger_records import (
+    Answered,
+    CallState,
+    Fate,
+    FateKind,
+    LiveCall,
+    Notice,
+    NoticeKind,
+    Outgoing,
+    Via,
+)
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
@@ -68,10 +79,6 @@ __all__ = [
     "Via",
 ]
 
-CallState = Literal["running", "settled", "ready", "answered", "cancelled", "orphaned"]
-FateKind = Literal["answered", "cancelled", "orphaned"]
-Via = Literal["tool_call", "model_turn"]
-NoticeKind = Literal["duplicate_delivery", "unknown_cancel", "late_cancel", "dropped_result"]
 _Event: TypeAlias = Literal["settle", "partial", "release", "send", "cancel", "orphan"]
 
 _TRANSITIONS: dict[tuple[CallState, _Event], CallState] = {
@@ -102,58 +109,13 @@ _ENVELOPE_BYTES = 64  # the message around the responses, with room to spare
 _batch_of = operator.attrgetter("batch")
 _call_id = operator.attrgetter("call.id")
 _streaming = operator.attrgetter("streaming")
-
-
-class LiveCall(msgspec.Struct, frozen=True, gc=False):
-    """A call as received, with what the registry says about its tool."""
-
-    call: Call
-    behavior: Behavior = "BLOCKING"
-    scheduling: Scheduling | None = None  # the tool's default, NON_BLOCKING only
-    streaming: bool = False  # the handler is an async generator (NON_BLOCKING only)
-
-
-class Answered(msgspec.Struct, frozen=True, gc=False):
-    """One response put in an ``Outgoing`` message; ``outcome`` is None for a streamed item."""
-
-    call_id: str
-    name: str
-    behavior: Behavior
-    outcome: Outcome | None
-    turnaround: float  # seconds from the call's receipt to this send
-
-
-class Outgoing(msgspec.Struct, frozen=True, gc=False):
-    """One ``toolResponse`` to send now; confirm it with ``CallLedger.sent()``.
-
-    ``function_responses`` are wire dicts from the ledger's encoder; for Live, send them with
-    ``session.send_tool_response(function_responses=gemini_live.to_sdk(...))``, or send
-    ``gemini_live.tool_response(...)`` on a raw socket.
-    """
-
-    function_responses: list[dict[str, Any]]
-    answered: list[Answered]
-
-
-class Fate(msgspec.Struct, frozen=True, gc=False):
-    """How one delivery of a call ended; each delivery gets exactly one."""
-
-    call_id: str
-    name: str
-    behavior: Behavior
-    fate: FateKind
-    reason: str
-    outcome: Outcome | None  # the answer sent, or the result that was withheld (if any)
-    received_at: float
-    ended_at: float
-
-
-class Notice(msgspec.Struct, frozen=True, gc=False):
-    """Something worth a log line that changed no call's fate (duplicates, late cancels...)."""
-
-    kind: NoticeKind
-    call_id: str
-    detail: str
+_behavior, _call = operator.attrgetter("behavior"), operator.attrgetter("call")
+_call_name, _received_at = operator.attrgetter("call.name"), operator.attrgetter("received_at")
+_ALL_BLOCKING = frozenset({"BLOCKING"})
+_OUTCOMES = frozenset({Outcome})
+_state, _ALL_READY = operator.attrgetter("state"), frozenset({_READY})
+#: A BLOCKING life's behavior, scheduling and streaming, for ``map`` (endless iterators).
+_BLOCKING_LIFE = tuple(map(repeat, ("BLOCKING", None, False)))
 
 
 class _Life(msgspec.Struct, eq=False, gc=False):
@@ -274,7 +236,7 @@ class CallLedger:
             return []
         self._untaken = 0
         # From the newest end: the cost is the fates taken, not the history kept.
-        taken = list(itertools.islice(reversed(self._fates), untaken))
+        taken = list(islice(reversed(self._fates), untaken))
         taken.reverse()
         return taken
 
@@ -294,13 +256,36 @@ class CallLedger:
         dispatcher answers it from its cache). After ``shutdown()`` calls are still received:
         the dispatcher answers them ``session_closing`` without running them.
         """
-        if not all(map(_call_id, calls)) or any(map(_streaming, calls)):  # in C: no loop
+        ids = [*map(_call_id, calls)]
+        if not all(ids) or any(map(_streaming, calls)):  # in C: no loop
             _check(calls)
         lives, live = self._lives, self._live
         seq, epoch, vias = self._seq, self._epoch, (via,)
         batch = _Batch([], 0)  # the BLOCKING calls admitted (unused if there are none)
+        if (
+            _ALL_BLOCKING.issuperset(map(_behavior, calls))
+            and lives.keys().isdisjoint(ids)
+            and len(set(ids)) == len(ids)
+        ):  # commonly: new ids, all BLOCKING; the loop below would admit all, one by one
+            admitted: list[Call] = [*map(_call, calls)]
+            new = [
+                *map(
+                    _Life,
+                    admitted,
+                    *_BLOCKING_LIFE,
+                    repeat(now),
+                    count(seq),
+                    repeat(epoch),
+                    repeat(vias),
+                    repeat(batch),
+                )
+            ]
+            lives.update(zip(ids, new, strict=True))
+            live.update(zip(ids, new, strict=True))
+            batch.ids, batch.running, self._seq = ids, len(ids), seq + len(ids)
+            return admitted
         dropped: set[str] = set()  # ids dropped from this message so far
-        admitted: list[Call] = []
+        admitted = []
         for live_call in calls:
             call = live_call.call
             previous = lives.get(call.id)
@@ -473,15 +458,18 @@ class CallLedger:
                     life.outcome = answer
         self._ready = ready[len(taken) :]
         self._backlog = bool(self._ready)
-        answered = [
-            Answered(
-                life.call.id,
-                life.call.name,
-                life.behavior,
-                answer if isinstance(answer, Outcome) else None,
-                now - life.received_at,
+        lives, answers = zip(*taken, strict=True)  # one unit at least
+        if not _OUTCOMES.issuperset(map(type, answers)):  # streamed items: no outcome
+            answers = tuple(a if isinstance(a, Outcome) else None for a in answers)
+        answered = [  # built in C: no Python step per answer
+            *map(
+                Answered,
+                map(_call_id, lives),
+                map(_call_name, lives),
+                map(_behavior, lives),
+                answers,
+                map(operator.sub, repeat(now), map(_received_at, lives)),
             )
-            for life, answer in taken
         ]
         outgoing = Outgoing(responses, answered)
         self._in_flight = (outgoing, taken)
@@ -497,11 +485,15 @@ class CallLedger:
         if in_flight is None or in_flight[0] is not outgoing:
             raise LedgerError("sent() must confirm the message drain() returned last")
         self._in_flight = None
-        answered = [
-            life
-            for life, answer in in_flight[1]
-            if life.state == "ready" and isinstance(answer, Outcome)
-        ]
+        lives, answers = zip(*in_flight[1], strict=True)
+        if _OUTCOMES.issuperset(map(type, answers)) and _ALL_READY.issuperset(map(_state, lives)):
+            answered = [*lives]  # commonly: every answer final, no call withdrawn meanwhile
+        else:
+            answered = [
+                life
+                for life, answer in in_flight[1]
+                if life.state == "ready" and isinstance(answer, Outcome)
+            ]
         self._end(answered, "send", "sent", now)
         self._unacknowledged += answered
 
@@ -549,8 +541,12 @@ class CallLedger:
         fate, live, fates, history = _FATE_OF[event], self._live, self._fates, self._history
         # Look for ended lives to forget after each one only if these can pass the mark.
         prune = len(self._lives) - len(live) + len(lives) - history > history // 4
+        from_ready = _TRANSITIONS["ready", event]  # legal, and no batch counts a ready call
         for life in lives:
-            self._move(life, event)
+            if life.state == "ready":  # every answer sent, commonly
+                life.state = from_ready
+            else:
+                self._move(life, event)
             call, outcome, received = life.call, life.outcome, life.received_at
             del live[call.id]
             fates.append(Fate(call.id, call.name, life.behavior, fate, why, outcome, received, now))
