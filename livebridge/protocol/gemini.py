@@ -67,7 +67,7 @@ log = logging.getLogger("livebridge.session")
 
 _ID, _NAME, _ARGS = attrgetter("id"), attrgetter("name"), attrgetter("args")
 _BEHAVIOR = attrgetter("behavior")
-_STR = frozenset({str})
+_STR, _BLOCKING = frozenset({str}), frozenset({"BLOCKING"})
 
 
 class GeminiLiveProtocol:
@@ -303,14 +303,17 @@ class GeminiLiveProtocol:
             calls = [*filter(None, map(_checked, function_calls))]
         if not calls:
             return
-        get = self.tools.get
+        tools = [*map(self.tools.get, map(_NAME, calls))]
         # A BLOCKING tool never streams (the registry refuses it) and has no scheduling.
-        live_calls = [
-            LiveCall(call)
-            if (tool := get(call.name)) is None or tool.behavior == "BLOCKING"
-            else LiveCall(call, tool.behavior, tool.scheduling, tool.streaming)
-            for call in calls
-        ]
+        if None not in tools and _BLOCKING.issuperset(map(_BEHAVIOR, tools)):
+            live_calls = [*map(LiveCall, calls)]
+        else:
+            live_calls = [
+                LiveCall(call)
+                if tool is None or tool.behavior == "BLOCKING"
+                else LiveCall(call, tool.behavior, tool.scheduling, tool.streaming)
+                for call, tool in zip(calls, tools, strict=True)
+            ]
         self._last_call_message = self._messages
         admitted = self.ledger.receive(live_calls, now, via=via)
         self._report.fates(self.ledger, out)
