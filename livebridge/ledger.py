@@ -41,8 +41,9 @@ from __future__ import annotations
 import operator
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
+from functools import partial
 from itertools import count, islice, repeat
-from typing import Any, Literal, NoReturn, TypeAlias
+from typing import Any, Literal, NoReturn, TypeAlias, cast
 
 import msgspec
 
@@ -109,24 +110,24 @@ _batch_of, _behavior, _call, _outcome, _received_at, _state, _streaming = map(
 )
 _call_id, _call_name = operator.attrgetter("call.id"), operator.attrgetter("call.name")
 _ALL_BLOCKING, _ALL_READY = frozenset({"BLOCKING"}), frozenset({_READY})
+_ALL_SETTLED = frozenset({_SETTLED})
 _OUTCOMES = frozenset({Outcome})
-#: A BLOCKING life's behavior, scheduling and streaming, for ``map`` (endless iterators).
-_BLOCKING_LIFE = tuple(map(repeat, ("BLOCKING", None, False)))
 
 
 class _Life(msgspec.Struct, eq=False, gc=False):
     """One delivery of a call. ``gc=False`` (never in a reference cycle), as the history keeps
     thousands: tracked survivors make the garbage collector run often and slowly."""
 
-    call: Call
+    # What the calls of one message share comes first: ``receive`` makes a partial of it.
+    received_at: float
+    epoch: int
+    via: tuple[Via, ...]
+    batch: _Batch | None
     behavior: Behavior
     scheduling: Scheduling | None
     streaming: bool
-    received_at: float
+    call: Call
     seq: int
-    epoch: int
-    via: tuple[Via, ...]
-    batch: _Batch | None = None
     state: CallState = "running"
     outcome: Outcome | None = None
     acknowledged: bool = False  # its answer was sent and a later server message arrived
@@ -261,24 +262,14 @@ class CallLedger:
         lives, live = self._lives, self._live
         seq, epoch, vias = self._seq, self._epoch, (via,)
         batch = _Batch([], 0)  # the BLOCKING calls admitted (unused if there are none)
+        blocking = partial(_Life, now, epoch, vias, batch, "BLOCKING", None, False)  # (call, seq)
         if (
             _ALL_BLOCKING.issuperset(map(_behavior, calls))
             and lives.keys().isdisjoint(ids)
             and len(set(ids)) == len(ids)
         ):  # commonly: new ids, all BLOCKING; the loop below would admit all, one by one
             admitted: list[Call] = [*map(_call, calls)]
-            new = [
-                *map(
-                    _Life,
-                    admitted,
-                    *_BLOCKING_LIFE,
-                    repeat(now),
-                    count(seq),
-                    repeat(epoch),
-                    repeat(vias),
-                    repeat(batch),
-                )
-            ]
+            new = [*map(blocking, admitted, count(seq))]
             lives.update(zip(ids, new, strict=True))
             live.update(zip(ids, new, strict=True))
             batch.ids, batch.running, self._seq = ids, len(ids), seq + len(ids)
@@ -292,11 +283,11 @@ class CallLedger:
                 continue
             behavior = live_call.behavior
             if behavior == "BLOCKING":  # validated above: it does not stream
-                life = _Life(call, behavior, None, False, now, seq, epoch, vias, batch)
+                life = blocking(call, seq)
                 batch.ids.append(call.id)
             else:
                 scheduling, streaming = live_call.scheduling, live_call.streaming
-                life = _Life(call, behavior, scheduling, streaming, now, seq, epoch, vias)
+                life = _Life(now, epoch, vias, None, behavior, scheduling, streaming, call, seq)
             seq += 1
             lives[call.id] = life
             live[call.id] = life
@@ -569,13 +560,21 @@ class CallLedger:
 
     def _release(self, lives: Iterable[_Life | None], batch: _Batch | None) -> None:
         """Queue the answers of ``lives`` settled in ``batch`` (not withdrawn, not re-issued)."""
-        ready = self._ready
-        for life in lives:
-            if life is not None and life.batch is batch and life.state == "settled":
-                outcome = life.outcome
-                assert outcome is not None  # a settled call has one
-                life.state = _READY
-                ready.append((life, outcome))
+        found = [*lives]
+        if (  # checked in C: commonly every one is there, settled in ``batch``
+            None in found
+            or not _ALL_SETTLED.issuperset(map(_state, found))
+            or not all(map(operator.is_, map(_batch_of, found), repeat(batch)))
+        ):
+            found = [
+                life
+                for life in found
+                if life is not None and life.batch is batch and life.state == "settled"
+            ]
+        released = cast("list[_Life]", found)  # no None left
+        for life in released:
+            life.state = _READY
+        self._ready += zip(released, map(_outcome, released), strict=True)  # each has one
 
     def _requeue_in_flight(self) -> None:
         if self._in_flight is not None:
