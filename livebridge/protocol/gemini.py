@@ -16,7 +16,7 @@ ledger), and the same request re-issued under a new id is the dispatcher's to re
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import assert_never
 
@@ -96,6 +96,9 @@ class GeminiLiveProtocol:
         self.ledger = CallLedger(
             encode=gemini_live.encode, max_frame_bytes=self.options.max_frame_bytes
         )
+        #: Could the model have seen this call's answer? (The re-issue rule asks, for each
+        #: call: the ledger's own method, not one wrapping it.)
+        self.answer_seen: Callable[[str], bool] = self.ledger.answer_seen
         self.outbox = Outbox(
             self.options.audio_during_blocking,
             self.options.held_audio_seconds,
@@ -131,10 +134,6 @@ class GeminiLiveProtocol:
     def switch_ready(self) -> bool:
         """After ``goAway``: every call is answered and the newest handle covers them all."""
         return self.ledger.idle and self._last_handle_message > self._last_call_message
-
-    def answer_seen(self, call_id: str) -> bool:
-        """Could the model have seen this call's answer? (The re-issue rule asks.)"""
-        return self.ledger.answer_seen(call_id)
 
     @property
     def send_directly(self) -> bool:
