@@ -478,19 +478,19 @@ class LiveSession:
         """Deliver the protocol's events and carry out its actions, in order."""
         if not outputs:
             return
-        put_all = self._events.put_all
+        put_all: Callable[[list[Any]], None] = self._events.put_all  # given events only
         actions = [*compress(count(), map(isinstance, outputs, repeat(_ACTIONS)))]  # in C
         if not actions:  # events only, the common case: queued in one call
-            put_all(cast("list[SessionEvent]", outputs))
+            put_all(outputs)
             if all(map(isinstance, outputs, repeat(DROPPABLE))):
                 return  # media only: no work for the writer or the watchers
         else:
             start = 0  # the events before each action go first
             for index in actions:
-                put_all(cast("list[SessionEvent]", outputs[start:index]))
+                put_all(outputs[start:index])
                 self._act(cast(Action, outputs[index]), connection)
                 start = index + 1
-            put_all(cast("list[SessionEvent]", outputs[start:]))
+            put_all(outputs[start:])
         self._wake.set()
 
     def _act(self, action: Action, connection: TaskGroup | None) -> None:
