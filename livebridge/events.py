@@ -203,8 +203,10 @@ class EventBuffer:
             raise ValueError("control_capacity must be at least 1")
         self.dropped = 0
         self._items: deque[_Queued] = deque()  # in order; discarded entries are skipped
-        self._media: deque[_Entry] = deque()  # waiting media entries, oldest first
-        self._control: deque[_Entry] = deque()  # waiting droppable control entries
+        # Media and droppable control entries, oldest first; the read ones ([None]) linger at
+        # the front until the next look for the oldest waiting (``_waiting``).
+        self._media: deque[_Entry] = deque()
+        self._control: deque[_Entry] = deque()
         self._discarded = 0  # discarded entries still in _items: the rest are waiting
         self._pending_drops = 0
         self._closed = False
@@ -214,7 +216,7 @@ class EventBuffer:
         """Queue ``event`` without blocking, applying the overflow policy."""
         kind = type(event)
         if len(self._items) - self._discarded >= self.capacity:
-            if self._media:
+            if _waiting(self._media):
                 self._discard(self._media.popleft())
             elif kind in _MEDIA:
                 self._count_drop()
@@ -226,10 +228,13 @@ class EventBuffer:
             self._items.append(entry)
             if kind in _MEDIA:
                 self._media.append(entry)
+                if len(self._media) > self.capacity:  # some were read: at most that many wait
+                    _waiting(self._media)
             else:
-                self._control.append(entry)
-                if len(self._control) > self.control_capacity:
-                    self._discard(self._control.popleft())
+                control, limit = self._control, self.control_capacity
+                control.append(entry)
+                if len(control) > limit and len(_waiting(control)) > limit:
+                    self._discard(control.popleft())
         if self._wakeup is not None:  # the first event since a reader began to wait
             self._wakeup.set()
             self._wakeup = None
@@ -248,13 +253,17 @@ class EventBuffer:
             entries = [*map(_entry, zip(events))]  # an entry ``[event]`` each, built in C
             items.extend(entries)
             self._media.extend(entries)
+            if len(self._media) > self.capacity:
+                _waiting(self._media)
         elif room and kinds.isdisjoint(_MEDIA_OR_KEPT):
             entries = [*map(_entry, zip(events))]
             items.extend(entries)
             control = self._control
             control.extend(entries)
-            while len(control) > self.control_capacity:  # the oldest go, as ``put`` does
-                self._discard(control.popleft())
+            if len(control) > self.control_capacity:  # the oldest waiting go, as ``put`` does
+                _waiting(control)
+                while len(control) > self.control_capacity:
+                    self._discard(control.popleft())
         else:
             for event in events:
                 self.put(event)
@@ -310,10 +319,7 @@ class EventBuffer:
             if event is None:
                 self._discarded -= 1
                 continue
-            if type(event) in _MEDIA:
-                self._media.popleft()  # the oldest waiting media entry is this one
-            else:
-                self._control.popleft()
+            queued[0] = None  # read: its media or control queue lets it go when it next looks
             yield event
 
     def _discard(self, entry: _Entry) -> None:
@@ -331,3 +337,11 @@ class EventBuffer:
     def _count_drop(self) -> None:
         self.dropped += 1
         self._pending_drops += 1
+
+
+def _waiting(entries: deque[_Entry]) -> deque[_Entry]:
+    """``entries`` without the read ones at its front (``ready`` leaves them there): the oldest
+    first is still waiting, if any."""
+    while entries and entries[0][0] is None:
+        entries.popleft()
+    return entries

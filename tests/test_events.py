@@ -214,3 +214,18 @@ def test_put_all_queues_and_drops_as_put_does_one_by_one(
     read[1].extend(in_runs.ready())
     assert read[1] == read[0]
     assert in_runs.dropped == one_by_one.dropped
+
+
+def test_an_app_that_reads_as_events_come_keeps_memory_bounded() -> None:
+    buffer = EventBuffer(capacity=8, control_capacity=16)
+    for i in range(20_000):  # read entries are let go by the next look for the oldest waiting
+        buffer.put(AudioOut(bytes([i % 256])))
+        buffer.put_all([TurnComplete(reason=str(i)), Interrupted()])
+        assert list(buffer.ready()) == [
+            AudioOut(bytes([i % 256])),
+            TurnComplete(reason=str(i)),
+            Interrupted(),
+        ]
+    assert len(buffer._media) <= 8 + 1
+    assert len(buffer._control) <= 16 + 2
+    assert buffer.dropped == 0
