@@ -303,7 +303,8 @@ class GeminiLiveProtocol:
         if not calls:
             return
         tools = [*map(self.tools.get, map(_NAME, calls))]
-        # A BLOCKING tool never streams (the registry refuses it) and has no scheduling.
+        # A BLOCKING call's LiveCall takes the defaults: it never streams (the registry refuses
+        # it) and scheduling is NON_BLOCKING's only.
         if None not in tools and _BLOCKING.issuperset(map(_BEHAVIOR, tools)):
             live_calls = [*map(LiveCall, calls)]
         else:
@@ -319,7 +320,7 @@ class GeminiLiveProtocol:
         if not admitted:
             return
         behaviors: Iterable[Behavior]
-        if len(admitted) == len(live_calls):  # every call, in order
+        if len(admitted) == len(live_calls):  # all, in order: admitted[i] is live_calls[i].call
             behaviors = map(_BEHAVIOR, live_calls)
         else:
             by_id = dict(zip(map(_ID, calls), map(_BEHAVIOR, live_calls), strict=True))
