@@ -365,3 +365,24 @@ def test_connection_table_follows_its_model_and_refuses_without_change(
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+def test_started_events_name_each_admitted_call_with_its_tools_behavior() -> None:
+    protocol = opened()
+    out = protocol.receive(
+        tool_call(
+            ("a", "lookup", {"city": "A"}),
+            ("b", "remind", {"text": "x"}),
+            ("a", "lookup", {"city": "A"}),  # repeated in one message: dropped
+            ("c", "nothing", None),  # no such tool (BLOCKING), no args ({})
+        ),
+        now=1.0,
+    )
+    assert [o for o in out if isinstance(o, ToolCallStarted)] == [
+        ToolCallStarted("a", "lookup", {"city": "A"}, "BLOCKING"),
+        ToolCallStarted("b", "remind", {"text": "x"}, "NON_BLOCKING"),
+        ToolCallStarted("c", "nothing", {}, "BLOCKING"),
+    ]
+    (run,) = of(out, RunCalls)
+    assert [c.id for c in run.calls] == ["a", "b", "c"]
+    assert protocol.ledger.state("b") == "running"
