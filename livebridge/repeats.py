@@ -17,9 +17,9 @@ requests, bounded (the oldest is forgotten first, after which its repeat counts 
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
-from itertools import islice, takewhile
+from itertools import islice, repeat, takewhile
 from typing import Generic, Literal, TypeVar
 
 import msgspec
@@ -76,6 +76,9 @@ class Request(msgspec.Struct, Generic[F], eq=False, gc=False):
         return any(map(answer_seen, self.ids))
 
 
+#: Runs an iterator to its end in C, keeping nothing (``itertools`` recipes' ``consume``).
+_consume = deque(maxlen=0).extend
+
 #: Above this many remembered requests, each ``put`` forgets the stale ones at the oldest end.
 PRUNE_ABOVE = 32
 
@@ -111,12 +114,14 @@ class Requests(Generic[F]):
         by_key[key] = request
         if len(by_key) <= self._check_above:
             return request
-        if len(by_key) > self._capacity:
+        size = len(by_key)
+        if size > self._capacity:
             by_key.popitem(last=False)
-        if len(by_key) > PRUNE_ABOVE:  # the stale ones at the oldest end, before this one
-            older = islice(by_key.values(), len(by_key) - 1)
-            for _ in range(len(list(takewhile(self._stale, older)))):
-                by_key.popitem(last=False)
+            size -= 1
+        if size > PRUNE_ABOVE:  # the stale ones at the oldest end, before this one
+            stale = len(list(takewhile(self._stale, islice(by_key.values(), size - 1))))
+            if stale:  # popped from the oldest end in C
+                _consume(map(by_key.popitem, repeat(False, stale)))
         return request
 
     def expire(self, now: float, ttl: float) -> None:
