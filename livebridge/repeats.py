@@ -18,9 +18,9 @@ requests, bounded (the oldest is forgotten first, after which its repeat counts 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from itertools import islice, repeat, takewhile
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
@@ -77,7 +77,7 @@ class Request(msgspec.Struct, Generic[F], eq=False, gc=False):
 
 
 #: Runs an iterator to its end in C, keeping nothing (``itertools`` recipes' ``consume``).
-_consume = deque(maxlen=0).extend
+_consume: Callable[[Iterable[Any]], None] = deque[Any](maxlen=0).extend
 
 #: Above this many remembered requests, each ``put`` forgets the stale ones at the oldest end.
 PRUNE_ABOVE = 32
