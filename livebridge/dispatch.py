@@ -106,14 +106,15 @@ class Dispatcher:
         self._observers = tuple(observers)
         self._clock = clock
         self._answer_seen = answer_seen or (lambda call_id: True)
-        stale = self._decided if answer_seen else _has_outcome  # all seen: stale once settled
+        # Is a request decided (a repeat is new, ``classify``)? All seen: once it has an outcome.
+        self._is_decided = self._decided if answer_seen else _has_outcome
         self._limiter = LocalSlots(policy.max_parallel)
         # Worker threads for sync handlers: their own pool, not anyio's process-wide default.
         self._threads = anyio.CapacityLimiter(policy.max_parallel)
         self._ledger_size = ledger_size
         self._answered: OrderedDict[str, Outcome] = OrderedDict()
         self._running: dict[str, Pending] = {}
-        self._requests: Requests[Pending] = Requests(ledger_size, stale)
+        self._requests: Requests[Pending] = Requests(ledger_size, self._is_decided)
         self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
         self._limiters_by_tool: dict[str, tuple[SlotLimiter, ...]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -303,7 +304,7 @@ class Dispatcher:
                     firsts[key] = wait.own  # a twin of this call is still a twin
                     return wait
         request = self._requests.get(key)
-        if request is not None and not self._decided(request):  # ``classify``: a re-issue
+        if request is not None and not self._is_decided(request):  # ``classify``: a re-issue
             request.answered_as(call.id)
             wait = self._waiter(call, request.first, "duplicate", "reissue")
             firsts[key] = wait.own
@@ -326,7 +327,9 @@ class Dispatcher:
     def _decided(self, request: Request[Pending]) -> bool:
         """A repeat of ``request`` is a new request (``classify``) whatever happens next."""
         outcome = request.first.outcome
-        return outcome is not None and (is_failure(outcome.kind) or request.seen(self._answer_seen))
+        if outcome is None:
+            return False
+        return is_failure(outcome.kind) or any(map(self._answer_seen, request.ids))
 
     def _waiter(
         self, call: Call, first: Pending, kind: OutcomeKind | None, reason: DedupReason

@@ -72,9 +72,6 @@ class Request(msgspec.Struct, Generic[F], eq=False, gc=False):
         self.ids.append(call_id)
         del self.ids[:-MAX_IDS_PER_REQUEST]
 
-    def seen(self, answer_seen: Callable[[str], bool]) -> bool:
-        return any(map(answer_seen, self.ids))
-
 
 #: Runs an iterator to its end in C, keeping nothing (``itertools`` recipes' ``consume``).
 _consume: Callable[[Iterable[Any]], None] = deque[Any](maxlen=0).extend
