@@ -47,9 +47,8 @@ from livebridge.calls import (
     is_failure,
 )
 from livebridge.eager import EagerStarter
-from livebridge.errors import InvalidCallError
 from livebridge.observe import BatchSettled, BatchStarted, CallSettled, CallStarted, Observer, emit
-from livebridge.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait
+from livebridge.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait, check_calls
 from livebridge.policy import CallPolicy
 from livebridge.repeats import Request, Requests, served_by_key
 from livebridge.threads import LocalSlots, SlotLimiter, ThreadSlots
@@ -72,7 +71,6 @@ _canonical = msgspec.json.Encoder(order="sorted").encode
 _asdict = msgspec.structs.asdict
 #: Is a remembered request settled? Its first call's outcome, if any (an Outcome is truthy).
 _has_outcome = operator.attrgetter("first.outcome")
-_call_id = operator.attrgetter("id")
 _NO_VALUE: Any = object()
 _STREAM_END: Any = object()
 
@@ -190,7 +188,7 @@ class Dispatcher:
         wait in), else a coroutine to await exactly once (cancelled, it cancels what runs)."""
         if not calls:
             return []
-        _check(calls)
+        check_calls(calls)
         batch = Batch(calls, turn, on_settled, on_partial, self._clock(), refuse)
         if self._observers:
             emit(self._observers, BatchStarted(self.session_id, turn, len(calls)))
@@ -200,34 +198,42 @@ class Dispatcher:
             # Looked up once per event loop: the clock cancel-scope deadlines are measured on.
             self._loop_time = starter.loop.time
         plans = self._plan(batch)
+        token = starter.enter()
         try:
-            for index, plan in enumerate(plans):
-                match plan:
-                    case Run(pending, tool):
-                        pending.scope = scope = starter.scope()
-                        task = starter.start(self._execute(batch, index, plan))
-                        if task is None:  # it finished in its first step
-                            continue
-                        batch.runs[index] = (pending, tool)  # to abandon it if it overstays
-                        if plan.ticket is None and scope.deadline == math.inf:
-                            scope.deadline = pending.deadline  # it suspended: the timeout runs
-                    case Settle(outcome):
-                        self._settle(batch, index, outcome)
-                        continue
-                    case Wait(own):
-                        own.scope = starter.scope()
-                        task = starter.start(self._wait(batch, index, plan))
-                    case Rejoin(first):
-                        task = starter.start(self._rejoin(batch, index, first))
-                    case _:
-                        assert_never(plan)
-                if task is not None:
-                    self._tasks.add(task)
-                    task.add_done_callback(self._tasks.discard)
+            try:
+                self._start_each(batch, plans, starter)
+            finally:
+                starter.exit(token)
         except BaseException:  # a handler's first step raised past its call: settle them all
             self._withdraw(batch)
             raise
         return self._rest(batch) if batch.left else self._finished(batch)
+
+    def _start_each(self, batch: Batch, plans: list[Plan], starter: EagerStarter) -> None:
+        for index, plan in enumerate(plans):
+            match plan:
+                case Run(pending, tool):
+                    pending.scope = scope = starter.scope()
+                    task = starter.start(self._execute(batch, index, plan))
+                    if task is None:  # it finished in its first step
+                        continue
+                    batch.runs[index] = (pending, tool)  # to abandon it if it overstays
+                    if plan.ticket is None and scope.deadline == math.inf:
+                        scope.deadline = pending.deadline  # it suspended: the timeout runs
+                case Settle(outcome):
+                    starter.resume()  # settled by the caller, as the task it is
+                    self._settle(batch, index, outcome)
+                    continue
+                case Wait(own):
+                    own.scope = starter.scope()
+                    task = starter.start(self._wait(batch, index, plan))
+                case Rejoin(first):
+                    task = starter.start(self._rejoin(batch, index, first))
+                case _:
+                    assert_never(plan)
+            if task is not None:
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
 
     async def _rest(self, batch: Batch) -> list[Outcome]:
         try:
@@ -582,20 +588,6 @@ class Dispatcher:
             None,
             scheduling,
         )
-
-
-def _check(calls: Sequence[Call]) -> None:
-    if set(map(type, calls)) == {Call}:  # the usual batch, checked in C: no loop in Python
-        ids = list(map(_call_id, calls))
-        if set(map(type, ids)) == {str} and "" not in ids:
-            return
-    for position, call in enumerate(calls):  # the call that is wrong, for its error
-        if not isinstance(call, Call):
-            what = f"calls[{position}] is a {type(call).__name__}, not a livebridge.Call"
-            raise InvalidCallError(what)
-        if not isinstance(call.id, str) or not call.id:
-            what = f"calls[{position}] ({call.name!r}) needs a non-empty string id, not {call.id!r}"
-            raise InvalidCallError(what)
 
 
 def _deliver(callback: Callable[[Any], None], item: Any) -> None:

@@ -8,7 +8,10 @@ suspends carries on in its task and never moves, so its cancel scopes stay valid
 
 A task object is only consumed when its coroutine suspends: ``EagerStarter`` keeps the unused
 one for the next coroutine until the event loop runs it, so any number of coroutines that
-finish in their first step, one after another, cost one task between them.
+finish in their first step, one after another, cost one task between them. Starts come in
+runs (``enter()`` to ``exit()``) in which that task stays the current one from one such
+coroutine to the next: the caller's identity is given back once per run, or before the caller
+runs code of its own (``resume()``), not after every coroutine.
 
 Each task runs its coroutine inside one anyio cancel scope (``EagerStarter.scope()``), entered
 as the task before the coroutine's first step and exited when the coroutine ends, as a
@@ -116,9 +119,15 @@ _NO_SPARE = _Carrier()  # never given a task
 
 
 class EagerStarter:
-    """Starts coroutines eagerly; ``start`` returns the task, or None if it already finished."""
+    """Starts coroutines eagerly; ``start`` returns the task, or None if it already finished.
 
-    __slots__ = ("_carrier", "_loop", "_new_scope", "loop")
+    Starts come in runs, between ``enter()`` and ``exit()``. Within a run the starter stays
+    the spare task from one coroutine that finished in its first step to the next (the task
+    switch is paid once per task, not per coroutine); ``resume()`` makes the caller the
+    current task again before the caller runs anything of its own, such as a callback.
+    """
+
+    __slots__ = ("_carrier", "_current", "_home", "_loop", "_new_scope", "loop")
 
     def __init__(self) -> None:
         self.loop = self._loop = asyncio.get_running_loop()
@@ -128,6 +137,26 @@ class EagerStarter:
         # The running backend's scope class, looked up once (``anyio.CancelScope()`` looks
         # the backend up on every construction).
         self._new_scope: type[anyio.CancelScope] = type(anyio.CancelScope())
+        # The task that called ``enter()``, and the task the starter made current (the same
+        # one outside a start, or between starts once ``resume()`` was called).
+        self._home: asyncio.Task[Any] | None = None
+        self._current: asyncio.Task[Any] | None = None
+
+    def enter(self) -> tuple[asyncio.Task[Any] | None, asyncio.Task[Any] | None]:
+        """Begin a run of starts (runs may nest); returns what ``exit`` needs."""
+        token = (self._home, self._current)
+        self._home = self._current = _current_tasks.get(self._loop)
+        return token
+
+    def exit(self, token: tuple[asyncio.Task[Any] | None, asyncio.Task[Any] | None]) -> None:
+        """End a run of starts: the caller is the current task again."""
+        self.resume()
+        self._home, self._current = token
+
+    def resume(self) -> None:
+        """Make the caller the current task again (until the next start)."""
+        if self._current is not self._home:
+            self._become(self._home)
 
     def scope(self) -> anyio.CancelScope:
         """The cancel scope the next coroutine started will run in (until it finishes)."""
@@ -141,50 +170,44 @@ class EagerStarter:
 
         Exceptions of that first step propagate to the caller, as they would from a call.
         """
-        loop = self._loop
         carrier = self._carrier
         task = carrier.task
         if task is None:
             carrier, task, _ = self._renew()
+        if self._current is not task:
+            self._become(task)
         context = _copy_context()
-        caller = _current_tasks.get(loop)
-        if caller is not None:
-            _leave_task(loop, caller)
-        _enter_task(loop, task)
         try:
             yielded = context.run(coroutine.send, None)
         except StopIteration:
             scope = carrier.scope
             if scope is not None and (scope.cancel_called or scope.deadline != _INF):
                 self._retire(carrier, None)  # not pristine: the next one gets a fresh scope
-            return None
+            return None  # the spare stays the current task, for the next start
         except BaseException as exc:
             self._retire(carrier, exc)
+            self.resume()
             raise
-        finally:
-            _leave_task(loop, task)
-            if caller is not None:
-                _enter_task(loop, caller)
+        self.resume()  # the task carries on in the loop
         carrier.coroutine, carrier.yielded, carrier.context = coroutine, yielded, context
         self._carrier = _NO_SPARE
         return task
 
-    def _renew(self) -> tuple[_Carrier, asyncio.Task[Any], anyio.CancelScope]:
-        """A new spare task, its scope entered as that task."""
+    def _become(self, task: asyncio.Task[Any] | None) -> None:
         loop = self._loop
+        if self._current is not None:
+            _leave_task(loop, self._current)
+        if task is not None:
+            _enter_task(loop, task)
+        self._current = task
+
+    def _renew(self) -> tuple[_Carrier, asyncio.Task[Any], anyio.CancelScope]:
+        """A new spare task, its scope entered as that task (which stays current)."""
         carrier = _Carrier()
-        task = loop.create_task(carrier)
+        task = self._loop.create_task(carrier)
         scope = self._new_scope()
-        caller = _current_tasks.get(loop)
-        if caller is not None:
-            _leave_task(loop, caller)
-        _enter_task(loop, task)
-        try:
-            scope.__enter__()
-        finally:
-            _leave_task(loop, task)
-            if caller is not None:
-                _enter_task(loop, caller)
+        self._become(task)
+        scope.__enter__()
         carrier.scope, carrier.task = scope, task
         self._carrier = carrier
         return carrier, task, scope

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -17,12 +18,13 @@ import anyio
 import msgspec
 
 from livebridge.calls import Call, DedupReason, Outcome, OutcomeKind, Partial
+from livebridge.errors import InvalidCallError
 from livebridge.tools import Tool
 
 if TYPE_CHECKING:
     from livebridge.store.base import Ticket
 
-__all__ = ["Batch", "Pending", "Plan", "Rejoin", "Run", "Settle", "Wait"]
+__all__ = ["Batch", "Pending", "Plan", "Rejoin", "Run", "Settle", "Wait", "check_calls"]
 
 
 class Pending(msgspec.Struct, eq=False):
@@ -92,6 +94,8 @@ class Rejoin(msgspec.Struct, frozen=True, gc=False):
 
 Plan: TypeAlias = Settle | Run | Wait | Rejoin
 
+_call_id = operator.attrgetter("id")
+
 
 class Batch:
     """One ``run()``: its calls, and each call's outcome once settled (exactly once)."""
@@ -136,3 +140,19 @@ class Batch:
     def results(self) -> list[Outcome]:
         assert not self.left, "every call settles before run() returns"
         return self.outcomes  # type: ignore[return-value]
+
+
+def check_calls(calls: Sequence[Call]) -> None:
+    """Raise ``InvalidCallError`` for an item that is not a ``Call`` with a usable id: such a
+    call could never be answered, so a batch holding one is refused before anything runs."""
+    if set(map(type, calls)) == {Call}:  # the usual batch, checked in C: no loop in Python
+        ids = list(map(_call_id, calls))
+        if set(map(type, ids)) == {str} and "" not in ids:
+            return
+    for position, call in enumerate(calls):  # the call that is wrong, for its error
+        if not isinstance(call, Call):
+            what = f"calls[{position}] is a {type(call).__name__}, not a livebridge.Call"
+            raise InvalidCallError(what)
+        if not isinstance(call.id, str) or not call.id:
+            what = f"calls[{position}] ({call.name!r}) needs a non-empty string id, not {call.id!r}"
+            raise InvalidCallError(what)
