@@ -213,20 +213,19 @@ class Dispatcher:
         for index, plan in enumerate(plans):
             match plan:
                 case Run(pending, tool):
-                    pending.scope = scope = starter.scope()
-                    task = starter.start(self._execute(batch, index, plan))
+                    task = starter.start(self._execute(batch, index, plan), pending)
                     if task is None:  # it finished in its first step
                         continue
                     batch.runs[index] = (pending, tool)  # to abandon it if it overstays
-                    if plan.ticket is None and scope.deadline == math.inf:
+                    scope = pending.scope
+                    if plan.ticket is None and scope is not None and scope.deadline == math.inf:
                         scope.deadline = pending.deadline  # it suspended: the timeout runs
                 case Settle(outcome):
                     starter.resume()  # settled by the caller, as the task it is
                     self._settle(batch, index, outcome)
                     continue
                 case Wait(own):
-                    own.scope = starter.scope()
-                    task = starter.start(self._wait(batch, index, plan))
+                    task = starter.start(self._wait(batch, index, plan), own)
                 case Rejoin(first):
                     task = starter.start(self._rejoin(batch, index, first))
                 case _:

@@ -13,7 +13,7 @@ runs (``enter()`` to ``exit()``) in which that task stays the current one from o
 coroutine to the next: the caller's identity is given back once per run, or before the caller
 runs code of its own (``resume()``), not after every coroutine.
 
-Each task runs its coroutine inside one anyio cancel scope (``EagerStarter.scope()``), entered
+Each task runs its coroutine inside one anyio cancel scope (given to ``start``'s holder), entered
 as the task before the coroutine's first step and exited when the coroutine ends, as a
 ``with`` block around it would be. Coroutines that finish in their first step share the scope
 of the task they share; the one that suspends takes the task and its scope with it. A scope
@@ -28,11 +28,11 @@ import asyncio
 import contextvars
 import math
 from collections.abc import Callable, Coroutine, Generator
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
-__all__ = ["EagerStarter"]
+__all__ = ["EagerStarter", "Scoped"]
 
 _enter_task: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None]
 _leave_task: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None]
@@ -118,6 +118,12 @@ class _Carrier(Coroutine[Any, Any, Any]):
 _NO_SPARE = _Carrier()  # never given a task
 
 
+class Scoped(Protocol):
+    """What is told the cancel scope its coroutine runs in."""
+
+    scope: anyio.CancelScope | None
+
+
 class EagerStarter:
     """Starts coroutines eagerly; ``start`` returns the task, or None if it already finished.
 
@@ -158,22 +164,20 @@ class EagerStarter:
         if self._current is not self._home:
             self._become(self._home)
 
-    def scope(self) -> anyio.CancelScope:
-        """The cancel scope the next coroutine started will run in (until it finishes)."""
-        scope = self._carrier.scope
-        if scope is None:
-            _, _, scope = self._renew()
-        return scope
+    def start(
+        self, coroutine: Coroutine[Any, Any, Any], holder: Scoped | None = None
+    ) -> asyncio.Task[Any] | None:
+        """Run ``coroutine`` up to its first suspension as a task of its own, in its scope.
 
-    def start(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Task[Any] | None:
-        """Run ``coroutine`` up to its first suspension as a task of its own, in ``scope()``.
-
-        Exceptions of that first step propagate to the caller, as they would from a call.
+        ``holder.scope`` is set to that scope before the first step (to cancel the coroutine
+        by). Exceptions of that first step propagate to the caller, as from a call.
         """
         carrier = self._carrier
         task = carrier.task
         if task is None:
             carrier, task, _ = self._renew()
+        if holder is not None:
+            holder.scope = carrier.scope
         if self._current is not task:
             self._become(task)
         context = _copy_context()

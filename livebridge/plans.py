@@ -30,7 +30,7 @@ __all__ = ["Batch", "Pending", "Plan", "Rejoin", "Run", "Settle", "Wait", "check
 class Pending(msgspec.Struct, eq=False):
     """A call in flight: its cancel scope, and its outcome once settled.
 
-    The scope is the one its job starts in (``EagerStarter.scope()``), set just before: a call
+    The scope is the one its job starts in, set by ``EagerStarter.start`` just before: a call
     cancelled before that is never run. The scope gets its ``deadline`` only once the call
     first suspends (``Dispatcher.start`` arms it when the job comes back suspended): until
     then no timeout can fire, and a handler that finishes without suspending never arms a
