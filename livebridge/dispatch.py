@@ -400,8 +400,7 @@ class Dispatcher:
         text = "tool %s (call %s) ignored its cancellation at the deadline: answered timeout"
         log.warning(text + " and abandoned; it keeps its concurrency slots until it ends", *names)
         outcome = outcomes.abandoned(call, tool.name, tool.timeout or self.policy.timeout, None)
-        self._forget(pending)
-        pending.finish(outcome)
+        pending.finish(outcome, self._running)
         self._settle(batch, index, outcome)
 
     def _withdraw(self, batch: Batch) -> None:
@@ -412,13 +411,8 @@ class Dispatcher:
             if pending is not None and pending.call is call:
                 if pending.scope is not None:
                     pending.scope.cancel()
-                self._forget(pending)
-                pending.finish(outcomes.cancelled(call, 0.0))
+                pending.finish(outcomes.cancelled(call, 0.0), self._running)
             self._settle(batch, index, outcomes.cancelled(call, 0.0))
-
-    def _forget(self, pending: Pending) -> None:
-        if self._running.get(pending.call.id) is pending:
-            del self._running[pending.call.id]
 
     # -- jobs -----------------------------------------------------------------------------
 
@@ -430,9 +424,8 @@ class Dispatcher:
             if not own.cancel_requested:
                 outcome = outcomes.copied(call, await plan.first.wait(), plan.kind, plan.reason)
         finally:
-            self._forget(own)
             outcome = outcome or outcomes.cancelled(call, 0.0)
-            if own.finish(outcome):
+            if own.finish(outcome, self._running):
                 self._settle(batch, index, outcome)
 
     async def _rejoin(self, batch: Batch, index: int, first: Pending) -> None:
@@ -516,14 +509,13 @@ class Dispatcher:
             else:
                 outcome = self._ended(pending, tool, value, failure, latency)
         finally:
-            self._forget(pending)
             if outcome is None:
                 if scope.cancel_called:  # the scope's cancellation, leaving
                     latency = self._clock() - started if started else 0.0
                     outcome = self._ended(pending, tool, _NO_VALUE, None, latency)
                 else:
                     outcome = outcomes.cancelled(call, 0.0)
-            if pending.finish(outcome):
+            if pending.finish(outcome, self._running):
                 self._settle(batch, index, outcome)
             if ticket is not None and pending.outcome is not None:  # what the model was answered
                 ticket.settled(pending.outcome)

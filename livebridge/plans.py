@@ -44,11 +44,16 @@ class Pending(msgspec.Struct, eq=False):
     settled: asyncio.Event | None = None
     cancel_requested: bool = False
 
-    def finish(self, outcome: Outcome) -> bool:
-        """Record the outcome; False if it already had one (abandoned, or run() cancelled)."""
+    def finish(self, outcome: Outcome, running: dict[str, Pending]) -> bool:
+        """Record the outcome and leave ``running`` (the calls in flight by id, where the
+        dispatcher registered it); False if it already had one (abandoned, or run() cancelled).
+        """
         if self.outcome is not None:
             return False
         self.outcome = outcome
+        call_id = self.call.id
+        if running.get(call_id) is self:
+            del running[call_id]
         if self.settled is not None:
             self.settled.set()
         return True
