@@ -503,10 +503,10 @@ class Dispatcher:
                 if slots is None or slots.leave():
                     for limiter in reversed(acquired):
                         limiter.release_on_behalf_of(pending)
-            latency = self._clock() - started if started else 0.0
             if failure is None:  # it returned (the early ends return above): without _ended
-                outcome = self._success(call, tool, value, latency)
+                outcome = self._success(call, tool, value, self._clock() - started)
             else:
+                latency = self._clock() - started if started else 0.0
                 outcome = self._ended(pending, tool, value, failure, latency)
         finally:
             if outcome is None:
