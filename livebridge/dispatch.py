@@ -72,7 +72,9 @@ _asdict = msgspec.structs.asdict
 #: Is a remembered request settled? Its first call's outcome, if any (an Outcome is truthy).
 _has_outcome = operator.attrgetter("first.outcome")
 _NO_VALUE: Any = object()
-_STREAM_END: Any = object()
+#: A stream whose items were all sent as partials; a Result, so that ``_success`` tells both
+#: apart from a plain value with one test.
+_STREAM_END = Result(object())
 
 
 class Dispatcher:
@@ -272,7 +274,10 @@ class Dispatcher:
             return Settle(outcomes.closing(call))
         if index >= policy.max_calls_per_turn:
             return Settle(outcomes.fanout(call, policy.max_calls_per_turn))
-        tool = self.tools.get(call.name) if isinstance(call.name, str) else None
+        try:
+            tool = self.tools.get(call.name)
+        except TypeError:  # a name that is not a string matches no tool, unhashable or not
+            tool = None
         if tool is None:
             return Settle(outcomes.unknown(call, self.tools.names()))
         try:
@@ -320,8 +325,7 @@ class Dispatcher:
             if isinstance(admitted, Outcome):  # answered from the journal of a previous owner
                 return Settle(admitted)
             ticket = admitted
-        timeout = tool.timeout or policy.timeout
-        pending = Pending(call, now + timeout)
+        pending = Pending(call, now + (tool.timeout or policy.timeout))
         self._running[call.id] = pending
         firsts[key] = pending
         self._requests.put(key, pending, call.id, clock_now)
@@ -558,9 +562,9 @@ class Dispatcher:
     def _success(self, call: Call, tool: Tool, value: Any, latency: float) -> Outcome:
         scheduling = tool.scheduling
         if isinstance(value, Result):
+            if value is _STREAM_END:
+                return Outcome(call.id, tool.name, "ok", {}, latency, 2, scheduling=scheduling)
             value, scheduling = value.value, value.scheduling or scheduling
-        if value is _STREAM_END:
-            return Outcome(call.id, tool.name, "ok", {}, latency, 2, scheduling=scheduling)
         try:
             payload = payloads.output(value, self.policy.max_result_bytes)
         except payloads.UnserializableResult as exc:
