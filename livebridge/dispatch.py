@@ -71,7 +71,6 @@ _canonical = msgspec.json.Encoder(order="sorted").encode
 _asdict = msgspec.structs.asdict
 #: Is a remembered request settled? Its first call's outcome, if any (an Outcome is truthy).
 _has_outcome = operator.attrgetter("first.outcome")
-_NO_VALUE: Any = object()
 #: A stream whose items were all sent as partials; a Result, so that ``_success`` tells both
 #: apart from a plain value with one test.
 _STREAM_END = Result(object())
@@ -458,8 +457,6 @@ class Dispatcher:
         call = pending.call
         scope = pending.scope
         assert scope is not None
-        value: Any = _NO_VALUE
-        failure: Exception | None = None
         started = 0.0
         acquired: list[SlotLimiter] = []
         slots: ThreadSlots | None = None
@@ -502,21 +499,19 @@ class Dispatcher:
                     scope.deadline = pending.deadline
                     value = await self._stream(call, tool, kwargs, batch.on_partial)
             except Exception as exc:
-                failure = exc
+                latency = self._clock() - started if started else 0.0
+                outcome = self._ended(pending, tool, exc, latency)
+            else:  # it returned (the early ends return above)
+                outcome = self._success(call, tool, value, self._clock() - started)
             finally:
                 if slots is None or slots.leave():
                     for limiter in reversed(acquired):
                         limiter.release_on_behalf_of(pending)
-            if failure is None:  # it returned (the early ends return above): without _ended
-                outcome = self._success(call, tool, value, self._clock() - started)
-            else:
-                latency = self._clock() - started if started else 0.0
-                outcome = self._ended(pending, tool, value, failure, latency)
         finally:
             if outcome is None:
                 if scope.cancel_called:  # the scope's cancellation, leaving
                     latency = self._clock() - started if started else 0.0
-                    outcome = self._ended(pending, tool, _NO_VALUE, None, latency)
+                    outcome = self._ended(pending, tool, None, latency)
                 else:
                     outcome = outcomes.cancelled(call, 0.0)
             if pending.finish(outcome, self._running):
@@ -525,20 +520,19 @@ class Dispatcher:
                 ticket.settled(pending.outcome)
 
     def _ended(
-        self, pending: Pending, tool: Tool, value: Any, failure: Exception | None, latency: float
+        self, pending: Pending, tool: Tool, failure: Exception | None, latency: float
     ) -> Outcome:
-        """What a handler's end means: its result, its failure, a timeout or a cancellation."""
+        """A handler that ended without a result: cancelled, timed out, or it raised ``failure``
+        (in a cancelled scope, whatever it raised is the cancellation's)."""
         call, scope = pending.call, pending.scope
-        if value is _NO_VALUE and scope is not None and scope.cancel_called:
+        if failure is None or (scope is not None and scope.cancel_called):
             if pending.cancel_requested:
                 return outcomes.cancelled(call, latency)
             seconds = tool.timeout or self.policy.timeout
             return outcomes.timeout(call, tool.name, seconds, latency, tool.scheduling)
-        if failure is not None:
-            return outcomes.failure(
-                call, tool.name, failure, latency, expose=tool.expose_errors, sched=tool.scheduling
-            )
-        return self._success(call, tool, value, latency)
+        return outcomes.failure(
+            call, tool.name, failure, latency, expose=tool.expose_errors, sched=tool.scheduling
+        )
 
     async def _stream(
         self, call: Call, tool: Tool, kwargs: dict[str, Any], on_partial: OnPartial | None
