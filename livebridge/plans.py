@@ -47,13 +47,14 @@ class Pending(msgspec.Struct, eq=False):
     def finish(self, outcome: Outcome, running: dict[str, Pending]) -> bool:
         """Record the outcome and leave ``running`` (the calls in flight by id, where the
         dispatcher registered it); False if it already had one (abandoned, or run() cancelled).
+
+        Its id is its own in ``running`` from planning until this first finish: a call with
+        the id of one in flight rejoins that one, it never replaces it.
         """
         if self.outcome is not None:
             return False
         self.outcome = outcome
-        call_id = self.call.id
-        if running.get(call_id) is self:
-            del running[call_id]
+        running.pop(self.call.id, None)
         if self.settled is not None:
             self.settled.set()
         return True
