@@ -300,13 +300,12 @@ class Dispatcher:
             if tool.idempotent:
                 return self._waiter(call, first, None, "twin")
             return Settle(outcomes.twin(call, first.call.id))
-        clock_now = batch.received
         if app_key is not None:
-            self._keyed.expire(clock_now, policy.idempotency_ttl)
+            self._keyed.expire(batch.received, policy.idempotency_ttl)
             same = self._keyed.get(app_key)
             if same is not None:
                 kind = same.first.outcome.kind if same.first.outcome else None
-                age = clock_now - same.at
+                age = batch.received - same.at
                 if served_by_key(kind, age=age, ttl=policy.idempotency_ttl):
                     same.answered_as(call.id)
                     wait = self._waiter(call, same.first, "duplicate", "key")
@@ -327,9 +326,9 @@ class Dispatcher:
         pending = Pending(call, now + (tool.timeout or policy.timeout))
         self._running[call.id] = pending
         firsts[key] = pending
-        self._requests.put(key, pending, call.id, clock_now)
+        self._requests.put(key, pending, call.id, batch.received)
         if app_key is not None:
-            self._keyed.put(app_key, pending, call.id, clock_now)
+            self._keyed.put(app_key, pending, call.id, batch.received)
         return Run(pending, tool, kwargs, ticket)
 
     def _decided(self, request: Request[Pending]) -> bool:

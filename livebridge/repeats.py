@@ -115,10 +115,11 @@ class Requests(Generic[F]):
         if size > self._capacity:
             by_key.popitem(last=False)
             size -= 1
-        if size > PRUNE_ABOVE:  # the stale ones at the oldest end, before this one
-            stale = len(list(takewhile(self._stale, islice(by_key.values(), size - 1))))
-            if stale:  # popped from the oldest end in C
-                _consume(map(by_key.popitem, repeat(False, stale)))
+        if size > PRUNE_ABOVE and self._stale(next(iter(by_key.values()))):
+            # The oldest is stale: it and the stale ones right after it (never this one) are
+            # counted, then popped from the oldest end, in C.
+            after = takewhile(self._stale, islice(by_key.values(), 1, size - 1))
+            _consume(map(by_key.popitem, repeat(False, 1 + len(list(after)))))
         return request
 
     def expire(self, now: float, ttl: float) -> None:
