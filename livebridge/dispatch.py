@@ -51,11 +51,11 @@ from livebridge.observe import BatchSettled, BatchStarted, CallSettled, CallStar
 from livebridge.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait, check_calls
 from livebridge.policy import CallPolicy
 from livebridge.repeats import Request, Requests, served_by_key
-from livebridge.threads import LocalSlots, SlotLimiter, ThreadSlots
+from livebridge.threads import LocalSlots, SlotLimiter, ThreadSlots, acquire_each
 from livebridge.tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
-    from livebridge.store.base import CallJournal
+    from livebridge.store.base import CallJournal, Ticket
 
 __all__ = ["ABANDON_GRACE", "CallPolicy", "Dispatcher", "OnPartial", "OnSettled"]
 
@@ -213,14 +213,16 @@ class Dispatcher:
     def _start_each(self, batch: Batch, plans: list[Plan], starter: EagerStarter) -> None:
         for index, plan in enumerate(plans):
             match plan:
-                case Run(pending, tool):
-                    task = starter.start(self._execute(batch, index, plan), pending)
+                case Run(pending, tool, kwargs, ticket):
+                    task = starter.start(
+                        self._execute(batch, index, pending, tool, kwargs, ticket), pending
+                    )
                     if task is None:  # it finished in its first step
                         continue
                     batch.runs[index] = (pending, tool)  # to abandon it if it overstays
                     scope = pending.scope
-                    if plan.ticket is None and scope is not None and scope.deadline == math.inf:
-                        scope.deadline = pending.deadline  # it suspended: the timeout runs
+                    if ticket is None and scope is not None and scope.deadline == math.inf:
+                        pending.arm()  # it suspended: the timeout runs
                 case Settle(outcome):
                     starter.resume()  # settled by the caller, as the task it is
                     self._settle(batch, index, outcome)
@@ -436,13 +438,22 @@ class Dispatcher:
     # -- running a handler ----------------------------------------------------------------
 
     def _limiters(self, tool: Tool) -> tuple[SlotLimiter, ...]:
-        """Per-tool, then process-wide, then this dispatcher's (acquired in that order)."""
+        """Per-tool, then process-wide, then this dispatcher's (acquired in that order; three
+        different objects, so that ``index`` finds where an acquisition stopped)."""
         candidates = (tool.limiter, self.policy.limiter, self._limiter)
         limiters = tuple(x for x in candidates if x is not None)
         self._limiters_by_tool[tool.name] = limiters
         return limiters
 
-    async def _execute(self, batch: Batch, index: int, run: Run) -> None:
+    async def _execute(
+        self,
+        batch: Batch,
+        index: int,
+        pending: Pending,
+        tool: Tool,
+        kwargs: dict[str, Any],
+        ticket: Ticket | None,
+    ) -> None:
         """Run one handler under its limits, in its task's cancel scope, and settle its call.
 
         A journaled call runs only once its ``started`` entry is written (a store failure is
@@ -451,13 +462,9 @@ class Dispatcher:
         on the way. A sync handler's thread cannot be interrupted: its slots are handed to the
         thread, which gives them back when it really returns (``ThreadSlots``).
         """
-        pending, tool = run.pending, run.tool
-        ticket = run.ticket
         call = pending.call
-        scope = pending.scope
-        assert scope is not None
         started = 0.0
-        acquired: list[SlotLimiter] = []
+        acquired: Sequence[SlotLimiter] = ()
         slots: ThreadSlots | None = None
         outcome: Outcome | None = None
         try:
@@ -465,19 +472,22 @@ class Dispatcher:
                 return
             try:
                 limiters = self._limiters_by_tool.get(tool.name) or self._limiters(tool)
-                for limiter in limiters:
-                    try:
+                try:  # as a rule, each one is free at once
+                    for limiter in limiters:
                         limiter.acquire_on_behalf_of_nowait(pending)
-                    except anyio.WouldBlock:
-                        scope.deadline = pending.deadline
-                        await limiter.acquire_on_behalf_of(pending)
-                    acquired.append(limiter)
-                if pending.outcome is not None:  # settled while waiting for a slot
-                    return
+                except anyio.WouldBlock:  # busy: the ones before it are held, it is waited for
+                    acquired = list(limiters[: limiters.index(limiter)])
+                    await acquire_each(limiters[len(acquired) :], pending, acquired, pending.arm)
+                    if pending.outcome is not None:  # settled while waiting for a slot
+                        return
+                except BaseException:  # it failed: the ones before it are held, given back
+                    acquired = limiters[: limiters.index(limiter)]
+                    raise
+                else:
+                    acquired = limiters
                 if ticket is not None:  # its deadline runs once its entry is written, not before
                     await ticket.begin()
-                    scope.deadline = pending.deadline  # (start() leaves a journaled call's alone)
-                kwargs = run.kwargs
+                    pending.arm()  # (start() leaves a journaled call's alone)
                 if tool.context_parameter is not None:
                     context = CallContext(call.id, tool.name, batch.turn, self.session_id)
                     kwargs[tool.context_parameter] = context
@@ -488,14 +498,14 @@ class Dispatcher:
                 if tool.kind == "async":  # its deadline is armed by start() if it suspends
                     value = await tool.handler(**kwargs)
                 elif tool.kind == "sync":
-                    scope.deadline = pending.deadline
+                    pending.arm()
                     slots = ThreadSlots(acquired, pending)
                     body = slots.wrap(partial(tool.handler, **kwargs))
                     value = await anyio.to_thread.run_sync(
                         body, abandon_on_cancel=True, limiter=self._threads
                     )
                 else:
-                    scope.deadline = pending.deadline
+                    pending.arm()
                     value = await self._stream(call, tool, kwargs, batch.on_partial)
             except Exception as exc:
                 latency = self._clock() - started if started else 0.0
@@ -508,7 +518,8 @@ class Dispatcher:
                         limiter.release_on_behalf_of(pending)
         finally:
             if outcome is None:
-                if scope.cancel_called:  # the scope's cancellation, leaving
+                scope = pending.scope
+                if scope is not None and scope.cancel_called:  # the scope's cancellation, leaving
                     latency = self._clock() - started if started else 0.0
                     outcome = self._ended(pending, tool, None, latency)
                 else:

@@ -59,6 +59,11 @@ class Pending(msgspec.Struct, eq=False):
             self.settled.set()
         return True
 
+    def arm(self) -> None:
+        """Its timeout runs from now on: its scope gets its deadline."""
+        assert self.scope is not None, "a call's scope is set when its job starts"
+        self.scope.deadline = self.deadline
+
     async def wait(self) -> Outcome:
         if self.outcome is None:
             if self.settled is None:
