@@ -47,16 +47,15 @@ from livebridge.calls import (
     is_failure,
 )
 from livebridge.eager import EagerStarter
-from livebridge.errors import InvalidCallError
 from livebridge.observe import BatchSettled, BatchStarted, CallSettled, CallStarted, Observer, emit
-from livebridge.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait
+from livebridge.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait, check_calls
 from livebridge.policy import CallPolicy
 from livebridge.repeats import Request, Requests, served_by_key
-from livebridge.threads import LocalSlots, SlotLimiter, ThreadSlots
+from livebridge.threads import LocalSlots, SlotLimiter, ThreadSlots, acquire_each
 from livebridge.tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
-    from livebridge.store.base import CallJournal
+    from livebridge.store.base import CallJournal, Ticket
 
 __all__ = ["ABANDON_GRACE", "CallPolicy", "Dispatcher", "OnPartial", "OnSettled"]
 
@@ -72,8 +71,9 @@ _canonical = msgspec.json.Encoder(order="sorted").encode
 _asdict = msgspec.structs.asdict
 #: Is a remembered request settled? Its first call's outcome, if any (an Outcome is truthy).
 _has_outcome = operator.attrgetter("first.outcome")
-_NO_VALUE: Any = object()
-_STREAM_END: Any = object()
+#: A stream whose items were all sent as partials; a Result, so that ``_success`` tells both
+#: apart from a plain value with one test.
+_STREAM_END = Result(object())
 
 
 class Dispatcher:
@@ -105,14 +105,15 @@ class Dispatcher:
         self._observers = tuple(observers)
         self._clock = clock
         self._answer_seen = answer_seen or (lambda call_id: True)
-        stale = self._decided if answer_seen else _has_outcome  # all seen: stale once settled
+        # Is a request decided (a repeat is new, ``classify``)? All seen: once it has an outcome.
+        self._is_decided = self._decided if answer_seen else _has_outcome
         self._limiter = LocalSlots(policy.max_parallel)
         # Worker threads for sync handlers: their own pool, not anyio's process-wide default.
         self._threads = anyio.CapacityLimiter(policy.max_parallel)
         self._ledger_size = ledger_size
         self._answered: OrderedDict[str, Outcome] = OrderedDict()
         self._running: dict[str, Pending] = {}
-        self._requests: Requests[Pending] = Requests(ledger_size, stale)
+        self._requests: Requests[Pending] = Requests(ledger_size, self._is_decided)
         self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
         self._limiters_by_tool: dict[str, tuple[SlotLimiter, ...]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -188,7 +189,7 @@ class Dispatcher:
         wait in), else a coroutine to await exactly once (cancelled, it cancels what runs)."""
         if not calls:
             return []
-        _check(calls)
+        check_calls(calls)
         batch = Batch(calls, turn, on_settled, on_partial, self._clock(), refuse)
         if self._observers:
             emit(self._observers, BatchStarted(self.session_id, turn, len(calls)))
@@ -198,34 +199,43 @@ class Dispatcher:
             # Looked up once per event loop: the clock cancel-scope deadlines are measured on.
             self._loop_time = starter.loop.time
         plans = self._plan(batch)
+        token = starter.enter()
         try:
-            for index, plan in enumerate(plans):
-                match plan:
-                    case Run(pending, tool):
-                        pending.scope = scope = starter.scope()
-                        task = starter.start(self._execute(batch, index, plan))
-                        if task is None:  # it finished in its first step
-                            continue
-                        batch.runs[index] = (pending, tool)  # to abandon it if it overstays
-                        if plan.ticket is None and scope.deadline == math.inf:
-                            scope.deadline = pending.deadline  # it suspended: the timeout runs
-                    case Settle(outcome):
-                        self._settle(batch, index, outcome)
-                        continue
-                    case Wait(own):
-                        own.scope = starter.scope()
-                        task = starter.start(self._wait(batch, index, plan))
-                    case Rejoin(first):
-                        task = starter.start(self._rejoin(batch, index, first))
-                    case _:
-                        assert_never(plan)
-                if task is not None:
-                    self._tasks.add(task)
-                    task.add_done_callback(self._tasks.discard)
+            try:
+                self._start_each(batch, plans, starter)
+            finally:
+                starter.exit(token)
         except BaseException:  # a handler's first step raised past its call: settle them all
             self._withdraw(batch)
             raise
         return self._rest(batch) if batch.left else self._finished(batch)
+
+    def _start_each(self, batch: Batch, plans: list[Plan], starter: EagerStarter) -> None:
+        for index, plan in enumerate(plans):
+            match plan:
+                case Run(pending, tool, kwargs, ticket):
+                    task = starter.start(
+                        self._execute(batch, index, pending, tool, kwargs, ticket), pending
+                    )
+                    if task is None:  # it finished in its first step
+                        continue
+                    batch.runs[index] = (pending, tool)  # to abandon it if it overstays
+                    scope = pending.scope
+                    if ticket is None and scope is not None and scope.deadline == math.inf:
+                        pending.arm()  # it suspended: the timeout runs
+                case Settle(outcome):
+                    starter.resume()  # settled by the caller, as the task it is
+                    self._settle(batch, index, outcome)
+                    continue
+                case Wait(own):
+                    task = starter.start(self._wait(batch, index, plan), own)
+                case Rejoin(first):
+                    task = starter.start(self._rejoin(batch, index, first))
+                case _:
+                    assert_never(plan)
+            if task is not None:
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
 
     async def _rest(self, batch: Batch) -> list[Outcome]:
         try:
@@ -265,7 +275,10 @@ class Dispatcher:
             return Settle(outcomes.closing(call))
         if index >= policy.max_calls_per_turn:
             return Settle(outcomes.fanout(call, policy.max_calls_per_turn))
-        tool = self.tools.get(call.name) if isinstance(call.name, str) else None
+        try:
+            tool = self.tools.get(call.name)
+        except TypeError:  # a name that is not a string matches no tool, unhashable or not
+            tool = None
         if tool is None:
             return Settle(outcomes.unknown(call, self.tools.names()))
         try:
@@ -289,20 +302,19 @@ class Dispatcher:
             if tool.idempotent:
                 return self._waiter(call, first, None, "twin")
             return Settle(outcomes.twin(call, first.call.id))
-        clock_now = batch.received
         if app_key is not None:
-            self._keyed.expire(clock_now, policy.idempotency_ttl)
+            self._keyed.expire(batch.received, policy.idempotency_ttl)
             same = self._keyed.get(app_key)
             if same is not None:
                 kind = same.first.outcome.kind if same.first.outcome else None
-                age = clock_now - same.at
+                age = batch.received - same.at
                 if served_by_key(kind, age=age, ttl=policy.idempotency_ttl):
                     same.answered_as(call.id)
                     wait = self._waiter(call, same.first, "duplicate", "key")
                     firsts[key] = wait.own  # a twin of this call is still a twin
                     return wait
         request = self._requests.get(key)
-        if request is not None and not self._decided(request):  # ``classify``: a re-issue
+        if request is not None and not self._is_decided(request):  # ``classify``: a re-issue
             request.answered_as(call.id)
             wait = self._waiter(call, request.first, "duplicate", "reissue")
             firsts[key] = wait.own
@@ -313,19 +325,20 @@ class Dispatcher:
             if isinstance(admitted, Outcome):  # answered from the journal of a previous owner
                 return Settle(admitted)
             ticket = admitted
-        timeout = tool.timeout or policy.timeout
-        pending = Pending(call, now + timeout)
+        pending = Pending(call, now + (tool.timeout or policy.timeout))
         self._running[call.id] = pending
         firsts[key] = pending
-        self._requests.put(key, pending, call.id, clock_now)
+        self._requests.put(key, pending, call.id, batch.received)
         if app_key is not None:
-            self._keyed.put(app_key, pending, call.id, clock_now)
+            self._keyed.put(app_key, pending, call.id, batch.received)
         return Run(pending, tool, kwargs, ticket)
 
     def _decided(self, request: Request[Pending]) -> bool:
         """A repeat of ``request`` is a new request (``classify``) whatever happens next."""
         outcome = request.first.outcome
-        return outcome is not None and (is_failure(outcome.kind) or request.seen(self._answer_seen))
+        if outcome is None:
+            return False
+        return is_failure(outcome.kind) or any(map(self._answer_seen, request.ids))
 
     def _waiter(
         self, call: Call, first: Pending, kind: OutcomeKind | None, reason: DedupReason
@@ -391,8 +404,7 @@ class Dispatcher:
         text = "tool %s (call %s) ignored its cancellation at the deadline: answered timeout"
         log.warning(text + " and abandoned; it keeps its concurrency slots until it ends", *names)
         outcome = outcomes.abandoned(call, tool.name, tool.timeout or self.policy.timeout, None)
-        self._forget(pending)
-        pending.finish(outcome)
+        pending.finish(outcome, self._running)
         self._settle(batch, index, outcome)
 
     def _withdraw(self, batch: Batch) -> None:
@@ -403,13 +415,8 @@ class Dispatcher:
             if pending is not None and pending.call is call:
                 if pending.scope is not None:
                     pending.scope.cancel()
-                self._forget(pending)
-                pending.finish(outcomes.cancelled(call, 0.0))
+                pending.finish(outcomes.cancelled(call, 0.0), self._running)
             self._settle(batch, index, outcomes.cancelled(call, 0.0))
-
-    def _forget(self, pending: Pending) -> None:
-        if self._running.get(pending.call.id) is pending:
-            del self._running[pending.call.id]
 
     # -- jobs -----------------------------------------------------------------------------
 
@@ -421,9 +428,8 @@ class Dispatcher:
             if not own.cancel_requested:
                 outcome = outcomes.copied(call, await plan.first.wait(), plan.kind, plan.reason)
         finally:
-            self._forget(own)
             outcome = outcome or outcomes.cancelled(call, 0.0)
-            if own.finish(outcome):
+            if own.finish(outcome, self._running):
                 self._settle(batch, index, outcome)
 
     async def _rejoin(self, batch: Batch, index: int, first: Pending) -> None:
@@ -432,13 +438,22 @@ class Dispatcher:
     # -- running a handler ----------------------------------------------------------------
 
     def _limiters(self, tool: Tool) -> tuple[SlotLimiter, ...]:
-        """Per-tool, then process-wide, then this dispatcher's (acquired in that order)."""
+        """Per-tool, then process-wide, then this dispatcher's (acquired in that order; three
+        different objects, so that ``index`` finds where an acquisition stopped)."""
         candidates = (tool.limiter, self.policy.limiter, self._limiter)
         limiters = tuple(x for x in candidates if x is not None)
         self._limiters_by_tool[tool.name] = limiters
         return limiters
 
-    async def _execute(self, batch: Batch, index: int, run: Run) -> None:
+    async def _execute(
+        self,
+        batch: Batch,
+        index: int,
+        pending: Pending,
+        tool: Tool,
+        kwargs: dict[str, Any],
+        ticket: Ticket | None,
+    ) -> None:
         """Run one handler under its limits, in its task's cancel scope, and settle its call.
 
         A journaled call runs only once its ``started`` entry is written (a store failure is
@@ -447,15 +462,9 @@ class Dispatcher:
         on the way. A sync handler's thread cannot be interrupted: its slots are handed to the
         thread, which gives them back when it really returns (``ThreadSlots``).
         """
-        pending, tool = run.pending, run.tool
-        ticket = run.ticket
         call = pending.call
-        scope = pending.scope
-        assert scope is not None
-        value: Any = _NO_VALUE
-        failure: Exception | None = None
         started = 0.0
-        acquired: list[SlotLimiter] = []
+        acquired: Sequence[SlotLimiter] = ()
         slots: ThreadSlots | None = None
         outcome: Outcome | None = None
         try:
@@ -463,19 +472,22 @@ class Dispatcher:
                 return
             try:
                 limiters = self._limiters_by_tool.get(tool.name) or self._limiters(tool)
-                for limiter in limiters:
-                    try:
+                try:  # as a rule, each one is free at once
+                    for limiter in limiters:
                         limiter.acquire_on_behalf_of_nowait(pending)
-                    except anyio.WouldBlock:
-                        scope.deadline = pending.deadline
-                        await limiter.acquire_on_behalf_of(pending)
-                    acquired.append(limiter)
-                if pending.outcome is not None:  # settled while waiting for a slot
-                    return
+                except anyio.WouldBlock:  # busy: the ones before it are held, it is waited for
+                    acquired = list(limiters[: limiters.index(limiter)])
+                    await acquire_each(limiters[len(acquired) :], pending, acquired, pending.arm)
+                    if pending.outcome is not None:  # settled while waiting for a slot
+                        return
+                except BaseException:  # it failed: the ones before it are held, given back
+                    acquired = limiters[: limiters.index(limiter)]
+                    raise
+                else:
+                    acquired = limiters
                 if ticket is not None:  # its deadline runs once its entry is written, not before
                     await ticket.begin()
-                    scope.deadline = pending.deadline  # (start() leaves a journaled call's alone)
-                kwargs = run.kwargs
+                    pending.arm()  # (start() leaves a journaled call's alone)
                 if tool.context_parameter is not None:
                     context = CallContext(call.id, tool.name, batch.turn, self.session_id)
                     kwargs[tool.context_parameter] = context
@@ -486,54 +498,51 @@ class Dispatcher:
                 if tool.kind == "async":  # its deadline is armed by start() if it suspends
                     value = await tool.handler(**kwargs)
                 elif tool.kind == "sync":
-                    scope.deadline = pending.deadline
+                    pending.arm()
                     slots = ThreadSlots(acquired, pending)
                     body = slots.wrap(partial(tool.handler, **kwargs))
                     value = await anyio.to_thread.run_sync(
                         body, abandon_on_cancel=True, limiter=self._threads
                     )
                 else:
-                    scope.deadline = pending.deadline
+                    pending.arm()
                     value = await self._stream(call, tool, kwargs, batch.on_partial)
             except Exception as exc:
-                failure = exc
+                latency = self._clock() - started if started else 0.0
+                outcome = self._ended(pending, tool, exc, latency)
+            else:  # it returned (the early ends return above)
+                outcome = self._success(call, tool, value, self._clock() - started)
             finally:
                 if slots is None or slots.leave():
                     for limiter in reversed(acquired):
                         limiter.release_on_behalf_of(pending)
-            latency = self._clock() - started if started else 0.0
-            if failure is None:  # it returned (the early ends return above): without _ended
-                outcome = self._success(call, tool, value, latency)
-            else:
-                outcome = self._ended(pending, tool, value, failure, latency)
         finally:
-            self._forget(pending)
             if outcome is None:
-                if scope.cancel_called:  # the scope's cancellation, leaving
+                scope = pending.scope
+                if scope is not None and scope.cancel_called:  # the scope's cancellation, leaving
                     latency = self._clock() - started if started else 0.0
-                    outcome = self._ended(pending, tool, _NO_VALUE, None, latency)
+                    outcome = self._ended(pending, tool, None, latency)
                 else:
                     outcome = outcomes.cancelled(call, 0.0)
-            if pending.finish(outcome):
+            if pending.finish(outcome, self._running):
                 self._settle(batch, index, outcome)
             if ticket is not None and pending.outcome is not None:  # what the model was answered
                 ticket.settled(pending.outcome)
 
     def _ended(
-        self, pending: Pending, tool: Tool, value: Any, failure: Exception | None, latency: float
+        self, pending: Pending, tool: Tool, failure: Exception | None, latency: float
     ) -> Outcome:
-        """What a handler's end means: its result, its failure, a timeout or a cancellation."""
+        """A handler that ended without a result: cancelled, timed out, or it raised ``failure``
+        (in a cancelled scope, whatever it raised is the cancellation's)."""
         call, scope = pending.call, pending.scope
-        if value is _NO_VALUE and scope is not None and scope.cancel_called:
+        if failure is None or (scope is not None and scope.cancel_called):
             if pending.cancel_requested:
                 return outcomes.cancelled(call, latency)
             seconds = tool.timeout or self.policy.timeout
             return outcomes.timeout(call, tool.name, seconds, latency, tool.scheduling)
-        if failure is not None:
-            return outcomes.failure(
-                call, tool.name, failure, latency, expose=tool.expose_errors, sched=tool.scheduling
-            )
-        return self._success(call, tool, value, latency)
+        return outcomes.failure(
+            call, tool.name, failure, latency, expose=tool.expose_errors, sched=tool.scheduling
+        )
 
     async def _stream(
         self, call: Call, tool: Tool, kwargs: dict[str, Any], on_partial: OnPartial | None
@@ -557,9 +566,9 @@ class Dispatcher:
     def _success(self, call: Call, tool: Tool, value: Any, latency: float) -> Outcome:
         scheduling = tool.scheduling
         if isinstance(value, Result):
+            if value is _STREAM_END:
+                return Outcome(call.id, tool.name, "ok", {}, latency, 2, scheduling=scheduling)
             value, scheduling = value.value, value.scheduling or scheduling
-        if value is _STREAM_END:
-            return Outcome(call.id, tool.name, "ok", {}, latency, 2, scheduling=scheduling)
         try:
             payload = payloads.output(value, self.policy.max_result_bytes)
         except payloads.UnserializableResult as exc:
@@ -578,16 +587,6 @@ class Dispatcher:
             None,
             scheduling,
         )
-
-
-def _check(calls: Sequence[Call]) -> None:
-    for position, call in enumerate(calls):
-        if not isinstance(call, Call):
-            what = f"calls[{position}] is a {type(call).__name__}, not a livebridge.Call"
-            raise InvalidCallError(what)
-        if not isinstance(call.id, str) or not call.id:
-            what = f"calls[{position}] ({call.name!r}) needs a non-empty string id, not {call.id!r}"
-            raise InvalidCallError(what)
 
 
 def _deliver(callback: Callable[[Any], None], item: Any) -> None:

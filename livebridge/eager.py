@@ -8,9 +8,12 @@ suspends carries on in its task and never moves, so its cancel scopes stay valid
 
 A task object is only consumed when its coroutine suspends: ``EagerStarter`` keeps the unused
 one for the next coroutine until the event loop runs it, so any number of coroutines that
-finish in their first step, one after another, cost one task between them.
+finish in their first step, one after another, cost one task between them. Starts come in
+runs (``enter()`` to ``exit()``) in which that task stays the current one from one such
+coroutine to the next: the caller's identity is given back once per run, or before the caller
+runs code of its own (``resume()``), not after every coroutine.
 
-Each task runs its coroutine inside one anyio cancel scope (``EagerStarter.scope()``), entered
+Each task runs its coroutine inside one anyio cancel scope (given to ``start``'s holder), entered
 as the task before the coroutine's first step and exited when the coroutine ends, as a
 ``with`` block around it would be. Coroutines that finish in their first step share the scope
 of the task they share; the one that suspends takes the task and its scope with it. A scope
@@ -25,11 +28,11 @@ import asyncio
 import contextvars
 import math
 from collections.abc import Callable, Coroutine, Generator
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
-__all__ = ["EagerStarter"]
+__all__ = ["EagerStarter", "Scoped"]
 
 _enter_task: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None]
 _leave_task: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None]
@@ -115,10 +118,22 @@ class _Carrier(Coroutine[Any, Any, Any]):
 _NO_SPARE = _Carrier()  # never given a task
 
 
-class EagerStarter:
-    """Starts coroutines eagerly; ``start`` returns the task, or None if it already finished."""
+class Scoped(Protocol):
+    """What is told the cancel scope its coroutine runs in."""
 
-    __slots__ = ("_carrier", "_loop", "_new_scope", "loop")
+    scope: anyio.CancelScope | None
+
+
+class EagerStarter:
+    """Starts coroutines eagerly; ``start`` returns the task, or None if it already finished.
+
+    Starts come in runs, between ``enter()`` and ``exit()``. Within a run the starter stays
+    the spare task from one coroutine that finished in its first step to the next (the task
+    switch is paid once per task, not per coroutine); ``resume()`` makes the caller the
+    current task again before the caller runs anything of its own, such as a callback.
+    """
+
+    __slots__ = ("_carrier", "_current", "_home", "_loop", "_new_scope", "loop")
 
     def __init__(self) -> None:
         self.loop = self._loop = asyncio.get_running_loop()
@@ -128,63 +143,75 @@ class EagerStarter:
         # The running backend's scope class, looked up once (``anyio.CancelScope()`` looks
         # the backend up on every construction).
         self._new_scope: type[anyio.CancelScope] = type(anyio.CancelScope())
+        # The task that called ``enter()``, and the task the starter made current (the same
+        # one outside a start, or between starts once ``resume()`` was called).
+        self._home: asyncio.Task[Any] | None = None
+        self._current: asyncio.Task[Any] | None = None
 
-    def scope(self) -> anyio.CancelScope:
-        """The cancel scope the next coroutine started will run in (until it finishes)."""
-        scope = self._carrier.scope
-        if scope is None:
-            _, _, scope = self._renew()
-        return scope
+    def enter(self) -> tuple[asyncio.Task[Any] | None, asyncio.Task[Any] | None]:
+        """Begin a run of starts (runs may nest); returns what ``exit`` needs."""
+        token = (self._home, self._current)
+        self._home = self._current = _current_tasks.get(self._loop)
+        return token
 
-    def start(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Task[Any] | None:
-        """Run ``coroutine`` up to its first suspension as a task of its own, in ``scope()``.
+    def exit(self, token: tuple[asyncio.Task[Any] | None, asyncio.Task[Any] | None]) -> None:
+        """End a run of starts: the caller is the current task again."""
+        self.resume()
+        self._home, self._current = token
 
-        Exceptions of that first step propagate to the caller, as they would from a call.
+    def resume(self) -> None:
+        """Make the caller the current task again (until the next start)."""
+        if self._current is not self._home:
+            self._become(self._home)
+
+    def start(
+        self, coroutine: Coroutine[Any, Any, Any], holder: Scoped | None = None
+    ) -> asyncio.Task[Any] | None:
+        """Run ``coroutine`` up to its first suspension as a task of its own, in its scope.
+
+        ``holder.scope`` is set to that scope before the first step (to cancel the coroutine
+        by). Exceptions of that first step propagate to the caller, as from a call.
         """
-        loop = self._loop
         carrier = self._carrier
         task = carrier.task
         if task is None:
             carrier, task, _ = self._renew()
+        if holder is not None:
+            holder.scope = carrier.scope
+        if self._current is not task:
+            self._become(task)
         context = _copy_context()
-        caller = _current_tasks.get(loop)
-        if caller is not None:
-            _leave_task(loop, caller)
-        _enter_task(loop, task)
         try:
             yielded = context.run(coroutine.send, None)
         except StopIteration:
             scope = carrier.scope
             if scope is not None and (scope.cancel_called or scope.deadline != _INF):
                 self._retire(carrier, None)  # not pristine: the next one gets a fresh scope
-            return None
+            return None  # the spare stays the current task, for the next start
         except BaseException as exc:
             self._retire(carrier, exc)
+            self.resume()
             raise
-        finally:
-            _leave_task(loop, task)
-            if caller is not None:
-                _enter_task(loop, caller)
+        self.resume()  # the task carries on in the loop
         carrier.coroutine, carrier.yielded, carrier.context = coroutine, yielded, context
         self._carrier = _NO_SPARE
         return task
 
-    def _renew(self) -> tuple[_Carrier, asyncio.Task[Any], anyio.CancelScope]:
-        """A new spare task, its scope entered as that task."""
+    def _become(self, task: asyncio.Task[Any] | None) -> None:
         loop = self._loop
+        if self._current is not None:
+            _leave_task(loop, self._current)
+        if task is not None:
+            _enter_task(loop, task)
+        self._current = task
+
+    def _renew(self) -> tuple[_Carrier, asyncio.Task[Any], anyio.CancelScope]:
+        """A new spare task, its scope entered as that task (which stays current)."""
         carrier = _Carrier()
-        task = loop.create_task(carrier)
+        task = self._loop.create_task(carrier)
         scope = self._new_scope()
-        caller = _current_tasks.get(loop)
-        if caller is not None:
-            _leave_task(loop, caller)
-        _enter_task(loop, task)
-        try:
-            scope.__enter__()
-        finally:
-            _leave_task(loop, task)
-            if caller is not None:
-                _enter_task(loop, caller)
+        self._become(task)
+        scope.__enter__()
         carrier.scope, carrier.task = scope, task
         self._carrier = carrier
         return carrier, task, scope

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -17,18 +18,19 @@ import anyio
 import msgspec
 
 from livebridge.calls import Call, DedupReason, Outcome, OutcomeKind, Partial
+from livebridge.errors import InvalidCallError
 from livebridge.tools import Tool
 
 if TYPE_CHECKING:
     from livebridge.store.base import Ticket
 
-__all__ = ["Batch", "Pending", "Plan", "Rejoin", "Run", "Settle", "Wait"]
+__all__ = ["Batch", "Pending", "Plan", "Rejoin", "Run", "Settle", "Wait", "check_calls"]
 
 
 class Pending(msgspec.Struct, eq=False):
     """A call in flight: its cancel scope, and its outcome once settled.
 
-    The scope is the one its job starts in (``EagerStarter.scope()``), set just before: a call
+    The scope is the one its job starts in, set by ``EagerStarter.start`` just before: a call
     cancelled before that is never run. The scope gets its ``deadline`` only once the call
     first suspends (``Dispatcher.start`` arms it when the job comes back suspended): until
     then no timeout can fire, and a handler that finishes without suspending never arms a
@@ -42,14 +44,25 @@ class Pending(msgspec.Struct, eq=False):
     settled: asyncio.Event | None = None
     cancel_requested: bool = False
 
-    def finish(self, outcome: Outcome) -> bool:
-        """Record the outcome; False if it already had one (abandoned, or run() cancelled)."""
+    def finish(self, outcome: Outcome, running: dict[str, Pending]) -> bool:
+        """Record the outcome and leave ``running`` (the calls in flight by id, where the
+        dispatcher registered it); False if it already had one (abandoned, or run() cancelled).
+
+        Its id is its own in ``running`` from planning until this first finish: a call with
+        the id of one in flight rejoins that one, it never replaces it.
+        """
         if self.outcome is not None:
             return False
         self.outcome = outcome
+        running.pop(self.call.id, None)
         if self.settled is not None:
             self.settled.set()
         return True
+
+    def arm(self) -> None:
+        """Its timeout runs from now on: its scope gets its deadline."""
+        assert self.scope is not None, "a call's scope is set when its job starts"
+        self.scope.deadline = self.deadline
 
     async def wait(self) -> Outcome:
         if self.outcome is None:
@@ -91,6 +104,8 @@ class Rejoin(msgspec.Struct, frozen=True, gc=False):
 
 
 Plan: TypeAlias = Settle | Run | Wait | Rejoin
+
+_call_id = operator.attrgetter("id")
 
 
 class Batch:
@@ -136,3 +151,19 @@ class Batch:
     def results(self) -> list[Outcome]:
         assert not self.left, "every call settles before run() returns"
         return self.outcomes  # type: ignore[return-value]
+
+
+def check_calls(calls: Sequence[Call]) -> None:
+    """Raise ``InvalidCallError`` for an item that is not a ``Call`` with a usable id: such a
+    call could never be answered, so a batch holding one is refused before anything runs."""
+    if set(map(type, calls)) == {Call}:  # the usual batch, checked in C: no loop in Python
+        ids = list(map(_call_id, calls))
+        if set(map(type, ids)) == {str} and "" not in ids:
+            return
+    for position, call in enumerate(calls):  # the call that is wrong, for its error
+        if not isinstance(call, Call):
+            what = f"calls[{position}] is a {type(call).__name__}, not a livebridge.Call"
+            raise InvalidCallError(what)
+        if not isinstance(call.id, str) or not call.id:
+            what = f"calls[{position}] ({call.name!r}) needs a non-empty string id, not {call.id!r}"
+            raise InvalidCallError(what)

@@ -17,10 +17,10 @@ requests, bounded (the oldest is forgotten first, after which its repeat counts 
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from itertools import islice, takewhile
-from typing import Generic, Literal, TypeVar
+from collections import OrderedDict, deque
+from collections.abc import Callable, Hashable, Iterable
+from itertools import islice, repeat, takewhile
+from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
@@ -72,9 +72,9 @@ class Request(msgspec.Struct, Generic[F], eq=False, gc=False):
         self.ids.append(call_id)
         del self.ids[:-MAX_IDS_PER_REQUEST]
 
-    def seen(self, answer_seen: Callable[[str], bool]) -> bool:
-        return any(map(answer_seen, self.ids))
 
+#: Runs an iterator to its end in C, keeping nothing (``itertools`` recipes' ``consume``).
+_consume: Callable[[Iterable[Any]], None] = deque[Any](maxlen=0).extend
 
 #: Above this many remembered requests, each ``put`` forgets the stale ones at the oldest end.
 PRUNE_ABOVE = 32
@@ -111,12 +111,15 @@ class Requests(Generic[F]):
         by_key[key] = request
         if len(by_key) <= self._check_above:
             return request
-        if len(by_key) > self._capacity:
+        size = len(by_key)
+        if size > self._capacity:
             by_key.popitem(last=False)
-        if len(by_key) > PRUNE_ABOVE:  # the stale ones at the oldest end, before this one
-            older = islice(by_key.values(), len(by_key) - 1)
-            for _ in range(len(list(takewhile(self._stale, older)))):
-                by_key.popitem(last=False)
+            size -= 1
+        if size > PRUNE_ABOVE and self._stale(next(iter(by_key.values()))):
+            # The oldest is stale: it and the stale ones right after it (never this one) are
+            # counted, then popped from the oldest end, in C.
+            after = takewhile(self._stale, islice(by_key.values(), 1, size - 1))
+            _consume(map(by_key.popitem, repeat(False, 1 + len(list(after)))))
         return request
 
     def expire(self, now: float, ttl: float) -> None:

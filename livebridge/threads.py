@@ -12,12 +12,12 @@ import asyncio
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
 
 import anyio
 
-__all__ = ["LocalSlots", "SlotLimiter", "ThreadSlots"]
+__all__ = ["LocalSlots", "SlotLimiter", "ThreadSlots", "acquire_each"]
 
 _Slot = Literal["waiting", "running", "done", "abandoned", "closed"]
 
@@ -32,6 +32,23 @@ class SlotLimiter(Protocol):
     async def acquire_on_behalf_of(self, borrower: object) -> None: ...
 
     def release_on_behalf_of(self, borrower: object) -> None: ...
+
+
+async def acquire_each(
+    limiters: Sequence[SlotLimiter],
+    borrower: object,
+    acquired: list[SlotLimiter],
+    before_wait: Callable[[], None],
+) -> None:
+    """Take each limiter in turn, calling ``before_wait`` before waiting for one that is busy;
+    each joins ``acquired`` as soon as it is held (to be given back if this is cancelled)."""
+    for limiter in limiters:
+        try:
+            limiter.acquire_on_behalf_of_nowait(borrower)
+        except anyio.WouldBlock:
+            before_wait()
+            await limiter.acquire_on_behalf_of(borrower)
+        acquired.append(limiter)
 
 
 class LocalSlots:
@@ -82,7 +99,7 @@ class ThreadSlots:
 
     __slots__ = ("_acquired", "_borrower", "_lock", "_loop", "_state")
 
-    def __init__(self, acquired: list[SlotLimiter], borrower: object) -> None:
+    def __init__(self, acquired: Sequence[SlotLimiter], borrower: object) -> None:
         self._acquired = acquired
         self._borrower = borrower
         self._lock = threading.Lock()

@@ -75,11 +75,12 @@ class Tool:
     arguments_type: type[msgspec.Struct]
     context_parameter: str | None
     limiter: anyio.CapacityLimiter | None = field(repr=False)
+    #: True for async-generator handlers, whose yields are streamed as partial answers
+    #: (a field, not a property: the protocol reads it for every call).
+    streaming: bool = field(init=False, repr=False)
 
-    @property
-    def streaming(self) -> bool:
-        """True for async-generator handlers, whose yields are streamed as partial answers."""
-        return self.kind == "stream"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "streaming", self.kind == "stream")
 
     def convert_arguments(self, args: Any) -> msgspec.Struct:
         """Validate and convert the model's arguments.
@@ -109,6 +110,9 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        #: The tool registered under a name, if any (the dict's own ``get``: asked once or
+        #: twice per call, it runs no Python frame).
+        self.get: Callable[[str], Tool | None] = self._tools.get
 
     @overload
     def tool(self, fn: F, /) -> F: ...
@@ -179,10 +183,6 @@ class ToolRegistry:
         )
         self._tools[tool_name] = tool
         return tool
-
-    def get(self, name: str) -> Tool | None:
-        """The tool registered under ``name``, if any."""
-        return self._tools.get(name)
 
     def remove(self, name: str) -> Tool:
         """Unregister the tool ``name`` (to register another handler under it); KeyError if none."""

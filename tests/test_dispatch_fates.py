@@ -266,3 +266,32 @@ async def test_a_nan_result_is_answered_as_unserializable() -> None:
     [outcome] = await Dispatcher(tools).run([Call("r", "ratio")])
     assert outcome.kind == "error"
     assert outcome.response["error"]["type"] == "unserializable_result"
+
+
+async def test_a_call_timing_out_while_it_waits_for_a_slot_gives_back_the_ones_it_held() -> None:
+    """A tool's own limit is taken before the session's: a call that has the first and waits
+    for the second is answered timeout at its deadline, and the first is free again."""
+    tools = ToolRegistry()
+    release = anyio.Event()
+
+    @tools.tool
+    async def hold() -> str:
+        await release.wait()
+        return "held"
+
+    @tools.tool(max_concurrency=1, timeout=0.05)
+    async def work(i: int) -> int:
+        return i
+
+    limiter = tools.get("work").limiter  # type: ignore[union-attr]
+    assert limiter is not None
+    dispatcher = Dispatcher(tools, CallPolicy(max_parallel=1, timeout=30))
+    holding = dispatcher.start([Call("h", "hold", {})])  # takes the session's only slot
+    assert not isinstance(holding, list)
+    waited = await dispatcher.run([Call("w1", "work", {"i": 1})])
+    assert waited[0].kind == "timeout"
+    assert limiter.borrowed_tokens == 0  # the tool's slot it held while waiting is given back
+    release.set()
+    assert (await holding)[0].response == {"output": "held"}
+    again = await dispatcher.run([Call("w2", "work", {"i": 2})])
+    assert again[0].kind == "ok" and again[0].response == {"output": 2}

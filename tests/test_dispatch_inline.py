@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 
 import anyio
 import anyio.lowlevel
 
-from livebridge import Call, CallPolicy, Dispatcher, ToolRegistry
+from livebridge import Call, CallPolicy, Dispatcher, Outcome, ToolRegistry
 
 marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="unset")
 
@@ -153,3 +154,41 @@ async def test_start_settles_at_once_what_needs_no_wait_and_hands_back_the_rest(
         await stuck
     answer = dispatcher.answered("w1")
     assert answer is not None and answer.kind == "cancelled"
+
+
+async def test_each_handler_runs_as_a_task_and_the_caller_is_itself_again_after() -> None:
+    """Handlers that finish at once run as a task that is not the caller's (also one that
+    runs a batch of its own on the same dispatcher); the caller settles what needs no
+    handler, and is the current task again once ``start()`` returns."""
+    tools = ToolRegistry()
+    dispatcher = Dispatcher(tools)
+    caller = asyncio.current_task()
+    ran_as: list[asyncio.Task[object] | None] = []
+    settled_as: dict[str, asyncio.Task[object] | None] = {}
+
+    @tools.tool
+    async def instant(n: int) -> int:
+        ran_as.append(asyncio.current_task())
+        return n
+
+    @tools.tool
+    async def nested(n: int) -> list[int]:
+        mine = asyncio.current_task()
+        inner = await dispatcher.run([Call(f"inner{n}", "instant", {"n": 100})])
+        assert asyncio.current_task() is mine
+        ran_as.append(mine)
+        return [o.response["output"] for o in inner]
+
+    def on_settled(outcome: Outcome) -> None:
+        settled_as[outcome.call_id] = asyncio.current_task()
+
+    calls = batch("instant", "instant", "unknown", "nested", "instant")
+    now = dispatcher.start(calls, on_settled=on_settled)
+    assert asyncio.current_task() is caller
+    assert isinstance(now, list)
+    assert [o.kind for o in now] == ["ok", "ok", "rejected", "ok", "ok"]
+    assert now[3].response == {"output": [100]}
+    assert len(ran_as) == 5 and caller not in ran_as
+    assert settled_as["c2"] is caller  # answered without a handler: by the caller itself
+    assert [o.kind for o in await dispatcher.run(batch("instant"))] == ["ok"]  # still usable
+    assert asyncio.current_task() is caller
