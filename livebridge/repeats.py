@@ -17,10 +17,10 @@ requests, bounded (the oldest is forgotten first, after which its repeat counts 
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
-from collections.abc import Callable, Hashable, Iterable
-from itertools import islice, repeat, takewhile
-from typing import Any, Generic, Literal, TypeVar
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from itertools import islice, takewhile
+from typing import Generic, Literal, TypeVar
 
 import msgspec
 
@@ -73,9 +73,6 @@ class Request(msgspec.Struct, Generic[F], eq=False, gc=False):
         del self.ids[:-MAX_IDS_PER_REQUEST]
 
 
-#: Runs an iterator to its end in C, keeping nothing (``itertools`` recipes' ``consume``).
-_consume: Callable[[Iterable[Any]], None] = deque[Any](maxlen=0).extend
-
 #: Above this many remembered requests, each ``put`` forgets the stale ones at the oldest end.
 PRUNE_ABOVE = 32
 
@@ -116,10 +113,10 @@ class Requests(Generic[F]):
             by_key.popitem(last=False)
             size -= 1
         if size > PRUNE_ABOVE and self._stale(next(iter(by_key.values()))):
-            # The oldest is stale: it and the stale ones right after it (never this one) are
-            # counted, then popped from the oldest end, in C.
+            # The oldest is stale: it goes, with the stale ones right after it (never this one).
             after = takewhile(self._stale, islice(by_key.values(), 1, size - 1))
-            _consume(map(by_key.popitem, repeat(False, 1 + len(list(after)))))
+            for _ in range(1 + len(list(after))):
+                by_key.popitem(last=False)
         return request
 
     def expire(self, now: float, ttl: float) -> None:
