@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, cast
+from typing import Any, TypeAlias
 
 import msgspec
 
@@ -174,8 +174,6 @@ _Entry: TypeAlias = list[SessionEvent | None]  # one queued event; None once dis
 _Queued: TypeAlias = SessionEvent | _Entry
 _MEDIA = frozenset(DROPPABLE)  # exact types: a set look-up is cheaper than isinstance
 _KEPT = frozenset(KEPT)
-_MEDIA_OR_KEPT = _MEDIA | _KEPT
-_entry = cast("Callable[[tuple[SessionEvent]], _Entry]", list)  # (event,) -> [event], in C
 
 
 class EventBuffer:
@@ -203,11 +201,10 @@ class EventBuffer:
             raise ValueError("control_capacity must be at least 1")
         self.dropped = 0
         self._items: deque[_Queued] = deque()  # in order; discarded entries are skipped
-        # Media and droppable control entries, oldest first; the read ones ([None]) linger at
-        # the front until the next look for the oldest waiting (``_waiting``).
-        self._media: deque[_Entry] = deque()
-        self._control: deque[_Entry] = deque()
-        self._discarded = 0  # discarded entries still in _items: the rest are waiting
+        self._media: deque[_Entry] = deque()  # waiting media entries, oldest first
+        self._control: deque[_Entry] = deque()  # waiting droppable control entries
+        self._waiting = 0  # entries in _items not discarded
+        self._discarded = 0  # discarded entries still in _items
         self._pending_drops = 0
         self._closed = False
         self._wakeup: asyncio.Event | None = None  # while a reader waits for an event
@@ -215,60 +212,26 @@ class EventBuffer:
     def put(self, event: SessionEvent) -> None:
         """Queue ``event`` without blocking, applying the overflow policy."""
         kind = type(event)
-        if len(self._items) - self._discarded >= self.capacity:
-            if _waiting(self._media):
+        media = kind in _MEDIA
+        if self._waiting >= self.capacity:
+            if self._media:
                 self._discard(self._media.popleft())
-            elif kind in _MEDIA:
+            elif media:
                 self._count_drop()
                 return
+        self._waiting += 1
         if kind in _KEPT:  # never discarded: queued as is
             self._items.append(event)
         else:
             entry: _Entry = [event]
             self._items.append(entry)
-            if kind in _MEDIA:
+            if media:
                 self._media.append(entry)
-                if len(self._media) > self.capacity:  # some were read: at most that many wait
-                    _waiting(self._media)
             else:
-                control, limit = self._control, self.control_capacity
-                control.append(entry)
-                if len(control) > limit and len(_waiting(control)) > limit:
-                    self._discard(control.popleft())
+                self._control.append(entry)
+                if len(self._control) > self.control_capacity:
+                    self._discard(self._control.popleft())
         if self._wakeup is not None:  # the first event since a reader began to wait
-            self._wakeup.set()
-            self._wakeup = None
-
-    def put_all(self, events: Sequence[SessionEvent]) -> None:
-        """``put`` each of ``events`` in order. One call, and in the common case (a run of one
-        sort, kept, media or control, with room for all) no Python step per event."""
-        if not events:
-            return
-        items = self._items
-        kinds = set(map(type, events))
-        room = len(items) - self._discarded + len(events) <= self.capacity
-        if room and _KEPT.issuperset(kinds):
-            items.extend(events)
-        elif room and _MEDIA.issuperset(kinds):
-            entries = [*map(_entry, zip(events))]  # an entry ``[event]`` each, built in C
-            items.extend(entries)
-            self._media.extend(entries)
-            if len(self._media) > self.capacity:
-                _waiting(self._media)
-        elif room and kinds.isdisjoint(_MEDIA_OR_KEPT):
-            entries = [*map(_entry, zip(events))]
-            items.extend(entries)
-            control = self._control
-            control.extend(entries)
-            if len(control) > self.control_capacity:  # the oldest waiting go, as ``put`` does
-                _waiting(control)
-                while len(control) > self.control_capacity:
-                    self._discard(control.popleft())
-        else:
-            for event in events:
-                self.put(event)
-            return
-        if self._wakeup is not None:
             self._wakeup.set()
             self._wakeup = None
 
@@ -298,7 +261,7 @@ class EventBuffer:
         return next(self.ready(), None)
 
     def __len__(self) -> int:
-        return len(self._items) - self._discarded
+        return self._waiting
 
     def ready(self) -> Iterator[SessionEvent]:
         """The events waiting, each taken off the buffer only when the caller asks for it:
@@ -313,21 +276,26 @@ class EventBuffer:
                 return
             queued = items.popleft()
             if not isinstance(queued, list):  # a kept event
+                self._waiting -= 1
                 yield queued
                 continue
             event = queued[0]
             if event is None:
                 self._discarded -= 1
                 continue
-            queued[0] = None  # read: its media or control queue lets it go when it next looks
+            self._waiting -= 1
+            if type(event) in _MEDIA:
+                self._media.popleft()  # the oldest waiting media entry is this one
+            else:
+                self._control.popleft()
             yield event
 
     def _discard(self, entry: _Entry) -> None:
         entry[0] = None
+        self._waiting -= 1
         self._discarded += 1
         self._count_drop()
-        discarded = self._discarded
-        if discarded > 64 and discarded + discarded > len(self._items):  # compact, in place:
+        if self._discarded > 64 and self._discarded > self._waiting:  # compact, in place:
             items = self._items  # a reader's ``ready()`` holds this deque
             kept = [e for e in items if not isinstance(e, list) or e[0] is not None]
             items.clear()
@@ -337,11 +305,3 @@ class EventBuffer:
     def _count_drop(self) -> None:
         self.dropped += 1
         self._pending_drops += 1
-
-
-def _waiting(entries: deque[_Entry]) -> deque[_Entry]:
-    """``entries`` without the read ones at its front (``ready`` leaves them there): the oldest
-    first is still waiting, if any."""
-    while entries and entries[0][0] is None:
-        entries.popleft()
-    return entries

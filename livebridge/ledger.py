@@ -34,33 +34,24 @@ call whose first answer was not seen as a re-issue of it rather than a new reque
 Frames are bounded: one ``toolResponse`` never encodes to more than ``max_frame_bytes``. The
 results of a BLOCKING batch, which must go out together, are cut to fit, fairly (the largest
 first, down to a common cap); NON_BLOCKING answers that do not fit wait for the next message.
+
+Per-call records are ``gc=False`` msgspec Structs (never part of a reference cycle): the history
+keeps thousands of them, and tracked survivors make the garbage collector run often and slowly.
 """
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
-from functools import partial
-from itertools import count, islice, repeat
-from typing import Any, Literal, NoReturn, TypeAlias, cast
+from typing import Any, Literal, NoReturn, TypeAlias
 
 import msgspec
 
 from livebridge import frames, payloads
 from livebridge.calls import AnswerEncoder, Behavior, Call, Outcome, Partial, Scheduling
 from livebridge.errors import LedgerError as LedgerError
-from livebridge.ledger_records import (
-    Answered,
-    CallState,
-    Fate,
-    FateKind,
-    LiveCall,
-    Notice,
-    NoticeKind,
-    Outgoing,
-    Via,
-)
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
@@ -77,6 +68,10 @@ __all__ = [
     "Via",
 ]
 
+CallState = Literal["running", "settled", "ready", "answered", "cancelled", "orphaned"]
+FateKind = Literal["answered", "cancelled", "orphaned"]
+Via = Literal["tool_call", "model_turn"]
+NoticeKind = Literal["duplicate_delivery", "unknown_cancel", "late_cancel", "dropped_result"]
 _Event: TypeAlias = Literal["settle", "partial", "release", "send", "cancel", "orphan"]
 
 _TRANSITIONS: dict[tuple[CallState, _Event], CallState] = {
@@ -104,30 +99,73 @@ _LIVE_STATES: frozenset[CallState] = frozenset({"running", "settled", "ready"})
 _MAX_HANDLES = 16
 DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
 _ENVELOPE_BYTES = 64  # the message around the responses, with room to spare
-_batch_of, _behavior, _call, _outcome, _received_at, _state, _streaming = map(
-    operator.attrgetter,
-    ("batch", "behavior", "call", "outcome", "received_at", "state", "streaming"),
-)
-_call_id, _call_name = operator.attrgetter("call.id"), operator.attrgetter("call.name")
-_ALL_BLOCKING, _ALL_READY = frozenset({"BLOCKING"}), frozenset({_READY})
-_ALL_SETTLED = frozenset({_SETTLED})
-_OUTCOMES = frozenset({Outcome})
+_batch_of = operator.attrgetter("batch")
+_call_id = operator.attrgetter("call.id")
+_streaming = operator.attrgetter("streaming")
+
+
+class LiveCall(msgspec.Struct, frozen=True, gc=False):
+    """A call as received, with what the registry says about its tool."""
+
+    call: Call
+    behavior: Behavior = "BLOCKING"
+    scheduling: Scheduling | None = None  # the tool's default, NON_BLOCKING only
+    streaming: bool = False  # the handler is an async generator (NON_BLOCKING only)
+
+
+class Answered(msgspec.Struct, frozen=True, gc=False):
+    """One response put in an ``Outgoing`` message; ``outcome`` is None for a streamed item."""
+
+    call_id: str
+    name: str
+    behavior: Behavior
+    outcome: Outcome | None
+    turnaround: float  # seconds from the call's receipt to this send
+
+
+class Outgoing(msgspec.Struct, frozen=True, gc=False):
+    """One ``toolResponse`` to send now; confirm it with ``CallLedger.sent()``.
+
+    ``function_responses`` are wire dicts from the ledger's encoder; for Live, send them with
+    ``session.send_tool_response(function_responses=gemini_live.to_sdk(...))``, or send
+    ``gemini_live.tool_response(...)`` on a raw socket.
+    """
+
+    function_responses: list[dict[str, Any]]
+    answered: list[Answered]
+
+
+class Fate(msgspec.Struct, frozen=True, gc=False):
+    """How one delivery of a call ended; each delivery gets exactly one."""
+
+    call_id: str
+    name: str
+    behavior: Behavior
+    fate: FateKind
+    reason: str
+    outcome: Outcome | None  # the answer sent, or the result that was withheld (if any)
+    received_at: float
+    ended_at: float
+
+
+class Notice(msgspec.Struct, frozen=True, gc=False):
+    """Something worth a log line that changed no call's fate (duplicates, late cancels...)."""
+
+    kind: NoticeKind
+    call_id: str
+    detail: str
 
 
 class _Life(msgspec.Struct, eq=False, gc=False):
-    """One delivery of a call. ``gc=False`` (never in a reference cycle), as the history keeps
-    thousands: tracked survivors make the garbage collector run often and slowly."""
-
-    # What the calls of one message share comes first: ``receive`` makes a partial of it.
-    received_at: float
-    epoch: int
-    via: tuple[Via, ...]
-    batch: _Batch | None
+    call: Call
     behavior: Behavior
     scheduling: Scheduling | None
     streaming: bool
-    call: Call
+    received_at: float
     seq: int
+    epoch: int
+    via: tuple[Via, ...]
+    batch: _Batch | None = None
     state: CallState = "running"
     outcome: Outcome | None = None
     acknowledged: bool = False  # its answer was sent and a later server message arrived
@@ -236,7 +274,7 @@ class CallLedger:
             return []
         self._untaken = 0
         # From the newest end: the cost is the fates taken, not the history kept.
-        taken = list(islice(reversed(self._fates), untaken))
+        taken = list(itertools.islice(reversed(self._fates), untaken))
         taken.reverse()
         return taken
 
@@ -256,26 +294,13 @@ class CallLedger:
         dispatcher answers it from its cache). After ``shutdown()`` calls are still received:
         the dispatcher answers them ``session_closing`` without running them.
         """
-        ids = [*map(_call_id, calls)]
-        if not all(ids) or any(map(_streaming, calls)):  # in C: no loop
+        if not all(map(_call_id, calls)) or any(map(_streaming, calls)):  # in C: no loop
             _check(calls)
         lives, live = self._lives, self._live
         seq, epoch, vias = self._seq, self._epoch, (via,)
         batch = _Batch([], 0)  # the BLOCKING calls admitted (unused if there are none)
-        blocking = partial(_Life, now, epoch, vias, batch, "BLOCKING", None, False)  # (call, seq)
-        if (
-            _ALL_BLOCKING.issuperset(map(_behavior, calls))
-            and lives.keys().isdisjoint(ids)
-            and len(set(ids)) == len(ids)
-        ):  # commonly: new ids, all BLOCKING; the loop below would admit all, one by one
-            admitted: list[Call] = [*map(_call, calls)]
-            new = [*map(blocking, admitted, count(seq))]
-            lives.update(zip(ids, new, strict=True))
-            live.update(zip(ids, new, strict=True))
-            batch.ids, batch.running, self._seq = ids, len(ids), seq + len(ids)
-            return admitted
         dropped: set[str] = set()  # ids dropped from this message so far
-        admitted = []
+        admitted: list[Call] = []
         for live_call in calls:
             call = live_call.call
             previous = lives.get(call.id)
@@ -283,11 +308,11 @@ class CallLedger:
                 continue
             behavior = live_call.behavior
             if behavior == "BLOCKING":  # validated above: it does not stream
-                life = blocking(call, seq)
+                life = _Life(call, behavior, None, False, now, seq, epoch, vias, batch)
                 batch.ids.append(call.id)
             else:
                 scheduling, streaming = live_call.scheduling, live_call.streaming
-                life = _Life(now, epoch, vias, None, behavior, scheduling, streaming, call, seq)
+                life = _Life(call, behavior, scheduling, streaming, now, seq, epoch, vias)
             seq += 1
             lives[call.id] = life
             live[call.id] = life
@@ -378,8 +403,11 @@ class CallLedger:
             self._unacknowledged = []
 
     def disconnected(self) -> None:
-        """No socket is open: answers wait for ``resumed()``. A message drained but not
-        confirmed by ``sent()`` did not leave: it goes back to the front of the queue."""
+        """No socket is open: answers wait for ``resumed()``.
+
+        A message drained but not confirmed by ``sent()`` did not leave: it goes back to the
+        front of the queue.
+        """
         self._connected = False
         self._unacknowledged = []  # the connection ended before anything confirmed them
         self._requeue_in_flight()
@@ -404,13 +432,17 @@ class CallLedger:
         return orphaned
 
     def shutdown(self) -> list[str]:
-        """The app is leaving: the ids still running (cancel them after the grace). Results
-        that settle later are still answered while a socket is open."""
+        """The app is leaving: the ids still running (cancel them after the grace).
+
+        Results that settle later are still answered while a socket is open.
+        """
         return [life.call.id for life in self._live.values() if life.state == "running"]
 
     def close(self, now: float) -> list[str]:
         """The session is over: every call without a fate is orphaned; returns their ids.
-        Closing twice is harmless. Results that arrive later are dropped."""
+
+        Closing twice is harmless. Results that arrive later are dropped.
+        """
         self._connected = False
         self._in_flight = None
         orphaned = list(self._live)
@@ -441,18 +473,15 @@ class CallLedger:
                     life.outcome = answer
         self._ready = ready[len(taken) :]
         self._backlog = bool(self._ready)
-        lives, answers = zip(*taken, strict=True)  # one unit at least
-        if not _OUTCOMES.issuperset(map(type, answers)):  # streamed items: no outcome
-            answers = tuple(a if isinstance(a, Outcome) else None for a in answers)
-        answered = [  # built in C: no Python step per answer
-            *map(
-                Answered,
-                map(_call_id, lives),
-                map(_call_name, lives),
-                map(_behavior, lives),
-                answers,
-                map(operator.sub, repeat(now), map(_received_at, lives)),
+        answered = [
+            Answered(
+                life.call.id,
+                life.call.name,
+                life.behavior,
+                answer if isinstance(answer, Outcome) else None,
+                now - life.received_at,
             )
+            for life, answer in taken
         ]
         outgoing = Outgoing(responses, answered)
         self._in_flight = (outgoing, taken)
@@ -468,15 +497,11 @@ class CallLedger:
         if in_flight is None or in_flight[0] is not outgoing:
             raise LedgerError("sent() must confirm the message drain() returned last")
         self._in_flight = None
-        lives, answers = zip(*in_flight[1], strict=True)
-        if _OUTCOMES.issuperset(map(type, answers)) and _ALL_READY.issuperset(map(_state, lives)):
-            answered = [*lives]  # commonly: every answer final, no call withdrawn meanwhile
-        else:
-            answered = [
-                life
-                for life, answer in in_flight[1]
-                if life.state == "ready" and isinstance(answer, Outcome)
-            ]
+        answered = [
+            life
+            for life, answer in in_flight[1]
+            if life.state == "ready" and isinstance(answer, Outcome)
+        ]
         self._end(answered, "send", "sent", now)
         self._unacknowledged += answered
 
@@ -524,28 +549,13 @@ class CallLedger:
         fate, live, fates, history = _FATE_OF[event], self._live, self._fates, self._history
         # Look for ended lives to forget after each one only if these can pass the mark.
         prune = len(self._lives) - len(live) + len(lives) - history > history // 4
-        from_ready = _TRANSITIONS["ready", event]  # legal, and no batch counts a ready call
         for life in lives:
-            if life.state == "ready":  # every answer sent, commonly
-                life.state = from_ready
-            else:
-                self._move(life, event)
-            del live[life.call.id]
+            self._move(life, event)
+            call, outcome, received = life.call, life.outcome, life.received_at
+            del live[call.id]
+            fates.append(Fate(call.id, call.name, life.behavior, fate, why, outcome, received, now))
             if prune:
                 self._forget_old()
-        fates.extend(  # built in C: no Python step per fate
-            map(
-                Fate,
-                map(_call_id, lives),
-                map(_call_name, lives),
-                map(_behavior, lives),
-                repeat(fate),
-                repeat(why),
-                map(_outcome, lives),
-                map(_received_at, lives),
-                repeat(now),
-            )
-        )
         self._untaken += len(lives)
         if event != "send":  # answers of theirs may be queued: ``drain`` drops them
             self._stale = True
@@ -560,21 +570,13 @@ class CallLedger:
 
     def _release(self, lives: Iterable[_Life | None], batch: _Batch | None) -> None:
         """Queue the answers of ``lives`` settled in ``batch`` (not withdrawn, not re-issued)."""
-        found = [*lives]
-        if (  # checked in C: commonly every one is there, settled in ``batch``
-            None in found
-            or not _ALL_SETTLED.issuperset(map(_state, found))
-            or not all(map(operator.is_, map(_batch_of, found), repeat(batch)))
-        ):
-            found = [
-                life
-                for life in found
-                if life is not None and life.batch is batch and life.state == "settled"
-            ]
-        released = cast("list[_Life]", found)  # no None left
-        for life in released:
-            life.state = _READY
-        self._ready += zip(released, map(_outcome, released), strict=True)  # each has one
+        ready = self._ready
+        for life in lives:
+            if life is not None and life.batch is batch and life.state == "settled":
+                outcome = life.outcome
+                assert outcome is not None  # a settled call has one
+                life.state = _READY
+                ready.append((life, outcome))
 
     def _requeue_in_flight(self) -> None:
         if self._in_flight is not None:

@@ -23,8 +23,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from itertools import compress, count, repeat
-from typing import Any, assert_never, cast
+from typing import Any, assert_never
 
 import anyio
 import anyio.lowlevel
@@ -43,7 +42,6 @@ from livebridge.events import DROPPABLE, Closed, EventBuffer, SessionEvent
 from livebridge.observe import Observer, emit
 from livebridge.options import SessionOptions
 from livebridge.protocol import (
-    Action,
     AudioPolicy,
     CancelCalls,
     Finish,
@@ -281,8 +279,10 @@ class LiveSession:
             raise ValueError("16-bit PCM must have an even number of bytes")
         audio = Audio(bytes(pcm16), self._protocol.input_rate(rate))
         transport = self._transport
-        direct = self._accepting and not self._writing and self._protocol.send_directly
-        if transport is None or not direct:
+        if transport is None or self._writing or not self._accepting:
+            await self._enqueue(audio)
+            return
+        if not self._protocol.send_directly:
             await self._enqueue(audio)
             return
         self._writing = True
@@ -315,7 +315,8 @@ class LiveSession:
         while True:
             for event in events.ready():  # no coroutine per event while they are waiting
                 yield event
-            if (waited := await events.get()) is None:
+            waited = await events.get()
+            if waited is None:
                 return
             yield waited
 
@@ -475,48 +476,42 @@ class LiveSession:
     # -- plumbing ----------------------------------------------------------------------------
 
     def _apply(self, outputs: list[Output], connection: TaskGroup | None = None) -> None:
-        """Deliver the protocol's events and carry out its actions, in order."""
+        """Deliver the protocol's events and carry out its actions."""
         if not outputs:
             return
-        put_all: Callable[[list[Any]], None] = self._events.put_all  # given events only
-        actions = [*compress(count(), map(isinstance, outputs, repeat(_ACTIONS)))]  # in C
-        if not actions:  # events only, the common case: queued in one call
-            put_all(outputs)
-            if all(map(isinstance, outputs, repeat(DROPPABLE))):
-                return  # media only: no work for the writer or the watchers
-        else:
-            start = 0  # the events before each action go first
-            for index in actions:
-                put_all(outputs[start:index])
-                self._act(cast(Action, outputs[index]), connection)
-                start = index + 1
-            put_all(outputs[start:])
-        self._wake.set()
-
-    def _act(self, action: Action, connection: TaskGroup | None) -> None:
-        match action:
-            case RunCalls(calls=calls, turn=turn, refuse=refuse, partials=partials):
-                assert self._tg is not None
-                dispatcher = self._dispatcher or self._new_dispatcher()
-                rest = dispatcher.start(
-                    calls,
-                    turn=turn,
-                    on_settled=self._on_settled,
-                    on_partial=self._on_partial if partials else None,
-                    refuse=refuse,
-                )
-                if not isinstance(rest, list):  # some call is still running
-                    self._batches += 1
-                    self._tg.start_soon(self._run_batch, rest)
-            case CancelCalls(call_ids=ids):
-                self._cancel(ids)
-            case Notify(event=event):
-                emit(self._observers, event)
-            case SwitchConnection(deadline=deadline):
-                assert connection is not None
-                connection.start_soon(self._switch_when_ready, deadline)
-            case _:
-                assert_never(action)
+        put = self._events.put
+        changed = False  # anything but media: the writer and watchers may have work
+        for output in outputs:
+            if not isinstance(output, _ACTIONS):
+                put(output)
+                changed = changed or not isinstance(output, DROPPABLE)
+                continue
+            changed = True
+            match output:
+                case RunCalls(calls=calls, turn=turn, refuse=refuse, partials=partials):
+                    assert self._tg is not None
+                    dispatcher = self._dispatcher or self._new_dispatcher()
+                    rest = dispatcher.start(
+                        calls,
+                        turn=turn,
+                        on_settled=self._on_settled,
+                        on_partial=self._on_partial if partials else None,
+                        refuse=refuse,
+                    )
+                    if not isinstance(rest, list):  # some call is still running
+                        self._batches += 1
+                        self._tg.start_soon(self._run_batch, rest)
+                case CancelCalls(call_ids=ids):
+                    self._cancel(ids)
+                case Notify(event=event):
+                    emit(self._observers, event)
+                case SwitchConnection(deadline=deadline):
+                    assert connection is not None
+                    connection.start_soon(self._switch_when_ready, deadline)
+                case _:
+                    assert_never(output)
+        if changed:
+            self._wake.set()
 
     def _new_dispatcher(self) -> Dispatcher:
         """Created with the first calls: a session that never gets one never pays for it."""
@@ -539,8 +534,7 @@ class LiveSession:
             self._wake.set()
 
     def _on_settled(self, outcome: Outcome) -> None:
-        if outputs := self._protocol.settled(outcome):  # commonly none (an answer is not news)
-            self._apply(outputs)
+        self._apply(self._protocol.settled(outcome))
         if self._protocol.answers_ready:  # else its batch still runs: nothing to send yet
             self._wake.set()
 

@@ -1,4 +1,3 @@
-import itertools
 import time
 from collections.abc import Iterator
 
@@ -14,7 +13,6 @@ from livebridge.events import (
     EventsDropped,
     Interrupted,
     SessionEvent,
-    TextOut,
     ToolCallSettled,
     TurnComplete,
 )
@@ -174,58 +172,3 @@ def test_a_held_reader_sees_what_arrives_after_the_buffer_compacts() -> None:
     for chunk in chunks:
         buffer.put(chunk)
     assert list(reader) == [EventsDropped(99), chunks[-1]]
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.lists(
-        st.one_of(
-            st.just("read"),
-            st.lists(st.sampled_from(["audio", "text", "turn", "fate"]), max_size=12),
-        ),
-        max_size=40,
-    ),
-    st.integers(1, 8),
-    st.integers(1, 8),
-)
-def test_put_all_queues_and_drops_as_put_does_one_by_one(
-    script: list[str | list[str]], capacity: int, control: int
-) -> None:
-    one_by_one = EventBuffer(capacity=capacity, control_capacity=control)
-    in_runs = EventBuffer(capacity=capacity, control_capacity=control)
-    read: tuple[list[SessionEvent], list[SessionEvent]] = ([], [])
-    kinds = {
-        "audio": lambda n: AudioOut(bytes([n % 256])),
-        "text": lambda n: TextOut(str(n)),
-        "turn": lambda n: TurnComplete(reason=str(n)),
-        "fate": lambda n: ToolCallSettled(str(n), "f", "ok", 0.0),
-    }
-    for step, action in enumerate(script):
-        if action == "read":
-            read[0].extend(itertools.islice(one_by_one.ready(), 2))
-            read[1].extend(itertools.islice(in_runs.ready(), 2))
-            continue
-        run: list[SessionEvent] = [kinds[kind](step * 16 + i) for i, kind in enumerate(action)]
-        for event in run:
-            one_by_one.put(event)
-        in_runs.put_all(run)
-        assert len(in_runs) == len(one_by_one)
-    read[0].extend(one_by_one.ready())
-    read[1].extend(in_runs.ready())
-    assert read[1] == read[0]
-    assert in_runs.dropped == one_by_one.dropped
-
-
-def test_an_app_that_reads_as_events_come_keeps_memory_bounded() -> None:
-    buffer = EventBuffer(capacity=8, control_capacity=16)
-    for i in range(20_000):  # read entries are let go by the next look for the oldest waiting
-        buffer.put(AudioOut(bytes([i % 256])))
-        buffer.put_all([TurnComplete(reason=str(i)), Interrupted()])
-        assert list(buffer.ready()) == [
-            AudioOut(bytes([i % 256])),
-            TurnComplete(reason=str(i)),
-            Interrupted(),
-        ]
-    assert len(buffer._media) <= 8 + 1
-    assert len(buffer._control) <= 16 + 2
-    assert buffer.dropped == 0

@@ -16,9 +16,8 @@ ledger), and the same request re-issued under a new id is the dispatcher's to re
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from operator import attrgetter
-from typing import assert_never
+from collections.abc import Iterator, Sequence
+from typing import Any, assert_never
 
 from livebridge import resume, wire
 from livebridge.adapters import gemini_live
@@ -65,10 +64,6 @@ __all__ = ["GeminiLiveProtocol"]
 
 log = logging.getLogger("livebridge.session")
 
-_ID, _NAME, _ARGS = attrgetter("id"), attrgetter("name"), attrgetter("args")
-_BEHAVIOR = attrgetter("behavior")
-_STR, _BLOCKING = frozenset({str}), frozenset({"BLOCKING"})
-
 
 class GeminiLiveProtocol:
     """The decisions of one Live conversation; see the module docstring."""
@@ -96,9 +91,6 @@ class GeminiLiveProtocol:
         self.ledger = CallLedger(
             encode=gemini_live.encode, max_frame_bytes=self.options.max_frame_bytes
         )
-        #: Could the model have seen this call's answer? (The re-issue rule asks, for each
-        #: call: the ledger's own method, not one wrapping it.)
-        self.answer_seen: Callable[[str], bool] = self.ledger.answer_seen
         self.outbox = Outbox(
             self.options.audio_during_blocking,
             self.options.held_audio_seconds,
@@ -134,6 +126,10 @@ class GeminiLiveProtocol:
     def switch_ready(self) -> bool:
         """After ``goAway``: every call is answered and the newest handle covers them all."""
         return self.ledger.idle and self._last_handle_message > self._last_call_message
+
+    def answer_seen(self, call_id: str) -> bool:
+        """Could the model have seen this call's answer? (The re-issue rule asks.)"""
+        return self.ledger.answer_seen(call_id)
 
     @property
     def send_directly(self) -> bool:
@@ -292,46 +288,36 @@ class GeminiLiveProtocol:
         self, function_calls: Sequence[wire.FunctionCall], via: Via, now: float, out: list[Output]
     ) -> None:
         """Admit each call on its own: one malformed call never sinks the calls beside it."""
-        ids, names, args = [*map(_ID, function_calls)], [*map(_NAME, function_calls)], None
-        # Commonly every call is well formed, which is checked in C: no Python step per call.
-        if _STR.issuperset(map(type, ids)) and all(ids) and _STR.issuperset(map(type, names)):
-            args = [*map(_ARGS, function_calls)]
-        if args is not None and None not in args:
-            calls = [*map(Call, ids, names, args)]
-        else:
-            calls = [*filter(None, map(_checked, function_calls))]
-        if not calls:
+        live_calls: list[LiveCall] = []
+        for fc in function_calls:
+            if not isinstance(fc.id, str) or not fc.id:
+                log.error(
+                    "the service sent a call to %r without a usable id (%r); it cannot be "
+                    "answered and is skipped (the Developer API always sends string ids: is "
+                    "this a Vertex endpoint?)",
+                    fc.name,
+                    fc.id,
+                )
+                continue
+            # A name that is not a string matches no tool: it is answered unknown_function.
+            name = fc.name if isinstance(fc.name, str) else f"<not a name: {fc.name!r:.80}>"
+            tool = self.tools.get(name)
+            args: Any = fc.args if fc.args is not None else {}
+            call = Call(fc.id, name, args)  # args that are not an object are rejected
+            if tool is None:
+                live_calls.append(LiveCall(call))
+            else:
+                live_calls.append(LiveCall(call, tool.behavior, tool.scheduling, tool.streaming))
+        if not live_calls:
             return
-        tools = [*map(self.tools.get, map(_NAME, calls))]
-        # A BLOCKING call's LiveCall takes the defaults: it never streams (the registry refuses
-        # it) and scheduling is NON_BLOCKING's only.
-        if None not in tools and _BLOCKING.issuperset(map(_BEHAVIOR, tools)):
-            live_calls = [*map(LiveCall, calls)]
-        else:
-            live_calls = [
-                LiveCall(call)
-                if tool is None or tool.behavior == "BLOCKING"
-                else LiveCall(call, tool.behavior, tool.scheduling, tool.streaming)
-                for call, tool in zip(calls, tools, strict=True)
-            ]
         self._last_call_message = self._messages
         admitted = self.ledger.receive(live_calls, now, via=via)
         self._report.fates(self.ledger, out)
         if not admitted:
             return
-        behaviors: Iterable[Behavior]
-        if len(admitted) == len(live_calls):  # all, in order: admitted[i] is live_calls[i].call
-            behaviors = map(_BEHAVIOR, live_calls)
-        else:
-            by_id = dict(zip(map(_ID, calls), map(_BEHAVIOR, live_calls), strict=True))
-            behaviors = map(by_id.__getitem__, map(_ID, admitted))
-        out += map(
-            ToolCallStarted,
-            map(_ID, admitted),
-            map(_NAME, admitted),
-            map(_ARGS, admitted),
-            behaviors,
-        )
+        behaviors: dict[str, Behavior] = {lc.call.id: lc.behavior for lc in live_calls}
+        for call in admitted:
+            out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
         out.append(RunCalls(admitted, self.turn, refuse=self._leaving))
 
     def _on_cancellation(self, ids: Sequence[str], now: float, out: list[Output]) -> None:
@@ -363,11 +349,9 @@ class GeminiLiveProtocol:
 
     def settled(self, outcome: Outcome) -> list[Output]:
         """A handler's final outcome (from the dispatcher)."""
-        ledger = self.ledger
-        ledger.settle(outcome)
+        self.ledger.settle(outcome)
         out: list[Output] = []
-        if ledger.waiting:  # commonly nothing: an answer is reported once it is sent
-            self._report.fates(ledger, out)
+        self._report.fates(self.ledger, out)
         return out
 
     def partial(self, item: Partial) -> list[Output]:
@@ -426,18 +410,3 @@ class GeminiLiveProtocol:
         return out
 
     # -- reporting -------------------------------------------------------------------------
-
-
-def _checked(fc: wire.FunctionCall) -> Call | None:
-    """``fc`` as a call, or None (logged) when it has no usable id; a name that is not a
-    string matches no tool, so the call is answered ``unknown_function``."""
-    if not isinstance(fc.id, str) or not fc.id:
-        log.error(
-            "the service sent a call to %r without a usable id (%r); it cannot be answered and "
-            "is skipped (the Developer API always sends string ids: is this a Vertex endpoint?)",
-            fc.name,
-            fc.id,
-        )
-        return None
-    name = fc.name if isinstance(fc.name, str) else f"<not a name: {fc.name!r:.80}>"
-    return Call(fc.id, name, fc.args if fc.args is not None else {})  # args not an object: rejected

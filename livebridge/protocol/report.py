@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import operator
 from collections.abc import Callable, Mapping
-from itertools import repeat
 
 from livebridge.calls import Behavior
 from livebridge.events import ToolCallSettled
@@ -26,12 +25,7 @@ log = logging.getLogger("livebridge.session")  # the session's own log, as befor
 
 #: Messages counted before their ``MessageSeen`` notices go out without waiting for a flush.
 SEEN_BATCH = 256
-_FATE = operator.attrgetter("fate")
-_OUTCOME, _TURNAROUND = operator.attrgetter("outcome"), operator.attrgetter("turnaround")
-_BEHAVIOR = operator.attrgetter("behavior")
-_CALL_ID, _NAME = operator.attrgetter("call_id"), operator.attrgetter("name")
-_KIND, _LATENCY = operator.attrgetter("kind"), operator.attrgetter("latency")
-_RESPONSE = operator.attrgetter("response")
+_KIND = operator.attrgetter("fate")
 _ANSWERED = frozenset({"answered"})
 
 
@@ -51,26 +45,30 @@ class Reporter:
 
     def answers(self, sent: Outgoing, out: list[Output]) -> None:
         """The answers of one sent message: a ``ToolCallSettled`` each, one ``AnswerSent``."""
-        finals = sent.answered
-        outcomes = [*map(_OUTCOME, finals)]
-        if None in outcomes:  # streamed items, which have no event of their own
-            finals = [answer for answer in finals if answer.outcome is not None]
-            outcomes = [*map(_OUTCOME, finals)]
-        out += map(  # built in C: no Python step per answer
-            ToolCallSettled,
-            map(_CALL_ID, outcomes),
-            map(_NAME, outcomes),
-            map(_KIND, outcomes),
-            map(_LATENCY, outcomes),
-            map(_TURNAROUND, finals),
-            map(dict.get, map(_RESPONSE, outcomes), repeat("error")),
-        )
-        if self.observed and finals:
+        append = out.append
+        for answer in sent.answered:
+            outcome = answer.outcome
+            if outcome is not None:  # else a streamed item, with no event of its own
+                append(
+                    ToolCallSettled(
+                        outcome.call_id,
+                        outcome.name,
+                        outcome.kind,
+                        outcome.latency,
+                        answer.turnaround,
+                        outcome.response.get("error"),
+                    )
+                )
+        if not self.observed:
+            return
+        finals = [answer for answer in sent.answered if answer.outcome is not None]
+        if finals:
+            outcomes = [answer.outcome for answer in finals if answer.outcome is not None]
             event = AnswerSent(
                 self.session(),
                 outcomes,
-                [*map(_TURNAROUND, finals)],
-                [*map(_BEHAVIOR, finals)],
+                [answer.turnaround for answer in finals],
+                [answer.behavior for answer in finals],
                 [outcome.name in self.tools for outcome in outcomes],
             )
             out.append(Notify(event))
@@ -91,7 +89,7 @@ class Reporter:
         if not ledger.waiting:
             return
         fates = ledger.take_fates()
-        if _ANSWERED.issuperset(map(_FATE, fates)):  # only answers (just sent): one pass in C
+        if _ANSWERED.issuperset(map(_KIND, fates)):  # only answers (just sent): one pass in C
             fates = []
         for fate in fates:
             if fate.fate == "answered":
