@@ -172,3 +172,15 @@ def test_a_held_reader_sees_what_arrives_after_the_buffer_compacts() -> None:
     for chunk in chunks:
         buffer.put(chunk)
     assert list(reader) == [EventsDropped(99), chunks[-1]]
+
+
+def test_an_app_that_reads_as_events_come_keeps_memory_bounded() -> None:
+    buffer = EventBuffer(capacity=8, control_capacity=16)
+    for i in range(20_000):
+        events = [AudioOut(bytes([i % 256])), TurnComplete(reason=str(i)), Interrupted()]
+        for event in events:
+            buffer.put(event)
+        assert list(buffer.ready()) == events
+    assert len(buffer._media) <= 8
+    assert len(buffer._control) <= 16
+    assert buffer.dropped == 0
