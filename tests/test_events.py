@@ -177,7 +177,11 @@ def test_a_held_reader_sees_what_arrives_after_the_buffer_compacts() -> None:
 def test_an_app_that_reads_as_events_come_keeps_memory_bounded() -> None:
     buffer = EventBuffer(capacity=8, control_capacity=16)
     for i in range(20_000):
-        events = [AudioOut(bytes([i % 256])), TurnComplete(reason=str(i)), Interrupted()]
+        events: list[SessionEvent] = [
+            AudioOut(bytes([i % 256])),
+            TurnComplete(reason=str(i)),
+            Interrupted(),
+        ]
         for event in events:
             buffer.put(event)
         assert list(buffer.ready()) == events
