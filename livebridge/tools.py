@@ -106,7 +106,11 @@ class Tool:
 
 
 class ToolRegistry:
-    """The set of tools one application exposes to the model."""
+    """The set of tools one application exposes to the model.
+
+    Build a new registry per variant rather than copying one: ``get`` is bound to this
+    registry's own table, so a ``copy.copy`` or ``copy.deepcopy`` would still look tools up here.
+    """
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
