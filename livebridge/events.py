@@ -207,7 +207,9 @@ class EventBuffer:
         self._discarded = 0  # discarded entries still in _items
         self._pending_drops = 0
         self._closed = False
-        self._wakeup: asyncio.Event | None = None  # while a reader waits for an event
+        # One future per reader waiting for an event (cancelling one wakes no other); None
+        # while nobody waits. Bare futures: an ``asyncio.Event`` per wait costs three times more.
+        self._waiters: list[asyncio.Future[None]] | None = None
 
     def put(self, event: SessionEvent) -> None:
         """Queue ``event`` without blocking, applying the overflow policy."""
@@ -231,15 +233,18 @@ class EventBuffer:
                 self._control.append(entry)
                 if len(self._control) > self.control_capacity:
                     self._discard(self._control.popleft())
-        if self._wakeup is not None:  # the first event since a reader began to wait
-            self._wakeup.set()
-            self._wakeup = None
+        if self._waiters is not None:  # the first event since readers began to wait
+            self._wake()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         """No more events will come; readers finish after the last one."""
         self._closed = True
-        if self._wakeup is not None:
-            self._wakeup.set()
+        if self._waiters is not None:
+            self._wake()
 
     async def get(self) -> SessionEvent | None:
         """The next event, waiting for one; ``None`` once closed and drained."""
@@ -247,14 +252,24 @@ class EventBuffer:
             event = self.get_nowait()
             if event is not None or self._closed:
                 return event
-            wakeup = self._wakeup
-            if wakeup is None:
-                wakeup = self._wakeup = asyncio.Event()
-            try:
-                await wakeup.wait()
-            finally:
-                if self._wakeup is wakeup:
-                    self._wakeup = None
+            await self.wait()
+
+    async def wait(self) -> None:
+        """Return once an event is waiting or the buffer is closed (at once if so already)."""
+        if self._waiting or self._pending_drops or self._closed:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        waiters = self._waiters
+        if waiters is None:
+            self._waiters = [waiter]
+        else:
+            waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            waiters = self._waiters
+            if waiters is not None and waiter in waiters:  # cancelled while it waited
+                waiters.remove(waiter)
 
     def get_nowait(self) -> SessionEvent | None:
         """The next event if one is waiting, else ``None``."""
@@ -301,6 +316,12 @@ class EventBuffer:
             items.clear()
             items.extend(kept)
             self._discarded = 0
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, None
+        for waiter in waiters or ():
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _count_drop(self) -> None:
         self.dropped += 1

@@ -315,10 +315,9 @@ class LiveSession:
         while True:
             for event in events.ready():  # no coroutine per event while they are waiting
                 yield event
-            waited = await events.get()
-            if waited is None:
+            if events.closed:  # and every event was read
                 return
-            yield waited
+            await events.wait()
 
     async def next_event(self) -> SessionEvent | None:
         """The next event, or ``None`` once the session ended and every event was read."""

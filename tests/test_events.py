@@ -64,6 +64,57 @@ async def test_get_waits_for_the_next_event() -> None:
     assert received == [Interrupted()]
 
 
+async def test_a_reader_cancelled_while_waiting_leaves_the_others_waiting() -> None:
+    buffer = EventBuffer()
+    received: list[SessionEvent | None] = []
+
+    async def reader() -> None:
+        received.append(await buffer.get())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        async with anyio.create_task_group() as inner:
+            inner.start_soon(reader)
+            await anyio.wait_all_tasks_blocked()
+            inner.cancel_scope.cancel()  # the second reader leaves while it waits
+        await anyio.wait_all_tasks_blocked()
+        assert received == []
+        buffer.put(TurnComplete())  # the first reader is still woken, once
+    assert received == [TurnComplete()]
+    assert len(buffer) == 0
+
+
+async def test_close_wakes_every_waiting_reader_and_wait_returns_at_once_after() -> None:
+    buffer = EventBuffer()
+    received: list[SessionEvent | None] = []
+
+    async def reader() -> None:
+        received.append(await buffer.get())
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(reader)
+        await anyio.wait_all_tasks_blocked()
+        buffer.close()
+    assert received == [None, None, None]
+    with anyio.fail_after(1):
+        await buffer.wait()  # closed: nothing to wait for
+
+
+async def test_wait_returns_at_once_while_an_event_or_a_drop_report_waits() -> None:
+    buffer = EventBuffer(capacity=1)
+    buffer.put(AudioOut(b"a"))
+    with anyio.fail_after(1):
+        await buffer.wait()
+    buffer.put(AudioOut(b"b"))  # the first is discarded: a drop report and "b" wait
+    assert list(buffer.ready()) == [EventsDropped(1), AudioOut(b"b")]
+    buffer.put(AudioOut(b"c"))
+    buffer.put(AudioOut(b"d"))
+    assert len(buffer) == 1
+    with anyio.fail_after(1):
+        await buffer.wait()
+
+
 def test_capacity_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         EventBuffer(capacity=0)
