@@ -16,7 +16,7 @@ import msgspec
 from livebridge import payloads
 from livebridge.calls import Outcome, Partial
 
-__all__ = ["BYTES_PER_CALL", "fit", "joined_size", "shrunk", "take", "water_level"]
+__all__ = ["BYTES_PER_CALL", "encode", "fit", "joined_size", "shrunk", "take", "water_level"]
 
 A = TypeVar("A", Outcome, Partial, Outcome | Partial)
 Owner = TypeVar("Owner")
@@ -25,6 +25,8 @@ Encode = Callable[[Sequence[tuple[Owner, A]]], list[dict[str, Any]]]
 #: output (``{"output":"","truncated":true,"original_bytes":N}``), with room to spare.
 BYTES_PER_CALL = 256
 _encode = msgspec.json.Encoder().encode
+#: Wire dicts as the JSON array a frame carries (compact, as ``wire.encode`` writes them).
+encode: Callable[[list[dict[str, Any]]], bytes] = _encode
 
 
 def take(

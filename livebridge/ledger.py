@@ -133,6 +133,9 @@ class Outgoing(msgspec.Struct, frozen=True, gc=False):
 
     function_responses: list[dict[str, Any]]
     answered: list[Answered]
+    #: ``function_responses`` as one JSON array, when ``drain`` measured them in one encode:
+    #: a transport that sends JSON sends these bytes as they are (no second encode).
+    encoded: bytes | None = None
 
 
 class Fate(msgspec.Struct, frozen=True, gc=False):
@@ -464,9 +467,15 @@ class CallLedger:
             if not ready:
                 return None
         budget = self._max_frame_bytes - _ENVELOPE_BYTES
-        # Commonly all fits, measured at once; if not (or not last time): unit by unit.
-        taken, responses = ready, [] if self._backlog else self._encoded(ready)
-        if self._backlog or frames.joined_size(responses) > budget:
+        # Commonly all fits, measured in the one encode that is sent; if not (or not last
+        # time): unit by unit, and the transport encodes what was taken.
+        taken, encoded = ready, None
+        if not self._backlog:
+            responses = self._encoded(ready)
+            encoded = frames.encode(responses)
+            if len(encoded) - 1 > budget:  # ``joined_size``
+                encoded = None
+        if encoded is None:
             taken, responses = frames.take(ready, _batch_of, self._encoded, budget)
             for life, answer in taken:
                 if isinstance(answer, Outcome):  # cut to fit, it is the answer sent
@@ -483,7 +492,7 @@ class CallLedger:
             )
             for life, answer in taken
         ]
-        outgoing = Outgoing(responses, answered)
+        outgoing = Outgoing(responses, answered, encoded)
         self._in_flight = (outgoing, taken)
         return outgoing
 
@@ -565,8 +574,11 @@ class CallLedger:
         excess = len(self._lives) - len(self._live) - self._history
         if excess <= self._history // 4:  # prune in batches: amortised O(1) per call
             return
-        for call_id in [i for i, life in self._lives.items() if i not in self._live][:excess]:
-            del self._lives[call_id]
+        lives = self._lives  # oldest first: the scan stops at the last one it drops
+        for call_id in list(
+            itertools.islice(itertools.filterfalse(self._live.__contains__, lives), excess)
+        ):
+            del lives[call_id]
 
     def _release(self, lives: Iterable[_Life | None], batch: _Batch | None) -> None:
         """Queue the answers of ``lives`` settled in ``batch`` (not withdrawn, not re-issued)."""

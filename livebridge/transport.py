@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ssl as ssl_module
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias
 
 import msgspec
@@ -88,9 +88,11 @@ class Signal:
 
 @dataclass(frozen=True, slots=True)
 class ToolAnswers:
-    """One ``toolResponse`` message: ``responses`` are wire dicts from ``gemini_live.encode``."""
+    """One ``toolResponse`` message: ``responses`` are wire dicts from ``gemini_live.encode``;
+    ``encoded`` is the same list as a JSON array, when the ledger already encoded it."""
 
     responses: Sequence[dict[str, Any]]
+    encoded: bytes | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +147,8 @@ class _AudioMessage(msgspec.Struct, rename="camel"):
     realtime_input: _RealtimeAudio
 
 
+#: A ``toolResponse`` frame up to its list of responses (``tool_response``'s shape).
+_TOOL_RESPONSE_HEAD = b'{"toolResponse":{"functionResponses":'
 _SIGNALS: dict[str, bytes] = {
     "activity_start": b'{"realtimeInput":{"activityStart":{}}}',
     "activity_end": b'{"realtimeInput":{"activityEnd":{}}}',
@@ -160,6 +164,8 @@ def encode_client(item: ClientItem) -> bytes:
         blob = _AudioBlob(mime_type=f"audio/pcm;rate={item.rate}", data=item.pcm)
         return wire.encode(_AudioMessage(_RealtimeAudio(blob)))
     if isinstance(item, ToolAnswers):
+        if item.encoded is not None:  # the array the ledger measured: framed, not re-encoded
+            return b"".join((_TOOL_RESPONSE_HEAD, item.encoded, b"}}"))
         return wire.encode(tool_response(item.responses))
     if isinstance(item, Text):
         return wire.encode({"realtimeInput": {"text": item.text}})

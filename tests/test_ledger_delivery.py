@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from livebridge import frames
 from livebridge.adapters import gemini_live
 from livebridge.ledger import Outgoing
+from livebridge.transport import ToolAnswers, encode_client
 from tests.test_ledger import blocking, new_ledger, non_blocking, ok, send, sent_ids
 
 # -- acknowledgement: could the model have seen an answer? -------------------------------------
@@ -54,7 +55,12 @@ def test_an_answer_never_sent_is_not_seen_and_a_forgotten_one_counts_as_seen() -
 
 
 def encoded_message_size(message: Outgoing) -> int:
-    return len(msgspec.json.encode(gemini_live.tool_response(message.function_responses)))
+    """The size of the frame the transport sends, checked against encoding it anew."""
+    frame = encode_client(ToolAnswers(message.function_responses, message.encoded))
+    if message.encoded is not None:  # measured in one encode: sent as is, and the same bytes
+        assert message.encoded == msgspec.json.encode(message.function_responses)
+    assert frame == msgspec.json.encode(gemini_live.tool_response(message.function_responses))
+    return len(frame)
 
 
 def test_a_blocking_batch_is_cut_fairly_to_fit_one_frame() -> None:
@@ -82,6 +88,7 @@ def test_non_blocking_answers_that_do_not_fit_go_in_the_next_message() -> None:
         ledger.settle(ok(call_id, "g", value="v" * 1500))
     first, second = send(ledger), send(ledger)
     assert first is not None and second is not None and send(ledger) is None
+    assert first.encoded is None  # taken unit by unit: the transport encodes what was taken
     assert [r["id"] for r in first.function_responses] == ["a", "b"]
     assert [r["id"] for r in second.function_responses] == ["c"]
     assert all(encoded_message_size(m) <= 4096 for m in (first, second))

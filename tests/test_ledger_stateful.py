@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -252,6 +253,8 @@ class LedgerMachine(RuleBasedStateMachine):
     def check_message(self, message: Outgoing, now: float) -> None:
         assert message.function_responses
         assert len(message.function_responses) == len(message.answered)
+        if message.encoded is not None:  # what the transport sends as is
+            assert message.encoded == msgspec.json.encode(message.function_responses)
         finals: list[Key] = []
         for response, answered in zip(message.function_responses, message.answered, strict=True):
             key = (response["id"], now - answered.turnaround)

@@ -381,7 +381,9 @@ class GeminiLiveProtocol:
 
     def frame(self, item: Outgoing | ClientItem) -> ClientItem:
         """What the transport sends for ``item``: answers go as one ``toolResponse``."""
-        return ToolAnswers(item.function_responses) if isinstance(item, Outgoing) else item
+        if isinstance(item, Outgoing):
+            return ToolAnswers(item.function_responses, item.encoded)
+        return item
 
     def unsent(self, item: Outgoing | ClientItem) -> None:
         """``item`` did not leave (the connection ended): app input goes back to the front;
