@@ -56,6 +56,28 @@ async def measure(size: int, calls_per_round: int, rounds: int) -> tuple[float, 
     return best_gather * per_call, best_dispatch * per_call
 
 
+def batch(turn: int, size: int) -> list[Call]:
+    return [Call(f"{turn}-{i}", "noop", {"i": i}) for i in range(size)]
+
+
+async def calls_loop(turns: int, size: int) -> None:
+    """Only builds the batches the two loops below run: their common cost, to subtract."""
+    for turn in range(turns):
+        batch(turn, size)
+
+
+async def gather_loop(turns: int, size: int) -> None:
+    for turn in range(turns):
+        calls = batch(turn, size)
+        await asyncio.gather(*(noop(call.args["i"]) for call in calls))
+
+
+async def dispatcher_loop(turns: int, size: int) -> None:
+    dispatcher = Dispatcher(tools, policy=CallPolicy(max_parallel=size, max_calls_per_turn=size))
+    for turn in range(turns):
+        await dispatcher.run(batch(turn, size))
+
+
 async def measure_table(quick: bool) -> str:
     """The markdown table of every batch size."""
     calls_per_round, rounds = (256, 2) if quick else (20_000, 7)

@@ -8,12 +8,14 @@ divides the difference by the calls in between, so start-up and imports cancel o
 garbage collector is off while it counts (a full collection's timing would swamp the
 difference; ``profile_calls`` reports collections).
 
-Loops: ``memory`` (``benchmarks.memory_loop``, livebridge and the bare loop, no sockets) and
+Loops: ``memory`` (``benchmarks.memory_loop``, livebridge and the bare loop, no sockets),
 ``sockets`` (livebridge and raw against the benchmark server, 8 no-op calls a turn; only the
-client process is counted). Needs Debian's ``valgrind``; each count takes a few seconds of
+client process is counted) and ``dispatch`` (``Dispatcher.run`` and a bare ``asyncio.gather``
+on batches of 64 no-op calls, ``benchmarks.bench_dispatch``; building the batches, which both
+do, is counted alone and subtracted). Needs Debian's ``valgrind``; each count takes a few seconds of
 valgrind per 10 turns.
 
-Run with ``python -m benchmarks.instructions [--turns N] [memory|sockets ...]``.
+Run with ``python -m benchmarks.instructions [--turns N] [memory|sockets|dispatch ...]``.
 """
 
 from __future__ import annotations
@@ -29,10 +31,16 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-CALLS = 8  # a turn, in both loops
+CALLS = 8  # a turn, in the memory and sockets loops
+BATCH = 64  # a turn of the dispatch loop
 WARM_TURNS = 10
 SHORT_TURNS = 10  # the short run; the long one counts ``--turns`` more
-VARIANTS = {"memory": ("livebridge", "bare"), "sockets": ("livebridge", "raw")}
+#: Each loop's variants, the one the others are compared with last.
+VARIANTS = {
+    "memory": ("livebridge", "bare"),
+    "sockets": ("livebridge", "raw"),
+    "dispatch": ("dispatcher", "gather"),
+}
 
 
 def count(loop: str, variant: str, turns: int) -> int:
@@ -59,7 +67,10 @@ def count(loop: str, variant: str, turns: int) -> int:
 def per_call(loop: str, variant: str, turns: int) -> float:
     """The difference of a long and a short run: start-up and warm-up cancel out."""
     short, long = count(loop, variant, SHORT_TURNS), count(loop, variant, SHORT_TURNS + turns)
-    return (long - short) / (turns * CALLS)
+    if loop != "dispatch":
+        return (long - short) / (turns * CALLS)
+    calls = count(loop, "calls", SHORT_TURNS + turns) - count(loop, "calls", SHORT_TURNS)
+    return (long - short - calls) / (turns * BATCH)
 
 
 async def child(loop: str, variant: str, turns: int) -> None:
@@ -72,6 +83,15 @@ async def child(loop: str, variant: str, turns: int) -> None:
         gc.collect()
         gc.disable()
         await run(turns)
+        return
+    if loop == "dispatch":
+        from benchmarks import bench_dispatch
+
+        run = getattr(bench_dispatch, f"{variant}_loop")
+        await run(WARM_TURNS, BATCH)
+        gc.collect()
+        gc.disable()
+        await run(turns, BATCH)
         return
     from benchmarks.clients import CLIENTS
     from benchmarks.server import model_name, serve
@@ -88,7 +108,7 @@ async def child(loop: str, variant: str, turns: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("loops", nargs="*", default=[*VARIANTS], help="memory, sockets or both")
+    parser.add_argument("loops", nargs="*", default=[*VARIANTS], help="memory, sockets, dispatch")
     parser.add_argument("--turns", type=int, default=100, help="counted turns (default 100)")
     parser.add_argument(
         "--child", nargs=3, metavar=("LOOP", "VARIANT", "TURNS"), help=argparse.SUPPRESS
@@ -100,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     unknown = [loop for loop in options.loops if loop not in VARIANTS]
     if unknown:
-        parser.error(f"unknown loop {unknown[0]!r}: choose memory or sockets")
+        parser.error(f"unknown loop {unknown[0]!r}: choose memory, sockets or dispatch")
     if shutil.which("valgrind") is None:
         print("valgrind is not installed: apt-get install valgrind, then run this again")
         return 1
