@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -11,6 +10,7 @@ from typing import Any, TypeAlias
 import msgspec
 
 from livebridge.calls import Behavior, OutcomeKind
+from livebridge.wakeup import Waiters
 
 __all__ = [
     "DROPPABLE",
@@ -207,9 +207,7 @@ class EventBuffer:
         self._discarded = 0  # discarded entries still in _items
         self._pending_drops = 0
         self._closed = False
-        # One future per reader waiting for an event (cancelling one wakes no other); None
-        # while nobody waits. Bare futures: an ``asyncio.Event`` per wait costs three times more.
-        self._waiters: list[asyncio.Future[None]] | None = None
+        self._readers = Waiters()  # readers waiting for an event
 
     def put(self, event: SessionEvent) -> None:
         """Queue ``event`` without blocking, applying the overflow policy."""
@@ -233,18 +231,18 @@ class EventBuffer:
                 self._control.append(entry)
                 if len(self._control) > self.control_capacity:
                     self._discard(self._control.popleft())
-        if self._waiters is not None:  # the first event since readers began to wait
-            self._wake()
+        if self._readers:  # the first event since readers began to wait
+            self._readers.wake()
 
     @property
     def closed(self) -> bool:
+        """No more events will come (those waiting can still be read)."""
         return self._closed
 
     def close(self) -> None:
         """No more events will come; readers finish after the last one."""
         self._closed = True
-        if self._waiters is not None:
-            self._wake()
+        self._readers.wake()
 
     async def get(self) -> SessionEvent | None:
         """The next event, waiting for one; ``None`` once closed and drained."""
@@ -256,20 +254,8 @@ class EventBuffer:
 
     async def wait(self) -> None:
         """Return once an event is waiting or the buffer is closed (at once if so already)."""
-        if self._waiting or self._pending_drops or self._closed:
-            return
-        waiter = asyncio.get_running_loop().create_future()
-        waiters = self._waiters
-        if waiters is None:
-            self._waiters = [waiter]
-        else:
-            waiters.append(waiter)
-        try:
-            await waiter
-        finally:
-            waiters = self._waiters
-            if waiters is not None and waiter in waiters:  # cancelled while it waited
-                waiters.remove(waiter)
+        if not (self._waiting or self._pending_drops or self._closed):
+            await self._readers.wait()
 
     def get_nowait(self) -> SessionEvent | None:
         """The next event if one is waiting, else ``None``."""
@@ -316,12 +302,6 @@ class EventBuffer:
             items.clear()
             items.extend(kept)
             self._discarded = 0
-
-    def _wake(self) -> None:
-        waiters, self._waiters = self._waiters, None
-        for waiter in waiters or ():
-            if not waiter.done():
-                waiter.set_result(None)
 
     def _count_drop(self) -> None:
         self.dropped += 1

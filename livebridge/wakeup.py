@@ -1,4 +1,4 @@
-"""A wake-up flag for the tasks of one session actor."""
+"""Waking the tasks of one session actor: a list of waiting tasks, and a wake-up flag on it."""
 
 from __future__ import annotations
 
@@ -6,17 +6,52 @@ import asyncio
 
 import anyio.lowlevel
 
-__all__ = ["Wakeup"]
+__all__ = ["Waiters", "Wakeup"]
+
+
+class Waiters:
+    """Tasks waiting for news: ``wait()`` until the next ``wake()``, which wakes them all.
+
+    Built for the hot path and for idle sessions: one future per waiting task and nothing else
+    (an ``asyncio.Event`` keeps a deque that preallocates ~0.5 KB, and made afresh per wait it
+    costs three times as much). Each waiter awaits its own future, so cancelling one waiter
+    never wakes or cancels the others.
+    """
+
+    __slots__ = ("_futures",)
+
+    def __init__(self) -> None:
+        self._futures: list[asyncio.Future[None]] | None = None  # None while nobody waits
+
+    def __bool__(self) -> bool:
+        """Is any task waiting?"""
+        return self._futures is not None
+
+    def wake(self) -> None:
+        futures, self._futures = self._futures, None
+        for future in futures or ():
+            if not future.done():
+                future.set_result(None)
+
+    async def wait(self) -> None:
+        future = asyncio.get_running_loop().create_future()
+        futures = self._futures
+        if futures is None:
+            self._futures = [future]
+        else:
+            futures.append(future)
+        try:
+            await future
+        except BaseException:
+            futures = self._futures
+            if futures is not None and future in futures:
+                futures.remove(future)
+            raise
 
 
 class Wakeup:
     """A wake-up flag for the actor's tasks: ``set()`` any number of times; ``wait()`` returns
-    once it is set and clears it. Every task waiting when it is set wakes up.
-
-    Built for the hot path and for idle sessions: one future per waiting task and nothing else
-    (an ``anyio.Event`` carries an ``asyncio.Event`` whose waiter deque preallocates ~0.5 KB,
-    and a session's writer waits on its flag for as long as the session is idle). Each waiter
-    awaits its own future, so cancelling one waiter never wakes or cancels the others.
+    once it is set and clears it. Every task waiting when it is set wakes up (``Waiters``).
     """
 
     __slots__ = ("_epoch", "_set", "_waiters")
@@ -24,19 +59,15 @@ class Wakeup:
     def __init__(self) -> None:
         self._set = False
         self._epoch = 0  # sets so far: a waiter consumes only the set that woke it
-        self._waiters: list[asyncio.Future[None]] | None = None
+        self._waiters = Waiters()
 
     def set(self) -> None:
         if self._set:
             return
         self._set = True
         self._epoch += 1
-        waiters = self._waiters
-        if waiters is not None:
-            self._waiters = None
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
+        if self._waiters:
+            self._waiters.wake()
 
     def clear(self) -> None:
         """Forget a set nobody consumed yet. Safe because every waiter checks its own condition
@@ -48,19 +79,7 @@ class Wakeup:
             self._set = False
             await anyio.lowlevel.checkpoint()
             return
-        waiter = asyncio.get_running_loop().create_future()
-        waiters = self._waiters
-        if waiters is None:
-            self._waiters = [waiter]
-        else:
-            waiters.append(waiter)
         epoch = self._epoch
-        try:
-            await waiter
-        except BaseException:
-            waiters = self._waiters
-            if waiters is not None and waiter in waiters:
-                waiters.remove(waiter)
-            raise
+        await self._waiters.wait()
         if self._epoch == epoch + 1:  # the first waiter to wake consumes the set that woke it
             self._set = False

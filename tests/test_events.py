@@ -1,5 +1,6 @@
 import time
 from collections.abc import Iterator
+from functools import partial
 
 import anyio
 import pytest
@@ -49,12 +50,14 @@ async def test_control_events_are_never_dropped() -> None:
     assert buffer.dropped == 1
 
 
+async def read_one(buffer: EventBuffer, into: list[SessionEvent | None]) -> None:
+    into.append(await buffer.get())
+
+
 async def test_get_waits_for_the_next_event() -> None:
     buffer = EventBuffer()
     received: list[SessionEvent | None] = []
-
-    async def reader() -> None:
-        received.append(await buffer.get())
+    reader = partial(read_one, buffer, received)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(reader)
@@ -67,9 +70,7 @@ async def test_get_waits_for_the_next_event() -> None:
 async def test_a_reader_cancelled_while_waiting_leaves_the_others_waiting() -> None:
     buffer = EventBuffer()
     received: list[SessionEvent | None] = []
-
-    async def reader() -> None:
-        received.append(await buffer.get())
+    reader = partial(read_one, buffer, received)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(reader)
@@ -87,9 +88,7 @@ async def test_a_reader_cancelled_while_waiting_leaves_the_others_waiting() -> N
 async def test_close_wakes_every_waiting_reader_and_wait_returns_at_once_after() -> None:
     buffer = EventBuffer()
     received: list[SessionEvent | None] = []
-
-    async def reader() -> None:
-        received.append(await buffer.get())
+    reader = partial(read_one, buffer, received)
 
     async with anyio.create_task_group() as tg:
         for _ in range(3):
