@@ -6,7 +6,8 @@ loop into ``map`` and ``attrgetter`` passes cuts bytecodes and can still add ins
 This runs a loop under ``valgrind --tool=callgrind`` twice, for a short and a long run, and
 divides the difference by the calls in between, so start-up and imports cancel out. The
 garbage collector is off while it counts (a full collection's timing would swamp the
-difference; ``profile_calls`` reports collections).
+difference; ``profile_calls`` reports collections), and the hash seed is fixed (a random one
+moved the bare loop's count by 2 %: dicts collide differently).
 
 Loops: ``memory`` (``benchmarks.memory_loop``, livebridge and the bare loop, no sockets),
 ``sockets`` (livebridge and raw against the benchmark server, 8 no-op calls a turn; only the
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import re
 import shutil
 import subprocess
@@ -57,7 +59,8 @@ def count(loop: str, variant: str, turns: int) -> int:
         variant,
         str(turns),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     match = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode or match is None:
         raise RuntimeError(f"valgrind failed on {loop} {variant}: {done.stderr[-500:]}")

@@ -231,7 +231,7 @@ class EventBuffer:
                 self._control.append(entry)
                 if len(self._control) > self.control_capacity:
                     self._discard(self._control.popleft())
-        if self._readers:  # the first event since readers began to wait
+        if self._readers.futures is not None:  # the first event since readers began to wait
             self._readers.wake()
 
     @property

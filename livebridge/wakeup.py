@@ -18,32 +18,30 @@ class Waiters:
     never wakes or cancels the others.
     """
 
-    __slots__ = ("_futures",)
+    __slots__ = ("futures",)
 
     def __init__(self) -> None:
-        self._futures: list[asyncio.Future[None]] | None = None  # None while nobody waits
-
-    def __bool__(self) -> bool:
-        """Is any task waiting?"""
-        return self._futures is not None
+        #: One per waiting task; None while none waits (an attribute, not ``__bool__``: hot
+        #: paths test it before they call ``wake()``, and a test costs a tenth of a call).
+        self.futures: list[asyncio.Future[None]] | None = None
 
     def wake(self) -> None:
-        futures, self._futures = self._futures, None
+        futures, self.futures = self.futures, None
         for future in futures or ():
             if not future.done():
                 future.set_result(None)
 
     async def wait(self) -> None:
         future = asyncio.get_running_loop().create_future()
-        futures = self._futures
+        futures = self.futures
         if futures is None:
-            self._futures = [future]
+            self.futures = [future]
         else:
             futures.append(future)
         try:
             await future
         except BaseException:
-            futures = self._futures
+            futures = self.futures
             if futures is not None and future in futures:
                 futures.remove(future)
             raise
@@ -66,7 +64,7 @@ class Wakeup:
             return
         self._set = True
         self._epoch += 1
-        if self._waiters:
+        if self._waiters.futures is not None:
             self._waiters.wake()
 
     def clear(self) -> None:
