@@ -16,7 +16,16 @@ import msgspec
 from livebridge import payloads
 from livebridge.calls import Outcome, Partial
 
-__all__ = ["BYTES_PER_CALL", "encode", "fit", "joined_size", "shrunk", "take", "water_level"]
+__all__ = [
+    "BYTES_PER_CALL",
+    "array_size",
+    "encode",
+    "fit",
+    "joined_size",
+    "shrunk",
+    "take",
+    "water_level",
+]
 
 A = TypeVar("A", Outcome, Partial, Outcome | Partial)
 Owner = TypeVar("Owner")
@@ -97,7 +106,12 @@ def joined_size(responses: list[dict[str, Any]]) -> int:
 
     ``[a,b]`` is ``a`` and ``b`` with a comma each, plus one bracket.
     """
-    return len(_encode(responses)) - 1 if responses else 0
+    return array_size(_encode(responses)) if responses else 0
+
+
+def array_size(array: bytes) -> int:
+    """``joined_size`` of the responses ``array`` (their non-empty JSON array) encodes."""
+    return len(array) - 1
 
 
 def water_level(sizes: list[int], room: int) -> int:

@@ -473,7 +473,7 @@ class CallLedger:
         if not self._backlog:
             responses = self._encoded(ready)
             encoded = frames.encode(responses)
-            if len(encoded) - 1 > budget:  # ``joined_size``
+            if frames.array_size(encoded) > budget:
                 encoded = None
         if encoded is None:
             taken, responses = frames.take(ready, _batch_of, self._encoded, budget)
