@@ -38,8 +38,9 @@ _enter_task: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None]
 _leave_task: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None]
 _enter_task = asyncio.tasks._enter_task
 _leave_task = asyncio.tasks._leave_task
-_current_tasks: dict[asyncio.AbstractEventLoop, asyncio.Task[Any]]
-_current_tasks = asyncio.tasks._current_tasks  # type: ignore[attr-defined]
+# The current task is read through the public function: Python 3.14 keeps it per thread, and
+# the module's ``_current_tasks`` dict is no longer where it lives.
+_current_task = asyncio.current_task
 _copy_context = contextvars.copy_context
 _INF = math.inf
 _NOTHING: Any = object()
@@ -151,7 +152,7 @@ class EagerStarter:
     def enter(self) -> tuple[asyncio.Task[Any] | None, asyncio.Task[Any] | None]:
         """Begin a run of starts (runs may nest); returns what ``exit`` needs."""
         token = (self._home, self._current)
-        self._home = self._current = _current_tasks.get(self._loop)
+        self._home = self._current = _current_task(self._loop)
         return token
 
     def exit(self, token: tuple[asyncio.Task[Any] | None, asyncio.Task[Any] | None]) -> None:
