@@ -1,10 +1,10 @@
 # One command each for a fresh clone: `make test` and `make demo` create .venv themselves.
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint docs demo voice-agent bench clean
+.PHONY: test suite lint docs demo voice-agent bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,10 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet --site-dir site
 
-test: lint docs
+test: lint docs suite
+
+# The test suite alone, e.g. on another Python: `make suite PYTHON=python3.13 VENV=.venv-3.13`.
+suite: $(STAMP)
 	$(BIN)/pytest -q
 
 demo: $(STAMP)
@@ -35,4 +38,4 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .venv .venv-* site .pytest_cache .mypy_cache .ruff_cache
