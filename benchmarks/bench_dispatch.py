@@ -40,24 +40,27 @@ async def _dispatch_round(dispatcher: Dispatcher, batches: list[list[Call]]) -> 
     return time.process_time() - started
 
 
+def batch(prefix: object, size: int) -> list[Call]:
+    """``size`` no-op calls, their ids unique per ``prefix``."""
+    return [Call(f"{prefix}-{i}", "noop", {"i": i}) for i in range(size)]
+
+
+def dispatcher_for(size: int) -> Dispatcher:
+    """A dispatcher that runs a whole batch of ``size`` at once, as ``gather`` does."""
+    return Dispatcher(tools, policy=CallPolicy(max_parallel=size, max_calls_per_turn=size))
+
+
 async def measure(size: int, calls_per_round: int, rounds: int) -> tuple[float, float]:
     """Best µs per call of (bare gather, dispatcher) for one batch size."""
     repeats = max(1, calls_per_round // size)
-    dispatcher = Dispatcher(tools, policy=CallPolicy(max_parallel=size, max_calls_per_turn=size))
+    dispatcher = dispatcher_for(size)
     best_gather = best_dispatch = float("inf")
     for round_index in range(rounds):
-        batches = [
-            [Call(f"{round_index}-{r}-{i}", "noop", {"i": i}) for i in range(size)]
-            for r in range(repeats)
-        ]
+        batches = [batch(f"{round_index}-{r}", size) for r in range(repeats)]
         best_gather = min(best_gather, await _gather_round(size, repeats))
         best_dispatch = min(best_dispatch, await _dispatch_round(dispatcher, batches))
     per_call = 1e6 / (repeats * size)
     return best_gather * per_call, best_dispatch * per_call
-
-
-def batch(turn: int, size: int) -> list[Call]:
-    return [Call(f"{turn}-{i}", "noop", {"i": i}) for i in range(size)]
 
 
 async def calls_loop(turns: int, size: int) -> None:
@@ -73,7 +76,7 @@ async def gather_loop(turns: int, size: int) -> None:
 
 
 async def dispatcher_loop(turns: int, size: int) -> None:
-    dispatcher = Dispatcher(tools, policy=CallPolicy(max_parallel=size, max_calls_per_turn=size))
+    dispatcher = dispatcher_for(size)
     for turn in range(turns):
         await dispatcher.run(batch(turn, size))
 

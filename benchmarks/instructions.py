@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 CALLS = 8  # a turn, in the memory and sockets loops
@@ -78,23 +79,17 @@ def per_call(loop: str, variant: str, turns: int) -> float:
 
 async def child(loop: str, variant: str, turns: int) -> None:
     """The counted process: ``WARM_TURNS`` to warm up, then ``turns`` with the GC off."""
-    if loop == "memory":
-        from benchmarks import memory_loop
+    if loop in ("memory", "dispatch"):
+        from benchmarks import bench_dispatch, memory_loop
 
-        run = getattr(memory_loop, f"{variant}_loop")
+        if loop == "memory":
+            run = getattr(memory_loop, f"{variant}_loop")
+        else:
+            run = partial(getattr(bench_dispatch, f"{variant}_loop"), size=BATCH)
         await run(WARM_TURNS)
         gc.collect()
         gc.disable()
         await run(turns)
-        return
-    if loop == "dispatch":
-        from benchmarks import bench_dispatch
-
-        run = getattr(bench_dispatch, f"{variant}_loop")
-        await run(WARM_TURNS, BATCH)
-        gc.collect()
-        gc.disable()
-        await run(turns, BATCH)
         return
     from benchmarks.clients import CLIENTS
     from benchmarks.server import model_name, serve

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from livebridge import Call, CallPolicy, Dispatcher, Outcome, Recorder, ToolRegistry
 from livebridge.metrics import PrometheusObserver
 from livebridge.observe import CallSettled, CallStarted, Event
+from tests.depth import TOO_DEEP_FOR_ANY_PYTHON
 
 
 class StartWatcher:
@@ -229,9 +230,7 @@ async def test_one_malformed_call_never_sinks_its_siblings() -> None:
     async def echo(value: Any = None) -> Any:
         return "echoed"
 
-    # Deeper than any supported interpreter reads: Python 3.11 stops near 1,000 levels, 3.13
-    # near 10,000. Below that limit, arguments run whatever their depth.
-    deep = {"value": nested(50_000)}
+    deep = {"value": nested(TOO_DEEP_FOR_ANY_PYTHON)}
     deeper = {"value": nested(200_000)}
     calls = [
         Call("list", "echo", [1, 2]),

@@ -44,6 +44,7 @@ from livebridge.protocol import (
     SwitchConnection,
 )
 from livebridge.transport import Audio, Text
+from tests.depth import TOO_DEEP_FOR_ANY_PYTHON
 
 
 def registry() -> ToolRegistry:
@@ -213,7 +214,7 @@ def test_one_malformed_call_never_sinks_its_siblings(caplog: pytest.LogCaptureFi
         {"id": "badname", "name": 12, "args": {}},
     ]
     frame = msgspec.json.encode({"toolCall": {"functionCalls": calls}})
-    depth = 50_000  # deeper than the decoder reads on any Python (3.11: ~1,000; 3.13: ~10,000)
+    depth = TOO_DEEP_FOR_ANY_PYTHON
     deep_call = b'{"id":"deep","name":"lookup","args":' + b'{"a":' * depth + b"1" + b"}" * depth
     frame = frame[: -len(b"]}}")] + b"," + deep_call + b"}]}}"
     with caplog.at_level(logging.ERROR, "livebridge.session"):

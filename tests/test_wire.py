@@ -12,6 +12,7 @@ from google.genai import _live_converters, types
 from livebridge import wire
 from livebridge.emulator.connection import cap_reason
 from livebridge.wire import parse_duration
+from tests.depth import TOO_DEEP_FOR_ANY_PYTHON
 
 #: Real and captured Live messages, each with its public source (see the file's "source" fields).
 SAMPLES = Path(__file__).parent / "data" / "live_wire_samples.jsonl"
@@ -226,7 +227,7 @@ def test_snake_case_server_frames_decode_like_camel_case() -> None:
 
 
 def test_a_call_nested_too_deep_is_marked_and_its_siblings_decode() -> None:
-    depth = 50_000  # deeper than the decoder reads on any Python (3.11: ~1,000; 3.13: ~10,000)
+    depth = TOO_DEEP_FOR_ANY_PYTHON
     deep = b'{"id":"d","name":"f","args":' + b'{"a":' * depth + b'"]}\\""' + b"}" * (depth + 1)
     frame = b'{"toolCall":{"functionCalls":[' + deep + b',{"id":"ok","args":{"x":[1]}}]}}'
     calls = wire.decode_server(frame).tool_call
