@@ -27,6 +27,7 @@ __all__ = [
     "Partial",
     "Result",
     "Scheduling",
+    "UnreadableArguments",
 ]
 
 Behavior = Literal["BLOCKING", "NON_BLOCKING"]
@@ -62,6 +63,14 @@ class Call(msgspec.Struct, frozen=True, gc=False):
     id: str
     name: str
     args: Any = msgspec.field(default_factory=dict)
+
+
+class UnreadableArguments(msgspec.Struct, frozen=True, gc=False):
+    """A call's arguments as the decoder could not read them (not JSON, not valid Unicode,
+    over a size bound), in place of ``Call.args``: that call alone is answered
+    ``invalid_arguments`` with ``reason``, and the other calls of its message run."""
+
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,10 +6,17 @@ protocol reads (unknown fields are ignored, absent ones are ``None``), so a new 
 breaks the decoder and the protocol simply ignores it. A frame that is not a JSON object with a
 string ``type``, or whose fields have the wrong types, raises ``MalformedMessageError`` and the
 connection goes on. Encoders and decoders are built once; audio is base64-encoded by msgspec.
+
+A string that is valid JSON but not valid Unicode (a lone UTF-16 surrogate escape) makes msgspec
+refuse the whole frame; such a frame is read again by the standard library (``from_builtins``),
+so that one call's bad arguments fail that call alone (the protocol reads ``arguments`` per
+call) and every other string reaches the app mended (U+FFFD for each lone surrogate).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Final
 
 import msgspec
@@ -33,6 +40,7 @@ __all__ = [
     "client_kinds",
     "decode_server",
     "encode",
+    "from_builtins",
     "to_builtins",
 ]
 
@@ -110,7 +118,36 @@ def decode_server(data: bytes | str) -> ServerEvent:
     try:
         return _decoder.decode(data)
     except msgspec.DecodeError as exc:
+        refused = exc
+    try:  # msgspec takes no lone surrogate; the standard library reads them into str
+        plain = json.loads(data)
+    except (ValueError, RecursionError):
+        raise MalformedMessageError(f"not an OpenAI Realtime event ({refused})") from None
+    return from_builtins(plain)
+
+
+def from_builtins(plain: Any, *, strict: bool = True) -> ServerEvent:
+    """An event another JSON reader decoded (the standard library, the SDK's models) as a
+    ``ServerEvent``; every string but a call's ``arguments`` is mended to valid Unicode."""
+    try:
+        return msgspec.convert(_mended(plain), ServerEvent, strict=strict)
+    except (msgspec.ValidationError, RecursionError) as exc:
         raise MalformedMessageError(f"not an OpenAI Realtime event ({exc})") from None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _mended(value: Any) -> Any:
+    """``value`` with each lone surrogate of its strings replaced by U+FFFD (a str holding one
+    cannot be encoded, so it would fail whoever sends or prints it), ``arguments`` kept."""
+    if isinstance(value, str):
+        return value if value.isascii() else _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {key: item if key == "arguments" else _mended(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_mended(item) for item in value]
+    return value
 
 
 def encode(message: msgspec.Struct | dict[str, Any]) -> bytes:

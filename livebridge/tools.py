@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, Unpack, over
 import anyio
 import msgspec
 
-from livebridge.calls import BEHAVIORS, SCHEDULINGS, Behavior, CallContext, Scheduling
+from livebridge.calls import (
+    BEHAVIORS,
+    SCHEDULINGS,
+    Behavior,
+    CallContext,
+    Scheduling,
+    UnreadableArguments,
+)
 
 if TYPE_CHECKING:
     from google.genai import types
@@ -86,9 +93,12 @@ class Tool:
         """Validate and convert the model's arguments.
 
         Raises ``msgspec.ValidationError`` saying what was wrong; arguments that are not a
-        JSON object (a list, a string, a number, null) are refused before msgspec sees them.
+        JSON object (a list, a string, a number, null) are refused before msgspec sees them,
+        and arguments the decoder could not read say why (``UnreadableArguments``).
         """
         if not isinstance(args, dict):
+            if isinstance(args, UnreadableArguments):
+                raise msgspec.ValidationError(args.reason)
             got = "null" if args is None else type(args).__name__
             raise msgspec.ValidationError(f"arguments must be a JSON object, not {got}")
         return _convert(args, self.arguments_type)

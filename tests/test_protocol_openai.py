@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
+import tracemalloc
 from typing import Any
 
+import msgspec
 import pytest
 
 from livebridge import ToolRegistry, openai_wire
-from livebridge.calls import Outcome
+from livebridge.calls import Outcome, UnreadableArguments
 from livebridge.errors import (
     ConnectionLostError,
     LiveSessionError,
@@ -40,6 +42,11 @@ from livebridge.protocol import (
     ProtocolOptions,
     Reconnect,
     RunCalls,
+)
+from livebridge.protocol.openai_calls import (
+    MAX_HELD_ARGUMENT_CHARS,
+    MAX_HELD_CALLS,
+    MAX_RESPONSE_ARGUMENT_CHARS,
 )
 from livebridge.transport import Audio, Frames, Signal, Text
 
@@ -222,29 +229,107 @@ def test_response_create_waits_for_a_response_in_progress() -> None:
     assert sent_kinds(protocol) == ["response.create"]
 
 
-def test_a_response_the_server_starts_after_the_outputs_answers_them() -> None:
+def acknowledged(protocol: OpenAIRealtimeProtocol, call_id: str, now: float = 2.0) -> None:
+    """The server's ``conversation.item.added`` for the output of ``call_id``."""
+    item = {"type": "function_call_output", "id": f"out_{call_id}", "call_id": call_id}
+    protocol.receive(event(type="conversation.item.added", item=item), now)
+
+
+def refused(protocol: OpenAIRealtimeProtocol, event_id: str | None, now: float = 2.5) -> None:
+    error = {
+        "type": "invalid_request_error",
+        "code": "conversation_already_has_active_response",
+        "message": "Conversation already has an active response in progress: resp_2.",
+        "event_id": event_id,
+    }
+    protocol.receive(event(type="error", error=error), now)
+
+
+def answers_out(protocol: OpenAIRealtimeProtocol, now: float = 2.0) -> None:
+    item = protocol.next_item(now)
+    assert isinstance(item, Outgoing)
+    protocol.sent(item, now)
+
+
+def test_a_response_the_server_starts_after_acknowledging_the_outputs_answers_them() -> None:
     protocol = opened()
     response(protocol, "resp_1", "c1")
     protocol.settled(ok("c1"))
-    item = protocol.next_item(2.0)
-    assert isinstance(item, Outgoing)
-    protocol.sent(item, 2.0)
+    answers_out(protocol)
+    acknowledged(protocol, "c1")
     protocol.receive(event(type="response.created", response={"id": "resp_2"}), 2.1)
     assert protocol.idle and sent_kinds(protocol) == []  # no second continuation
 
 
-def test_a_response_the_server_starts_while_the_outputs_are_being_sent_answers_them() -> None:
-    """The reader can take ``response.created`` before the writer's send of the outputs
-    returns: that response answers them too, and no ``response.create`` follows."""
+def test_a_response_the_server_started_before_the_outputs_were_in_is_followed_by_one_create() -> (
+    None
+):
+    """Read while the outputs are being sent, before the server acknowledged them: it began
+    before they were in the conversation, so it cannot answer them."""
     protocol = opened()
     response(protocol, "resp_1", "c1")
     protocol.settled(ok("c1"))
     item = protocol.next_item(2.0)
     assert isinstance(item, Outgoing)
     protocol.receive(event(type="response.created", response={"id": "resp_2"}), 2.05)
-    protocol.receive(event(type="response.done", response={"id": "resp_2"}), 2.08)
     protocol.sent(item, 2.1)
+    acknowledged(protocol, "c1", 2.2)
+    assert not protocol.idle and sent_kinds(protocol) == []  # held while resp_2 runs
+    protocol.receive(event(type="response.done", response={"id": "resp_2"}), 3.0)
+    assert sent_kinds(protocol) == ["response.create"]
     assert protocol.idle and sent_kinds(protocol) == []
+
+
+def test_a_refused_continuation_is_sent_again_once_the_active_response_ends() -> None:
+    """Voice detection started a response before the outputs arrived; the client's create
+    crossed it and was refused: the model must still answer the results."""
+    protocol = opened()
+    response(protocol, "resp_1", "c1", "c2")
+    protocol.settled(ok("c1"))
+    protocol.settled(Outcome("c2", "lookup", "ok", {"output": "rain"}, 0.1))
+    item = protocol.next_item(2.0)
+    assert isinstance(item, Outgoing)
+    protocol.sent(item, 2.0)
+    create = protocol.next_item(2.0)
+    assert isinstance(create, Frames) and create.kind == "response.create"
+    event_id = create.messages[0].get("event_id")
+    protocol.sent(create, 2.0)
+    protocol.receive(event(type="response.created", response={"id": "resp_2"}), 2.1)  # VAD
+    acknowledged(protocol, "c1", 2.2)
+    acknowledged(protocol, "c2", 2.2)
+    refused(protocol, event_id)
+    assert not protocol.idle and sent_kinds(protocol) == []  # not while resp_2 runs
+    protocol.receive(event(type="response.done", response={"id": "resp_2"}), 3.0)
+    assert sent_kinds(protocol) == ["response.create"]  # exactly one more
+    protocol.receive(event(type="response.created", response={"id": "resp_3"}), 3.1)
+    protocol.receive(event(type="response.done", response={"id": "resp_3"}), 3.5)
+    assert protocol.idle and sent_kinds(protocol) == []
+    assert protocol.active_response_errors == 1
+
+
+def test_a_refused_continuation_is_not_sent_again_when_the_active_response_saw_the_outputs() -> (
+    None
+):
+    protocol = opened()
+    response(protocol, "resp_1", "c1")
+    protocol.settled(ok("c1"))
+    answers_out(protocol)
+    create = protocol.next_item(2.0)
+    assert isinstance(create, Frames)
+    protocol.sent(create, 2.0)
+    acknowledged(protocol, "c1", 2.1)
+    protocol.receive(event(type="response.created", response={"id": "resp_2"}), 2.2)
+    refused(protocol, create.messages[0]["event_id"])
+    protocol.receive(event(type="response.done", response={"id": "resp_2"}), 3.0)
+    assert protocol.idle and sent_kinds(protocol) == []
+
+
+def test_the_apps_own_refused_create_is_not_a_continuation() -> None:
+    protocol = opened()
+    refused(protocol, "evt_app")
+    protocol.receive(event(type="response.done", response={"id": "resp_2"}), 3.0)
+    assert protocol.idle and sent_kinds(protocol) == []
+    assert protocol.active_response_errors == 1
 
 
 def test_active_response_error_is_tolerated_and_counted() -> None:
@@ -460,13 +545,227 @@ def test_messages_are_counted_by_event_type() -> None:
     assert seen[("received", "response.function_call_arguments.done")] == 1
 
 
-def test_invalid_arguments_json_is_handed_on_for_the_dispatcher_to_reject() -> None:
-    protocol = opened()
+def done_with(protocol: OpenAIRealtimeProtocol, frame: str | bytes) -> list[Output]:
     protocol.receive(event(type="response.created", response={"id": "r"}), 1.0)
+    return protocol.receive(openai_wire.decode_server(frame), 1.0)
+
+
+def test_arguments_that_are_not_json_are_answered_as_not_valid_json() -> None:
+    protocol = opened()
     item = {**call_item("c1"), "arguments": "{not json"}
-    out = protocol.receive(
-        event(type="response.done", response={"id": "r", "status": "completed", "output": [item]}),
-        1.0,
+    out = done_with(
+        protocol, json.dumps({"type": "response.done", "response": {"id": "r", "output": [item]}})
     )
     (run,) = of(out, RunCalls)
-    assert run.calls[0].args == "{not json"  # answered invalid_arguments by the dispatcher
+    (call,) = run.calls
+    assert isinstance(call.args, UnreadableArguments)
+    assert call.args.reason.startswith("the arguments are not valid JSON")
+
+
+LONE_SURROGATE_ARGUMENTS = '{"city": "Par\ud800is"}'  # a str msgspec cannot encode to read
+
+
+@pytest.mark.parametrize("reader", ["wire", "sdk"])
+def test_a_lone_surrogate_in_one_calls_arguments_fails_that_call_alone(reader: str) -> None:
+    """The wire decoder refused the whole ``response.done`` for it; the SDK's models passed it
+    on and reading the arguments raised after the calls were taken, leaving them no fate."""
+    protocol = opened()
+    bad = {**call_item("c2"), "arguments": LONE_SURROGATE_ARGUMENTS}
+    done = {"type": "response.done", "response": {"id": "r", "output": [call_item("c1"), bad]}}
+    protocol.receive(event(type="response.created", response={"id": "r"}), 1.0)
+    if reader == "wire":
+        message = openai_wire.decode_server(json.dumps(done))  # the escape \ud800 on the wire
+    else:
+        message = msgspec.convert(done, openai_wire.ServerEvent)  # as the SDK's models give it
+    out = protocol.receive(message, 1.0)
+    (run,) = of(out, RunCalls)
+    assert [c.id for c in run.calls] == ["c1", "c2"]
+    assert run.calls[0].args == {"city": "Paris"}  # the sibling runs
+    assert isinstance(run.calls[1].args, UnreadableArguments)
+    assert "not valid Unicode" in run.calls[1].args.reason
+
+
+def test_text_that_is_not_valid_unicode_reaches_the_app_mended() -> None:
+    frame = '{"type": "response.output_text.delta", "delta": "ok\\ud800"}'
+    message = openai_wire.decode_server(frame)
+    assert message.delta == "ok\ufffd"
+
+
+# -- one fate per call, whatever the server repeats or omits -----------------------------------
+
+
+def settled_ids(outputs: list[Output]) -> list[str]:
+    return [e.call_id for e in of(outputs, ToolCallSettled)]
+
+
+def test_a_second_response_done_for_a_running_call_gives_it_no_second_fate() -> None:
+    protocol = opened()
+    out = response(protocol, "resp_1", "c1")
+    assert len(of(out, RunCalls)) == 1
+    cancelled = {"id": "resp_1", "status": "cancelled", "output": [call_item("c1")]}
+    out += protocol.receive(event(type="response.done", response=cancelled), 1.5)
+    protocol.settled(ok("c1"))
+    item = protocol.next_item(2.0)
+    assert isinstance(item, Outgoing)
+    out += protocol.sent(item, 2.0)
+    out += protocol.close(Closed("done"), 3.0)
+    assert settled_ids(out) == ["c1"]
+    assert [e.outcome for e in of(out, ToolCallSettled)] == ["ok"]
+
+
+def test_a_repeated_response_done_never_runs_nor_answers_a_call_again() -> None:
+    protocol = opened()
+    out = response(protocol, "resp_1", "c1")
+    protocol.settled(ok("c1"))
+    assert sent_kinds(protocol) == ["conversation.item.create", "response.create"]
+    done = {"id": "resp_1", "status": "completed", "output": [call_item("c1")]}
+    out += protocol.receive(event(type="response.done", response=done), 2.5)
+    assert len(of(out, RunCalls)) == 1 and sent_kinds(protocol) == []
+
+
+@pytest.mark.parametrize("listed", [True, False], ids=["with_output", "without_output"])
+def test_a_response_done_without_an_id_ends_the_response_in_progress(listed: bool) -> None:
+    protocol = opened()
+    out = protocol.receive(event(type="response.created", response={"id": "resp_1"}), 1.0)
+    out += protocol.receive(
+        event(
+            type="response.output_item.done",
+            response_id="resp_1",
+            output_index=0,
+            item=call_item("c1"),
+        ),
+        1.0,
+    )
+    done = {"status": "completed", "output": [call_item("c1")] if listed else []}
+    out += protocol.receive(event(type="response.done", response=done), 1.1)
+    (run,) = of(out, RunCalls)
+    assert [c.id for c in run.calls] == ["c1"]
+    protocol.settled(ok("c1"))
+    item = protocol.next_item(2.0)
+    assert isinstance(item, Outgoing)
+    out += protocol.sent(item, 2.0)
+    assert sent_kinds(protocol) == ["response.create"]
+    out += protocol.close(Closed("done"), 3.0)
+    assert [e.outcome for e in of(out, ToolCallSettled)] == ["ok"]  # never orphaned as well
+
+
+def test_a_call_id_reused_for_other_arguments_is_answered_as_a_protocol_error() -> None:
+    protocol = opened()
+    response(protocol, "resp_1", "c1")
+    protocol.settled(ok("c1"))
+    assert sent_kinds(protocol) == ["conversation.item.create", "response.create"]
+    protocol.receive(event(type="response.created", response={"id": "resp_2"}), 3.0)
+    other = call_item("c1", city="Rome")
+    done = {"id": "resp_2", "status": "completed", "output": [call_item("c2"), other]}
+    out = protocol.receive(event(type="response.done", response=done), 3.0)
+    (run,) = of(out, RunCalls)
+    assert [c.id for c in run.calls] == ["c2"]  # the reused id never reaches the dispatcher
+    protocol.settled(Outcome("c2", "lookup", "ok", {"output": "rain"}, 0.1))
+    item = protocol.next_item(3.5)
+    assert isinstance(item, Outgoing)
+    answers = {
+        r["item"]["call_id"]: json.loads(r["item"]["output"]) for r in item.function_responses
+    }
+    assert answers["c2"] == {"output": "rain"}
+    assert answers["c1"]["error"]["type"] == "call_id_reused"  # not c1's first answer
+    assert "reused call_id c1" in answers["c1"]["error"]["message"]
+    settled = of(protocol.sent(item, 3.5), ToolCallSettled)
+    assert sorted((e.call_id, e.outcome) for e in settled) == [("c1", "rejected"), ("c2", "ok")]
+
+
+def test_a_call_id_reused_while_its_call_runs_is_reported_and_not_answered_twice() -> None:
+    protocol = opened()
+    response(protocol, "resp_1", "c1")
+    protocol.receive(event(type="response.created", response={"id": "resp_2"}), 1.5)
+    done = {"id": "resp_2", "status": "completed", "output": [call_item("c1", city="Rome")]}
+    out = protocol.receive(event(type="response.done", response=done), 1.5)
+    assert not of(out, RunCalls) and not of(out, ToolCallSettled)
+    (reported,) = of(out, ErrorReported)
+    assert "reused call_id c1" in str(reported.error)
+    protocol.settled(ok("c1"))
+    assert sent_kinds(protocol) == ["conversation.item.create", "response.create"]
+
+
+# -- bounded: responses that never finish ---------------------------------------------------------
+
+
+def arguments_of(size: int) -> str:
+    return json.dumps({"city": "x" * (size - 12)})
+
+
+def open_response(
+    protocol: OpenAIRealtimeProtocol, response_id: str, call_id: str, arguments: str
+) -> None:
+    protocol.receive(event(type="response.created", response={"id": response_id}), 1.0)
+    protocol.receive(
+        event(
+            type="response.function_call_arguments.done",
+            response_id=response_id,
+            output_index=0,
+            call_id=call_id,
+            name="lookup",
+            arguments=arguments,
+        ),
+        1.0,
+    )
+
+
+def test_responses_that_never_finish_hold_bounded_arguments() -> None:
+    protocol = opened()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(60):  # 60 responses of one 2 MB call each, none ever done
+            open_response(protocol, f"r{n}", f"c{n}", arguments_of(2_000_000))
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 1_000_000  # each is over the bound for one response: none is held
+    assert protocol.calls.held_chars == 0
+    near = MAX_RESPONSE_ARGUMENT_CHARS - 100
+    for n in range(60, 70):
+        open_response(protocol, f"r{n}", f"c{n}", arguments_of(near))
+    assert protocol.calls.held_chars <= MAX_HELD_ARGUMENT_CHARS
+    assert protocol.calls.held_chars == near * (MAX_HELD_ARGUMENT_CHARS // near)
+    out = protocol.close(Closed("done"), 5.0)
+    assert len(settled_ids(out)) == 70 and protocol.calls.held_chars == 0  # one fate each
+
+
+def test_a_call_over_the_bounds_fails_alone_with_a_fate_that_says_why() -> None:
+    protocol = opened()
+    open_response(protocol, "r1", "c1", arguments_of(MAX_RESPONSE_ARGUMENT_CHARS + 1))
+    protocol.receive(
+        event(
+            type="response.output_item.done",
+            response_id="r1",
+            output_index=1,
+            item=call_item("c2"),
+        ),
+        1.0,
+    )
+    out = protocol.receive(event(type="response.done", response={"id": "r1"}), 1.5)
+    (run,) = of(out, RunCalls)
+    big, small = run.calls
+    assert small.args == {"city": "Paris"}
+    assert isinstance(big.args, UnreadableArguments)
+    assert f"{MAX_RESPONSE_ARGUMENT_CHARS:,} at most" in big.args.reason
+
+
+def test_calls_past_the_held_count_are_withdrawn_at_once() -> None:
+    protocol = opened()
+    protocol.receive(event(type="response.created", response={"id": "r"}), 1.0)
+    out: list[Output] = []
+    for n in range(MAX_HELD_CALLS + 2):
+        item = {**call_item(f"c{n}"), "arguments": ""}
+        out += protocol.receive(
+            event(type="response.output_item.added", response_id="r", output_index=n, item=item),
+            1.0,
+        )
+    withdrawn = of(out, ToolCallSettled)
+    assert [e.call_id for e in withdrawn] == [f"c{MAX_HELD_CALLS}", f"c{MAX_HELD_CALLS + 1}"]
+    assert all(e.outcome == "cancelled" for e in withdrawn)
+    assert len(protocol.calls) == MAX_HELD_CALLS
+    out = protocol.receive(
+        event(type="response.done", response={"id": "r", "status": "cancelled"}), 2.0
+    )
+    assert len(of(out, ToolCallSettled)) == MAX_HELD_CALLS  # the rest, once each

@@ -3,7 +3,8 @@
 Chat Completions gets one ``{"role": "tool", "tool_call_id": ..., "content": json}`` message per
 call; the Responses API gets one ``function_call_output`` item per ``function_call`` item.
 ``content``/``output`` is the JSON text of the livebridge response (``{"output": ...}`` or
-``{"error": {...}}``). Arguments that are not valid JSON are answered as ``invalid_arguments``.
+``{"error": {...}}``). Arguments that are not valid JSON are answered ``invalid_arguments`` saying
+so (``parse_arguments``).
 """
 
 from __future__ import annotations

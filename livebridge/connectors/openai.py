@@ -24,7 +24,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import msgspec
 from openai import AsyncOpenAI, OpenAIError
 from openai.resources.realtime.realtime import AsyncRealtimeConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
@@ -301,10 +300,7 @@ class SdkTransport:
         except ValueError as exc:
             raise MalformedMessageError(f"not an OpenAI Realtime event ({exc})") from None
         raw = event.model_dump(mode="json") if hasattr(event, "model_dump") else event
-        try:
-            return msgspec.convert(raw, ServerEvent, strict=False)
-        except msgspec.ValidationError as exc:
-            raise MalformedMessageError(f"not an OpenAI Realtime event ({exc})") from None
+        return openai_wire.from_builtins(raw, strict=False)
 
     async def send(self, item: ClientItem) -> None:
         try:

@@ -18,13 +18,20 @@ differs, and why:
   and once every call of the batch is answered exactly one ``response.create`` follows. There
   is no NON_BLOCKING behaviour or ``scheduling`` on OpenAI: every call is treated as BLOCKING
   and a streaming handler's items are collected into its one output.
-- **Active responses.** ``response.create`` is held while a response is in progress (between
-  ``response.created`` and ``response.done``) and sent once it is done, so the model answers the
-  outputs in a response of its own; a response the server starts after the outputs went out
-  (and before the ``response.create`` did) answers them, and none is sent. If the server refuses
-  it anyway with ``conversation_already_has_active_response`` (a response began that we had
-  not yet seen), the error is logged and counted (``active_response_errors``) and the session
-  goes on: the outputs are in the conversation, and the running response or the next sees them.
+- **One continuation per set of outputs** (``protocol.openai_responses``). ``response.create``
+  is held while a response is in progress and sent once it is done. A response the server
+  starts after it acknowledged every output answers them, and none is sent; one it started
+  before (user speech while the handlers ran) has not seen them, and the create follows once it
+  is done. A create refused with ``conversation_already_has_active_response`` (a response began
+  that had not been read yet; counted in ``active_response_errors``) is sent again once that
+  response is done, unless that response had seen every output.
+- **One fate per call** (``protocol.openai_calls``). A call id is taken once: a repeated
+  ``response.done``, or one without an id (it ends the response in progress), never runs a call
+  twice nor gives it a second fate. An id delivered again with other arguments is the server
+  reusing it: a protocol error, answered ``call_id_reused`` (never with the first call's result).
+- **One bad call fails alone.** Arguments that are not JSON, not valid Unicode (a lone UTF-16
+  surrogate) or over the bounds on what unfinished responses may hold are answered
+  ``invalid_arguments`` saying which; the other calls of the response run.
 - **Turns.** ``TurnComplete`` comes with a ``response.done`` that ends the model's turn: not
   with one that completed with function calls (the model goes on in a new response once the
   outputs are in, as a Gemini turn goes on after ``toolResponse``).
@@ -45,15 +52,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import msgspec
 
 from livebridge import openai_wire, outcomes, payloads, wire
-from livebridge.adapters._fields import parse_arguments
 from livebridge.calls import Call, Outcome, Partial
-from livebridge.errors import ConnectionLostError, LivebridgeError
+from livebridge.errors import ConnectionLostError, LivebridgeError, RemoteProtocolError
 from livebridge.events import (
     AudioOut,
     Closed,
@@ -88,7 +92,9 @@ from livebridge.protocol.base import (
     RunCalls,
     ended_by_service,
 )
+from livebridge.protocol.openai_calls import HeldCall, Repeat, ResponseCalls
 from livebridge.protocol.openai_errors import classify_close, service_error
+from livebridge.protocol.openai_responses import Continuation
 from livebridge.protocol.outbox import Outbox
 from livebridge.protocol.report import Reporter
 from livebridge.tools import ToolRegistry
@@ -109,16 +115,9 @@ _REASONS = {
     "does not know this call"
 }
 _MAX_HEARD = 64
-
-
-@dataclass(slots=True)
-class _Pending:
-    """A function call seen in a response that is not done yet."""
-
-    call_id: str
-    name: str | None
-    arguments: str | None
-    index: int
+_LIVE = frozenset({"running", "settled", "ready"})
+#: Server events that acknowledge a client's item (``.created`` is the beta name).
+_ADDED = ("conversation.item.added", "conversation.item.created")
 
 
 class OpenAIRealtimeProtocol:
@@ -153,10 +152,9 @@ class OpenAIRealtimeProtocol:
         self._opened = False
         self._leaving = False
         self._lost: tuple[str, LivebridgeError | None] = ("connect", None)
-        self._responses: dict[str, dict[str, _Pending]] = {}  # response id -> its calls so far
-        self._active: str | None = None  # the response in progress, if any
-        self._create_owed = False  # answers went out; their response.create has not
-        self._stranded: list[tuple[str, str]] = []  # calls of responses cut by a lost connection
+        self.calls = ResponseCalls()  # calls of responses not done yet; ids with a fate
+        self.continuation = Continuation()
+        self._stranded: list[HeldCall] = []  # calls of responses cut by a lost connection
         self._heard: set[str] = set()  # input items whose transcript arrived as deltas
         self._report = Reporter(tools, observed, lambda: self.session_id)
         self._handlers: dict[str, Callable[[ServerEvent, float, list[Output]], None]] = {
@@ -166,6 +164,7 @@ class OpenAIRealtimeProtocol:
             "response.output_item.done": self._on_item,
             "response.function_call_arguments.done": self._on_arguments,
             "response.done": self._on_response_done,
+            **dict.fromkeys(_ADDED, self._on_added),
             "response.output_audio.delta": self._on_audio,
             "response.output_text.delta": self._on_text,
             "response.output_audio_transcript.delta": self._on_said,
@@ -184,7 +183,7 @@ class OpenAIRealtimeProtocol:
     @property
     def idle(self) -> bool:
         """No call is waiting for its fate and no ``response.create`` is owed."""
-        return self.ledger.idle and not self._create_owed
+        return self.ledger.idle and not self.continuation.owed
 
     @property
     def answers_ready(self) -> bool:
@@ -210,8 +209,7 @@ class OpenAIRealtimeProtocol:
         resumed = self._opened
         self._opened = True
         self._retries.attempts = 0
-        self._active = None
-        self._create_owed = False
+        self.continuation.reset()
         self.session_id = self.session_id or session_id
         out: list[Output] = []
         if not resumed and self._observed:
@@ -234,11 +232,8 @@ class OpenAIRealtimeProtocol:
         log.info("connection closed (%s %r): %s", code, reason, decision.reason)
         cause = error or decision.error
         self.ledger.disconnected()
-        for calls in self._responses.values():
-            self._stranded += [(c.call_id, c.name or "") for c in calls.values()]
-        self._responses.clear()
-        self._active = None
-        self._create_owed = False
+        self._stranded += self.calls.drop_all()
+        self.continuation.reset()
         if not self._opened:  # nothing was lost yet: say why connecting failed
             lost = ConnectionLostError(
                 f"Could not open an OpenAI Realtime session ({code}: {reason or 'no reason'}). "
@@ -265,9 +260,7 @@ class OpenAIRealtimeProtocol:
         out: list[Output] = []
         why = f"the session ended: {closed.reason}"
         orphaned = self._report.close(self.ledger, now, why, out, reasons=_REASONS)
-        for calls in self._responses.values():
-            self._stranded += [(c.call_id, c.name or "") for c in calls.values()]
-        self._responses.clear()
+        self._stranded += self.calls.drop_all()
         self._report_stranded(out, why)
         if orphaned:
             out.append(CancelCalls(orphaned))
@@ -296,79 +289,141 @@ class OpenAIRealtimeProtocol:
             self.session_id = event.session.id
 
     def _on_response_created(self, event: ServerEvent, now: float, out: list[Output]) -> None:
-        if event.response is not None and event.response.id:
-            self._active = event.response.id
-        if self._create_owed:  # begun after the outputs went out: it answers them already
-            log.info("the server started a response after the outputs; no response.create")
-            self._create_owed = False
+        response_id = event.response.id if event.response is not None else None
+        if self.continuation.started(response_id):
+            log.info("the server started a response after the outputs were in; no response.create")
+
+    def _on_added(self, event: ServerEvent, now: float, out: list[Output]) -> None:
+        item = event.item
+        if item is not None and item.type == "function_call_output":
+            self.continuation.acknowledged(item.call_id)
 
     def _on_item(self, event: ServerEvent, now: float, out: list[Output]) -> None:
         item = event.item
         if item is None or item.type != "function_call" or not event.response_id:
             return
-        calls = self._responses.setdefault(event.response_id, {})
-        _note(calls, item.call_id, item.name, item.arguments, event.output_index)
+        self._note(
+            event.response_id, item.call_id, item.name, item.arguments, event.output_index, now, out
+        )
 
     def _on_arguments(self, event: ServerEvent, now: float, out: list[Output]) -> None:
         if event.response_id:
-            calls = self._responses.setdefault(event.response_id, {})
-            _note(calls, event.call_id, event.name, event.arguments, event.output_index)
+            self._note(
+                event.response_id,
+                event.call_id,
+                event.name,
+                event.arguments,
+                event.output_index,
+                now,
+                out,
+            )
+
+    def _note(
+        self,
+        response_id: str,
+        call_id: str | None,
+        name: str | None,
+        arguments: str | None,
+        index: int | None,
+        now: float,
+        out: list[Output],
+    ) -> None:
+        refused = self.calls.note(response_id, call_id, name, arguments, index)
+        if refused is not None:
+            limit = self.calls.max_calls
+            why = f"more than {limit} calls are waiting for responses that are not done yet"
+            self._withdraw([refused], why, now, out)
 
     def _on_response_done(self, event: ServerEvent, now: float, out: list[Output]) -> None:
         response = event.response
         if response is None:
             return
-        if response.id is None or response.id == self._active:
-            self._active = None
-        calls = self._responses.pop(response.id or "", {})
-        for index, item in enumerate(response.output or ()):
-            if item.type == "function_call":
-                _note(calls, item.call_id, item.name, item.arguments, index)
-        ordered = sorted(calls.values(), key=lambda c: c.index)
+        taken_from = response.id or self.continuation.active  # without an id: the one in progress
+        self.continuation.ended(response.id)
+        calls, repeats = self.calls.take(taken_from, response.output or ())
         status = response.status or "completed"
-        if ordered and status == "completed":
-            self._admit(ordered, now, out)
+        if repeats:
+            self._repeated(repeats, response.id, status, now, out)
+        if calls and status == "completed":
+            self._admit(calls, now, out)
             self._report.flush_seen(out)
             return  # not the end of the model's turn: it goes on once the outputs are in
-        if ordered:
+        if calls:
             details = response.status_details
             why = f" ({details.reason})" if details is not None and details.reason else ""
-            self._withdraw(ordered, f"its response ended {status}{why}", now, out)
+            self._withdraw(calls, f"its response ended {status}{why}", now, out)
         self.turn += 1
         out.append(TurnComplete(response.usage, status))
         self._report.flush_seen(out)
 
-    def _admit(self, calls: list[_Pending], now: float, out: list[Output]) -> None:
-        """The calls of one completed response: one batch, answered together."""
-        live_calls = []
-        for pending in calls:
-            name = pending.name if pending.name else "<no name>"
-            args: Any = parse_arguments(pending.arguments or "")
-            live_calls.append(LiveCall(Call(pending.call_id, name, args)))
+    def _repeated(
+        self,
+        repeats: list[Repeat],
+        response_id: str | None,
+        status: str,
+        now: float,
+        out: list[Output],
+    ) -> None:
+        """Call ids delivered again once they had their fate: the same call is ignored; an id
+        reused for other arguments is a protocol error, answered as one when it can be."""
+        reused: list[HeldCall] = []
+        for item, same in repeats:
+            call_id = item.call_id or ""
+            if same:
+                log.info(
+                    "call %s delivered again (response %s); it has its fate", call_id, response_id
+                )
+                continue
+            if status != "completed" or self.ledger.state(call_id) in _LIVE:
+                message = _reused(call_id) + " Its first call keeps its own answer."
+                log.warning("%s", message)
+                out.append(ErrorReported(RemoteProtocolError(message)))
+                continue
+            reused.append(HeldCall(call_id, item.name, response_id or "", 0, item.arguments))
+        if reused:
+            self._admit(reused, now, out, refuse_reused=True)
+
+    def _admit(
+        self, calls: list[HeldCall], now: float, out: list[Output], *, refuse_reused: bool = False
+    ) -> None:
+        """The calls of one completed response: one batch, answered together.
+        ``refuse_reused``: they reuse call ids; answer them ``call_id_reused``, never run."""
+        live_calls = [
+            LiveCall(Call(held.call_id, held.name or "<no name>", held.args())) for held in calls
+        ]
         admitted = self.ledger.receive(live_calls, now)
         self._report.fates(self.ledger, out, reasons=_REASONS)
         if not admitted:
             return
         for call in admitted:
             out.append(ToolCallStarted(call.id, call.name, call.args, "BLOCKING"))
-        out.append(RunCalls(admitted, self.turn, refuse=self._leaving, partials=False))
-
-    def _withdraw(self, calls: list[_Pending], reason: str, now: float, out: list[Output]) -> None:
-        """Calls of a response that did not complete: never run, never answered."""
-        for pending in calls:
-            name = pending.name or "<no name>"
-            log.info("call %s (%s) cancelled: %s", pending.call_id, name, reason)
-            out.append(ToolCallSettled(pending.call_id, name, "cancelled", 0.0, reason=reason))
+        if not refuse_reused:
+            out.append(RunCalls(admitted, self.turn, refuse=self._leaving, partials=False))
+            return
+        for call in admitted:
+            error = payloads.error("call_id_reused", _reused(call.id))
+            outcome = outcomes.make(call, "rejected", error)
             if self._observed:
-                call = Call(pending.call_id, name, parse_arguments(pending.arguments or ""))
+                out.append(Notify(self._settled_event(call, outcome, now)))
+            out += self.settled(outcome)
+
+    def _withdraw(self, calls: list[HeldCall], reason: str, now: float, out: list[Output]) -> None:
+        """Calls that will never run nor be answered (their response did not complete)."""
+        for held in calls:
+            name = held.name or "<no name>"
+            log.info("call %s (%s) cancelled: %s", held.call_id, name, reason)
+            out.append(ToolCallSettled(held.call_id, name, "cancelled", 0.0, reason=reason))
+            if self._observed:
+                call = Call(held.call_id, name, held.args())
                 outcome = outcomes.make(
                     call, "cancelled", payloads.error("cancelled", reason, retryable=True)
                 )
-                known = name in self.tools
-                settled = CallSettled(
-                    self.session_id, self.turn, call, "BLOCKING", outcome, now, known
-                )
-                out.append(Notify(settled))
+                out.append(Notify(self._settled_event(call, outcome, now)))
+
+    def _settled_event(self, call: Call, outcome: Outcome, now: float) -> CallSettled:
+        """What observers hear of a call the protocol settles itself (never run)."""
+        known = call.name in self.tools
+        return CallSettled(self.session_id, self.turn, call, "BLOCKING", outcome, now, known)
 
     def _on_audio(self, event: ServerEvent, now: float, out: list[Output]) -> None:
         if event.delta:
@@ -402,7 +457,15 @@ class OpenAIRealtimeProtocol:
         detail = event.error or openai_wire.ErrorDetail()
         if detail.code == ACTIVE_RESPONSE:
             self.active_response_errors += 1
-            log.info("response.create refused, a response is in progress; the session goes on")
+            if self.continuation.refused(detail.event_id):
+                log.info(
+                    "response.create refused, a response is in progress; %s",
+                    "sent again once it is done"
+                    if self.continuation.owed
+                    else "it answers the outputs",
+                )
+            else:
+                log.info("response.create refused, a response is in progress; the session goes on")
             if self._observed:
                 self._report.count("received", f"error.{ACTIVE_RESPONSE}", out)
             return
@@ -450,19 +513,19 @@ class OpenAIRealtimeProtocol:
     def next_item(self, now: float) -> Outgoing | ClientItem | None:
         """Answers first, then the owed ``response.create`` (once no response is in
         progress), then the app's input in order."""
-        ledger = self.ledger
-        if ledger.idle and not self._create_owed:
+        ledger, continuation = self.ledger, self.continuation
+        if ledger.idle and not continuation.owed:
             return self.outbox.take(blocking=False)
         answers = ledger.drain(now)
         if answers is not None:
-            # Owed from the moment the outputs leave, not once the send returns: a response
-            # the server starts meanwhile (read while this send is still in progress) answers
-            # them, and must not be followed by a create of ours.
-            if any(answer.outcome is not None for answer in answers.answered):
-                self._create_owed = True
+            # Owed from the moment the outputs leave, not once the send returns: what the
+            # server acknowledges or starts meanwhile may be read before the send returns.
+            finals = [answer.call_id for answer in answers.answered if answer.outcome is not None]
+            if finals:
+                continuation.outputs_sent(finals)
             return answers
-        if self._create_owed and self._active is None and ledger.connected:
-            return Frames([openai_wire.RESPONSE_CREATE], "response.create")
+        if ledger.connected and (create := continuation.due()) is not None:
+            return create
         return self.outbox.take(blocking=ledger.blocking_pending)
 
     def frame(self, item: Outgoing | ClientItem) -> ClientItem:
@@ -484,7 +547,7 @@ class OpenAIRealtimeProtocol:
             kinds = ["conversation.item.create"] * len(item.function_responses)
         else:
             if isinstance(item, Frames) and item.kind == "response.create":
-                self._create_owed = False
+                self.continuation.sent(item)
             kinds = openai_wire.client_kinds(item)
         if self._observed:
             for kind in kinds:
@@ -502,27 +565,15 @@ class OpenAIRealtimeProtocol:
         """Calls of responses a lost connection cut short: orphaned, never run."""
         reason = why or "the connection was lost before the call's response was done"
         stranded, self._stranded = self._stranded, []
-        for call_id, name in stranded:
-            out.append(ToolCallSettled(call_id, name, "orphaned", 0.0, reason=reason))
-            self._report.orphaned(call_id, name, "BLOCKING", reason, out)
-        return [call_id for call_id, _ in stranded]
+        for held in stranded:
+            name = held.name or ""
+            out.append(ToolCallSettled(held.call_id, name, "orphaned", 0.0, reason=reason))
+            self._report.orphaned(held.call_id, name, "BLOCKING", reason, out)
+        return [held.call_id for held in stranded]
 
 
-def _note(
-    calls: dict[str, _Pending],
-    call_id: str | None,
-    name: str | None,
-    arguments: str | None,
-    index: int | None,
-) -> None:
-    """Merge what one event says about a call into what is known: ``output_item.added``
-    carries empty arguments, the ``.done`` events the whole string (the newest non-empty wins)."""
-    if not call_id:
-        return
-    known = calls.get(call_id)
-    if known is None:
-        calls[call_id] = _Pending(call_id, name, arguments, len(calls) if index is None else index)
-        return
-    known.name = name or known.name
-    if arguments:
-        known.arguments = arguments
+def _reused(call_id: str) -> str:
+    return (
+        f"The server reused call_id {call_id} for other arguments: a call_id names one call, "
+        "so this one was not run. Issue it again under a new id."
+    )

@@ -32,6 +32,7 @@ async def test_chat_tool_calls_get_one_tool_message_each() -> None:
     assert contents[0] == {"output": {"city": "Paris", "days": 1, "temp_c": 21}}
     assert contents[1]["error"]["type"] == "tool_error"
     assert contents[2]["error"]["type"] == "invalid_arguments"
+    assert "not valid JSON" in contents[2]["error"]["message"]  # not "must be an object"
 
 
 async def test_chat_accepts_dicts_and_empty_arguments() -> None:
