@@ -82,8 +82,8 @@ def add_emulator_command(subcommands: argparse._SubParsersAction[argparse.Argume
     parser.add_argument(
         "--held-answers",
         metavar="S",
-        help=f"flag BLOCKING answers later than S seconds (default {HELD_ANSWERS_SECONDS:g}; "
-        "'off' disables)",
+        help=f"flag BLOCKING answers (openai: outputs) later than S seconds (default "
+        f"{HELD_ANSWERS_SECONDS:g}; 'off' disables)",
     )
     parser.add_argument(
         "--no-audio-check",
@@ -161,7 +161,6 @@ def _emulator(args: argparse.Namespace) -> Emulator:
                 ("--reissue-after", args.reissue_after is not None),
                 ("--reissue-next-turn", args.reissue_next_turn),
                 ("--no-cancellation", args.no_cancellation),
-                ("--held-answers", args.held_answers is not None),
                 ("--no-audio-check", args.no_audio_check),
             )
             if given

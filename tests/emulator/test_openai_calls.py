@@ -3,6 +3,8 @@ contract checker's verdict on each way a client can answer them."""
 
 from __future__ import annotations
 
+import asyncio
+
 from openai.types.realtime import RealtimeErrorEvent, ResponseOutputItemDoneEvent
 
 from livebridge.emulator import Conversation, Emulator, scenario_from_steps
@@ -84,7 +86,9 @@ async def test_a_second_output_for_one_call_is_a_duplicate() -> None:
         assert offending is not None and offending["item"]["call_id"] == call.call_id
 
 
-async def test_response_create_before_every_output_is_early() -> None:
+async def test_an_early_create_is_answered_at_once_with_what_is_in() -> None:
+    """The service answers a ``response.create`` at once with the outputs it has; it does not
+    wait for the rest, nor speak results it could not have had."""
     async with Emulator(protocol="openai") as emu:
         async with emu.openai_client().realtime.connect(model=MODEL) as conn:
             await configure(conn)
@@ -92,11 +96,20 @@ async def test_response_create_before_every_output_is_early() -> None:
             first, second, third = calls(await response(conn))
             await answer(conn, first)
             await conn.response.create()
-            await until(conn, "response.created")
+            async with asyncio.timeout(10):
+                reply = await response(conn)  # before the other two outputs are sent
+            assert done(reply).response.status == "completed"
+            text = next(e for e in reply if e.type == "response.output_text.done")
+            said = getattr(text, "text", "")
+            assert "city Oslo, sky sunny" in said and "still waiting for 2 more" in said
+            assert "Lisbon" not in said and "Paris" not in said
             await answer(conn, second)
             await answer(conn, third)
             await emu.wait_for(lambda: not emu.realtime_sessions[0].pending_calls)
-        assert kinds(emu) == [("early_response_create", "error")]
+        assert kinds(emu) == [
+            ("early_response_create", "error"),
+            ("missing_response_create", "error"),  # the model never heard Lisbon and Paris
+        ]
         assert "missing: " in of_kind(emu, "early_response_create")[0].message
 
 

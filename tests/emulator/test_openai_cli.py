@@ -119,6 +119,8 @@ async def test_a_duplicate_output_is_reported_live_and_fails_strict(tmp_path: Pa
         "--strict",
         "--report",
         str(report),
+        "--held-answers",
+        "30",
         stdout=asyncio.subprocess.PIPE,
     )
     assert server.stdout is not None
@@ -136,6 +138,13 @@ async def test_a_duplicate_output_is_reported_live_and_fails_strict(tmp_path: Pa
     written = json.loads(report.read_text())
     assert [v["kind"] for v in written["violations"]] == ["duplicate_answer"]
     assert written["sessions"][0]["model"] == "gpt-realtime"
+    created = [
+        entry["message"]["response"]
+        for entry in written["transcript"]
+        if entry["message"].get("type") == "response.created"
+    ]
+    assert len(created) == 2  # as sent: not as the responses ended later
+    assert all(r["status"] == "in_progress" and r["output"] == [] for r in created)
 
 
 @pytest.mark.parametrize(
@@ -147,7 +156,7 @@ async def test_a_duplicate_output_is_reported_live_and_fails_strict(tmp_path: Pa
         ),
         (
             ["--protocol", "openai", "--no-audio-check", "--held-answers", "off"],
-            "--held-answers, --no-audio-check: Gemini Live only, not --protocol openai",
+            "--no-audio-check: Gemini Live only, not --protocol openai",
         ),
         (["--auto-response"], "--auto-response: OpenAI Realtime only; add --protocol openai"),
     ],

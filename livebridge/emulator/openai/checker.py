@@ -2,25 +2,51 @@
 
 A response's ``function_call`` items are one batch. The client owes each call exactly one
 ``function_call_output`` (none for a call of a response that ended ``cancelled`` or
-``incomplete``), then exactly one ``response.create`` once every output of the batch is in
-(LIVE_PROTOCOL.md §6). Calls move through the Gemini checker's table (``TRANSITIONS``), so a
-call's life reads the same on both vendors.
+``incomplete``), then exactly one continuation once every output of the batch is in
+(LIVE_PROTOCOL.md §6): a ``response.create``, or nothing when a response the server started by
+itself after the last output already answers them. A response that began before every output
+was in (a ``response.create`` sent early, user speech detected while the calls ran) has not
+seen them all and continues nothing: the batch still owes its continuation. A refused
+``response.create`` (a response is in progress) changed nothing and counts for nothing, and an
+out-of-band one (``response.conversation: "none"``) writes to no conversation: neither is a
+continuation. Calls move through the Gemini checker's table (``TRANSITIONS``), so a call's life
+reads the same on both vendors; the timing checks (``Thresholds``) are the Gemini checker's too.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from livebridge.emulator.checker import Answer, CallRecord, Ending, Severity, Violation, move
+from livebridge.emulator.checker import (
+    Answer,
+    CallRecord,
+    Ending,
+    Severity,
+    Thresholds,
+    Violation,
+    move,
+)
 from livebridge.errors import LocalProtocolError
 
-__all__ = ["REALTIME_SEVERITIES", "RealtimeChecker", "ResponseStatus", "answer_payload"]
+__all__ = [
+    "REALTIME_SEVERITIES",
+    "RealtimeChecker",
+    "ResponseKind",
+    "ResponseStatus",
+    "answer_payload",
+]
 
 ResponseStatus = Literal["in_progress", "completed", "cancelled", "incomplete", "failed"]
+#: What a response that starts is for: ``continuation`` (the scenario speaks the results),
+#: ``early`` (a continuation before every output was in: answered at once with what there is),
+#: ``turn`` (new user input, for the scenario), ``nothing`` (nothing new to answer: answered at
+#: once), ``refused`` (a response is in progress: none starts), ``out_of_band``.
+ResponseKind = Literal["continuation", "early", "turn", "nothing", "refused", "out_of_band"]
 
 #: Every kind of violation this checker reports, with its severity.
 REALTIME_SEVERITIES: dict[str, Severity] = {
@@ -31,6 +57,8 @@ REALTIME_SEVERITIES: dict[str, Severity] = {
     "early_response_create": "error",
     "extra_response_create": "error",
     "missing_response_create": "error",
+    "serial_answers": "warning",
+    "held_answers": "warning",
     "invalid_event": "error",
     "client_crash": "error",
 }
@@ -44,9 +72,12 @@ class _Batch:
     number: int
     ids: list[str] = field(default_factory=list)
     status: ResponseStatus = "in_progress"
+    done_at: float = 0.0  # when its response.done went out: the calls may run from then
+    answer_times: list[float] = field(default_factory=list)
     creates: int = 0  # the client's response.create counted against this batch
-    auto_started: bool = False  # the server started the continuation itself
-    moved_on: bool = False  # a new user turn came after it: later creates are not its
+    auto_started: bool = False  # a response the server started saw every output
+    outputs_read: bool = False  # every output was in and the client then answered a ping
+    flagged: set[str] = field(default_factory=set)  # timing checks already reported
 
     @property
     def continued(self) -> bool:
@@ -65,9 +96,18 @@ def answer_payload(output: str) -> dict[str, Any]:
 class RealtimeChecker:
     """Tracks the calls of one connection and reports the client's violations to ``sink``."""
 
-    def __init__(self, session: str, sink: Callable[[Violation], None]) -> None:
+    def __init__(
+        self,
+        session: str,
+        sink: Callable[[Violation], None],
+        *,
+        thresholds: Thresholds | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.session = session
         self.sink = sink
+        self.thresholds = thresholds or Thresholds()
+        self.clock = clock
         self.calls: dict[str, CallRecord] = {}
         self._batches: dict[str, _Batch] = {}
 
@@ -83,8 +123,9 @@ class RealtimeChecker:
         batch = self._batches.get(response_id)
         if batch is None:
             batch = self._batches[response_id] = _Batch(response_id, len(self._batches) + 1)
+        now = self.clock()
         for call_id, name, args in calls:
-            self.calls[call_id] = CallRecord(call_id, name, args, True, batch.number)
+            self.calls[call_id] = CallRecord(call_id, name, args, True, batch.number, issued_at=now)
             batch.ids.append(call_id)
 
     def end_response(self, response_id: str, status: ResponseStatus) -> None:
@@ -94,6 +135,7 @@ class RealtimeChecker:
         if batch is None:
             return
         batch.status = status
+        batch.done_at = self.clock()
         if status == "completed":
             return
         for call_id in batch.ids:
@@ -113,24 +155,52 @@ class RealtimeChecker:
         """The client has read ``response.done`` of ``response_id`` (its pong to the ping sent
         right behind it): from now on it can act on the response's calls."""
         batch = self._batches.get(response_id)
-        now = time.monotonic()
+        now = self.clock()
         for call_id in batch.ids if batch else []:
             if self.calls[call_id].read_at is None:
                 self.calls[call_id].read_at = now
 
-    def server_started(self) -> bool:
-        """The server starts a response itself after a complete batch; True if one was due."""
-        batch = self._latest()
-        if batch is None or not self._complete(batch) or batch.continued or batch.moved_on:
-            return False
-        batch.auto_started = True
-        return True
+    def outputs_read(self, response_id: str) -> None:
+        """Every output of ``response_id`` was in and the client then answered a ping: its
+        ``response.create`` is due, whoever closes the connection later."""
+        batch = self._batches.get(response_id)
+        if batch is not None:
+            batch.outputs_read = True
 
-    def continues_batch(self) -> bool:
-        """Whether a response started now (with no new user input) continues the latest
-        batch rather than answering a new turn."""
+    def complete_batch(self, call_id: str) -> str | None:
+        """The response whose batch the output for ``call_id`` completed, if it did."""
+        record = self.calls.get(call_id)
+        if record is None:
+            return None
+        batch = self._batch_of(record)
+        return batch.response_id if self._complete(batch) else None
+
+    def server_started(self, *, fresh_input: bool = False) -> ResponseKind:
+        """The server starts a response by itself (turn detection, ``auto_response``): one that
+        starts once every output of the latest batch is in continues it."""
         batch = self._latest()
-        return batch is not None and batch.status == "completed" and not batch.moved_on
+        if batch is not None and self._complete(batch) and not batch.continued:
+            batch.auto_started = True
+            return "turn" if fresh_input else "continuation"
+        return "turn"
+
+    def due_for_auto_start(self) -> bool:
+        """The latest batch is complete and nothing has continued it yet."""
+        batch = self._latest()
+        return batch is not None and self._complete(batch) and not batch.continued
+
+    def awaiting_continuation(self) -> list[str]:
+        """Responses whose every output is in and read by the client, and not continued."""
+        return [
+            batch.response_id
+            for batch in self._batches.values()
+            if batch.outputs_read and self._complete(batch) and not batch.continued
+        ]
+
+    def latest_calls(self) -> list[CallRecord]:
+        """The calls of the latest batch, in issue order."""
+        batch = self._latest()
+        return [self.calls[call_id] for call_id in batch.ids] if batch else []
 
     def pending(self) -> list[CallRecord]:
         return [record for record in self.calls.values() if record.open]
@@ -160,67 +230,72 @@ class RealtimeChecker:
             return record
         record.answer = Answer(call_id, None, answer_payload(output), parts=[message])
         move(record, "answer")
+        self._check_timing(message, self._batch_of(record))
         return record
 
     def on_response_create(
-        self, message: dict[str, Any], *, fresh_input: bool, crossing_server: bool
-    ) -> None:
+        self,
+        message: dict[str, Any],
+        *,
+        fresh_input: bool,
+        active: Literal["client", "server"] | None = None,
+        out_of_band: bool = False,
+    ) -> ResponseKind:
         """Judge a ``response.create``: once after each batch, and only when it is complete.
+        Returns what the response it opens is for.
 
-        ``fresh_input``: user input arrived since the last response (a new turn, not a
-        continuation). ``crossing_server``: it met a response the server started by itself (it
-        gets ``conversation_already_has_active_response``; tolerated, not a violation).
+        ``fresh_input``: user input arrived since the last response (a new turn). ``active``:
+        who started the response in progress (it is refused): a server-started one may not
+        have been read yet, so the create crossing it is no fault; the client's own is.
         """
+        if out_of_band:
+            return "out_of_band"
         batch = self._latest()
-        if batch is None or batch.status in ("cancelled", "incomplete", "failed"):
-            return
-        if batch.status == "in_progress":
-            self.flag(
-                "early_response_create",
-                f"response.create while response {batch.response_id} with calls is still in "
-                "progress: wait for its response.done, then for every output",
-                message,
-            )
-            return
-        if any(self.calls[i].open for i in batch.ids):
-            missing = [i for i in batch.ids if self.calls[i].open]
+        if active is not None:
+            if active == "client" and batch is not None and batch.status == "in_progress":
+                self.flag(
+                    "early_response_create",
+                    f"response.create while response {batch.response_id} with calls is still "
+                    "in progress: wait for its response.done, then for every output",
+                    message,
+                )
+            return "refused"
+        if batch is None or batch.status != "completed":
+            return "turn"
+        missing = [i for i in batch.ids if self.calls[i].open]
+        if missing:  # the response starts without them: it continues nothing
+            if fresh_input:
+                return "turn"
             self.flag(
                 "early_response_create",
                 f"response.create before every output of response {batch.response_id} was in "
                 f"(missing: {', '.join(missing)}): the model goes on without them",
                 message,
             )
-            batch.creates += 1  # it continued the batch, too early
-            return
-        if batch.moved_on:
-            return
+            return "early"
+        if not batch.continued:
+            batch.creates += 1  # a new turn's create continues the batch as well
+            return "turn" if fresh_input else "continuation"
         if fresh_input:
-            batch.moved_on = True
-            if not batch.continued:
-                batch.creates += 1  # the new turn's create also continues the batch
-            return
-        if batch.auto_started and batch.creates == 0:
-            batch.creates += 1
-            if not crossing_server:  # that response already ended: the model answers twice
-                self.flag(
-                    "extra_response_create",
-                    f"response.create after the response the server started by itself for the "
-                    f"outputs of {batch.response_id} had ended (a warning: a create sent before "
-                    "the client could read that response crossed it)",
-                    message,
-                    "warning",
-                )
-            return
-        if batch.continued:
-            batch.creates += 1
+            return "turn"
+        batch.creates += 1
+        if batch.auto_started and batch.creates == 1:
+            self.flag(
+                "extra_response_create",
+                f"response.create after the response the server started by itself for the "
+                f"outputs of {batch.response_id} had ended (a warning: a create sent before "
+                "the client could read that response crossed it)",
+                message,
+                "warning",
+            )
+        else:
             self.flag(
                 "extra_response_create",
                 f"response.create number {batch.creates + batch.auto_started} after the outputs "
                 f"of response {batch.response_id}: send exactly one per batch",
                 message,
             )
-            return
-        batch.creates += 1
+        return "nothing"
 
     def flag(
         self,
@@ -236,30 +311,65 @@ class RealtimeChecker:
     def finish(self, ending: Ending) -> None:
         """The connection ended: open calls were never answered, complete batches never
         continued. When the server closed, or the calls' ``response.done`` crossed the
-        client's close (it never answered the ping behind it), the client had no chance:
-        warnings only."""
+        client's close (it never answered the ping behind it), the client had no chance to
+        answer: warnings only. A missing continuation is an error however the connection
+        ended once the client answered a ping after the batch's last output (it had its
+        chance); before that, a close by the server may have crossed it: a warning."""
         pending = self.pending()
         if ending == "client_crash" and pending:
             names = ", ".join(f"{r.id} ({r.name})" for r in pending)
             self.flag("client_crash", f"the client crashed with calls pending: {names}", None)
             return
-        severity: Severity | None = "warning" if ending == "server_close" else None
+        server_closed = ending == "server_close"
         for record in pending:
             text = f"call {record.id} ({record.name}) never answered"
-            if severity is None and record.read_at is None:
+            if server_closed:
+                self.flag("unanswered_call", text, None, "warning")
+            elif record.read_at is None:
                 text += ": its response.done crossed the client's close"
                 self.flag("unanswered_call", text, None, "warning")
             else:
-                self.flag("unanswered_call", text, None, severity)
+                self.flag("unanswered_call", text, None)
         for batch in self._batches.values():
-            if self._complete(batch) and not batch.continued and not batch.moved_on:
+            if self._complete(batch) and not batch.continued:
                 self.flag(
                     "missing_response_create",
                     f"every output of response {batch.response_id} was sent but no "
                     "response.create followed: the model never continued",
                     None,
-                    severity,
+                    "warning" if server_closed and not batch.outputs_read else "error",
                 )
+
+    def _check_timing(self, message: dict[str, Any], batch: _Batch) -> None:
+        """The Gemini checker's timing checks, from the batch's ``response.done`` (when the
+        client may run its calls): outputs held past ``held_answers``, and the outputs of two
+        or more calls sent one after another, each at least ``serial_gap`` after the one
+        before (the shape of a loop awaiting each call in turn)."""
+        if batch.status != "completed":
+            return
+        now = self.clock()
+        batch.answer_times.append(now)
+        held, waited = self.thresholds.held_answers, now - batch.done_at
+        if held is not None and waited > held and "held" not in batch.flagged:
+            batch.flagged.add("held")
+            self.flag(
+                "held_answers",
+                f"outputs of response {batch.response_id} sent {waited:.1f} s after its "
+                f"response.done (more than {held:g} s): the model waited in silence; answer "
+                "fast calls without waiting on slow ones, and time slow ones out sooner",
+                message,
+            )
+        if len(batch.ids) < 2 or any(self.calls[i].open for i in batch.ids):
+            return
+        gaps = [b - a for a, b in itertools.pairwise([batch.done_at, *batch.answer_times])]
+        if min(gaps) >= self.thresholds.serial_gap:
+            spread = ", ".join(f"{gap * 1000:.0f}" for gap in gaps)
+            self.flag(
+                "serial_answers",
+                f"the {len(batch.ids)} calls of response {batch.response_id} were answered one "
+                f"after another (gaps of {spread} ms): run them concurrently",
+                message,
+            )
 
     # internals ---------------------------------------------------------------------------------
 

@@ -44,10 +44,12 @@ __all__ = [
     "default_session",
     "error_event",
     "event",
+    "frame_of",
     "merge_session",
     "new_id",
     "read_event",
     "response_object",
+    "sent_copy",
 ]
 
 #: The one PCM rate the GA API speaks, in and out.
@@ -129,6 +131,12 @@ class ConversationItemRetrieve(_Client, tag="conversation.item.retrieve"):
 
 class ResponseCreate(_Client, tag="response.create"):
     response: dict[str, Any] | None = None
+
+    @property
+    def out_of_band(self) -> bool:
+        """``response.conversation: "none"``: a response outside the default conversation,
+        which may run beside the one in progress and adds nothing to the conversation."""
+        return (self.response or {}).get("conversation") == "none"
 
 
 class ResponseCancel(_Client, tag="response.cancel"):
@@ -259,6 +267,7 @@ class SessionConfig(msgspec.Struct, kw_only=True):
     tools: list[FunctionTool] | None = None
     tool_choice: Any = None
     instructions: str | None = None
+    parallel_tool_calls: bool | None = None
 
 
 def default_session(model: str, session_id: str) -> dict[str, Any]:
@@ -345,6 +354,26 @@ def event(kind: str, **fields: Any) -> dict[str, Any]:
     return {"type": kind, **fields}
 
 
+def frame_of(message: dict[str, Any]) -> str:
+    """The text frame that carries a server event. A string that is not valid Unicode (a lone
+    UTF-16 surrogate, which a scenario may send to test a client) goes as a JSON escape, as
+    the service's own JSON encoder writes it."""
+    try:
+        return msgspec.json.encode(message).decode()
+    except UnicodeEncodeError:
+        return json.dumps(message, separators=(",", ":"))
+
+
+def sent_copy(frame: str) -> dict[str, Any]:
+    """What ``frame`` carries, as a transcript entry: the event as sent, never the live objects
+    the emulator goes on changing (a response's output grows, an item's status moves on)."""
+    try:
+        copy: dict[str, Any] = msgspec.json.decode(frame)
+    except msgspec.DecodeError:  # a lone surrogate escape
+        copy = json.loads(frame)
+    return copy
+
+
 def error_event(error: EventError, client_event_id: str | None = None) -> dict[str, Any]:
     """The ``error`` event that refuses a client event (the session goes on)."""
     detail = {
@@ -365,8 +394,11 @@ def response_object(
     *,
     reason: str | None = None,
     usage: dict[str, Any] | None = None,
+    conversation_id: str | None = "conv_emulated",
+    metadata: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``response`` of ``response.created`` / ``response.done``."""
+    """The ``response`` of ``response.created`` / ``response.done`` (``conversation_id`` None:
+    an out-of-band response)."""
     details = None if status in ("in_progress", "completed") else {"type": status, "reason": reason}
     return {
         "object": "realtime.response",
@@ -374,12 +406,12 @@ def response_object(
         "status": status,
         "status_details": details,
         "output": output,
-        "conversation_id": "conv_emulated",
+        "conversation_id": conversation_id,
         "output_modalities": modalities,
         "max_output_tokens": "inf",
         "audio": {
             "output": {"format": {"type": "audio/pcm", "rate": AUDIO_RATE}, "voice": "alloy"}
         },
         "usage": usage,
-        "metadata": None,
+        "metadata": metadata,
     }

@@ -36,6 +36,7 @@ class RealtimeSession(ModelOutput):
         self.voice = VoiceActivity()
         self._buffered = 0.0  # seconds in the input audio buffer
         self._user_audio: str | None = None  # the last committed user audio item
+        self._speech_before_output: float | None = None  # respond_before_next_output
         self._on_voice_config()
 
     async def refuse(self, error: codec.EventError, code: int = 4000) -> None:
@@ -82,7 +83,7 @@ class RealtimeSession(ModelOutput):
             case codec.ConversationItemCreate():
                 await self._on_item(raw, message)
             case codec.ResponseCreate():
-                await self._on_response_create(raw)
+                await self._on_response_create(raw, message)
             case codec.ResponseCancel():
                 await self._on_response_cancel(raw, message)
             case codec.ConversationItemTruncate():
@@ -180,7 +181,7 @@ class RealtimeSession(ModelOutput):
         await self._commit(item_id)
         detection = self._detection
         if detection is not None and detection.create_response and self.active is None:
-            await self._open_response("server")
+            await self._open_response("server", self.checker.server_started(fresh_input=True))
 
     async def _on_commit(self, raw: dict[str, Any]) -> None:
         if self._buffered < MIN_COMMIT_SECONDS:
@@ -222,6 +223,8 @@ class RealtimeSession(ModelOutput):
                 text = "Invalid type for 'item.output': expected a string."
                 await self._refused(raw, codec.EventError("invalid_type", text, "item.output"))
                 return
+            if self._speech_before_output is not None:
+                await self._user_spoke(self._speech_before_output)
             record = self.checker.on_output(raw, item.call_id, item.output)
             if record is None:
                 text = f"No function call with call_id '{item.call_id}' found in the conversation."
@@ -231,9 +234,12 @@ class RealtimeSession(ModelOutput):
                 return
             await self._add_item(fields)
             await self._changed()
+            completed = self.checker.complete_batch(item.call_id)
+            if completed is not None:  # its response.create is due once the client reads this
+                await self.after_pong(lambda: self.checker.outputs_read(completed))
             auto = self.shared.options.auto_response and self.active is None
-            if auto and self.checker.server_started():
-                await self._open_response("server")
+            if auto and self.checker.due_for_auto_start():
+                await self._open_response("server", self.checker.server_started())
             return
         if item.type == "message" and item.role in ("user", "system", "assistant"):
             texts = [part.text for part in item.content or [] if part.text]
@@ -251,12 +257,18 @@ class RealtimeSession(ModelOutput):
         )
         await self._refused(raw, codec.EventError("invalid_value", text, "item.type"))
 
-    async def _on_response_create(self, raw: dict[str, Any]) -> None:
+    async def _on_response_create(self, raw: dict[str, Any], create: codec.ResponseCreate) -> None:
         fresh = bool(self._fresh or self._fresh_audio)
-        active = self.active
-        crossing = active is not None and active.origin == "server"
-        self.checker.on_response_create(raw, fresh_input=fresh, crossing_server=crossing)
-        if active is not None:
+        active = None if create.out_of_band or self.active is None else self.active
+        kind = self.checker.on_response_create(
+            raw,
+            fresh_input=fresh,
+            active=active.origin if active is not None else None,
+            out_of_band=create.out_of_band,
+        )
+        if kind == "out_of_band":
+            await self._out_of_band(create)
+        elif active is not None:
             text = (
                 f"Conversation already has an active response in progress: {active.id}. "
                 "Wait until the response is finished before creating a new one."
@@ -264,8 +276,22 @@ class RealtimeSession(ModelOutput):
             error = codec.EventError("conversation_already_has_active_response", text)
             event_id = raw.get("event_id")
             await self.send_error(error, event_id if isinstance(event_id, str) else None)
-            return
-        await self._open_response("client")
+        else:
+            await self._open_response("client", kind)
+
+    def respond_before_next_output(self, seconds: float = 1.0) -> None:
+        """The user speaks for ``seconds`` and turn detection ends the utterance just before
+        the next ``function_call_output`` arrives: the server starts a response by itself
+        (a new turn, for the scenario) that began before that output was in (the race a
+        voice agent meets while its tools run)."""
+        self._speech_before_output = seconds
+
+    async def _user_spoke(self, seconds: float) -> None:
+        self._speech_before_output = None
+        self._buffered = seconds
+        await self._commit(codec.new_id("item"))
+        if self.active is None:
+            await self._open_response("server", self.checker.server_started(fresh_input=True))
 
     async def _on_response_cancel(self, raw: dict[str, Any], cancel: codec.ResponseCancel) -> None:
         active = self.active

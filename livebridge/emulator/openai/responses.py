@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,8 +25,9 @@ from livebridge import wire
 from livebridge.emulator.base import Connection
 from livebridge.emulator.checker import Answer, CallRecord
 from livebridge.emulator.openai import codec
-from livebridge.emulator.openai.checker import RealtimeChecker
+from livebridge.emulator.openai.checker import RealtimeChecker, ResponseKind
 from livebridge.emulator.shared import ScenarioError, Shared, UserTurn
+from livebridge.emulator.speech import spoken
 from livebridge.emulator.voice import tone
 
 __all__ = ["FRAME_SECONDS", "MAX_ITEMS", "MAX_WAITING_TURNS", "ModelOutput", "Origin"]
@@ -74,7 +75,9 @@ class ModelOutput(Connection):
     ) -> None:
         super().__init__(shared, ws, session_id)
         self.model = model
-        self.checker = RealtimeChecker(session_id, shared.report)
+        self.checker = RealtimeChecker(
+            session_id, shared.report, thresholds=shared.options.thresholds
+        )
         self.session: dict[str, Any] = codec.default_session(model, f"sess_{session_id}")
         self.config = msgspec.convert(self.session, codec.SessionConfig)
         self.declarations: dict[str, wire.FunctionDeclaration] = {}
@@ -114,11 +117,11 @@ class ModelOutput(Connection):
             if faults.delay:
                 await asyncio.sleep(faults.delay)
             dropped = faults.drop is not None and faults.drop(payload)
-            self.shared.record(
-                "server", self.id, {**payload, "dropped": True} if dropped else payload
-            )
+            frame = codec.frame_of(payload)
+            sent = codec.sent_copy(frame)
+            self.shared.record("server", self.id, {**sent, "dropped": True} if dropped else sent)
             if not dropped:
-                await self.ws.send(msgspec.json.encode(payload).decode())
+                await self.ws.send(frame)
             item = payload.get("item") or {}
             if (
                 faults.abort_after_tool_call
@@ -147,15 +150,17 @@ class ModelOutput(Connection):
 
     # responses ---------------------------------------------------------------------------------
 
-    async def _open_response(self, origin: Origin) -> None:
-        """Start a response; a new user turn goes to the scenario, a continuation does not."""
-        continuation = self.checker.continues_batch() and not (self._fresh or self._fresh_audio)
+    async def _open_response(self, origin: Origin, kind: ResponseKind) -> None:
+        """Start a response for what ``kind`` says (the checker's reading of it): a new user
+        turn goes to the scenario, a continuation is the scenario's to fill, and one that has
+        nothing for the scenario (an early continuation, a create with nothing new) the
+        service answers at once with what it has."""
         response = _Response(codec.new_id("resp"), origin)
         self.active = response
         await self.send(
             codec.event("response.created", response=self._response_object(response, "in_progress"))
         )
-        if not continuation:
+        if kind == "turn":
             if self._fresh_audio and not self._fresh:
                 turn = UserTurn("audio", None, self._fresh_audio)
             else:
@@ -163,6 +168,52 @@ class ModelOutput(Connection):
             self._queue_turn(turn)
         self._fresh, self._fresh_audio = [], 0.0
         await self._changed()
+        if kind == "early":
+            await self._answer_at_once(self._results_so_far())
+        elif kind == "nothing":
+            await self._answer_at_once(None)
+
+    async def _answer_at_once(self, text: str | None) -> None:
+        """The active response, said and done now (no scenario step waits for it)."""
+        if text:
+            await self.say("service", text)
+        await self.end_response("completed")
+
+    def _results_so_far(self) -> str:
+        """What the model can say about the latest calls before every output is in."""
+        records = self.checker.latest_calls()
+        said = [
+            f"{record.name}: {spoken(record.answer.response)}"
+            for record in records
+            if record.answer is not None
+        ]
+        waiting = sum(record.open for record in records)
+        return "; ".join([*said, f"still waiting for {waiting} more"]) + "."
+
+    async def _out_of_band(self, create: codec.ResponseCreate) -> None:
+        """An out-of-band response (``conversation: "none"``): it may run beside the response in
+        progress and adds nothing to the conversation; the service answers it at once."""
+        params = create.response or {}
+        metadata = params.get("metadata") if isinstance(params.get("metadata"), dict) else None
+        modalities = params.get("output_modalities") or self.config.output_modalities or ["audio"]
+        response_id = codec.new_id("resp")
+        for status in ("in_progress", "completed"):
+            usage = (
+                None
+                if status == "in_progress"
+                else {"total_tokens": 1, "input_tokens": 1, "output_tokens": 0}
+            )
+            body = codec.response_object(
+                response_id,
+                status,
+                [],
+                list(modalities),
+                usage=usage,
+                conversation_id=None,
+                metadata=metadata,
+            )
+            kind = "response.created" if status == "in_progress" else "response.done"
+            await self.send(codec.event(kind, response=body))
 
     def _queue_turn(self, turn: UserTurn) -> None:
         """Queue a user turn; past ``MAX_WAITING_TURNS`` the oldest goes (reading never waits)."""
@@ -202,15 +253,20 @@ class ModelOutput(Connection):
         self.checker.end_response(response.id, status)
         done = self._response_object(response, status, reason)
         await self.send(codec.event("response.done", response=done))
-        if response.calls and status == "completed":
-            with contextlib.suppress(ConnectionClosed):  # the pong proves the client read it
-                pong = asyncio.ensure_future(await self.ws.ping())
-                pong.add_done_callback(lambda ack: self._read_by_client(ack, response.id))
+        if response.calls and status == "completed":  # the pong proves the client read it
+            await self.after_pong(lambda: self.checker.read(response.id))
         await self._changed()
 
-    def _read_by_client(self, ack: asyncio.Future[float], response_id: str) -> None:
+    async def after_pong(self, then: Callable[[], None]) -> None:
+        """Ping the client and run ``then`` once its pong is back: the client has read
+        everything sent before the ping."""
+        with contextlib.suppress(ConnectionClosed):
+            pong = asyncio.ensure_future(await self.ws.ping())
+            pong.add_done_callback(lambda ack: self._ponged(ack, then))
+
+    def _ponged(self, ack: asyncio.Future[float], then: Callable[[], None]) -> None:
         if not ack.cancelled() and ack.exception() is None:
-            self.checker.read(response_id)
+            then()
             self.shared.notify()
 
     async def _response(self) -> _Response:
