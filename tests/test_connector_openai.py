@@ -10,6 +10,7 @@ import sys
 import openai
 import pytest
 from google import genai
+from openai.types.realtime import RealtimeSessionCreateRequest
 
 import livebridge
 from livebridge import LiveSession
@@ -68,6 +69,21 @@ def test_session_config_merges_the_apps_fields_and_declares_the_tools() -> None:
         session_config({"type": "transcription"}, registry())
     with pytest.raises(UsageError, match="audio/pcm at 24000 Hz"):
         session_config({"audio": {"input": {"format": {"type": "audio/pcmu"}}}}, registry())
+
+
+@pytest.mark.parametrize(
+    ("model", "parallel"),
+    [("gpt-realtime-2", True), ("gpt-realtime-2.1-mini", True), ("gpt-realtime", None)],
+)
+def test_parallel_tool_calls_is_stated_for_the_models_that_take_it(
+    model: str, parallel: bool | None
+) -> None:
+    session = session_config(None, registry(), model=model)
+    assert session.get("parallel_tool_calls") is parallel
+    typed = RealtimeSessionCreateRequest.model_validate(session)  # the SDK's name and place
+    assert typed.parallel_tool_calls is parallel
+    chosen = session_config({"parallel_tool_calls": False}, registry(), model=model)
+    assert chosen["parallel_tool_calls"] is False  # the app's word wins
 
 
 async def test_a_wrong_model_fails_the_connect_with_a_clear_error() -> None:

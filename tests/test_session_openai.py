@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import livebridge
-from livebridge import LiveSession, ToolError
+from livebridge import LiveSession, SessionOptions, ToolError
 from livebridge.emulator import Conversation, Emulator
 from livebridge.events import (
     ErrorReported,
@@ -25,6 +25,7 @@ from livebridge.events import (
 )
 from livebridge.metrics import PrometheusObserver
 from livebridge.observe import MessageSeen, Recorder
+from livebridge.transport import TransportKind
 from tests.session_helpers import collect_until, errors, of_type
 
 MODEL = "gpt-realtime"
@@ -259,8 +260,116 @@ async def test_bad_server_input_is_skipped_and_the_session_goes_on() -> None:
         events = await collect_until(session, lambda e: e == TextOut("still here"))
     (settled,) = of_type(events, ToolCallSettled)
     assert settled.outcome == "rejected"
-    assert outputs(emu)[settled.call_id]["error"]["type"] == "invalid_arguments"
+    error = outputs(emu)[settled.call_id]["error"]
+    assert error["type"] == "invalid_arguments"
+    assert "not valid JSON" in error["message"] and "not str" not in error["message"]
     assert errors(emu) == []
+
+
+@pytest.mark.parametrize("transport", ["wire", "sdk"])
+async def test_a_lone_surrogate_in_one_calls_arguments_fails_that_call_alone(
+    transport: TransportKind,
+) -> None:
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        ids = await conv.realtime.issue_calls(
+            "model",
+            [("get_weather", {"city": "Paris"}), ("get_weather", '{"city": "Par\ud800is"}')],
+        )
+        await conv.wait_answers(ids, timeout=30)
+        await conv.say("done")
+        await conv.turn_complete()
+
+    options = SessionOptions(transport=transport)
+    async with (
+        Emulator(scenario, protocol="openai") as emu,
+        open_session(emu, registry(), options=options) as session,
+    ):
+        await session.send_text("weather?")
+        events = await collect_until(session, lambda e: e == TextOut("done"))
+    good, bad = of_type(events, ToolCallSettled)
+    assert (good.outcome, bad.outcome) == ("ok", "rejected")  # the sibling ran
+    sent = outputs(emu)
+    assert sent[good.call_id] == {"output": {"city": "Paris", "sky": "sunny"}}
+    assert sent[bad.call_id]["error"]["type"] == "invalid_arguments"
+    assert "not valid Unicode" in sent[bad.call_id]["error"]["message"]
+    assert creates_after_outputs(emu) == 1
+    assert errors(emu) == []
+
+
+async def test_a_response_the_server_starts_before_the_outputs_are_in_still_gets_the_results() -> (
+    None
+):
+    """User speech ends just as the outputs leave: the server starts a response that began
+    before they were in (so it cannot answer them), and the client's response.create meets
+    it. Once it is done, exactly one continuation follows and the model speaks the results."""
+
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        ids = await conv.tool_call(
+            [("get_weather", {"city": "Oslo"}), ("get_weather", {"city": "Rome"})]
+        )
+        conv.realtime.respond_before_next_output()
+        await conv.turn_complete()  # the calls run; their first output meets the speech
+        await conv.expect_turn()  # the server's own response, for what the user said
+        await conv.say("one moment")
+        await conv.wait_answers(ids, timeout=30)
+        await conv.turn_complete()
+        await conv.say("Oslo and Rome: sunny")  # in the response the continuation opens
+        await conv.turn_complete()
+
+    async with (
+        Emulator(scenario, protocol="openai") as emu,
+        open_session(emu, registry()) as session,
+    ):
+        await session.send_text("weather in Oslo and Rome?")
+        events = await collect_until(session, lambda e: e == TextOut("Oslo and Rome: sunny"))
+    assert [e.outcome for e in of_type(events, ToolCallSettled)] == ["ok", "ok"]
+    assert len(outputs(emu)) == 2
+    refused = creates_after_outputs(emu) - 1  # crossed the server's response, if it did
+    assert refused in (0, 1)
+    assert emu.violations == []  # one continuation: no missing, no extra
+
+
+async def test_gpt_realtime_2_runs_the_calls_of_one_response_concurrently() -> None:
+    """``parallel_tool_calls`` on the wire; three calls of one response overlap in time (each
+    handler waits until all three have started: run one after another, none would finish),
+    one output each, one response.create."""
+    started: list[str] = []
+    all_started = anyio.Event()
+    tools = livebridge.ToolRegistry()
+
+    @tools.tool(timeout=20)
+    async def get_weather(city: str) -> dict[str, str]:
+        """Weather for a city."""
+        started.append(city)
+        if len(started) == 3:
+            all_started.set()
+        await all_started.wait()
+        return {"city": city, "sky": "sunny"}
+
+    async with (
+        Emulator(protocol="openai") as emu,
+        LiveSession.connect(
+            emu.openai_client(), model="gpt-realtime-2", tools=tools, config=TEXT
+        ) as session,
+    ):
+        await session.send_text("Weather in Oslo, Lisbon and Paris?")
+        events = await collect_until(
+            session, lambda e: isinstance(e, TurnComplete) and e.reason == "completed"
+        )
+    (update,) = client_events(emu, "session.update")
+    assert update["session"]["parallel_tool_calls"] is True
+    assert sorted(started) == ["Lisbon", "Oslo", "Paris"]
+    assert [e.outcome for e in of_type(events, ToolCallSettled)] == ["ok"] * 3
+    done_with_calls = next(
+        entry.message["response"]["output"]
+        for entry in emu.transcript
+        if entry.direction == "server" and entry.message.get("type") == "response.done"
+    )
+    assert [item["type"] for item in done_with_calls] == ["function_call"] * 3  # one response
+    assert len(outputs(emu)) == 3 and creates_after_outputs(emu) == 1
+    assert emu.violations == []
 
 
 async def test_a_dropped_connection_starts_a_fresh_conversation_and_orphans_the_call() -> None:

@@ -50,6 +50,7 @@ __all__ = [
     "OpenAIConnector",
     "SdkTransport",
     "WireTransport",
+    "parallel_tool_calls",
     "session_config",
     "setup_error",
 ]
@@ -84,7 +85,7 @@ class OpenAIConnector:
     ) -> None:
         self._client = client
         self._model = model
-        self._session = session_config(config, tools)
+        self._session = session_config(config, tools, model=model)
         self._transport: TransportKind = transport
         self._options: dict[str, Any] = {
             "compression": None,  # base64 audio barely compresses; deflate costs memory and CPU
@@ -166,17 +167,30 @@ class OpenAIConnector:
         )
 
 
-def session_config(config: Mapping[str, Any] | None, tools: ToolRegistry) -> dict[str, Any]:
+def parallel_tool_calls(model: str) -> bool:
+    """Whether ``model`` takes the session's ``parallel_tool_calls``: the SDK's types say only
+    reasoning realtime models do (``gpt-realtime-2`` and its versions)."""
+    return model.startswith("gpt-realtime-2")
+
+
+def session_config(
+    config: Mapping[str, Any] | None, tools: ToolRegistry, *, model: str = ""
+) -> dict[str, Any]:
     """The ``session.update`` session: livebridge's defaults, the app's ``config`` over them
     (nested dicts merged), the registry's functions added to ``tools``.
 
-    Defaults: ``type: "realtime"`` and ``audio/pcm`` at 24 kHz in and out.
+    Defaults: ``type: "realtime"``, ``audio/pcm`` at 24 kHz in and out, and, for a ``model``
+    that takes it, ``parallel_tool_calls: true``: livebridge runs the calls of one response
+    concurrently as one batch, so it says on the wire that the model may issue them together
+    rather than rely on a default the API does not document.
     """
     pcm = {"type": "audio/pcm", "rate": openai_wire.INPUT_RATE}
     session: dict[str, Any] = {
         "type": "realtime",
         "audio": {"input": {"format": dict(pcm)}, "output": {"format": dict(pcm)}},
     }
+    if parallel_tool_calls(model):
+        session["parallel_tool_calls"] = True
     _merge(session, dict(config or {}))
     if session.get("type") != "realtime":
         raise UsageError(
