@@ -4,10 +4,15 @@ The same seeded handlers as ``tests/test_contract_faults.py`` (``tests/fault_wor
 raises, swallowed cancellations, huge and unserializable results, blocked threads, streams), a
 real ``LiveSession`` through the official ``openai`` SDK against the emulator over TLS, and the
 server faults that exist on this vendor: closes (1000, 1011, a cut without a close frame), a
-response cancelled before it is done, a barge-in while a call runs, and a server that starts a
-response itself so that the client's ``response.create`` meets it. Gemini-only faults (goAway,
-stale handles, re-issues, ``modelTurn`` twins) have no counterpart here. Reproduce one case with
-``pytest tests/test_contract_faults_openai.py -k "seed_5]"``.
+response cancelled before it is done, a barge-in while a call runs, a server that starts a
+response itself after the outputs (so that the client's ``response.create`` meets it) or just
+before they are in (so that it cannot answer them), a ``response.done`` repeated (cancelled,
+then completed) while the calls run, one without a response id, a sibling call whose arguments
+are not valid Unicode, and responses that never finish, carrying more arguments than the client
+may hold. Gemini-only faults (goAway, stale handles, re-issues, ``modelTurn`` twins) have no
+counterpart here. Besides the shared invariants: one fate per call whatever the server repeats
+or omits, the unreadable call fails alone, and the arguments held never pass their bound.
+Reproduce one case with ``pytest tests/test_contract_faults_openai.py -k "seed_5]"``.
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ import os
 import random
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
-from livebridge import CallPolicy, LiveSession, SessionOptions
+from livebridge import CallPolicy, LiveSession, SessionOptions, ToolRegistry, openai_wire
+from livebridge.connectors.openai import OpenAIConnector
 from livebridge.emulator import Conversation, Emulator
 from livebridge.events import (
     Resumed,
@@ -32,6 +39,8 @@ from livebridge.events import (
     TurnComplete,
 )
 from livebridge.metrics import PrometheusObserver
+from livebridge.protocol import OpenAIRealtimeProtocol, Output, ProtocolOptions
+from livebridge.protocol.openai_calls import MAX_HELD_ARGUMENT_CHARS
 from tests.fault_world import CLOSE_REASONS, END, MODES, TIMEOUTS, CallPlan, Case, World
 from tests.session_helpers import of_type
 from tests.test_contract_faults import (
@@ -45,7 +54,7 @@ from tests.test_contract_faults import (
     drive,
 )
 
-CI_SEEDS = "0:24"
+CI_SEEDS = "0:36"
 SEEDS = range(*(int(n) for n in os.environ.get("LIVEBRIDGE_FAULT_SEEDS", CI_SEEDS).split(":")))
 
 SERVER_FAULTS = (
@@ -56,6 +65,11 @@ SERVER_FAULTS = (
     "cancel_before",
     "interrupted",
     "active_response",
+    "racing_response",
+    "done_twice",
+    "done_without_id",
+    "bad_arguments",
+    "never_finishes",
 )
 #: Faults that act on a call still running: a ``hold`` call goes last in the batch.
 _HOLDS = frozenset({"close_1000", "close_1006", "close_1011", "interrupted"})
@@ -67,6 +81,36 @@ CAUSED_BY = {
     "close_1011": {"unanswered_call", "missing_response_create"},
 }
 SPEECH = {"type": "input_audio_buffer.speech_started", "audio_start_ms": 0, "item_id": "u1"}
+#: The unreadable sibling of ``bad_arguments``: a lone UTF-16 surrogate in its arguments.
+UNREADABLE = '{"mode": "ok", "tag": "\ud800"}'
+#: ``never_finishes``: responses left open, each one call with this many characters of
+#: arguments; together more than the client may hold for responses that are not done.
+STUCK_RESPONSES = 6
+STUCK_ARGUMENT_CHARS = 1_000_000
+STUCK_PREFIX = "call_stuck_"
+
+
+class WatchedProtocol(OpenAIRealtimeProtocol):
+    """The session's protocol, noting the most arguments it ever held."""
+
+    peak_held = 0
+
+    def receive(self, message: openai_wire.ServerEvent, now: float) -> list[Output]:
+        out = super().receive(message, now)
+        self.peak_held = max(self.peak_held, self.calls.held_chars)
+        return out
+
+
+class WatchedConnector(OpenAIConnector):
+    """``OpenAIConnector`` whose protocol is a ``WatchedProtocol`` the test can read."""
+
+    watched: WatchedProtocol | None = None
+
+    def protocol(
+        self, tools: ToolRegistry, options: ProtocolOptions, *, observed: bool
+    ) -> WatchedProtocol:
+        self.watched = WatchedProtocol(tools, options, observed=observed)
+        return self.watched
 
 
 def draw_case(seed: int) -> Case:
@@ -102,7 +146,13 @@ async def play(world: World, conv: Conversation, connections: list[Conversation]
     case = world.case
     target = case.calls[-1]
     await conv.expect_turn()
-    issued = await conv.tool_call([(c.tool, c.args) for c in case.calls])
+    specs: list[tuple[str, dict[str, Any] | str]] = [(c.tool, c.args) for c in case.calls]
+    middle = len(specs) // 2
+    if case.server == "bad_arguments":
+        specs.insert(middle, ("act", UNREADABLE))
+    issued = await conv.realtime.issue_calls("model", specs)
+    if case.server == "bad_arguments":
+        world.issued.malformed_id = issued.pop(middle)
     ids = dict(zip((c.tag for c in case.calls), issued, strict=True))
     world.issued.ids.update(ids)
     world.note(f"response with calls {ids}")
@@ -113,8 +163,33 @@ async def play(world: World, conv: Conversation, connections: list[Conversation]
     if fault == "cancel_before":
         await conv.cancel(issued)  # the response ends cancelled: none of its calls may run
         await conv.expect_turn()
-    elif fault in ("none", "active_response"):
+    elif fault in ("none", "active_response", "bad_arguments"):
         await world._wait_answers(conv, issued, "the batch")
+    elif fault == "racing_response":
+        conv.realtime.respond_before_next_output()
+        await conv.turn_complete()  # the calls run; their first output meets user speech
+        await conv.expect_turn()  # the server's own response, begun before the outputs
+        await conv.say("one moment")
+        await world._wait_answers(conv, issued, "the batch")
+        await conv.turn_complete()  # then the client owes the continuation
+    elif fault == "done_twice":
+        await conv.turn_complete()  # completed: the calls run
+        done = last_done(conv)
+        cancelled = {**done, "status": "cancelled"}
+        cancelled["status_details"] = {"type": "cancelled", "reason": "turn_detected"}
+        await conv.send({"type": "response.done", "response": cancelled})
+        await conv.send({"type": "response.done", "response": done})
+        await world._wait_answers(conv, issued, "the batch")
+    elif fault == "done_without_id":
+        await conv.realtime.end_response("completed", without_id=True)
+        await world._wait_answers(conv, issued, "the batch")
+    elif fault == "never_finishes":
+        await world._wait_answers(conv, issued, "the batch")
+        await conv.say("noted")
+        await conv.turn_complete()
+        await leave_responses_open(world, conv)
+        await conv.close(1011, CLOSE_REASONS[1011])  # the new connection says END
+        return
     else:
         await conv.turn_complete()  # the response ends completed: its calls run
         await world._until_entered(target.tag)
@@ -133,7 +208,37 @@ async def play(world: World, conv: Conversation, connections: list[Conversation]
     await asyncio.Event().wait()
 
 
-async def run_case(case: Case) -> Run:
+def last_done(conv: Conversation) -> dict[str, Any]:
+    """The ``response`` of the last ``response.done`` this connection sent, as sent."""
+    return next(
+        entry.message["response"]
+        for entry in reversed(conv.realtime.shared.transcript)
+        if entry.session == conv.realtime.id and entry.message.get("type") == "response.done"
+    )
+
+
+async def leave_responses_open(world: World, conv: Conversation) -> None:
+    """Responses with one call each whose ``response.done`` never comes."""
+    arguments = json.dumps({"mode": "ok", "tag": 0, "pad": "x" * STUCK_ARGUMENT_CHARS})
+    for n in range(STUCK_RESPONSES):
+        response_id, call_id = f"resp_stuck_{n}", f"{STUCK_PREFIX}{n}"
+        where = {"response_id": response_id, "output_index": 0}
+        item = {"type": "function_call", "id": f"item_stuck_{n}", "call_id": call_id}
+        await conv.send({"type": "response.created", "response": {"id": response_id}})
+        await conv.send({"type": "response.output_item.added", **where, "item": item})
+        await conv.send(
+            {
+                "type": "response.function_call_arguments.done",
+                **where,
+                "call_id": call_id,
+                "name": "act",
+                "arguments": arguments,
+            }
+        )
+    world.note(f"left {STUCK_RESPONSES} responses open, {STUCK_ARGUMENT_CHARS:,} chars each")
+
+
+async def run_case(case: Case) -> tuple[Run, WatchedProtocol]:
     world = World(case)
     tools = world.registry()
     registry = CollectorRegistry()
@@ -153,16 +258,19 @@ async def run_case(case: Case) -> Run:
     auto = case.server == "active_response"
     async with Emulator(scenario, protocol="openai", auto_response=auto) as emu:
         world.emulator = emu
-        session = LiveSession.connect(
+        connector = WatchedConnector(
             emu.openai_client(),
             model="gpt-realtime",
             tools=tools,
             config={"output_modalities": ["text"]},
-            policy=policy,
-            observers=[metrics],
-            options=options,
+            transport=case.transport,
         )
-        return await drive(case, world, emu, session, registry, again=_asks_again)
+        session = LiveSession.connect(
+            tools=tools, policy=policy, observers=[metrics], options=options, connector=connector
+        )
+        run = await drive(case, world, emu, session, registry, again=_asks_again)
+    assert connector.watched is not None
+    return run, connector.watched
 
 
 def _asks_again(event: SessionEvent) -> bool:
@@ -174,9 +282,12 @@ def _asks_again(event: SessionEvent) -> bool:
 # -- the invariants (the shared ones come from tests/test_contract_faults.py) ----------------
 
 
-def broken_invariants(run: Run) -> list[str]:
+def broken_invariants(run: Run, protocol: WatchedProtocol) -> list[str]:
     return [
         *_session_ended(run),
+        *_unreadable_call_fails_alone(run),
+        *_stuck_calls_end_once(run),
+        *_held_arguments_bounded(protocol),
         *_outputs_on_the_wire(run),
         *_every_call_admitted(run),
         *_one_fate_per_call(run),
@@ -262,14 +373,55 @@ def _emulator_saw_no_breach(run: Run) -> Iterator[str]:
         yield f"the scenario failed: {error}"
 
 
+def _unreadable_call_fails_alone(run: Run) -> Iterator[str]:
+    bad = run.world.issued.malformed_id
+    if bad is None:
+        return
+    fates = [e for e in of_type(run.events, ToolCallSettled) if e.call_id == bad]
+    if run.case.leave_mid_batch and all(e.outcome == "orphaned" for e in fates):
+        return  # the app left before its batch was answered
+    if [e.outcome for e in fates] != ["rejected"]:
+        yield f"the call with unreadable arguments {bad} ended {[e.outcome for e in fates]}"
+    outputs = [
+        json.loads(entry.message["item"]["output"])
+        for entry in run.transcript
+        if entry.direction == "client" and (entry.message.get("item") or {}).get("call_id") == bad
+    ]
+    if fates and [o.get("error", {}).get("type") for o in outputs] != ["invalid_arguments"]:
+        yield f"the call with unreadable arguments {bad} was answered {outputs}"
+
+
+def _stuck_calls_end_once(run: Run) -> Iterator[str]:
+    """Calls of responses that never finish: never run, one fate each (orphaned)."""
+    started = {e.call_id for e in of_type(run.events, ToolCallStarted)}
+    fates = Counter(e.call_id for e in of_type(run.events, ToolCallSettled))
+    stuck = {
+        str(entry.message.get("call_id"))
+        for entry in run.transcript
+        if entry.direction == "server"
+        and entry.message.get("type") == "response.function_call_arguments.done"
+        and str(entry.message.get("call_id")).startswith(STUCK_PREFIX)
+    }
+    for call_id in sorted(stuck):
+        if call_id in started:
+            yield f"{call_id}, of a response that never finished, was started"
+        if fates[call_id] != 1:
+            yield f"{call_id}, of a response that never finished, has {fates[call_id]} fate(s)"
+
+
+def _held_arguments_bounded(protocol: WatchedProtocol) -> Iterator[str]:
+    if protocol.peak_held > MAX_HELD_ARGUMENT_CHARS:
+        yield f"{protocol.peak_held:,} characters of arguments held, over the bound"
+
+
 # -- the tests ---------------------------------------------------------------------------------
 
 
 async def check_seed(seed: int) -> None:
     case = draw_case(seed)
     print(case.describe())
-    run = await run_case(case)
-    broken = broken_invariants(run)
+    run, protocol = await run_case(case)
+    broken = broken_invariants(run, protocol)
     notes = "\n".join(f"  note: {n}" for n in run.world.notes)
     lines = "\n".join(f"  - {b}" for b in broken)
     assert not broken, f"{case.describe()}\n{lines}\n{notes}"

@@ -239,11 +239,16 @@ class ModelOutput(Connection):
         )
 
     async def end_response(
-        self, status: Literal["completed", "cancelled", "incomplete"], *, reason: str | None = None
+        self,
+        status: Literal["completed", "cancelled", "incomplete"],
+        *,
+        reason: str | None = None,
+        without_id: bool = False,
     ) -> None:
         """End the active response with ``status`` (``response.done``); it stays the active
         one until then (a ``response.create`` meanwhile is refused), and ending it twice, from
-        the scenario and from a barge-in at once, sends one ``response.done``."""
+        the scenario and from a barge-in at once, sends one ``response.done``. ``without_id``:
+        its ``response.done`` carries no response id (bad server input, to test a client)."""
         response = self.active
         if response is None or response.ending:
             return
@@ -252,6 +257,8 @@ class ModelOutput(Connection):
         self.active = None
         self.checker.end_response(response.id, status)
         done = self._response_object(response, status, reason)
+        if without_id:
+            del done["id"]
         await self.send(codec.event("response.done", response=done))
         if response.calls and status == "completed":  # the pong proves the client read it
             await self.after_pong(lambda: self.checker.read(response.id))
