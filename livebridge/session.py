@@ -135,6 +135,7 @@ class LiveSession:
                 transport=self.options.transport,
                 keepalive=self.options.keepalive,
                 tls_read_buffer=self.options.tls_read_buffer,
+                profile=self.options.profile,
             )
         self._observers = tuple(observers)
         self._clock = clock
@@ -516,7 +517,7 @@ class LiveSession:
         """Created with the first calls: a session that never gets one never pays for it."""
         protocol = self._protocol
         self._dispatcher = Dispatcher(
-            self.tools,
+            protocol.tools,  # as the model's profile adapted them
             policy=self._policy,
             observers=self._observers,
             session_id=protocol.session_id,

@@ -42,3 +42,14 @@ async def test_the_overview_program_runs_against_the_emulator(tmp_path: Path) ->
         out = run_python(program, offline_environment(**emulator.env()), tmp_path)
         assert emulator.violations == []
     assert out.count("[get_weather: ok]") == 2 and "Paris: " in out
+
+
+def test_the_models_page_programs_run(tmp_path: Path) -> None:
+    """The override and the table dump on docs/models.md run as shown."""
+    override, table = [
+        b.code for b in python_blocks((REPOSITORY / "docs" / "models.md").read_text())
+    ]
+    out = run_python(override, offline_environment(), tmp_path)
+    assert out.strip() == "NON_BLOCKING"
+    out = run_python(table, offline_environment(), tmp_path)
+    assert "gemini-3.8-live" in out and "ids=False" in out and "undeclared=NON_BLOCKING" in out

@@ -88,7 +88,7 @@ PAGES = {"/": "index.html", "/index.html": "index.html", "/favicon.ico": "favico
 INPUT_RATE = 16_000
 OUTPUT_RATE = 24_000
 DEFAULT_MODELS = {
-    "gemini": "gemini-2.5-flash-native-audio-preview-09-2025",
+    "gemini": "gemini-3.8-live",
     "openai": "gpt-realtime",
 }
 SYSTEM_INSTRUCTION = (
