@@ -306,7 +306,12 @@ class SdkTransport:
             if isinstance(item, Frames):
                 raise TypeError("Gemini Live sends no vendor frames")
             if isinstance(item, ToolAnswers):
-                await session.send_tool_response(function_responses=to_sdk(item.responses))
+                if any("id" not in response for response in item.responses):
+                    # Answers by name: the SDK refuses them on the Developer API (Vertex takes
+                    # them), yet a call without an id must still be answered.
+                    await session._ws.send(encode_client(item), text=True)
+                else:
+                    await session.send_tool_response(function_responses=to_sdk(item.responses))
             elif isinstance(item, Audio):
                 blob = types.Blob(data=item.pcm, mime_type=f"audio/pcm;rate={item.rate}")
                 await session.send_realtime_input(audio=blob)
