@@ -108,7 +108,7 @@ def run_command(args: argparse.Namespace) -> int:
         return anyio.run(_run, args, registry, policy, key)
     except RunError as exc:
         print(f"livebridge run: {exc}", file=sys.stderr)
-        return 1
+        return 2
     except KeyboardInterrupt:
         return 130
 

@@ -246,8 +246,9 @@ def _every_call_admitted(run: Run) -> Iterator[str]:
     tags = {
         e.args.get("tag") for e in of_type(run.events, ToolCallStarted) if isinstance(e.args, dict)
     }
+    settled = {e.call_id for e in of_type(run.events, ToolCallSettled)}  # fated, never run
     for tag, call_id in sorted(run.world.issued.ids.items()):
-        if tag not in tags:
+        if tag not in tags and call_id not in settled:
             yield f"{call_id} (#{tag}) was never admitted nor given a fate: the call was lost"
 
 

@@ -34,6 +34,10 @@ def test_the_site_builds_warning_free_with_the_api_reference(tmp_path: Path) -> 
     assert "Stop input, give running calls" in session  # LiveSession.aclose's docstring
     errors = (site / "reference" / "errors" / "index.html").read_text()
     assert re.search(r"LivebridgeError", errors)
+    # Code blocks are highlighted at build time, with no script from the network.
+    overview = (site / "index.html").read_text()
+    assert '<div class="codehilite">' in overview and '<span class="kn">import</span>' in overview
+    assert "cdnjs" not in overview
 
 
 async def test_the_overview_program_runs_against_the_emulator(tmp_path: Path) -> None:

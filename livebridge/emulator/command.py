@@ -238,9 +238,8 @@ async def _serve(emulator: Emulator, args: argparse.Namespace) -> list[Violation
             "pick another --port, or 0 for any free one"
         ) from None
     try:
+        # One key variable: with both GEMINI_API_KEY and GOOGLE_API_KEY set, google-genai warns.
         env = emulator.env()
-        if emulator.protocol == "gemini":
-            env["GOOGLE_API_KEY"] = "test"  # some programs read only this one
         for name, value in env.items():
             print(f"{name}={value}", flush=True)
         await stop.wait()
