@@ -310,6 +310,9 @@ class VoiceAgentServer:
                         output_rate=OUTPUT_RATE,
                         conversation=conversation,
                         resumed=leases.resumed,
+                        vendor=self.vendor,
+                        model=self.settings.model,
+                        emulator=self._violations is not None,  # offline: say so on the page
                     ),
                 )
                 async with anyio.create_task_group() as tg:
@@ -519,7 +522,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="address to serve on")
     parser.add_argument("--port", type=int, default=8765, help="page and /ws port (0: any free)")
     parser.add_argument(
-        "--metrics-port", type=int, default=9464, help="Prometheus port (0: any free)"
+        # Not 9464: that is the port the docs give `livebridge demo --metrics-port`.
+        "--metrics-port", type=int, default=9465, help="Prometheus port (0: any free)"
     )
     parser.add_argument(
         "--vendor", choices=tuple(DEFAULT_MODELS), default="gemini", help="the Live API to use"
