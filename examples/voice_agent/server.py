@@ -523,7 +523,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8765, help="page and /ws port (0: any free)")
     parser.add_argument(
         # Not 9464: that is the port the docs give `livebridge demo --metrics-port`.
-        "--metrics-port", type=int, default=9465, help="Prometheus port (0: any free)"
+        "--metrics-port",
+        type=int,
+        default=9465,
+        help="Prometheus port (0: any free)",
     )
     parser.add_argument(
         "--vendor", choices=tuple(DEFAULT_MODELS), default="gemini", help="the Live API to use"
