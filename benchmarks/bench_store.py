@@ -39,7 +39,7 @@ from livebridge.store import MemoryStore, RedisStore, Store, StoreConnector
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = "Book a table in Paris tonight"
-ENV_KEYS = {"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY", "GOOGLE_API_KEY"}
+ENV_KEYS = {"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY"}
 
 tools = ToolRegistry()
 

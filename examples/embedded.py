@@ -15,7 +15,7 @@ import livebridge
 from livebridge.emulator import Emulator
 from livebridge.events import OutputTranscript, TextOut, ToolCallSettled, TurnComplete
 
-MODEL = "gemini-2.5-flash-native-audio-preview-09-2025"
+MODEL = "gemini-3.8-live"
 CONFIG = types.LiveConnectConfig(
     response_modalities=[types.Modality.AUDIO],
     output_audio_transcription=types.AudioTranscriptionConfig(),

@@ -20,7 +20,7 @@ from livebridge.emulator import Emulator
 from livebridge.events import TurnComplete
 from livebridge.metrics import PrometheusObserver, serve
 
-MODEL = "gemini-2.5-flash-native-audio-preview-09-2025"
+MODEL = "gemini-3.8-live"
 CONFIG = types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])
 SHOWN = (
     "livebridge_tool_calls_total",

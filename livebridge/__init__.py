@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         LiveSessionError,
         LocalProtocolError,
         MalformedMessageError,
+        ModelCapabilityError,
         ModelNotFoundError,
         OperationAbortedError,
         PolicyViolationError,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         UsageError,
     )
     from livebridge.observe import Observer, Recorder
+    from livebridge.profiles import ModelProfile
     from livebridge.session import LiveSession, SessionOptions
     from livebridge.store import MemoryStore, RedisLimiter, RedisStore
     from livebridge.tools import Tool, ToolRegistry
@@ -69,6 +71,7 @@ _HOMES: dict[str, str] = {
             "LivebridgeError",
             "LocalProtocolError",
             "MalformedMessageError",
+            "ModelCapabilityError",
             "ModelNotFoundError",
             "OperationAbortedError",
             "PolicyViolationError",
@@ -86,6 +89,7 @@ _HOMES: dict[str, str] = {
         ],
         "livebridge.errors",
     ),
+    "ModelProfile": "livebridge.profiles",
     "Observer": "livebridge.observe",
     "Recorder": "livebridge.observe",
     "LiveSession": "livebridge.session",
@@ -116,7 +120,9 @@ __all__ = [
     "LocalProtocolError",
     "MalformedMessageError",
     "MemoryStore",
+    "ModelCapabilityError",
     "ModelNotFoundError",
+    "ModelProfile",
     "Observer",
     "OperationAbortedError",
     "Outcome",

@@ -140,4 +140,5 @@ class AnswerEncoder(Protocol):
         behavior: Behavior,
         scheduling: Scheduling | None = None,
         streaming: bool = False,
+        anonymous: bool = False,
     ) -> dict[str, Any]: ...

@@ -1,7 +1,9 @@
 """The ``livebridge`` command: one subcommand per feature, each defined next to its own code.
 
-Every failure a user can cause ends as one line on standard error and a non-zero exit: argparse
+Every failure a user can cause ends as one line on standard error and exit status 2: argparse
 errors through ``Parser.error``, the subcommands' own checks through their one-line messages.
+Status 1 is kept for a contract the run found broken (a call without exactly one answer, an
+emulator violation under ``--strict``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ __all__ = ["Parser", "build_parser", "main", "port_number"]
 Command = Callable[[argparse.Namespace], int]
 
 DESCRIPTION = """\
-Run Gemini Live sessions whose tool calls are each answered exactly once.
+Run Gemini Live and OpenAI Realtime sessions whose tool calls are each answered exactly once.
 
   livebridge demo                       a scripted conversation on the built-in emulator
   livebridge run myapp.tools:registry   your tools in a Live session (add --emulator: offline)

@@ -506,7 +506,9 @@ class Dispatcher:
                     )
                 else:
                     pending.arm()
-                    value = await self._stream(call, tool, kwargs, batch.on_partial)
+                    # Items stream only where the model takes partial answers.
+                    on_partial = batch.on_partial if tool.streaming else None
+                    value = await self._stream(call, tool, kwargs, on_partial)
             except Exception as exc:
                 latency = self._clock() - started if started else 0.0
                 outcome = self._ended(pending, tool, exc, latency)

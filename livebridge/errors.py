@@ -10,6 +10,7 @@ session's end. Each message says what happened and what to do::
     │   └── InvalidCallError          bad input to ``Dispatcher.run`` (not a ``Call``, ...)
     ├── UsageError                    the app used livebridge in a way it cannot serve
     │   ├── SessionClosedError        input sent to a session that is closing or closed
+    │   ├── ModelCapabilityError      a tool the model cannot run as declared (at connect)
     │   └── RecordingError            a session recording that is truncated, corrupt or too new
     ├── RemoteProtocolError           the server sent something livebridge cannot accept
     │   ├── MalformedMessageError     a frame that does not decode as a Live message
@@ -49,6 +50,7 @@ __all__ = [
     "LivebridgeError",
     "LocalProtocolError",
     "MalformedMessageError",
+    "ModelCapabilityError",
     "ModelNotFoundError",
     "OperationAbortedError",
     "PolicyViolationError",
@@ -104,6 +106,14 @@ class UsageError(LivebridgeError):
 
 class SessionClosedError(UsageError):
     """Input was sent to a session that is closing or closed; open a new ``LiveSession``."""
+
+
+class ModelCapabilityError(UsageError):
+    """A tool the chosen model cannot run as declared (``livebridge.profiles``).
+
+    Raised by ``LiveSession.connect`` before any socket opens; the message names each tool,
+    the model and the fix.
+    """
 
 
 class RecordingError(UsageError, ValueError):

@@ -18,6 +18,9 @@ only place they change; an event not in it raises ``LedgerError`` and changes no
 A BLOCKING call is released when every call of its batch (the BLOCKING calls of one
 ``receive()``) has settled or been cancelled, so the whole batch goes out in one message.
 A NON_BLOCKING call is released as soon as it settles; its streamed items go out as they come.
+A call that came without an id (``LiveCall.anonymous``: Vertex AI) is answered by name, so two
+such calls to one function are answered in the order they came: one waits, settled, until every
+earlier one of that name is released or has ended.
 
 Identity rules:
 - an id that is still live is never run twice: a second delivery is dropped;
@@ -111,6 +114,8 @@ class LiveCall(msgspec.Struct, frozen=True, gc=False):
     behavior: Behavior = "BLOCKING"
     scheduling: Scheduling | None = None  # the tool's default, NON_BLOCKING only
     streaming: bool = False  # the handler is an async generator (NON_BLOCKING only)
+    #: The call came without an id: ``call.id`` is the session's own key, never sent.
+    anonymous: bool = False
 
 
 class Answered(msgspec.Struct, frozen=True, gc=False):
@@ -172,6 +177,7 @@ class _Life(msgspec.Struct, eq=False, gc=False):
     state: CallState = "running"
     outcome: Outcome | None = None
     acknowledged: bool = False  # its answer was sent and a later server message arrived
+    anonymous: bool = False  # answered by name: in order among its function's anonymous calls
 
 
 class _Batch(msgspec.Struct, gc=False):
@@ -220,6 +226,8 @@ class CallLedger:
         self._epoch = 0  # connections opened so far; twins are matched within one
         self._handles: OrderedDict[str, int] = OrderedDict()  # handle -> mark, newest last
         self._connected = True
+        #: Anonymous lives not yet released nor ended, by function name, oldest first.
+        self._unreleased: dict[str, deque[_Life]] = {}
 
     # -- queries --------------------------------------------------------------------------
 
@@ -247,6 +255,10 @@ class CallLedger:
     def blocking_pending(self) -> bool:
         """A BLOCKING call has not been answered yet (the model is waiting for it)."""
         return any(life.behavior == "BLOCKING" for life in self._live.values())
+
+    def blocking_ids(self) -> list[str]:
+        """The ids of the BLOCKING calls without a fate yet, oldest first."""
+        return [i for i, life in self._live.items() if life.behavior == "BLOCKING"]
 
     @property
     def connected(self) -> bool:
@@ -316,6 +328,9 @@ class CallLedger:
             else:
                 scheduling, streaming = live_call.scheduling, live_call.streaming
                 life = _Life(call, behavior, scheduling, streaming, now, seq, epoch, vias)
+            if live_call.anonymous:
+                life.anonymous = True
+                self._unreleased.setdefault(call.name, deque()).append(life)
             seq += 1
             lives[call.id] = life
             live[call.id] = life
@@ -361,8 +376,11 @@ class CallLedger:
         if not batch.running:
             self._release(map(self._lives.get, batch.ids), batch)
 
-    def cancel(self, call_ids: Iterable[str], now: float) -> list[str]:
-        """``toolCallCancellation``: returns the ids whose handlers are still running.
+    def cancel(
+        self, call_ids: Iterable[str], now: float, why: str = "cancelled by the server"
+    ) -> list[str]:
+        """``toolCallCancellation`` (or what the service is known to do instead: ``why``);
+        returns the ids whose handlers are still running.
 
         Nothing is ever sent for a cancelled call. Ids that are unknown or already ended are
         ignored and reported as notices.
@@ -378,7 +396,7 @@ class CallLedger:
                 continue
             if life.state == "running":
                 running.append(call_id)
-            self._end([life], "cancel", "cancelled by the server", now)
+            self._end([life], "cancel", why, now)
             batch = life.batch
             if batch is not None and not batch.running:  # the rest of its batch may go now
                 self._release(map(self._lives.get, batch.ids), batch)
@@ -541,6 +559,7 @@ class CallLedger:
                 behavior=life.behavior,
                 scheduling=life.scheduling,
                 streaming=life.streaming,
+                anonymous=life.anonymous,
             )
             for life, answer in items
         ]
@@ -563,6 +582,8 @@ class CallLedger:
             call, outcome, received = life.call, life.outcome, life.received_at
             del live[call.id]
             fates.append(Fate(call.id, call.name, life.behavior, fate, why, outcome, received, now))
+            if life.anonymous and event != "send":  # sent ones left the queue when released
+                self._leave_queue(life)
             if prune:
                 self._forget_old()
         self._untaken += len(lives)
@@ -581,14 +602,52 @@ class CallLedger:
             del lives[call_id]
 
     def _release(self, lives: Iterable[_Life | None], batch: _Batch | None) -> None:
-        """Queue the answers of ``lives`` settled in ``batch`` (not withdrawn, not re-issued)."""
+        """Queue the answers of ``lives`` settled in ``batch`` (not withdrawn, not re-issued),
+        in call order; an anonymous call whose function has an earlier one waiting stays."""
         ready = self._ready
+        names: set[str] | None = None
         for life in lives:
             if life is not None and life.batch is batch and life.state == "settled":
+                if life.anonymous:
+                    name = life.call.name
+                    queue = self._unreleased[name]
+                    if queue[0] is not life:
+                        continue  # released when the earlier ones of its function are
+                    queue.popleft()
+                    if names is None:
+                        names = set()
+                    names.add(name)
                 outcome = life.outcome
                 assert outcome is not None  # a settled call has one
                 life.state = _READY
                 ready.append((life, outcome))
+        if names is not None:
+            for name in names:
+                self._release_waiting(name)
+
+    def _release_waiting(self, name: str) -> None:
+        """Queue the anonymous calls of ``name`` that were waiting only for earlier ones: the
+        service matches answers without ids by name and order."""
+        queue = self._unreleased[name]
+        while queue and queue[0].state == "settled":
+            head = queue[0]
+            if head.batch is not None and head.batch.running:
+                break  # its batch still runs: the batch releases it
+            queue.popleft()
+            assert head.outcome is not None  # a settled call has one
+            head.state = _READY
+            self._ready.append((head, head.outcome))
+        if not queue:
+            del self._unreleased[name]
+
+    def _leave_queue(self, life: _Life) -> None:
+        """An anonymous call ended before its answer was queued: the next of its name may go."""
+        name = life.call.name
+        queue = self._unreleased.get(name)
+        if queue is None or life not in queue:
+            return
+        queue.remove(life)
+        self._release_waiting(name)
 
     def _requeue_in_flight(self) -> None:
         if self._in_flight is not None:

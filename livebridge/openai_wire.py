@@ -180,11 +180,12 @@ def answer(
     behavior: Behavior = "BLOCKING",
     scheduling: Scheduling | None = None,
     streaming: bool = False,
+    anonymous: bool = False,
 ) -> dict[str, Any]:
     """One call's answer: a ``conversation.item.create`` of a ``function_call_output`` whose
     ``output`` is the JSON text of the livebridge payload (``{"output": ...}`` or
-    ``{"error": {...}}``, as ``adapters.openai`` sends). ``behavior`` and ``scheduling`` have no
-    OpenAI counterpart and are ignored."""
+    ``{"error": {...}}``, as ``adapters.openai`` sends). ``behavior``, ``scheduling`` and
+    ``anonymous`` have no OpenAI counterpart (every call has a ``call_id``) and are ignored."""
     if isinstance(answer, Partial):
         raise ValueError(f"call {answer.call_id}: OpenAI Realtime takes one output per call")
     return {

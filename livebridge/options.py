@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from livebridge import resume
+from livebridge.profiles import ModelProfile
 from livebridge.protocol import AudioPolicy, ProtocolOptions
 from livebridge.transport import TransportKind
 
@@ -28,6 +29,10 @@ class SessionOptions:
     (``livebridge.record``; ``.gz`` compresses), audio reduced to its length unless
     ``record_audio="keep"``, tool arguments and results through the ``TraceObserver``'s ``redact``.
     ``record_max_bytes`` bounds the recording: at the bound it ends with a ``truncated`` line.
+
+    ``profile`` replaces the model profile chosen from the model name and the client's backend
+    (``livebridge.profiles``): for a model the table does not know, or one that behaves
+    differently from what the table says.
     """
 
     transport: TransportKind = "wire"
@@ -43,6 +48,7 @@ class SessionOptions:
     record: str | None = None
     record_audio: Literal["keep", "length"] = "length"
     record_max_bytes: int = 256 * 1024 * 1024
+    profile: ModelProfile | None = None
 
     def protocol_options(self) -> ProtocolOptions:
         return ProtocolOptions(

@@ -149,8 +149,9 @@ async def replay(
     """Play ``recording`` to ``tools`` through a real ``LiveSession`` on the emulator in replay
     mode; the report of what diverged. ``answer_timeout``: see ``default_answer_timeout``.
     After ``deadline`` seconds the replay stops and what it did not reach is reported."""
+    from livebridge import profiles
     from livebridge.emulator import Emulator
-    from livebridge.session import LiveSession
+    from livebridge.session import LiveSession, SessionOptions
 
     if not isinstance(recording, Recording):
         recording = read_recording(recording)
@@ -160,7 +161,13 @@ async def replay(
     config = config or types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])
     async with emulator:
         session_cm = LiveSession.connect(
-            emulator.client(), model=REPLAY_MODEL, tools=tools, config=config, policy=policy
+            emulator.client(),
+            model=REPLAY_MODEL,
+            tools=tools,
+            config=config,
+            policy=policy,
+            # A recording does not say its model: the Developer API's documented defaults.
+            options=SessionOptions(profile=profiles.DEVELOPER_DEFAULT),
         )
         async with session_cm as session, anyio.create_task_group() as tg:
 

@@ -40,7 +40,7 @@ from livebridge.tools import ToolRegistry
 
 __all__ = ["DEFAULT_MODEL", "RunError", "add_run_command", "load_registry", "parse_policy"]
 
-DEFAULT_MODEL = "gemini-2.5-flash-native-audio-preview-09-2025"
+DEFAULT_MODEL = "gemini-3.8-live"
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 
@@ -108,7 +108,7 @@ def run_command(args: argparse.Namespace) -> int:
         return anyio.run(_run, args, registry, policy, key)
     except RunError as exc:
         print(f"livebridge run: {exc}", file=sys.stderr)
-        return 1
+        return 2
     except KeyboardInterrupt:
         return 130
 

@@ -135,6 +135,7 @@ class LiveSession:
                 transport=self.options.transport,
                 keepalive=self.options.keepalive,
                 tls_read_buffer=self.options.tls_read_buffer,
+                profile=self.options.profile,
             )
         self._observers = tuple(observers)
         self._clock = clock
@@ -197,8 +198,29 @@ class LiveSession:
     ) -> AsyncIterator[LiveSession]:
         """Open a session; leaving the block shuts it down (see ``aclose``).
 
-        Raises a ``LiveSessionError`` subclass when the first connection fails (wrong model,
-        bad key, unreachable service): the message says what to do.
+        :param client: a ``google.genai.Client`` (Gemini Live, Developer API or Vertex AI) or an
+            ``openai.AsyncOpenAI`` (OpenAI Realtime): the vendor follows from its type.
+        :param model: the model name, e.g. ``"gemini-3.8-live"`` or ``"gpt-realtime"``; with the
+            client's backend it picks the model profile (``livebridge.profiles``).
+        :param tools: the ``ToolRegistry`` the model may call; each tool is declared with its
+            behavior stated, as the model's profile adapts it.
+        :param config: the vendor's own session config: a ``LiveConnectConfig`` (or dict) for
+            Gemini, a dict of ``session.update`` fields for OpenAI.
+        :param policy: the ``CallPolicy`` calls run under (parallelism, per-turn fan-out,
+            timeouts, result and frame sizes); default ``CallPolicy()``.
+        :param observers: receive every lifecycle event (``PrometheusObserver``,
+            ``TraceObserver``, your own).
+        :param options: ``SessionOptions``: transport, audio during blocking calls, buffers,
+            shutdown grace, reconnects, recording, the model profile.
+        :param connector: opens connections instead of ``client`` and ``model``
+            (``livebridge.connectors``), e.g. a connector of your own in tests.
+        :param store: where the conversation outlives this process (``MemoryStore``,
+            ``RedisStore``); needs ``conversation``.
+        :param conversation: the conversation's key in ``store``: another worker resumes it.
+        :raises ModelCapabilityError: a tool the model cannot run as declared (before any
+            socket opens).
+        :raises LiveSessionError: the first connection failed (wrong model, bad key,
+            unreachable service); the subclass and its message say what to do.
         """
         session = cls(
             client,
@@ -516,7 +538,7 @@ class LiveSession:
         """Created with the first calls: a session that never gets one never pays for it."""
         protocol = self._protocol
         self._dispatcher = Dispatcher(
-            self.tools,
+            protocol.tools,  # as the model's profile adapted them
             policy=self._policy,
             observers=self._observers,
             session_id=protocol.session_id,

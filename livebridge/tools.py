@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, Unpack, overload
 
@@ -44,7 +44,9 @@ class ToolOptions(TypedDict, total=False):
     """Every option of ``@tools.tool(...)`` and ``ToolRegistry.add``, with its default.
 
     - ``name`` (the function's name), ``description`` (its docstring);
-    - ``behavior="BLOCKING"``; ``scheduling=None`` (NON_BLOCKING answers only);
+    - ``behavior``: ``"BLOCKING"`` or ``"NON_BLOCKING"``; without it, BLOCKING wherever the
+      model has blocking calls (``livebridge.profiles``); ``scheduling=None`` (NON_BLOCKING
+      answers only);
     - ``timeout=None`` (the policy's), ``max_concurrency=None`` (no per-tool limit);
     - ``idempotent=False``: True lets identical twins of one ``toolCall`` share one run;
     - ``idempotency_key=None``: ``f(arguments) -> key``; calls with the same key within
@@ -82,12 +84,12 @@ class Tool:
     arguments_type: type[msgspec.Struct]
     context_parameter: str | None
     limiter: anyio.CapacityLimiter | None = field(repr=False)
-    #: True for async-generator handlers, whose yields are streamed as partial answers
-    #: (a field, not a property: the protocol reads it for every call).
-    streaming: bool = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "streaming", self.kind == "stream")
+    #: True when the app named a behavior; False: ``behavior`` is the BLOCKING default, which a
+    #: model without blocking calls replaces (``ModelProfile.adapt``).
+    behavior_declared: bool = True
+    #: Whether the handler's yields go out as partial answers (``willContinue``): an async
+    #: generator, on a model that has streamed answers; else its items make one answer.
+    streaming: bool = field(default=False, repr=False)
 
     def convert_arguments(self, args: Any) -> msgspec.Struct:
         """Validate and convert the model's arguments.
@@ -104,14 +106,15 @@ class Tool:
         return _convert(args, self.arguments_type)
 
     def declaration(self) -> types.FunctionDeclaration:
-        """The ``google.genai`` declaration; ``behavior`` is set only when non-blocking."""
+        """The ``google.genai`` declaration, its ``behavior`` always stated: what a declaration
+        without one means differs between models (NON_BLOCKING on ``gemini-3.8-live``)."""
         from google.genai import types
 
         return types.FunctionDeclaration(
             name=self.name,
             description=self.description,
             parameters_json_schema=self.parameters_json_schema,
-            behavior=types.Behavior.NON_BLOCKING if self.behavior == "NON_BLOCKING" else None,
+            behavior=types.Behavior(self.behavior),
         )
 
 
@@ -149,7 +152,7 @@ class ToolRegistry:
         if unknown:
             raise TypeError(f"unknown tool option(s): {', '.join(sorted(unknown))}")
         tool_name = options.get("name") or handler.__name__
-        behavior = options.get("behavior", "BLOCKING")
+        behavior = options.get("behavior") or "BLOCKING"
         scheduling = options.get("scheduling")
         timeout = options.get("timeout")
         max_concurrency = options.get("max_concurrency")
@@ -194,9 +197,18 @@ class ToolRegistry:
             arguments_type=arguments_type,
             context_parameter=context_parameter,
             limiter=anyio.CapacityLimiter(max_concurrency) if max_concurrency else None,
+            behavior_declared=options.get("behavior") is not None,
+            streaming=kind == "stream",
         )
         self._tools[tool_name] = tool
         return tool
+
+    def with_tools(self, tools: Iterable[Tool]) -> ToolRegistry:
+        """A new registry holding ``tools`` (e.g. this one's, adapted to a model), by name."""
+        registry = ToolRegistry()
+        for tool in tools:
+            registry._tools[tool.name] = tool
+        return registry
 
     def remove(self, name: str) -> Tool:
         """Unregister the tool ``name`` (to register another handler under it); KeyError if none."""

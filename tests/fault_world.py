@@ -94,6 +94,15 @@ SERVER_FAULTS = (
 _SERVER_WEIGHTS = {"none": 5, "repeat_after_ack": 4, "close_1000": 1, "close_1008": 1}
 _NEEDS_HOLD = frozenset(SERVER_FAULTS) - {"none", "repeat_after_ack"}
 MALFORMED = ("args_not_object", "id_not_string", "name_not_string")
+#: The models a case runs on: the contract holds on each generation's profile.
+MODELS = (
+    "gemini-2.5-flash-native-audio-preview-09-2025",
+    "gemini-3.8-live",
+    "gemini-3.1-flash-live-preview",
+    "gemini-3.8-live-extended-thinking",
+)
+#: Faults that name calls by id: a Vertex case (calls without ids) never draws them.
+_NEEDS_IDS = frozenset({"cancel_before", "cancel_during", "cancel_at_settle"})
 CLOSE_REASONS = {
     1000: "",
     1007: "Request contains an invalid argument.",
@@ -134,6 +143,8 @@ class Case:
     leave_mid_batch: bool
     max_parallel: int
     max_result_bytes: int
+    model: str = MODELS[0]
+    vertex: bool = False  # on Vertex AI (express mode): the calls come without ids
 
     @property
     def target(self) -> CallPlan:
@@ -152,11 +163,15 @@ class Case:
             names.add("leave_mid_batch")
         if not self.handle_first:
             names.add("no_handle")
+        names.add(f"model:{self.model}")
+        if self.vertex:
+            names.add("vertex")
         return frozenset(names)
 
     def describe(self) -> str:
         calls = " ".join(str(c) for c in self.calls)
         extras = [
+            f"model={self.model}{' on Vertex' if self.vertex else ''}",
             f"transport={self.transport}",
             f"max_parallel={self.max_parallel}",
             f"max_result_bytes={self.max_result_bytes}",
@@ -188,19 +203,37 @@ def draw_case(seed: int) -> Case:
         calls.append(CallPlan(tool, mode, tag))
     transport: TransportKind = rng.choices(("wire", "sdk"), weights=(3, 1))[0]
     malformed = rng.choice(MALFORMED) if rng.random() < 0.25 else None
+    handle_first = rng.random() < 0.9
+    twice = rng.random() < 0.25
+    leave_mid_batch = rng.random() < 0.2
+    max_parallel = rng.choice((1, 2, 4))
+    max_result_bytes = rng.choice((65_536, 262_144))
+    # Drawn last, so that the draws above stay what they were before models were drawn.
+    model = rng.choice(MODELS)
+    # Vertex: calls without ids, so nothing that names one by id (cancellations, the same id
+    # delivered twice, a malformed id); a 3.x model (2.x on Vertex refuses the tools' scheduling).
+    vertex = (
+        model.startswith("gemini-3")
+        and server not in _NEEDS_IDS
+        and malformed is None
+        and not twice
+        and rng.random() < 0.5
+    )
     return Case(
         seed=seed,
         # The "sdk" transport reads through the SDK's models, which reject such a frame whole
         # before livebridge sees it (documented); the default "wire" transport takes it apart.
         transport="wire" if malformed else transport,
-        handle_first=rng.random() < 0.9,
+        handle_first=handle_first,
         calls=tuple(calls),
         malformed=malformed,
-        twice=rng.random() < 0.25,
+        twice=twice,
         server=server,
-        leave_mid_batch=rng.random() < 0.2,
-        max_parallel=rng.choice((1, 2, 4)),
-        max_result_bytes=rng.choice((65_536, 262_144)),
+        leave_mid_batch=leave_mid_batch,
+        max_parallel=max_parallel,
+        max_result_bytes=max_result_bytes,
+        model=model,
+        vertex=vertex,
     )
 
 

@@ -1,4 +1,4 @@
-"""Every mistake on the command line is one line on standard error and a non-zero exit."""
+"""Every mistake on the command line is one line on standard error and exit status 2."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def livebridge(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def one_line_failure(result: subprocess.CompletedProcess[str], *expected: str) -> str:
-    assert result.returncode != 0, result
+    assert result.returncode == 2, result
     assert "Traceback" not in result.stdout + result.stderr, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -122,3 +122,21 @@ def test_python_dash_m_is_the_same_command() -> None:
         check=True,
     )
     assert livebridge("--help").stdout == direct.stdout
+
+
+def test_demo_on_openai_without_the_openai_package() -> None:
+    """Without the ``openai`` extra the OpenAI demo says what to install, in one line."""
+    hidden = (
+        "import sys; sys.modules['openai'] = None; from livebridge.cli import main; "
+        "sys.exit(main(['demo', '--vendor', 'openai', '--fast']))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", hidden],
+        cwd=REPOSITORY,
+        env=OFFLINE,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    one_line_failure(result, "--vendor openai needs the openai package", "livebridge[openai]")

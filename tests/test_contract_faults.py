@@ -31,6 +31,7 @@ from livebridge.metrics import PrometheusObserver
 from tests.fault_world import (
     END,
     MALFORMED,
+    MODELS,
     MODES,
     SERVER_FAULTS,
     TIMEOUTS,
@@ -39,7 +40,7 @@ from tests.fault_world import (
     World,
     draw_case,
 )
-from tests.session_helpers import of_type, open_session
+from tests.session_helpers import TEXT_CONFIG, of_type
 
 #: The seeds of the full run (CI's fixed budget); each is its own test, ``-k "seed_N]"`` picks
 #: one. ``LIVEBRIDGE_FAULT_SEEDS=START:STOP`` sweeps another range, for a deeper search.
@@ -106,7 +107,15 @@ async def run_case(case: Case) -> Run:
     )
     async with Emulator(world.scenario) as emu:
         world.emulator = emu
-        session = open_session(emu, tools, policy=policy, observers=[metrics], options=options)
+        session = LiveSession.connect(
+            emu.client(vertexai=case.vertex),
+            model=case.model,
+            tools=tools,
+            config=TEXT_CONFIG,
+            policy=policy,
+            observers=[metrics],
+            options=options,
+        )
         return await drive(case, world, emu, session, registry)
 
 
@@ -200,16 +209,26 @@ def _session_ended(run: Run) -> Iterator[str]:
 def _answers_on_the_wire(run: Run) -> Iterator[str]:
     asked: dict[str, set[str]] = {}
     finals: Counter[tuple[str, str]] = Counter()
+    nameless_asked: Counter[tuple[str, str]] = Counter()  # (connection, function): calls
+    nameless_answered: Counter[tuple[str, str]] = Counter()
     for entry in run.transcript:
         message = _message(entry)
         if entry.direction == "server":
             asked.setdefault(entry.session, set()).update(_asked_ids(message))
+            for name in _asked_without_id(message):
+                nameless_asked[entry.session, name] += 1
             continue
         responses = message.get("toolResponse", {}).get("functionResponses", [])
         size = len(json.dumps(message))
         if responses and size > FRAME_LIMIT:
             yield f"a toolResponse frame of {size} bytes is over the {FRAME_LIMIT} byte limit"
         for response in responses:
+            if "id" not in response:  # answered by name: never more than were asked
+                key = (entry.session, str(response.get("name")))
+                nameless_answered[key] += not response.get("willContinue")
+                if nameless_answered[key] > nameless_asked[key]:
+                    yield f"{key[1]} answered by name on {key[0]} more often than asked"
+                continue
             call_id = str(response.get("id"))
             key = (entry.session, call_id)
             if finals[key]:
@@ -222,10 +241,14 @@ def _answers_on_the_wire(run: Run) -> Iterator[str]:
 
 
 def _every_call_admitted(run: Run) -> Iterator[str]:
-    """Each valid call of the batch reaches the app, whatever its siblings look like."""
-    seen = {e.call_id for e in run.events if isinstance(e, ToolCallStarted | ToolCallSettled)}
+    """Each valid call of the batch reaches the app, whatever its siblings look like (by its
+    tag: a call without an id is known to the app by a key of the session's own)."""
+    tags = {
+        e.args.get("tag") for e in of_type(run.events, ToolCallStarted) if isinstance(e.args, dict)
+    }
+    settled = {e.call_id for e in of_type(run.events, ToolCallSettled)}  # fated, never run
     for tag, call_id in sorted(run.world.issued.ids.items()):
-        if call_id not in seen:
+        if tag not in tags and call_id not in settled:
             yield f"{call_id} (#{tag}) was never admitted nor given a fate: the call was lost"
 
 
@@ -351,6 +374,12 @@ def _message(entry: TranscriptEntry) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {}
 
 
+def _asked_without_id(message: dict[str, Any]) -> Iterator[str]:
+    for call in message.get("toolCall", {}).get("functionCalls", []):
+        if isinstance(call, dict) and call.get("id") is None:
+            yield str(call.get("name"))
+
+
 def _asked_ids(message: dict[str, Any]) -> Iterator[str]:
     calls = list(message.get("toolCall", {}).get("functionCalls", []))
     parts = message.get("serverContent", {}).get("modelTurn", {}).get("parts", [])
@@ -396,5 +425,7 @@ def test_the_budget_draws_every_fault_and_a_seed_always_the_same_case() -> None:
         "twice",
         "leave_mid_batch",
         "no_handle",
+        *(f"model:{model}" for model in MODELS),
+        "vertex",
     }
     assert every - drawn == set()

@@ -34,6 +34,10 @@ def test_the_site_builds_warning_free_with_the_api_reference(tmp_path: Path) -> 
     assert "Stop input, give running calls" in session  # LiveSession.aclose's docstring
     errors = (site / "reference" / "errors" / "index.html").read_text()
     assert re.search(r"LivebridgeError", errors)
+    # Code blocks are highlighted at build time, with no script from the network.
+    overview = (site / "index.html").read_text()
+    assert '<div class="codehilite">' in overview and '<span class="kn">import</span>' in overview
+    assert "cdnjs" not in overview
 
 
 async def test_the_overview_program_runs_against_the_emulator(tmp_path: Path) -> None:
@@ -42,3 +46,14 @@ async def test_the_overview_program_runs_against_the_emulator(tmp_path: Path) ->
         out = run_python(program, offline_environment(**emulator.env()), tmp_path)
         assert emulator.violations == []
     assert out.count("[get_weather: ok]") == 2 and "Paris: " in out
+
+
+def test_the_models_page_programs_run(tmp_path: Path) -> None:
+    """The override and the table dump on docs/models.md run as shown."""
+    override, table = [
+        b.code for b in python_blocks((REPOSITORY / "docs" / "models.md").read_text())
+    ]
+    out = run_python(override, offline_environment(), tmp_path)
+    assert out.strip() == "NON_BLOCKING"
+    out = run_python(table, offline_environment(), tmp_path)
+    assert "gemini-3.8-live" in out and "ids=False" in out and "undeclared=NON_BLOCKING" in out

@@ -66,7 +66,7 @@ def run(
 
 
 def assert_one_line_failure(result: subprocess.CompletedProcess[str], expected: str) -> None:
-    assert result.returncode != 0, result
+    assert result.returncode == 2, result
     assert "Traceback" not in result.stderr + result.stdout
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -152,7 +152,7 @@ async def test_a_model_the_service_does_not_serve_is_one_line(app_dir: Path) -> 
             check=False,
         )
     stderr = result.stderr.decode()
-    assert result.returncode != 0
+    assert result.returncode == 2
     assert "Traceback" not in stderr
     assert stderr.strip().splitlines() == [
         "livebridge run: model 'gemini-nope' is not available for the Live API: "

@@ -25,7 +25,8 @@ def lookup_tools() -> livebridge.ToolRegistry:
     return tools
 
 
-async def test_malformed_calls_are_answered_or_skipped_and_their_siblings_run() -> None:
+async def test_malformed_calls_are_answered_and_their_siblings_run() -> None:
+    """Each call fails alone; one without a usable id is answered by name, as Vertex's are."""
     calls: list[dict[str, Any]] = [
         {"id": "good", "name": "lookup", "args": {"city": "Oslo"}},
         {"id": "not-object", "name": "lookup", "args": ["Oslo"]},
@@ -51,15 +52,45 @@ async def test_malformed_calls_are_answered_or_skipped_and_their_siblings_run() 
     assert fates == {
         "good": "ok",
         "not-object": "rejected",
+        "nameless-call-1": "ok",
+        "nameless-call-2": "ok",
         "bad-name": "rejected",
         "deep": "rejected",
     }
     (message,) = client_messages(emu, "toolResponse")
-    answers = {r["id"]: r["response"] for r in message["functionResponses"]}
+    answers = {r.get("id"): r["response"] for r in message["functionResponses"]}
     assert answers["good"] == {"output": "found Oslo"}
     assert answers["not-object"]["error"]["type"] == "invalid_arguments"
     assert answers["bad-name"]["error"]["type"] == "unknown_function"
     assert answers["deep"]["error"]["type"] == "invalid_arguments"
+    by_name = [r["response"] for r in message["functionResponses"] if "id" not in r]
+    assert by_name == [{"output": "found Rome"}, {"output": "found Lima"}]  # in call order
+
+
+async def test_the_sdk_transport_answers_a_call_without_an_id_by_name() -> None:
+    """The SDK refuses an answer without an id on the Developer API; the call gets it anyway."""
+    frame = b'{"toolCall": {"functionCalls": [{"name": "lookup", "args": {"city": "Lima"}}]}}'
+
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        await conv.send_raw(frame)
+        await conv.expect_turn(timeout=30)
+
+    options = livebridge.SessionOptions(transport="sdk")
+    async with (
+        Emulator(scenario) as emu,
+        open_session(emu, lookup_tools(), options=options) as session,
+    ):
+        await session.send_text("go")
+        events = await collect_until(session, lambda e: isinstance(e, ToolCallSettled))
+        await session.send_text("still here?")
+    assert [(e.call_id, e.outcome) for e in of_type(events, ToolCallSettled)] == [
+        ("nameless-call-1", "ok")
+    ]
+    (message,) = client_messages(emu, "toolResponse")
+    assert message["functionResponses"] == [
+        {"name": "lookup", "response": {"output": "found Lima"}}
+    ]
 
 
 async def test_a_snake_case_frame_is_understood() -> None:

@@ -24,7 +24,7 @@ from tests.redis_server import RedisServer, redis_server
 __all__ = ["redis_server"]
 
 ROOT = Path(__file__).resolve().parent.parent
-ENV_KEYS = {"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY", "GOOGLE_API_KEY"}
+ENV_KEYS = {"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY"}
 TEXT = "Book a table in Paris tonight"
 
 

@@ -88,7 +88,9 @@ def test_decorator_forms_options_and_handler_kinds() -> None:
     assert tools.get("missing") is None
 
 
-def test_declarations_set_behavior_only_when_non_blocking() -> None:
+def test_declarations_always_state_the_behavior() -> None:
+    """A declaration without ``behavior`` means NON_BLOCKING on gemini-3.8-live and BLOCKING on
+    2.5: livebridge never leaves the service to guess."""
     tools = ToolRegistry()
 
     @tools.tool
@@ -101,8 +103,10 @@ def test_declarations_set_behavior_only_when_non_blocking() -> None:
 
     first, second = tools.declarations()
     assert isinstance(first, types.FunctionDeclaration)
-    assert first.behavior is None
+    assert first.behavior == types.Behavior.BLOCKING
     assert second.behavior == types.Behavior.NON_BLOCKING
+    assert not tools.get("blocking").behavior_declared  # type: ignore[union-attr]
+    assert tools.get("background").behavior_declared  # type: ignore[union-attr]
     assert first.parameters_json_schema == {
         "type": "object",
         "properties": {"x": {"type": "integer"}},

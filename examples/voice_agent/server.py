@@ -88,7 +88,7 @@ PAGES = {"/": "index.html", "/index.html": "index.html", "/favicon.ico": "favico
 INPUT_RATE = 16_000
 OUTPUT_RATE = 24_000
 DEFAULT_MODELS = {
-    "gemini": "gemini-2.5-flash-native-audio-preview-09-2025",
+    "gemini": "gemini-3.8-live",
     "openai": "gpt-realtime",
 }
 SYSTEM_INSTRUCTION = (
@@ -310,6 +310,9 @@ class VoiceAgentServer:
                         output_rate=OUTPUT_RATE,
                         conversation=conversation,
                         resumed=leases.resumed,
+                        vendor=self.vendor,
+                        model=self.settings.model,
+                        emulator=self._violations is not None,  # offline: say so on the page
                     ),
                 )
                 async with anyio.create_task_group() as tg:
@@ -519,7 +522,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="address to serve on")
     parser.add_argument("--port", type=int, default=8765, help="page and /ws port (0: any free)")
     parser.add_argument(
-        "--metrics-port", type=int, default=9464, help="Prometheus port (0: any free)"
+        # Not 9464: that is the port the docs give `livebridge demo --metrics-port`.
+        "--metrics-port",
+        type=int,
+        default=9465,
+        help="Prometheus port (0: any free)",
     )
     parser.add_argument(
         "--vendor", choices=tuple(DEFAULT_MODELS), default="gemini", help="the Live API to use"

@@ -20,7 +20,7 @@ from pathlib import Path
 __all__ = ["run_workers"]
 
 SERVER = Path(__file__).resolve().parent / "server.py"
-EMULATOR_KEYS = ("GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GOOGLE_API_KEY")
+EMULATOR_KEYS = ("GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY")
 
 
 async def run_workers(

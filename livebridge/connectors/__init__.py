@@ -15,6 +15,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from livebridge.errors import UsageError
+from livebridge.profiles import ModelProfile
 from livebridge.protocol.base import LiveProtocol, ProtocolOptions
 from livebridge.tools import ToolRegistry
 from livebridge.transport import Transport, TransportKind
@@ -69,11 +70,13 @@ def connector_for(
     transport: TransportKind = "wire",
     keepalive: Mapping[str, float] | None = None,
     tls_read_buffer: int = 8 * 1024,
+    profile: ModelProfile | None = None,
 ) -> Connector:
     """The connector for ``client``'s vendor.
 
     ``config`` is the vendor's own: a ``LiveConnectConfig`` (or dict) for Gemini, a
     ``session.update`` session dict for OpenAI (merged over livebridge's defaults).
+    ``profile`` replaces the model profile the connector would choose (``livebridge.profiles``).
     """
     vendor = vendor_of(client)
     factory: Callable[..., Connector]
@@ -93,6 +96,7 @@ def connector_for(
             f"{type(client).__name__}: pass a google.genai.Client or an openai.AsyncOpenAI, "
             "or a connector"
         )
+    options: dict[str, Any] = {} if profile is None else {"profile": profile}
     return factory(
         client,
         model=model,
@@ -101,6 +105,7 @@ def connector_for(
         transport=transport,
         keepalive=keepalive,
         tls_read_buffer=tls_read_buffer,
+        **options,
     )
 
 

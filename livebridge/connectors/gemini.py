@@ -8,9 +8,11 @@ the messages:
 - ``SdkTransport``: the SDK's own ``receive()`` and ``send_*`` methods. Slower, but it relies on
   nothing but the SDK's public API.
 
-Everything that touches the SDK or its websocket lives here: building the ``LiveConnectConfig``
-(tools declared, resumption on), keepalive and TLS buffer tuning, mapping SDK and socket errors to
-``TransportClosed``, and keeping the API key out of the websocket library's log lines.
+Everything that touches the SDK or its websocket lives here: choosing the model profile
+(``livebridge.profiles``: from the model name, and Vertex AI or the Developer API from the client),
+building the ``LiveConnectConfig`` (tools declared as the profile adapts them, resumption on),
+keepalive and TLS buffer tuning, mapping SDK and socket errors to ``TransportClosed``, and keeping
+the API key out of the websocket library's log lines.
 """
 
 from __future__ import annotations
@@ -26,14 +28,14 @@ from google.genai import live as genai_live
 from google.genai import types
 from websockets.exceptions import ConnectionClosed
 
-from livebridge import resume, wire
+from livebridge import profiles, resume, wire
 from livebridge.adapters.gemini_live import to_sdk
 from livebridge.connectors import secrets
 from livebridge.connectors.websocket import CLOSE_SECONDS as CLOSE_SECONDS
 from livebridge.connectors.websocket import close as _close
 from livebridge.connectors.websocket import closed as _closed
 from livebridge.connectors.websocket import shrink_tls_read_buffer
-from livebridge.errors import MalformedMessageError, TransportClosed
+from livebridge.errors import MalformedMessageError, TransportClosed, UsageError
 from livebridge.protocol import GeminiLiveProtocol, ProtocolOptions
 from livebridge.tools import ToolRegistry
 from livebridge.transport import (
@@ -72,11 +74,24 @@ def _keepalive(keepalive: Mapping[str, float] | None) -> Mapping[str, float]:
 class GeminiConnector:
     """Opens Gemini Live connections for one session with a ``genai.Client``.
 
-    ``config`` is the app's ``LiveConnectConfig`` (or dict); the registry's functions are added
-    to its tools and each connection asks for resumption with the handle it is given.
+    ``config`` is the app's ``LiveConnectConfig`` (or dict); the registry's functions, adapted to
+    the model's profile (``profile``, else ``profiles.profile_for`` the model on the client's
+    backend), are added to its tools and each connection asks for resumption with the handle it
+    is given. Raises ``ModelCapabilityError`` for a tool the model cannot run as declared.
     """
 
-    __slots__ = ("_client", "_config", "_keepalive", "_model", "_tls_read_buffer", "_transport")
+    __slots__ = (
+        "_client",
+        "_config",
+        "_given",
+        "_keepalive",
+        "_model",
+        "_tls_read_buffer",
+        "_tools",
+        "_transport",
+        "_unknown",
+        "profile",
+    )
 
     def __init__(
         self,
@@ -88,10 +103,20 @@ class GeminiConnector:
         transport: TransportKind = "wire",
         keepalive: Mapping[str, float] | None = None,
         tls_read_buffer: int = 8 * 1024,
+        profile: profiles.ModelProfile | None = None,
     ) -> None:
+        backend: profiles.Backend = "vertex" if client.vertexai else "developer"
+        self._unknown = profile is None  # a name the table lacks: a warning once it connects
+        if profile is None:
+            profile = profiles.profile_for(model, backend)
+        elif profile.vendor != "gemini":
+            raise UsageError(f"a genai.Client needs a Gemini model profile, not {profile.family}")
+        self.profile = profile
         self._client = client
         self._model = model
-        self._config = live_config(config, tools)
+        self._given = tools
+        self._tools = profile.adapt(tools)
+        self._config = live_config(config, self._tools)
         self._transport: TransportKind = transport
         self._keepalive = _keepalive(keepalive)
         self._tls_read_buffer = tls_read_buffer
@@ -100,7 +125,8 @@ class GeminiConnector:
     def protocol(
         self, tools: ToolRegistry, options: ProtocolOptions, *, observed: bool
     ) -> GeminiLiveProtocol:
-        return GeminiLiveProtocol(tools, options, observed=observed)
+        adapted = self._tools if tools is self._given else self.profile.adapt(tools)
+        return GeminiLiveProtocol(adapted, options, observed=observed, profile=self.profile)
 
     def open(self, handle: str | None) -> _Connection:
         return _Connection(self, handle)
@@ -153,6 +179,9 @@ class _Connection:
         except _SDK_ERRORS as exc:
             raise _transport_closed(exc) from None
         self._sdk = sdk
+        if connector._unknown:  # the service serves the name: say the table does not know it
+            connector._unknown = False
+            profiles.warn_unknown(connector.profile)
         try:
             connector._tune(session)
             if connector._transport == "wire":
@@ -277,7 +306,12 @@ class SdkTransport:
             if isinstance(item, Frames):
                 raise TypeError("Gemini Live sends no vendor frames")
             if isinstance(item, ToolAnswers):
-                await session.send_tool_response(function_responses=to_sdk(item.responses))
+                if any("id" not in response for response in item.responses):
+                    # Answers by name: the SDK refuses them on the Developer API (Vertex takes
+                    # them), yet a call without an id must still be answered.
+                    await session._ws.send(encode_client(item), text=True)
+                else:
+                    await session.send_tool_response(function_responses=to_sdk(item.responses))
             elif isinstance(item, Audio):
                 blob = types.Blob(data=item.pcm, mime_type=f"audio/pcm;rate={item.rate}")
                 await session.send_realtime_input(audio=blob)

@@ -9,6 +9,7 @@ that cancels a running call, and a ``goAway`` followed by resumption on a new co
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import signal
 import sys
@@ -70,6 +71,13 @@ def run_demo_command(args: argparse.Namespace) -> int:
     from livebridge.demo.render import Terminal
     from livebridge.metrics import serve
 
+    if args.vendor == "openai" and importlib.util.find_spec("openai") is None:
+        print(
+            "livebridge demo: --vendor openai needs the openai package: "
+            "pip install 'livebridge[openai]'",
+            file=sys.stderr,
+        )
+        return 2
     terminal = None if args.json else Terminal(sys.stdout)
     pace = FAST_PACE if args.fast else 1.0
     registry = CollectorRegistry()
@@ -82,7 +90,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
             "pick another --metrics-port, or 0 for any free port",
             file=sys.stderr,
         )
-        return 1
+        return 2
     with endpoint:
         try:
             run = anyio.run(
@@ -99,7 +107,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
             return 1
         except OSError as exc:
             print(f"livebridge demo: cannot start the emulator: {exc}", file=sys.stderr)
-            return 1
+            return 2
         if terminal is None:
             print(json.dumps(run.summary, default=str), flush=True)
         else:

@@ -66,7 +66,7 @@ __all__ = [
 ]
 
 
-MODEL = "gemini-2.5-flash-native-audio-preview-09-2025"
+MODEL = "gemini-3.8-live"
 CONFIG = types.LiveConnectConfig(
     response_modalities=[types.Modality.AUDIO],
     output_audio_transcription=types.AudioTranscriptionConfig(),

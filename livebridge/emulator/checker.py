@@ -4,6 +4,10 @@ The server side issues, cancels and withdraws calls; every ``toolResponse`` is f
 and the connection's end is reported with how it ended. Each breach becomes a ``Violation``
 carrying the offending message. A call's life is one table, ``TRANSITIONS``: the checker changes a
 call's state only through it, and a move the table does not hold raises and changes nothing.
+
+Calls issued without ids (Vertex AI, ``nameless``) are known by a key of the checker's own, and
+an answer without an id is matched by name to the oldest open one of that function, as the
+service matches them.
 """
 
 from __future__ import annotations
@@ -61,6 +65,9 @@ SEVERITIES: dict[str, Severity] = {
     "malformed_message": "error",
     "frame_too_large": "error",
     "deprecated_media_chunks": "warning",
+    "undeclared_behavior": "warning",
+    "unsupported_behavior": "error",
+    "unsupported_field": "error",
 }
 VIOLATION_KINDS = tuple(SEVERITIES)
 
@@ -149,6 +156,7 @@ class CallRecord:
     reissue_of: str | None = None
     issued_at: float = 0.0  # the checker's clock when the server sent it
     read_at: float | None = None  # when the client was seen to have read it (its pong)
+    nameless: bool = False  # issued without an id: answered by name, in call order
 
     @property
     def open(self) -> bool:
@@ -177,22 +185,39 @@ class Checker:
         thresholds: Thresholds | None = None,
         known: dict[str, CallRecord] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        call_ids: bool = True,
     ) -> None:
         self.session = session
         self.sink = sink
+        #: The service sends ids with its calls (else an answer without one is matched by name).
+        self.call_ids = call_ids
         self.check_audio_during_blocking = check_audio_during_blocking
         self.thresholds = thresholds or Thresholds()
         self.clock = clock
         self.calls: dict[str, CallRecord] = copy.deepcopy(known) if known else {}
         self._batches: dict[int, _Batch] = {}
         self._audio_flagged: set[int] = set()
+        self._nameless = itertools.count(1)
 
     # server side -------------------------------------------------------------------------------
 
+    def nameless_key(self) -> str:
+        """A key for a call issued without an id (never sent)."""
+        while True:
+            key = f"nameless-{next(self._nameless)}"
+            if key not in self.calls:
+                return key
+
     def issue(
-        self, calls: list[tuple[str, str, dict[str, Any], bool]], reissue_of: str | None = None
+        self,
+        calls: list[tuple[str, str, dict[str, Any], bool]],
+        reissue_of: str | None = None,
+        *,
+        nameless: bool = False,
     ) -> int:
-        """Register one ``toolCall``'s calls (id, name, args, blocking); returns its batch."""
+        """Register one ``toolCall``'s calls (id, name, args, blocking); returns its batch.
+
+        ``nameless``: the calls go out without ids; the ids given are the checker's own keys."""
         batch = len(self._batches) + 1
         now = self.clock()
         self._batches[batch] = _Batch(now, [call[0] for call in calls])
@@ -200,7 +225,14 @@ class Checker:
             if call_id in self.calls:
                 raise LocalProtocolError(f"call id {call_id} was issued before; ids are unique")
             self.calls[call_id] = CallRecord(
-                call_id, name, args, blocking, batch, reissue_of=reissue_of, issued_at=now
+                call_id,
+                name,
+                args,
+                blocking,
+                batch,
+                reissue_of=reissue_of,
+                issued_at=now,
+                nameless=nameless,
             )
         return batch
 
@@ -245,8 +277,9 @@ class Checker:
         """Check one ``toolResponse``; returns the answers accepted (record, response)."""
         now = self.clock()
         accepted: list[tuple[CallRecord, wire.FunctionResponse]] = []
+        taken: set[str] = set()  # nameless calls this message answered already
         for response in responses:
-            record = self._admit(message, response)
+            record = self._admit(message, response, taken)
             if record is None:
                 continue
             self._check_fields(message, record, response)
@@ -314,13 +347,17 @@ class Checker:
 
     # internals ---------------------------------------------------------------------------------
 
-    def _admit(self, message: dict[str, Any], response: wire.FunctionResponse) -> CallRecord | None:
+    def _admit(
+        self, message: dict[str, Any], response: wire.FunctionResponse, taken: set[str]
+    ) -> CallRecord | None:
         """The record ``response`` answers, or None when it cannot be accepted at all."""
-        if not response.id:
-            self.flag("missing_id", "function response without an id", message)
-            return None
         if not response.name:
             self.flag("missing_name", f"function response {response.id} has no name", message)
+        if not response.id:
+            if self.call_ids:
+                self.flag("missing_id", "function response without an id", message)
+                return None
+            return self._by_name(message, response, taken)
         record = self.calls.get(response.id)
         if record is None:
             self.flag("unknown_id", f"answer for unknown call id {response.id}", message)
@@ -330,6 +367,23 @@ class Checker:
             self.flag("duplicate_answer", f"second answer for call {response.id}", message)
         else:
             return record
+        return None
+
+    def _by_name(
+        self, message: dict[str, Any], response: wire.FunctionResponse, taken: set[str]
+    ) -> CallRecord | None:
+        """The oldest open nameless call of the answer's function (this message's earlier
+        answers took theirs): how the service matches answers without ids."""
+        for record in self.calls.values():
+            open_call = record.nameless and record.open and record.name == response.name
+            if open_call and record.id not in taken:
+                taken.add(record.id)
+                return record
+        self.flag(
+            "unknown_id",
+            f"answer for {response.name!r} without an id, but no call to it is open",
+            message,
+        )
         return None
 
     def _check_fields(

@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from livebridge import profiles
 from livebridge.emulator.checker import HELD_ANSWERS_SECONDS, Violation
 from livebridge.emulator.faults import Faults, MessagePredicate
 from livebridge.emulator.scenario import Scenario
@@ -60,6 +61,11 @@ def add_emulator_command(subcommands: argparse._SubParsersAction[argparse.Argume
     parser.add_argument("--strict", action="store_true", help="exit 1 if there were violations")
     parser.add_argument(
         "--models", help="comma-separated model names served (default: any); others get 1008"
+    )
+    parser.add_argument(
+        "--model",
+        help="behave as this model on every connection, whatever the client's setup names "
+        "(default: as the named model does; see livebridge.profiles)",
     )
     parser.add_argument(
         "--faults",
@@ -182,6 +188,11 @@ def _emulator(args: argparse.Namespace) -> Emulator:
     elif args.held_answers is not None:
         held = _seconds("--held-answers", args.held_answers)
     reissue = args.reissue_after
+    if args.model is not None:
+        backend: profiles.Backend = "openai" if protocol == "openai" else "developer"
+        if profiles.known_profile(args.model, backend) is None:
+            known = ", ".join(profiles.families(backend))
+            raise UsageError(f"--model {args.model!r} is not a model livebridge knows: {known}")
     if args.report is not None and not args.report.parent.is_dir():
         raise UsageError(f"--report: the folder {args.report.parent} does not exist")
     return Emulator(
@@ -200,6 +211,7 @@ def _emulator(args: argparse.Namespace) -> Emulator:
         answer_timeout=args.answer_timeout,
         protocol=protocol,
         auto_response=args.auto_response,
+        model=args.model,
     )
 
 
@@ -225,9 +237,8 @@ async def _serve(emulator: Emulator, args: argparse.Namespace) -> list[Violation
             "pick another --port, or 0 for any free one"
         ) from None
     try:
+        # One key variable: with both GEMINI_API_KEY and GOOGLE_API_KEY set, google-genai warns.
         env = emulator.env()
-        if emulator.protocol == "gemini":
-            env["GOOGLE_API_KEY"] = "test"  # some programs read only this one
         for name, value in env.items():
             print(f"{name}={value}", flush=True)
         await stop.wait()

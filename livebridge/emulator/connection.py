@@ -4,6 +4,11 @@ The model's side holds "the floor" while a turn is open; a pending BLOCKING call
 ``turnComplete``), barge-in takes it away. Scenarios drive it through ``Conversation``; what the
 service does on its own (re-issues, NON_BLOCKING reports, resumption updates) lives here, all of it
 in the connection's one task group.
+
+What the model does is its profile's (``livebridge.profiles``, the table the client reads too):
+what an undeclared function means, whether calls carry ids (Vertex AI: not), whether new input
+cancels a running BLOCKING call (``gemini-3.8-live``), whether ``INTERRUPT`` waits for the user,
+which answer fields the backend refuses.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any, Literal
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from livebridge import wire
+from livebridge import profiles, wire
 from livebridge.emulator.base import INTERNAL_ERROR, Connection
 from livebridge.emulator.checker import Answer, CallRecord, Checker
 from livebridge.emulator.frames import Rejection, read_frame
@@ -74,11 +79,15 @@ class EmulatedSession(Connection):
         path: str,
         api_version: str,
         auth: str,
+        backend: profiles.Backend = "developer",
     ) -> None:
         super().__init__(shared, ws, session_id)
         self.path = path
         self.api_version = api_version
         self.auth = auth
+        self.backend: profiles.Backend = backend
+        vertex = backend == "vertex"
+        self.profile = profiles.VERTEX_DEFAULT if vertex else profiles.DEVELOPER_DEFAULT
         self.setup = wire.Setup()
         self.resumed_from: str | None = None
         self.checker = self._new_checker(None)
@@ -122,15 +131,23 @@ class EmulatedSession(Connection):
         return (modalities or ["AUDIO"])[0].upper()
 
     def start(
-        self, setup: wire.Setup, known: dict[str, CallRecord] | None, handle: str | None
+        self,
+        setup: wire.Setup,
+        known: dict[str, CallRecord] | None,
+        handle: str | None,
+        profile: profiles.ModelProfile | None = None,
     ) -> None:
-        """Adopt the client's setup (and, when resuming, the calls its handle knew)."""
+        """Adopt the client's setup (and, when resuming, the calls its handle knew), behaving
+        as ``profile`` does (default: the backend's documented defaults)."""
         self.setup = setup
         self.resumed_from = handle
         self.voice = VoiceActivity.for_setup(setup)
-        self._declare(setup.tools or [])
+        if profile is not None:
+            self.profile = profile
         if known is not None:
             self.checker = self._new_checker(known)
+        self.checker.call_ids = self.profile.call_ids
+        self._declare(setup.tools or [])
 
     def _new_checker(self, known: dict[str, CallRecord] | None) -> Checker:
         options = self.shared.options
@@ -140,18 +157,47 @@ class EmulatedSession(Connection):
             check_audio_during_blocking=options.check_audio_during_blocking,
             thresholds=options.thresholds,
             known=known,
+            call_ids=self.profile.call_ids,
         )
 
     def _declare(self, tools: list[wire.Tool]) -> None:
+        """Adopt declarations; what the model would take differently from what they say is
+        reported (a missing ``behavior`` where the default is not BLOCKING, a behavior the
+        model does not have and ignores)."""
         self.declarations = {
             declaration.name: declaration
             for tool in tools
             for declaration in tool.function_declarations or []
         }
+        profile = self.profile
+        for name, declaration in self.declarations.items():
+            if declaration.behavior is None and profile.undeclared_behavior != "BLOCKING":
+                self.checker.flag(
+                    "undeclared_behavior",
+                    f"function {name!r} is declared without a behavior, which {profile.family} "
+                    f"takes as {profile.undeclared_behavior}: state the behavior the client "
+                    "answers it with",
+                    wire.to_builtins(declaration),
+                )
+            elif declaration.behavior not in (None, *profile.behaviors):
+                self.checker.flag(
+                    "unsupported_behavior",
+                    f"function {name!r} is declared {declaration.behavior}, which "
+                    f"{profile.family} does not support: it runs as "
+                    f"{profile.default_behavior}",
+                    wire.to_builtins(declaration),
+                    "warning",
+                )
 
     def is_blocking(self, name: str) -> bool:
+        """Whether the model waits for this function's answer, as the service decides it."""
         declaration = self.declarations.get(name)
-        return declaration is None or declaration.behavior != "NON_BLOCKING"
+        behavior = declaration.behavior if declaration is not None else None
+        if behavior not in self.profile.behaviors:  # undeclared, or one the model lacks
+            behavior = self.profile.undeclared_behavior
+            if behavior not in self.profile.behaviors:
+                behavior = self.profile.default_behavior
+        return behavior == "BLOCKING"
 
     async def send(self, message: wire.ServerMessage) -> None:
         """Send one server frame (binary, camelCase), through the configured faults."""
@@ -298,10 +344,14 @@ class EmulatedSession(Connection):
         await self.interrupt("cancel" if cancel else "withdraw")
 
     async def cancel_calls(self, ids: list[str]) -> None:
+        """``toolCallCancellation`` for these calls; a call issued without an id cannot be
+        named in one: it is cancelled all the same, with nothing sent."""
         self.checker.cancel(ids)
-        await self.send(
-            wire.ServerMessage(tool_call_cancellation=wire.ToolCallCancellation(ids=list(ids)))
-        )
+        calls = self.checker.calls
+        named = [i for i in ids if i not in calls or not calls[i].nameless]
+        if named:
+            cancellation = wire.ToolCallCancellation(ids=named)
+            await self.send(wire.ServerMessage(tool_call_cancellation=cancellation))
         await self._changed()
 
     async def issue_calls(
@@ -325,13 +375,17 @@ class EmulatedSession(Connection):
         reissue_of: str | None = None,
     ) -> list[str]:
         chosen = ids or [None] * len(calls)
+        nameless = not self.profile.call_ids  # Vertex: answered by name, in call order
+        new_id = self.checker.nameless_key if nameless else new_call_id
         specs = [
-            (call_id or new_call_id(), name, args, self.is_blocking(name))
+            (call_id or new_id(), name, args, self.is_blocking(name))
             for call_id, (name, args) in zip(chosen, calls, strict=True)
         ]
-        batch = self.checker.issue(specs, reissue_of=reissue_of)
+        batch = self.checker.issue(specs, reissue_of=reissue_of, nameless=nameless)
         self._turn_calls.extend(spec[0] for spec in specs)
-        function_calls = [wire.FunctionCall(id=i, name=n, args=a) for i, n, a, _ in specs]
+        function_calls = [
+            wire.FunctionCall(id=None if nameless else i, name=n, args=a) for i, n, a, _ in specs
+        ]
         await self.send(wire.ServerMessage(tool_call=wire.ToolCall(function_calls=function_calls)))
         with contextlib.suppress(ConnectionClosed):  # the pong proves the client read the call
             pong = asyncio.ensure_future(await self.ws.ping())
@@ -400,9 +454,29 @@ class EmulatedSession(Connection):
         drop = self.shared.faults.drop_client
         return None if drop is not None and drop(record) else result
 
-    async def _reject(self, reason: str, offending: dict[str, Any]) -> None:
-        self.checker.flag("malformed_message", reason, offending)
+    async def _reject(
+        self, reason: str, offending: dict[str, Any], kind: str = "malformed_message"
+    ) -> None:
+        self.checker.flag(kind, reason, offending)
         await self.close(1007, reason)
+
+    def _refused_field(self, response: wire.ToolResponse) -> str | None:
+        """The 1007 reason for an answer field this backend's proto does not have, if any:
+        Vertex has no ``will_continue`` (google-genai refuses it in Vertex mode), and in 2025
+        refused ``scheduling`` with this very reason (livekit/agents#3784)."""
+        if self.backend != "vertex":
+            return None
+        for index, answer in enumerate(response.function_responses):
+            for field, present, allowed in (
+                ("will_continue", answer.will_continue is not None, self.profile.will_continue),
+                ("scheduling", answer.scheduling is not None, bool(self.profile.schedulings)),
+            ):
+                if present and not allowed:
+                    return (
+                        f'Invalid JSON payload received. Unknown name "{field}" at '
+                        f"'tool_response.function_responses[{index}]': Cannot find field."
+                    )
+        return None
 
     async def on_message(self, message: wire.ClientMessage) -> None:
         raw = wire.to_builtins(message)
@@ -420,6 +494,10 @@ class EmulatedSession(Connection):
             await self.close(1007, "Invalid JSON payload received. setup may only be sent once.")
 
     async def _on_tool_response(self, raw: dict[str, Any], response: wire.ToolResponse) -> None:
+        refused = self._refused_field(response)
+        if refused is not None:
+            await self._reject(refused, raw, "unsupported_field")
+            return
         accepted = self.checker.on_tool_response(raw, response.function_responses)
         for record, answer in accepted:
             # BLOCKING: ``scheduling`` is ignored (LIVE_PROTOCOL.md §7, livekit agents PR #6600).
@@ -433,6 +511,8 @@ class EmulatedSession(Connection):
         await self._changed()
 
     async def _report(self, record: CallRecord, response: dict[str, Any], scheduling: str) -> None:
+        if scheduling == "INTERRUPT" and self.profile.interrupt_waits_for_user:
+            await self.wait_until(lambda: not self.voice.speaking)  # no talking over the user
         if scheduling == "INTERRUPT":
             await self.interrupt("keep")
         owner = f"report:{record.id}:{len(self.reports)}"
@@ -445,15 +525,27 @@ class EmulatedSession(Connection):
         texts = [part.text for turn in content.turns or [] for part in turn.parts if part.text]
         self._prompt_tokens += sum(len(text) // 4 + 1 for text in texts)
         if content.turn_complete:
+            await self._new_input()
             self._heard(UserTurn("text", " ".join(texts)))
             await self._changed()
+
+    async def _new_input(self) -> None:
+        """The user said something new: on a model that cancels running BLOCKING calls for it
+        (``gemini-3.8-live``), they are cancelled."""
+        if not self.profile.input_cancels_blocking:
+            return
+        blocking = [record.id for record in self.checker.blocking_pending()]
+        if blocking:
+            await self.cancel_calls(blocking)
 
     async def _on_realtime_input(self, raw: dict[str, Any], realtime: wire.RealtimeInput) -> None:
         if realtime.text is not None:
             self._prompt_tokens += len(realtime.text) // 4 + 1
+            await self._new_input()
             self._heard(UserTurn("text", realtime.text))
         elif realtime.activity_start is not None:
             self.voice.manual = True
+            await self._new_input()
             await self.barge_in()
         elif realtime.activity_end is not None:
             self.voice.manual = False
@@ -465,7 +557,7 @@ class EmulatedSession(Connection):
         elif realtime.media_chunks:
             # 3.x models refuse the deprecated form with 1007 (LIVE_PROTOCOL.md §2,
             # kizuna-ai-lab/sokuji#150, close code per aicc2025/sip-to-ai#5); 2.x still take it.
-            if self.model.startswith("gemini-3"):
+            if not self.profile.media_chunks:
                 self.checker.flag("deprecated_media_chunks", MEDIA_CHUNKS_DEPRECATED, raw, "error")
                 await self.close(1007, MEDIA_CHUNKS_DEPRECATED)
                 return
@@ -486,6 +578,7 @@ class EmulatedSession(Connection):
         self._prompt_tokens += max(1, round(seconds * 25))
         heard = self.voice.hear(pcm, seconds, model_talking=self.turn_open)
         if heard == "barge_in":
+            await self._new_input()
             await self.barge_in()
         elif heard == "end_of_turn":
             await self._end_audio_turn(force=False)

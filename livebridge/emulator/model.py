@@ -2,22 +2,27 @@
 
 "Weather in Oslo and in Lisbon?" or "Reykjavik and Ulaanbaatar" yields, for each place named, one
 call to every declared function that takes one place (the declared ``get_weather`` first), all in
-one ``toolCall``. A place is a run of capitalised words ("New York", "Rio de Janeiro", "São
-Paulo"), other than common words that start a sentence ("What", "Weather", "I'm", days, months).
-A function takes one place when its only required parameter (or, with none required, its only
-parameter, or one named ``city``) is a string. The model waits for the BLOCKING answers, then
-speaks them back as text (``outputTranscription``) and audio; NON_BLOCKING answers are reported
-by the connection as they arrive. Any sustained audio followed by silence is a user utterance,
-taken to say ``heard``. On OpenAI Realtime the calls are one response's ``function_call`` items,
-and the spoken answer goes into the response the client's ``response.create`` opens.
+one ``toolCall``. A place is one the model knows (``livebridge.emulator.places``: countries and a
+few hundred cities, plus any a scenario adds with ``RuleModel(places=...)``), written with capitals
+("New York", "Rio de Janeiro", "São Paulo"): a word that merely opens a sentence ("Trains between
+Oslo and Lisbon?") is never one. A function takes one place when its only required parameter (or,
+with none required, its only parameter, or one named ``city``) is a string; a parameter named like
+a ticker (``symbol``, ``ticker``) takes the all-capitals words instead ("Price of ACME and
+GLOBEX?"). The model waits for the BLOCKING answers, then speaks them back as text
+(``outputTranscription``) and audio; NON_BLOCKING answers are reported by the connection as they
+arrive. Any sustained audio followed by silence is a user utterance, taken to say ``heard``. On
+OpenAI Realtime the calls are one response's ``function_call`` items, and the spoken answer goes
+into the response the client's ``response.create`` opens.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from livebridge.emulator.places import PLACES
 from livebridge.emulator.shared import UserTurn
 from livebridge.emulator.speech import spoken
 
@@ -25,56 +30,67 @@ if TYPE_CHECKING:
     from livebridge import wire
     from livebridge.emulator.scenario import Conversation
 
-__all__ = ["JOINERS", "NOT_PLACES", "RuleModel", "named_places", "place_parameter"]
+__all__ = [
+    "JOINERS",
+    "SYMBOL_PARAMETERS",
+    "RuleModel",
+    "named_places",
+    "place_parameter",
+    "ticker_symbols",
+]
 
 # Words, and single marks of punctuation (which end a place name).
 _TOKEN = re.compile(r"[^\W\d_][\w'\u2019-]*|[^\w\s]")
-#: Lower-case words that sit inside a place name: "Rio de Janeiro", "Frankfurt am Main".
+#: Lower-case words that sit inside a place name: "Rio de Janeiro", "Frankfurt am Main", and
+#: every such word of the known places ("Dar es Salaam", "Trinidad and Tobago").
 JOINERS = frozenset(
     "de da do dos das del della di du la le les van von der den am an upon".split()  # noqa: SIM905
-)
-
-#: Capitalised words that are not places (they start sentences, or name times).
-NOT_PLACES = frozenset(
-    """
-    a an the and or but so if then also please thanks thank hi hello hey ok okay yes no
-    i i'm i'll i've i'd me my we we're our you you're your it it's this that these those there
-    what what's whats which who how how's when where where's why is are was will would could can
-    should do does did tell give show check find get look let let's book any some compare
-    see say said plan planning going visit visiting fly flying trip travel
-    weather forecast temperature time traffic news events rate rates today tomorrow tonight now
-    monday tuesday wednesday thursday friday saturday sunday weekend morning evening afternoon
-    january february march april may june july august september october november december
-    """.split()  # noqa: SIM905 (reads as prose)
-)
+) | {word for place in PLACES for word in place.split() if word.islower()}
+#: Parameters that take ticker symbols rather than places.
+SYMBOL_PARAMETERS = frozenset({"symbol", "symbols", "ticker", "tickers", "ticker_symbol", "stock"})
+_SYMBOL = re.compile(r"\b[A-Z][A-Z0-9]{1,5}(?:\.[A-Z]{1,2})?\b")
+_KNOWN = {place.casefold(): place for place in PLACES}
+_LONGEST = max(len(place.split()) for place in PLACES)
 
 
-def named_places(text: str) -> list[str]:
-    """The places named in ``text``, in order, each once."""
+def named_places(text: str, known: Collection[str] = ()) -> list[str]:
+    """The known places named in ``text`` (``PLACES`` and ``known``), in order, each once."""
+    names = {**_KNOWN, **{place.casefold(): place for place in known}}
+    longest = max([_LONGEST, *(len(place.split()) for place in known)])
     places: list[str] = []
     run: list[str] = []
-    joiners: list[str] = []
     for token in [*_TOKEN.findall(text), "."]:
-        if token[0].isupper():
-            run += [*joiners, token] if run else [token]
-            joiners = []
-        elif run and token.lower() in JOINERS:
-            joiners.append(token)
-        else:
-            place = _strip_common_words(run)
-            if place and place not in places:
+        if token[0].isupper() or (run and token.lower() in JOINERS):
+            run.append(token)
+            continue
+        for place in _places_in(run, names, longest):
+            if place not in places:
                 places.append(place)
-            run, joiners = [], []
+        run = []
     return places
 
 
-def _strip_common_words(words: list[str]) -> str:
-    start, end = 0, len(words)
-    while start < end and words[start].lower() in NOT_PLACES:
-        start += 1
-    while end > start and words[end - 1].lower() in NOT_PLACES:
-        end -= 1
-    return " ".join(words[start:end])
+def _places_in(run: list[str], names: dict[str, str], longest: int) -> list[str]:
+    """The known places in a run of words, longest match first, left to right."""
+    found: list[str] = []
+    start = 0
+    while start < len(run):
+        for end in range(min(len(run), start + longest), start, -1):
+            words = run[start:end]
+            if words[0][0].isupper() and words[-1][0].isupper():
+                place = names.get(" ".join(words).casefold())
+                if place is not None:
+                    found.append(" ".join(words))
+                    start = end
+                    break
+        else:
+            start += 1
+    return found
+
+
+def ticker_symbols(text: str) -> list[str]:
+    """The all-capitals words of ``text`` that read as ticker symbols, in order, each once."""
+    return list(dict.fromkeys(_SYMBOL.findall(text)))
 
 
 def place_parameter(declaration: wire.FunctionDeclaration) -> str | None:
@@ -102,6 +118,8 @@ class RuleModel:
     heard: str = "What's the weather in Paris and Tokyo?"
     function: str = "get_weather"
     speak_seconds: float = 0.4
+    #: Places known besides ``PLACES`` (a scenario's own: "Narnia", "Gotham").
+    places: Collection[str] = ()
 
     async def __call__(self, conv: Conversation) -> None:
         while True:
@@ -120,13 +138,18 @@ class RuleModel:
         text = turn.text if turn.kind == "text" and turn.text else self.heard
         if turn.kind == "audio":
             await conv.heard(text)
-        places = named_places(text)
-        functions = self.pick_functions(conv)
-        if not places or not functions:
+        places, symbols = named_places(text, self.places), ticker_symbols(text)
+        asked = [
+            (subject, (name, parameter))
+            for name, parameter in self.pick_functions(conv)
+            for subject in (symbols if parameter in SYMBOL_PARAMETERS else places)
+        ]
+        if not asked:
             await self._reply(conv, f"You said: {text}")
             return
-        asked = [(place, function) for place in places for function in functions]
-        ids = await conv.tool_call([(name, {param: place}) for place, (name, param) in asked])
+        order = {subject: index for index, subject in enumerate([*places, *symbols])}
+        asked.sort(key=lambda pair: order[pair[0]])  # by subject, the declared function first
+        ids = await conv.tool_call([(name, {param: subject}) for subject, (name, param) in asked])
         blocking = [
             (place, call_id)
             for (place, _), call_id in zip(asked, ids, strict=True)

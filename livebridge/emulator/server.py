@@ -37,7 +37,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.protocol import State
 
-from livebridge import wire
+from livebridge import profiles, wire
 from livebridge.emulator.checker import (
     HELD_ANSWERS_SECONDS,
     SERIAL_GAP_SECONDS,
@@ -66,6 +66,7 @@ __all__ = [
     "Protocol",
     "Route",
     "model_not_found",
+    "refused_declarations",
     "route",
 ]
 
@@ -83,16 +84,22 @@ _PATH = re.compile(
     r"^/+ws/google\.ai\.generativelanguage\.(?P<version>v1(?:alpha|beta)?)\."
     r"GenerativeService\.BidiGenerateContent(?P<constrained>Constrained)?$"
 )
+#: Vertex AI's path, which google-genai uses with ``vertexai=True`` (an API key: express mode).
+_VERTEX_PATH = re.compile(
+    r"^/+ws/google\.cloud\.aiplatform\.(?P<version>v1(?:beta1)?)\."
+    r"LlmBidiService/BidiGenerateContent$"
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """What the opening handshake asked for."""
+    """What the opening handshake asked for: the API version, the backend, the credential."""
 
     api_version: str
     constrained: bool
     auth: str
     credential: str
+    backend: profiles.Backend = "developer"
 
 
 def model_not_found(model: str, api_version: str) -> str:
@@ -104,12 +111,34 @@ def model_not_found(model: str, api_version: str) -> str:
     )
 
 
+def refused_declarations(setup: wire.Setup, profile: profiles.ModelProfile) -> str | None:
+    """The close reason for a setup declaring a behavior the model refuses, if any.
+
+    ``gemini-3.8-live-extended-thinking`` runs NON_BLOCKING calls only and refuses a BLOCKING
+    declaration (google-gemini/gemini-skills PR #81: "blocking mode is not supported"); the
+    wording of the refusal is the emulator's, in the form of the service's 1007 reasons.
+    """
+    for tool in setup.tools or []:
+        for declaration in tool.function_declarations or []:
+            behavior = declaration.behavior or profile.undeclared_behavior
+            if behavior not in profile.behaviors and behavior == "BLOCKING":
+                return (  # the name last: a close reason is cut at 123 bytes
+                    f"Request contains an invalid argument. {profile.family} runs NON_BLOCKING "
+                    f"calls only; BLOCKING: {declaration.name}"
+                )
+    return None
+
+
 def route(path: str, headers: Headers) -> Route | tuple[HTTPStatus, str]:
     """Accept the paths and credential forms the real service accepts, or say why not."""
     path_only, _, query_string = path.partition("?")
+    backend: profiles.Backend = "developer"
     match = _PATH.match(path_only)
     if match is None:
+        match, backend = _VERTEX_PATH.match(path_only), "vertex"
+    if match is None:
         return HTTPStatus.NOT_FOUND, f"Not found: {path_only}"
+    constrained = backend == "developer" and bool(match["constrained"])
     query = parse_qs(query_string)
     credentials: list[tuple[str, str | None]] = [
         ("x-goog-api-key", headers.get("x-goog-api-key")),
@@ -122,7 +151,7 @@ def route(path: str, headers: Headers) -> Route | tuple[HTTPStatus, str]:
         credentials.append(("authorization", token))
     for auth, credential in credentials:
         if credential:
-            return Route(match["version"], bool(match["constrained"]), auth, credential)
+            return Route(match["version"], constrained, auth, credential, backend)
     return HTTPStatus.UNAUTHORIZED, "Missing API key: pass x-goog-api-key, ?key= or ?access_token="
 
 
@@ -133,6 +162,10 @@ class Emulator:
     scenario(conv)``) or a model such as the default ``RuleModel()``. ``faults``: frame
     delays/drops, abrupt closes, a slow reader. ``models``: the model names served (None: any);
     another name is refused during setup with the service's 1008 (OpenAI: ``model_not_found``).
+    Each Gemini connection behaves as the model its setup names does, on the backend its path
+    names (``livebridge.profiles``: the table livebridge itself reads; Vertex AI at
+    ``/ws/google.cloud.aiplatform…``); ``model`` makes every connection behave as that model
+    whatever its setup says, ``profile`` as that profile.
     ``reissue_after``, ``reissue_next_turn``, ``cancel_on_interrupt``,
     ``check_audio_during_blocking``: see ``ServiceOptions``; ``held_answers`` and
     ``serial_gap``: see ``Thresholds``.
@@ -165,6 +198,8 @@ class Emulator:
         answer_timeout: float | None = None,
         protocol: Protocol = "gemini",
         auto_response: bool = False,
+        model: str | None = None,
+        profile: profiles.ModelProfile | None = None,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise UsageError(f"Emulator: protocol must be 'gemini' or 'openai', got {protocol!r}")
@@ -181,6 +216,10 @@ class Emulator:
             self.replay = ReplayScenario(replay, pace=pace, answer_timeout=answer_timeout)
             scenario = self.replay
         self.scenario: Scenario = scenario or RuleModel()
+        if model is not None and profile is not None:
+            raise UsageError("Emulator: give a model to behave as, or a profile, not both")
+        self.model = model
+        self.profile = profile
         self.models = None if models is None else {m.removeprefix("models/") for m in models}
         self.port = port
         self.sessions: list[EmulatedSession] = []  # Gemini connections
@@ -252,8 +291,9 @@ class Emulator:
         """Forget every resumption handle issued so far, as the service does after hours."""
         self._shared.handles.clear()
 
-    def client(self, **http_kwargs: Any) -> genai.Client:
-        """A ``genai.Client`` (api_key "test") pointed at this emulator and trusting its CA."""
+    def client(self, *, vertexai: bool = False, **http_kwargs: Any) -> genai.Client:
+        """A ``genai.Client`` (api_key "test") pointed at this emulator and trusting its CA;
+        ``vertexai``: on the Vertex AI path, as in express mode (an API key, no project)."""
         if self._certificates is None:
             raise RuntimeError("the emulator is not running")
         if self.protocol != "gemini":
@@ -262,7 +302,13 @@ class Emulator:
         client_args.setdefault("ssl", self._certificates.client_context())
         http_kwargs.setdefault("base_url", self.base_url)
         options = types.HttpOptions(async_client_args=client_args, **http_kwargs)
-        return genai.Client(api_key="test", http_options=options)
+        return genai.Client(api_key="test", vertexai=vertexai, http_options=options)
+
+    def profile_of(self, model: str, backend: profiles.Backend) -> profiles.ModelProfile:
+        """The profile a connection naming ``model`` on ``backend`` behaves as."""
+        if self.profile is not None:
+            return self.profile
+        return profiles.profile_for(self.model or model, backend)
 
     def openai_client(self, **kwargs: Any) -> Any:
         """An ``openai.AsyncOpenAI`` (api_key "test", base URL ``…/v1``) whose realtime
@@ -279,9 +325,20 @@ class Emulator:
             ) from None
         return openai_client(self.base_url, self._certificates.client_context(), **kwargs)
 
-    def env(self) -> dict[str, str]:
+    def env(self, *, vertexai: bool = False) -> dict[str, str]:
         """Environment that points any google-genai (or, for ``protocol="openai"``, any
-        ``openai``) program at this emulator."""
+        ``openai``) program at this emulator; ``vertexai``: google-genai's Vertex AI mode with
+        an API key (express mode), on the Vertex path. (google-genai 3.6 reads
+        ``GOOGLE_VERTEX_BASE_URL`` for ``Client(vertexai=True)`` but ``GOOGLE_GEMINI_BASE_URL``
+        when Vertex mode comes from ``GOOGLE_GENAI_USE_VERTEXAI``: both are set.)"""
+        if vertexai:
+            return {
+                "GOOGLE_GENAI_USE_VERTEXAI": "true",
+                "GOOGLE_VERTEX_BASE_URL": self.base_url,
+                "GOOGLE_GEMINI_BASE_URL": self.base_url,
+                "SSL_CERT_FILE": self.ca_file,
+                "GOOGLE_API_KEY": "test",
+            }
         if self.protocol == "openai":
             return {
                 "OPENAI_BASE_URL": f"{self.base_url}/v1",
@@ -408,6 +465,7 @@ class Emulator:
             path=ws.request.path,
             api_version=request_route.api_version,
             auth=request_route.auth,
+            backend=request_route.backend,
         )
         self.sessions.append(session)
         try:
@@ -430,9 +488,15 @@ class Emulator:
             session.checker.flag("malformed_message", reason, wire.to_builtins(message))
             await session.close(1007, reason)
             return False
-        model = message.setup.model.removeprefix("models/")
+        model = profiles.bare_model_name(message.setup.model)
         if self.models is not None and model not in self.models:
             await session.close(1008, model_not_found(model, session.api_version))
+            return False
+        profile = self.profile_of(model, session.backend)
+        refusal = refused_declarations(message.setup, profile)
+        if refusal is not None:
+            session.checker.flag("unsupported_behavior", refusal, wire.to_builtins(message.setup))
+            await session.close(1007, refusal)
             return False
         handle = (
             message.setup.session_resumption.handle if message.setup.session_resumption else None
@@ -443,7 +507,7 @@ class Emulator:
             if known is None:
                 await session.close(1008, SESSION_NOT_FOUND)
                 return False
-        session.start(message.setup, known, handle)
+        session.start(message.setup, known, handle, profile)
         setup_complete = wire.SetupComplete(session_id=session.id)
         await session.send(wire.ServerMessage(setup_complete=setup_complete))
         return True

@@ -46,6 +46,11 @@ class VoiceActivity:
     silence: float = 0.0
     manual: bool = False
 
+    @property
+    def speaking(self) -> bool:
+        """The user is in the middle of an utterance."""
+        return self.speech > 0.0 or self.manual
+
     @classmethod
     def for_setup(cls, setup: wire.Setup) -> VoiceActivity:
         config = setup.realtime_input_config

@@ -27,6 +27,7 @@ from livebridge.ledger import Outgoing
 from livebridge.observe import Event
 from livebridge.payloads import DEFAULT_MAX_FRAME_BYTES
 from livebridge.protocol.outbox import AudioPolicy, Outbox
+from livebridge.tools import ToolRegistry
 from livebridge.transport import ClientItem
 
 __all__ = [
@@ -195,6 +196,7 @@ class LiveProtocol(Protocol):
     """
 
     vendor: str
+    tools: ToolRegistry  # the app's registry as the model's profile adapted it
     handle: str | None
     session_id: str | None
     outbox: Outbox

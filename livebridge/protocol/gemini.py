@@ -11,6 +11,13 @@ Interrupted without cancellation: the service may interrupt a turn while BLOCKIN
 pending and never send ``toolCallCancellation``. The calls were not withdrawn, so they keep
 running and are answered as usual; a call re-delivered with the same id is not run again (the
 ledger), and the same request re-issued under a new id is the dispatcher's to recognise.
+
+What the model does (``livebridge.profiles``) shapes three rules here. A call without an id
+(Vertex AI) is admitted under a key of the session's own (``nameless-call-N``) that never goes
+on the wire, and answered by name, in call order; its streamed items are collected into one
+answer. On a model where new input cancels a running BLOCKING call (``gemini-3.8-live``), text
+or an activity start sent while one runs cancels it here, whether or not a
+``toolCallCancellation`` follows: its fate is ``cancelled`` and nothing is sent for it.
 """
 
 from __future__ import annotations
@@ -19,7 +26,9 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any, assert_never
 
-from livebridge import resume, wire
+import msgspec
+
+from livebridge import profiles, resume, wire
 from livebridge.adapters import gemini_live
 from livebridge.calls import Behavior, Call, Outcome, Partial
 from livebridge.errors import ConnectionLostError, LivebridgeError
@@ -58,11 +67,14 @@ from livebridge.protocol.base import (
 from livebridge.protocol.outbox import Outbox
 from livebridge.protocol.report import Reporter
 from livebridge.tools import ToolRegistry
-from livebridge.transport import ClientItem, ToolAnswers, message_kind
+from livebridge.transport import ClientItem, Signal, Text, ToolAnswers, message_kind
 
-__all__ = ["GeminiLiveProtocol"]
+__all__ = ["NAMELESS_PREFIX", "GeminiLiveProtocol"]
 
 log = logging.getLogger("livebridge.session")
+
+#: The start of the key a call without an id is known by inside the session.
+NAMELESS_PREFIX = "nameless-call-"
 
 
 class GeminiLiveProtocol:
@@ -79,17 +91,21 @@ class GeminiLiveProtocol:
         *,
         observed: bool = True,
         delays: Iterator[float] | None = None,
+        profile: profiles.ModelProfile = profiles.DEVELOPER_DEFAULT,
     ) -> None:
-        """``observed``: produce ``Notify`` outputs (skip the work when nobody listens);
+        """``tools``: the registry as ``profile.adapt`` made it for this model;
+        ``observed``: produce ``Notify`` outputs (skip the work when nobody listens);
         ``delays``: the waits before reconnects (default ``resume.backoff()``)."""
         self.options = options or ProtocolOptions()
         self.tools = tools
+        self.profile = profile
         self.handle: str | None = None
         self.session_id: str | None = None
         self.turn = 0
         self.connection = ConnectionTable()
         self.ledger = CallLedger(
-            encode=gemini_live.encode, max_frame_bytes=self.options.max_frame_bytes
+            encode=gemini_live.encoder(profile.schedulings),
+            max_frame_bytes=self.options.max_frame_bytes,
         )
         self.outbox = Outbox(
             self.options.audio_during_blocking,
@@ -104,6 +120,7 @@ class GeminiLiveProtocol:
         self._messages = 0
         self._last_call_message = -1
         self._last_handle_message = -1
+        self._nameless = 0  # calls without an id admitted so far
         self._report = Reporter(tools, observed, lambda: self.session_id)
 
     # -- queries ---------------------------------------------------------------------------
@@ -289,27 +306,31 @@ class GeminiLiveProtocol:
     ) -> None:
         """Admit each call on its own: one malformed call never sinks the calls beside it."""
         live_calls: list[LiveCall] = []
+        anonymous = False
         for fc in function_calls:
-            if not isinstance(fc.id, str) or not fc.id:
-                log.error(
-                    "the service sent a call to %r without a usable id (%r); it cannot be "
-                    "answered and is skipped (the Developer API always sends string ids: is "
-                    "this a Vertex endpoint?)",
-                    fc.name,
-                    fc.id,
-                )
-                continue
             # A name that is not a string matches no tool: it is answered unknown_function.
             name = fc.name if isinstance(fc.name, str) else f"<not a name: {fc.name!r:.80}>"
+            # Without a usable id (Vertex sends none) the call is answered by name.
+            nameless = not (isinstance(fc.id, str) and fc.id)
+            if nameless and fc.id is not None and fc.id != "":
+                log.warning("call to %r with an id that is not a string (%r)", name, fc.id)
+            call_id = self._nameless_key() if nameless else fc.id
+            anonymous = anonymous or nameless
             tool = self.tools.get(name)
             args: Any = fc.args if fc.args is not None else {}
-            call = Call(fc.id, name, args)  # args that are not an object are rejected
+            call = Call(call_id, name, args)  # args that are not an object are rejected
             if tool is None:
-                live_calls.append(LiveCall(call))
+                live_calls.append(LiveCall(call, anonymous=nameless))
             else:
-                live_calls.append(LiveCall(call, tool.behavior, tool.scheduling, tool.streaming))
+                live_calls.append(
+                    LiveCall(
+                        call, tool.behavior, tool.scheduling, tool.streaming, anonymous=nameless
+                    )
+                )
         if not live_calls:
             return
+        if anonymous:  # answered by name: a streamed item could not say which call it is
+            live_calls = [msgspec.structs.replace(lc, streaming=False) for lc in live_calls]
         self._last_call_message = self._messages
         admitted = self.ledger.receive(live_calls, now, via=via)
         self._report.fates(self.ledger, out)
@@ -318,10 +339,30 @@ class GeminiLiveProtocol:
         behaviors: dict[str, Behavior] = {lc.call.id: lc.behavior for lc in live_calls}
         for call in admitted:
             out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
-        out.append(RunCalls(admitted, self.turn, refuse=self._leaving))
+        out.append(RunCalls(admitted, self.turn, refuse=self._leaving, partials=not anonymous))
+
+    def _nameless_key(self) -> str:
+        """A key for a call without an id: unique in this session, never sent."""
+        while True:
+            self._nameless += 1
+            key = f"{NAMELESS_PREFIX}{self._nameless}"
+            if self.ledger.state(key) is None:
+                return key
 
     def _on_cancellation(self, ids: Sequence[str], now: float, out: list[Output]) -> None:
         running = self.ledger.cancel([i for i in ids if isinstance(i, str)], now)
+        self._report.fates(self.ledger, out)
+        if running:
+            out.append(CancelCalls(running))
+
+    def _input_sent(self, now: float, out: list[Output]) -> None:
+        """New input reached the service while BLOCKING calls run: on a model that cancels
+        them for it, they are cancelled now (nothing will be sent for them)."""
+        blocking = self.ledger.blocking_ids()
+        if not blocking:
+            return
+        why = f"cancelled: new input arrived while it ran ({self.profile.family} cancels it)"
+        running = self.ledger.cancel(blocking, now, why)
         self._report.fates(self.ledger, out)
         if running:
             out.append(CancelCalls(running))
@@ -401,6 +442,8 @@ class GeminiLiveProtocol:
             kind = "toolResponse"
         else:
             kind = message_kind(item)
+            if self.profile.input_cancels_blocking and _is_new_input(item):
+                self._input_sent(now, out)
         if self._observed:
             self._report.count("sent", kind, out)
         return out
@@ -412,3 +455,9 @@ class GeminiLiveProtocol:
         return out
 
     # -- reporting -------------------------------------------------------------------------
+
+
+def _is_new_input(item: ClientItem) -> bool:
+    """Input the service takes as the user saying something new: text, or speech marked as
+    starting. (Streamed audio is the service's to judge: it cancels with a message.)"""
+    return isinstance(item, Text) or (isinstance(item, Signal) and item.kind == "activity_start")

@@ -191,6 +191,10 @@ def test_every_kind_is_tested() -> None:
         "opaque_error",
         "client_crash",
         "frame_too_large",
+        # tests/test_models.py and tests/emulator/test_models.py (the model profiles)
+        "undeclared_behavior",
+        "unsupported_behavior",
+        "unsupported_field",
     }
     assert tested == set(VIOLATION_KINDS) == set(SEVERITIES)
 

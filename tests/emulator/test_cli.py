@@ -93,7 +93,8 @@ async def environment_lines(server: asyncio.subprocess.Process) -> dict[str, str
     return env
 
 
-ENV_KEYS = {"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY", "GOOGLE_API_KEY"}
+#: Exactly what it prints: one key variable (google-genai warns when it sees two).
+ENV_KEYS = {"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY"}
 
 #: The same program, answering a call the server never issued besides the real ones.
 BOGUS_ID_PROGRAM = PROGRAM_TEMPLATE.replace(

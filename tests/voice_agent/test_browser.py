@@ -92,6 +92,9 @@ async def test_page_talks_to_the_agent_in_chromium(tmp_path: Path) -> None:
                 labels = await page.locator(".turn h3").all_inner_texts()
                 transcript = await page.locator("#transcript").inner_text()
                 status = await page.locator("#status").inner_text()
+                badge = await page.locator("#backend").inner_text()
+                outcomes = await page.locator(".call .outcome").all_inner_texts()
+                arguments = await page.locator(".call .name small").all_inner_texts()
                 server_stats = server.stats()
                 ARTIFACTS.mkdir(exist_ok=True)
                 await page.screenshot(path=str(ARTIFACTS / "voice_agent.png"), full_page=True)
@@ -106,6 +109,11 @@ async def test_page_talks_to_the_agent_in_chromium(tmp_path: Path) -> None:
     assert shown == Counter(server_stats["outcomes"]), (shown, server_stats)
     assert stats["callsStarted"] == server_stats["calls_started"] == stats["callsSettled"]
     assert status == "Stopped" and stats["errors"] == []
+    # Offline, the page says so; each call shows its outcome in words and its whole arguments.
+    assert badge == "emulator"
+    assert all(text.split(" · ")[0] in shown for text in outcomes), outcomes
+    assert any(text.startswith("ok · ") and text.endswith(" ms") for text in outcomes), outcomes
+    assert all(text.startswith("(") and ")" in text for text in arguments if text), arguments
     # Turns are numbered as shown (newest first), without gaps.
     assert labels == [f"Turn {n}" for n in range(len(labels), 0, -1)] and len(labels) >= 2
     assert "{" not in transcript and '"' not in transcript  # words, not JSON

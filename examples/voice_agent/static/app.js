@@ -182,6 +182,7 @@ function onEvent(message) {
   switch (message.type) {
     case "ready":
       setState("live", "Listening");
+      showBackend(message);
       break;
     case "input_transcript":
       say("user", message.text, message.turn);
@@ -299,7 +300,7 @@ function callSettled(message) {
   const width = Math.max(1, (message.latency / TIMELINE_SECONDS) * 100);
   known.bar.style.width = `${Math.min(100, width)}%`;
   const millis = Math.round(message.latency * 1000);
-  known.outcome.textContent = message.outcome === "ok" ? `${millis} ms` : `${message.outcome}`;
+  known.outcome.textContent = `${message.outcome} · ${millis} ms`;
   if (message.error && message.error.message) known.row.title = message.error.message;
 }
 
@@ -307,6 +308,15 @@ function formatArgs(args) {
   if (!args || typeof args !== "object") return "";
   const parts = Object.entries(args).map(([key, value]) => `${key}=${JSON.stringify(value)}`);
   return `(${parts.join(", ")})`;
+}
+
+// The model behind the page, and an "emulator" badge when the server runs offline.
+function showBackend(message) {
+  const badge = document.getElementById("backend");
+  badge.hidden = false;
+  badge.textContent = message.emulator ? "emulator" : `${message.vendor} · ${message.model}`;
+  badge.className = message.emulator ? "badge emulator" : "badge";
+  badge.title = `${message.vendor} · ${message.model}${message.emulator ? " (offline emulator)" : ""}`;
 }
 
 // -- plain-words status and errors -------------------------------------------------------
