@@ -73,16 +73,18 @@ def test_session_config_merges_the_apps_fields_and_declares_the_tools() -> None:
 
 @pytest.mark.parametrize(
     ("model", "parallel"),
-    [("gpt-realtime-2", True), ("gpt-realtime-2.1-mini", True), ("gpt-realtime", None)],
+    [("gpt-realtime-2", True), ("gpt-realtime-2-2026-05-01", True), ("gpt-realtime", None)],
 )
 def test_parallel_tool_calls_is_stated_for_the_models_that_take_it(
     model: str, parallel: bool | None
 ) -> None:
-    session = session_config(None, registry(), model=model)
+    connector = OpenAIConnector(openai.AsyncOpenAI(api_key=FAKE_KEY), model=model, tools=registry())
+    takes_it = connector.profile.parallel_tool_calls
+    session = session_config(None, registry(), parallel_tool_calls=takes_it)
     assert session.get("parallel_tool_calls") is parallel
     typed = RealtimeSessionCreateRequest.model_validate(session)  # the SDK's name and place
     assert typed.parallel_tool_calls is parallel
-    chosen = session_config({"parallel_tool_calls": False}, registry(), model=model)
+    chosen = session_config({"parallel_tool_calls": False}, registry(), parallel_tool_calls=True)
     assert chosen["parallel_tool_calls"] is False  # the app's word wins
 
 

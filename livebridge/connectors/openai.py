@@ -28,7 +28,7 @@ from openai import AsyncOpenAI, OpenAIError
 from openai.resources.realtime.realtime import AsyncRealtimeConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from livebridge import openai_wire, resume
+from livebridge import openai_wire, profiles, resume
 from livebridge.connectors import secrets
 from livebridge.connectors.websocket import close, closed, shrink_tls_read_buffer
 from livebridge.errors import (
@@ -50,7 +50,6 @@ __all__ = [
     "OpenAIConnector",
     "SdkTransport",
     "WireTransport",
-    "parallel_tool_calls",
     "session_config",
     "setup_error",
 ]
@@ -67,7 +66,8 @@ class OpenAIConnector:
 
     ``config`` is a dict of ``session.update`` session fields (GA shape), merged over
     livebridge's defaults (``session_config``); the registry's functions are added to its tools.
-    ``websocket_options`` go to ``websockets`` (``ssl``, ``max_size``, ...).
+    ``profile``: what the model does with tool calls (default: ``profiles.profile_for`` the
+    model). ``websocket_options`` go to ``websockets`` (``ssl``, ``max_size``, ...).
     """
 
     def __init__(
@@ -82,10 +82,13 @@ class OpenAIConnector:
         tls_read_buffer: int = 8 * 1024,
         websocket_options: Mapping[str, Any] | None = None,
         setup_timeout: float = SETUP_SECONDS,
+        profile: profiles.ModelProfile | None = None,
     ) -> None:
         self._client = client
         self._model = model
-        self._session = session_config(config, tools, model=model)
+        self.profile = profile or profiles.profile_for(model, "openai")
+        parallel = self.profile.parallel_tool_calls
+        self._session = session_config(config, tools, parallel_tool_calls=parallel)
         self._transport: TransportKind = transport
         self._options: dict[str, Any] = {
             "compression": None,  # base64 audio barely compresses; deflate costs memory and CPU
@@ -167,29 +170,27 @@ class OpenAIConnector:
         )
 
 
-def parallel_tool_calls(model: str) -> bool:
-    """Whether ``model`` takes the session's ``parallel_tool_calls``: the SDK's types say only
-    reasoning realtime models do (``gpt-realtime-2`` and its versions)."""
-    return model.startswith("gpt-realtime-2")
-
-
 def session_config(
-    config: Mapping[str, Any] | None, tools: ToolRegistry, *, model: str = ""
+    config: Mapping[str, Any] | None,
+    tools: ToolRegistry,
+    *,
+    parallel_tool_calls: bool = False,
 ) -> dict[str, Any]:
     """The ``session.update`` session: livebridge's defaults, the app's ``config`` over them
     (nested dicts merged), the registry's functions added to ``tools``.
 
-    Defaults: ``type: "realtime"``, ``audio/pcm`` at 24 kHz in and out, and, for a ``model``
-    that takes it, ``parallel_tool_calls: true``: livebridge runs the calls of one response
-    concurrently as one batch, so it says on the wire that the model may issue them together
-    rather than rely on a default the API does not document.
+    Defaults: ``type: "realtime"``, ``audio/pcm`` at 24 kHz in and out, and, with
+    ``parallel_tool_calls`` (a model that takes the field: ``ModelProfile.parallel_tool_calls``),
+    ``parallel_tool_calls: true``: livebridge runs the calls of one response concurrently as one
+    batch, so it says on the wire that the model may issue them together rather than rely on a
+    default the API does not document.
     """
     pcm = {"type": "audio/pcm", "rate": openai_wire.INPUT_RATE}
     session: dict[str, Any] = {
         "type": "realtime",
         "audio": {"input": {"format": dict(pcm)}, "output": {"format": dict(pcm)}},
     }
-    if parallel_tool_calls(model):
+    if parallel_tool_calls:
         session["parallel_tool_calls"] = True
     _merge(session, dict(config or {}))
     if session.get("type") != "realtime":

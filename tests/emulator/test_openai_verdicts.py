@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from openai.resources.realtime.realtime import AsyncRealtimeConnection
 from openai.types.realtime import ResponseCreatedEvent, ResponseDoneEvent
 
 from livebridge.emulator import Emulator
@@ -23,6 +24,15 @@ from .openai_helpers import (
     response,
     until,
 )
+
+
+async def one_call_answered(conn: AsyncRealtimeConnection) -> None:
+    """Configure, ask for Oslo's weather, answer its one call (no ``response.create``)."""
+    await configure(conn)
+    await ask(conn, "Weather in Oslo?")
+    (call,) = calls(await response(conn))
+    await answer(conn, call)
+
 
 #: How long the serial client's "handler" works on each call (the work, not a wait for order).
 WORK_SECONDS = 0.12
@@ -59,10 +69,7 @@ async def test_calls_run_together_are_not_serial_and_late_ones_are_held() -> Non
 async def test_an_out_of_band_response_is_no_continuation() -> None:
     async with Emulator(protocol="openai") as emu:
         async with emu.openai_client().realtime.connect(model=MODEL) as conn:
-            await configure(conn)
-            await ask(conn, "Weather in Oslo?")
-            (call,) = calls(await response(conn))
-            await answer(conn, call)
+            await one_call_answered(conn)
             await conn.response.create(
                 response={"conversation": "none", "metadata": {"purpose": "classify"}}
             )
@@ -103,10 +110,7 @@ async def test_a_missing_continuation_is_an_error_when_the_emulator_stops_first(
     await emu.start()
     try:
         async with emu.openai_client().realtime.connect(model=MODEL) as conn:
-            await configure(conn)
-            await ask(conn, "Weather in Oslo?")
-            (call,) = calls(await response(conn))
-            await answer(conn, call)  # and no response.create: the model never goes on
+            await one_call_answered(conn)  # and no response.create: the model never goes on
             await until(conn, "conversation.item.done")
             checker = emu.realtime_sessions[0].checker
             await emu.wait_for(lambda: bool(checker.awaiting_continuation()))
@@ -119,10 +123,7 @@ async def test_a_missing_continuation_is_an_error_when_the_emulator_stops_first(
 async def test_a_create_with_nothing_new_gets_a_response_that_finishes() -> None:
     async with Emulator(protocol="openai") as emu:
         async with emu.openai_client().realtime.connect(model=MODEL) as conn:
-            await configure(conn)
-            await ask(conn, "Weather in Oslo?")
-            (call,) = calls(await response(conn))
-            await answer(conn, call)
+            await one_call_answered(conn)
             await conn.response.create()
             await response(conn)
             await conn.response.create()  # nothing new since the continuation
