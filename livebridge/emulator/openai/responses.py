@@ -5,7 +5,10 @@ turn detection, or ``auto_response``) opens one; the scenario's ``say``/``speak`
 fill it; ``turn_complete`` ends it ``completed``, ``cancel``/``interrupted`` end it ``cancelled``.
 A response carrying calls stays open until the scenario waits for their outputs (it then ends
 ``completed``, as the service ends a response after its function calls) or cancels them, so a
-scenario can cancel calls the client has already seen (LIVE_PROTOCOL.md §6).
+scenario can cancel calls the client has already seen (LIVE_PROTOCOL.md §6). A response no
+scenario step waits for (a continuation opened before every output was in, a
+``response.create`` with nothing new, an out-of-band one) the service answers at once with what
+it has, as the real one does. Every event is recorded in the transcript as it was sent.
 """
 
 from __future__ import annotations
@@ -195,25 +198,23 @@ class ModelOutput(Connection):
         progress and adds nothing to the conversation; the service answers it at once."""
         params = create.response or {}
         metadata = params.get("metadata") if isinstance(params.get("metadata"), dict) else None
-        modalities = params.get("output_modalities") or self.config.output_modalities or ["audio"]
+        modalities = list(params.get("output_modalities") or self.config.output_modalities or [])
         response_id = codec.new_id("resp")
-        for status in ("in_progress", "completed"):
-            usage = (
-                None
-                if status == "in_progress"
-                else {"total_tokens": 1, "input_tokens": 1, "output_tokens": 0}
-            )
-            body = codec.response_object(
+
+        def body(status: str, usage: dict[str, Any] | None) -> dict[str, Any]:
+            return codec.response_object(
                 response_id,
                 status,
                 [],
-                list(modalities),
+                modalities or ["audio"],
                 usage=usage,
                 conversation_id=None,
                 metadata=metadata,
             )
-            kind = "response.created" if status == "in_progress" else "response.done"
-            await self.send(codec.event(kind, response=body))
+
+        await self.send(codec.event("response.created", response=body("in_progress", None)))
+        usage = {"total_tokens": 1, "input_tokens": 1, "output_tokens": 0}
+        await self.send(codec.event("response.done", response=body("completed", usage)))
 
     def _queue_turn(self, turn: UserTurn) -> None:
         """Queue a user turn; past ``MAX_WAITING_TURNS`` the oldest goes (reading never waits)."""
