@@ -769,3 +769,16 @@ def test_calls_past_the_held_count_are_withdrawn_at_once() -> None:
         event(type="response.done", response={"id": "r", "status": "cancelled"}), 2.0
     )
     assert len(of(out, ToolCallSettled)) == MAX_HELD_CALLS  # the rest, once each
+
+
+def test_a_later_refusal_of_the_apps_own_create_is_not_taken_for_the_continuations() -> None:
+    protocol = opened()
+    response(protocol, "resp_1", "c1")
+    protocol.settled(ok("c1"))
+    assert sent_kinds(protocol) == ["conversation.item.create", "response.create"]
+    protocol.receive(event(type="response.created", response={"id": "resp_2"}), 2.1)
+    protocol.receive(event(type="response.done", response={"id": "resp_2"}), 2.5)
+    protocol.receive(event(type="response.created", response={"id": "resp_3"}), 3.0)  # VAD
+    refused(protocol, None, 3.1)  # the app's text, sent meanwhile, names no event
+    protocol.receive(event(type="response.done", response={"id": "resp_3"}), 3.5)
+    assert protocol.idle and sent_kinds(protocol) == []

@@ -78,6 +78,9 @@ class Continuation:
         """``response.done`` (without an id: the response in progress)."""
         if response_id is None or response_id == self.active:
             self.active = None
+        # Sent while none was in progress, our create was refused (the error comes first) or
+        # started a response by now: no later error is about it.
+        self._sent = None
         if not self.owed:  # those outputs had their continuation: forget which were in
             self._unacknowledged.clear()
 
