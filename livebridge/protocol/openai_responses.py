@@ -87,7 +87,7 @@ class Continuation:
     def refused(self, event_id: str | None) -> bool:
         """``conversation_already_has_active_response``; True when it refused our create,
         which is then owed again unless the response in progress has seen every output. An
-        error naming no event is taken as ours while ours is the last create sent."""
+        error naming no event is taken as ours until the next ``response.done``."""
         ours = self._sent is not None and (event_id is None or event_id == self._sent)
         if not ours:
             return False
