@@ -341,7 +341,7 @@ def known_profile(model: str, backend: Backend) -> ModelProfile | None:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
     name = bare_model_name(model)
     for profile in _BY_BACKEND[backend]:
-        if name == profile.family or name.startswith(profile.family + "-"):
+        if name == profile.family or name.startswith((profile.family + "-", profile.family + ".")):
             return profile
     return None
 

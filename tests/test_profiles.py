@@ -55,6 +55,7 @@ def registry() -> ToolRegistry:
         ("gpt-realtime", "openai", "gpt-realtime"),
         ("gpt-realtime-2025-08-28", "openai", "gpt-realtime"),
         ("gpt-realtime-2", "openai", "gpt-realtime-2"),
+        ("gpt-realtime-2.1-preview", "openai", "gpt-realtime-2"),
     ],
 )
 def test_known_models_find_their_row(model: str, backend: profiles.Backend, family: str) -> None:
