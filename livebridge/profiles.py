@@ -125,11 +125,14 @@ class ModelProfile:
             behavior = self.default_behavior if declared is None else declared
             if behavior not in self.behaviors:
                 if behavior == "NON_BLOCKING":
-                    log.warning(
+                    # OpenAI has no NON_BLOCKING calls at all: one registry serves both vendors,
+                    # so there it is the documented rule, not news.
+                    log.log(
+                        logging.WARNING if self.vendor == "gemini" else logging.INFO,
                         "tool %r is declared NON_BLOCKING, but %s runs BLOCKING calls only: "
                         "it runs BLOCKING here (the model waits for its answer)",
                         tool.name,
-                        self.family,
+                        self.family or self.vendor,
                     )
                     behavior = "BLOCKING"
                 else:

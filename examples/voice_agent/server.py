@@ -89,7 +89,7 @@ INPUT_RATE = 16_000
 OUTPUT_RATE = 24_000
 DEFAULT_MODELS = {
     "gemini": "gemini-3.8-live",
-    "openai": "gpt-realtime",
+    "openai": "gpt-realtime-2",
 }
 SYSTEM_INSTRUCTION = (
     "You are a friendly voice assistant. Answer briefly. Use get_weather and get_time for "

@@ -96,7 +96,6 @@ def connector_for(
             f"{type(client).__name__}: pass a google.genai.Client or an openai.AsyncOpenAI, "
             "or a connector"
         )
-    options: dict[str, Any] = {} if profile is None else {"profile": profile}
     return factory(
         client,
         model=model,
@@ -105,7 +104,7 @@ def connector_for(
         transport=transport,
         keepalive=keepalive,
         tls_read_buffer=tls_read_buffer,
-        **options,
+        profile=profile,
     )
 
 

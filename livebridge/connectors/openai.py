@@ -84,11 +84,16 @@ class OpenAIConnector:
         setup_timeout: float = SETUP_SECONDS,
         profile: profiles.ModelProfile | None = None,
     ) -> None:
+        if profile is not None and profile.vendor != "openai":
+            raise UsageError(f"an AsyncOpenAI needs an OpenAI model profile, not {profile.family}")
         self._client = client
         self._model = model
+        self._unknown = profile is None  # a name the table lacks: a warning once it connects
         self.profile = profile or profiles.profile_for(model, "openai")
+        self._given = tools
+        self._tools = self.profile.adapt(tools)
         parallel = self.profile.parallel_tool_calls
-        self._session = session_config(config, tools, parallel_tool_calls=parallel)
+        self._session = session_config(config, self._tools, parallel_tool_calls=parallel)
         self._transport: TransportKind = transport
         self._options: dict[str, Any] = {
             "compression": None,  # base64 audio barely compresses; deflate costs memory and CPU
@@ -103,7 +108,8 @@ class OpenAIConnector:
     def protocol(
         self, tools: ToolRegistry, options: ProtocolOptions, *, observed: bool
     ) -> OpenAIRealtimeProtocol:
-        return OpenAIRealtimeProtocol(tools, options, observed=observed)
+        adapted = self._tools if tools is self._given else self.profile.adapt(tools)
+        return OpenAIRealtimeProtocol(adapted, options, observed=observed)
 
     @asynccontextmanager
     async def open(self, handle: str | None) -> AsyncIterator[WireTransport | SdkTransport]:
@@ -119,6 +125,9 @@ class OpenAIConnector:
                 if self._tls_read_buffer:
                     shrink_tls_read_buffer(ws.transport, self._tls_read_buffer)
                 session_id, early = await self._set_up(connection)
+                if self._unknown:  # the service serves the name: say the table lacks it
+                    self._unknown = False
+                    profiles.warn_unknown(self.profile)
                 if self._transport == "wire":
                     yield WireTransport(connection, session_id, early)
                 else:

@@ -71,7 +71,7 @@ CONFIG = types.LiveConnectConfig(
     response_modalities=[types.Modality.AUDIO],
     output_audio_transcription=types.AudioTranscriptionConfig(),
 )
-OPENAI_MODEL = "gpt-realtime"
+OPENAI_MODEL = "gpt-realtime-2"
 OPENAI_CONFIG = {"output_modalities": ["audio"]}  # audio comes with its transcript
 Vendor = Literal["gemini", "openai"]
 #: Seconds between exchanges, and before the user barges in (times the pace).
