@@ -11,12 +11,21 @@ import sys
 from typing import Any
 
 import pytest
+from google.genai import types
 from websockets.exceptions import ConnectionClosed
 
 from livebridge import wire
 from livebridge.emulator import Emulator
 from livebridge.emulator.checker import Checker, Violation
-from tests.emulator.helpers import raw_connect, recv_until
+from tests.emulator.helpers import (
+    answer,
+    pcm,
+    raw_connect,
+    recv_until,
+    tool_call,
+    until_turn_complete,
+    weather_config,
+)
 
 VERTEX_PATH = "/ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent"
 DECLARED = {
@@ -137,3 +146,37 @@ def test_the_command_behaves_as_a_model_or_says_it_knows_none() -> None:
         served.send_signal(signal.SIGINT)
         rest = served.stdout.read()
     assert served.returncode == 0 and "PASS: no violations" in rest
+
+
+@pytest.mark.parametrize(
+    ("model", "waits"), [("gemini-3.8-live", True), ("gemini-2.5-flash", False)]
+)
+async def test_an_interrupt_answer_waits_for_the_user_to_finish_on_38(
+    model: str, waits: bool
+) -> None:
+    """On 3.8 an INTERRUPT answer waits until the user stops speaking; on 2.5 it talks over."""
+    config = weather_config(types.Behavior.NON_BLOCKING)
+    async with (
+        Emulator() as emu,
+        emu.client().aio.live.connect(model=model, config=config) as session,
+    ):
+        await session.send_realtime_input(text="Weather in Oslo?")
+        (call,) = (await tool_call(session)).function_calls or []
+        await until_turn_complete(session)
+        (connection,) = emu.sessions
+        blob = types.Blob(data=pcm(0.2, loud=True), mime_type="audio/pcm;rate=16000")
+        await session.send_realtime_input(audio=blob)  # the user starts talking
+        await emu.wait_for(lambda: connection.voice.speaking)
+        scheduling = types.FunctionResponseScheduling.INTERRUPT
+        await session.send_tool_response(function_responses=[answer(call, scheduling=scheduling)])
+        await emu.wait_for(lambda: not connection.checker.calls[call.id or ""].open)
+        await session.send_realtime_input(audio=blob)  # still talking
+        if waits:
+            await emu.wait_for(lambda: connection.voice.speech >= 0.4)
+            assert connection.reports == []  # held while the user speaks
+        else:
+            await emu.wait_for(lambda: bool(connection.reports))
+        silence = types.Blob(data=pcm(0.6, loud=False), mime_type="audio/pcm;rate=16000")
+        await session.send_realtime_input(audio=silence)  # the user has finished
+        await emu.wait_for(lambda: bool(connection.reports))
+    assert [r.scheduling for r in connection.reports] == ["INTERRUPT"]
