@@ -14,15 +14,17 @@ import anyio
 import pytest
 import redis.asyncio
 
-from livebridge import LiveSession
+from livebridge import LiveSession, ToolRegistry
+from livebridge.calls import Outcome
 from livebridge.emulator import Emulator
 from livebridge.errors import ConversationBusyError, LeaseLostError
-from livebridge.events import Closed, TurnComplete
+from livebridge.events import Closed, ToolCallStarted, TurnComplete
 from livebridge.observe import LeaseChanged, Recorder, SessionClosed
-from livebridge.store import Entry, RedisStore
+from livebridge.store import Entry, Journal, MemoryStore, RedisStore, Store
 from livebridge.store.base import request_digest
 from tests.redis_server import RedisServer, redis_server
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until
+from tests.test_store_journal import admit
 from tests.test_store_session import Booking
 
 __all__ = ["redis_server"]
@@ -110,7 +112,8 @@ async def test_split_brain_after_a_redis_pause_ends_the_old_owner(
                         return back or session.closed is not None
 
                     await until(decided)
-                    await session.send_text("Book in Rome")  # as the user asks A again
+                    if session.closed is None:  # (the defect) A goes on: the user asks again
+                        await session.send_text("Book in Rome")
                     async for event in session.events():
                         events.append(event)
                         if isinstance(event, TurnComplete):
@@ -128,5 +131,96 @@ async def test_split_brain_after_a_redis_pause_ends_the_old_owner(
     assert not [e for e in events if isinstance(e, TurnComplete)]  # A answered nothing more
 
 
-async def _has_handle(store: RedisStore) -> bool:
+@pytest.fixture(params=["memory", "redis"])
+def make_store(request: pytest.FixtureRequest) -> Callable[..., Store]:
+    if request.param == "memory":
+        return MemoryStore
+    server: RedisServer = request.getfixturevalue("redis_server")
+    return lambda **options: RedisStore(server.url, **options)
+
+
+async def test_a_handle_that_arrives_while_a_call_runs_never_covers_it(
+    make_store: Callable[..., Store],
+) -> None:
+    """The service sends no handle while a call is pending; if it did, a takeover resuming
+    that handle must still answer the started call ``outcome_unknown``, never run it again."""
+    store = make_store()
+    try:
+        journal = Journal(store, "c", "w1")
+        journal.lease = await store.acquire("c", "w1", 10.0)
+        journal.handle("h1")
+        await journal.flush()
+        ticket = admit(journal, "book", "call-1")
+        await ticket.begin()  # journaled started; the handler runs...
+        journal.handle("h2")  # ...when a resumable handle arrives
+        await journal.flush()  # and the worker dies before the call is answered
+        snapshot = await store.load("c")
+        assert snapshot.handle is not None and snapshot.handle.handle == "h2"  # stored
+        successor = Journal(store, "c", "w2")
+        assert successor.restore(snapshot) == 1  # resuming h2: call-1 is not known
+        reissued = admit(successor, "book", "call-2")
+        assert isinstance(reissued, Outcome) and reissued.duplicate_of == "call-1"
+        assert reissued.response["error"]["type"] == "outcome_unknown"
+        ticket.settled(Outcome("call-1", "book", "ok", {"output": "Paris"}))  # (had it lived)
+        journal.handle("h3")  # the next handle after the answer covers it
+        assert journal.seq == snapshot.handle.seq + 1
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+@pytest.mark.parametrize(("handle_ttl", "lease_ttl"), [(10.0, 10.0), (5.0, 10.0)])
+def test_a_handle_ttl_within_the_lease_is_refused(
+    kind: str, handle_ttl: float, lease_ttl: float
+) -> None:
+    with pytest.raises(ValueError, match=r"handle_ttl \(.*\) must be longer than lease_ttl"):
+        if kind == "memory":
+            MemoryStore(handle_ttl=handle_ttl, lease_ttl=lease_ttl)
+        else:
+            RedisStore("redis://127.0.0.1:1/0", handle_ttl=handle_ttl, lease_ttl=lease_ttl)
+
+
+async def test_the_heartbeat_keeps_the_handle_and_journal_alive(
+    make_store: Callable[..., Store],
+) -> None:
+    """A session that lives longer than ``handle_ttl`` keeps its handle and a running call's
+    ``started`` entry: they expire ``handle_ttl`` after the last heartbeat, not the last write."""
+    handle_ttl = 1.5
+    store = make_store(handle_ttl=handle_ttl, lease_ttl=0.6)
+    tools, release = ToolRegistry(), anyio.Event()
+
+    @tools.tool(timeout=60.0)
+    async def book_table(city: str) -> dict[str, str]:
+        """Book a table (not idempotent): it waits for the test."""
+        await release.wait()
+        return {"booked": city}
+
+    try:
+        async with (
+            Emulator() as emu,
+            LiveSession.connect(
+                emu.client(),
+                model=MODEL,
+                tools=tools,
+                config=TEXT_CONFIG,
+                store=store,
+                conversation="c",
+            ) as session,
+        ):
+            await session.send_text("Hello")
+            await collect_until(session, lambda e: isinstance(e, TurnComplete))
+            await until(lambda: _has_handle(store))
+            await session.send_text("Book in Rome")
+            await collect_until(session, lambda e: isinstance(e, ToolCallStarted))
+            await anyio.sleep(handle_ttl * 2)  # the time under test: past the TTL of every write
+            snapshot = await store.load("c")
+            release.set()
+            await collect_until(session, lambda e: isinstance(e, TurnComplete))
+    finally:
+        await store.aclose()
+    assert snapshot.handle is not None
+    assert [(e.name, e.state) for e in snapshot.entries] == [("book_table", "started")]
+
+
+async def _has_handle(store: Store) -> bool:
     return (await store.load("c")).handle is not None
