@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from typing import Any, assert_never
 
@@ -236,7 +236,10 @@ class LiveSession:
             conversation=conversation,
         )
         try:
-            async with anyio.create_task_group() as tg:
+            async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
+                in_use = getattr(session._policy.limiter, "in_use", None)
+                if in_use is not None:  # a shared limiter runs while sessions use it
+                    await stack.enter_async_context(in_use())
                 session._tg = tg
                 if session._store is not None:  # the lease, then the stored handle
                     await tg.start(session._hold, session._store)

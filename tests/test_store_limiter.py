@@ -8,18 +8,23 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 
 import anyio
 import pytest
 import redis.asyncio
 
-from livebridge import CallPolicy, ToolRegistry
+from livebridge import CallPolicy, LiveSession, ToolRegistry
 from livebridge.calls import Call
 from livebridge.dispatch import Dispatcher
+from livebridge.emulator import Emulator
 from livebridge.errors import UsageError
+from livebridge.events import ToolCallSettled, TurnComplete
 from livebridge.store import RedisLimiter
 from tests.redis_server import RedisServer, redis_server
+from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until, errors, of_type
+from tests.test_store_session import Booking
 
 __all__ = ["redis_server"]
 
@@ -114,9 +119,59 @@ async def test_redis_down_refuses_the_call_without_running_it(redis_server: Redi
     assert "did not answer acquire" in error["message"] or "failed acquire" in error["message"]
 
 
-async def test_a_limiter_not_entered_says_how_to_use_it() -> None:
-    limiter = RedisLimiter("redis://127.0.0.1:1/0", "x", 1)
-    with pytest.raises(UsageError, match="inside `async with`"):
-        await limiter.acquire_on_behalf_of(object())
+async def test_a_limiter_used_on_its_own_starts_itself(redis_server: RedisServer) -> None:
+    limiter = RedisLimiter(redis_server.url, "x", 1)
+    await limiter.acquire_on_behalf_of("b1")  # no `async with`: it starts on first use
+    assert limiter.running and limiter.borrowed_tokens == 1
+    await limiter.aclose()  # gives its slots back
+    client = redis.asyncio.Redis.from_url(redis_server.url)
+    assert await client.zcard(limiter.key) == 0
+    await client.aclose()
     with pytest.raises(ValueError, match="capacity"):
         RedisLimiter("redis://127.0.0.1:1/0", "x", 0)
+
+
+async def test_sessions_start_and_stop_a_limiter_they_use(redis_server: RedisServer) -> None:
+    """``CallPolicy(limiter=RedisLimiter(...))`` without ``async with``: the calls run under
+    it, and the last session using it stops it."""
+    app = Booking()
+    limiter = RedisLimiter(redis_server.url, "bookings", 1)
+    policy = CallPolicy(limiter=limiter)
+    async with Emulator() as emu:
+
+        async def one(city: str) -> list[ToolCallSettled]:
+            async with LiveSession.connect(
+                emu.client(), model=MODEL, tools=app.tools, config=TEXT_CONFIG, policy=policy
+            ) as session:
+                assert limiter.running
+                await session.send_text(f"Book in {city}")
+                events = await collect_until(session, lambda e: isinstance(e, TurnComplete))
+            return of_type(events, ToolCallSettled)
+
+        settled: list[ToolCallSettled] = []
+        async with anyio.create_task_group() as tg:
+            for city in ("Paris", "Rome"):
+                tg.start_soon(lambda c=city: _extend(settled, one(c)))
+        await emu.settled()
+        assert errors(emu) == []
+    assert sorted(app.booked) == ["Paris", "Rome"]
+    assert [s.outcome for s in settled] == ["ok"] * 4
+    assert not limiter.running  # stopped with the last session
+
+
+async def _extend(into: list[ToolCallSettled], work: Awaitable[list[ToolCallSettled]]) -> None:
+    into.extend(await work)
+
+
+async def test_a_limiter_that_cannot_work_fails_connect_not_the_calls() -> None:
+    app = Booking()
+    policy = CallPolicy(limiter=RedisLimiter("redis://127.0.0.1:1/0", "x", 1, timeout=0.3))
+    async with Emulator() as emu:
+        with pytest.raises(UsageError, match=r"RedisLimiter .x. cannot work: .*Redis is up"):
+            async with LiveSession.connect(
+                emu.client(), model=MODEL, tools=app.tools, config=TEXT_CONFIG, policy=policy
+            ):
+                pass
+        await emu.settled()
+        assert emu.sessions == []  # refused before any socket to the service opened
+    assert app.booked == []

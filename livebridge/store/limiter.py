@@ -3,10 +3,13 @@
 Use it where one backend (a booking API, a database) must not see more than N concurrent
 requests from all workers together::
 
-    async with RedisLimiter("redis://localhost:6379", "bookings", 10) as bookings:
-        policy = CallPolicy(limiter=bookings)          # every tool of the session
-        ...                                            # or one tool: @tools.tool(...) then
-                                                       # ToolOptions has only local limits
+    bookings = RedisLimiter("redis://localhost:6379", "bookings", 10)   # one per process
+    policy = CallPolicy(limiter=bookings)          # every tool of the sessions using it
+
+It runs while something uses it: ``LiveSession.connect`` starts it (a Redis it cannot reach
+is a ``UsageError`` from ``connect``, before any socket to the service opens) and the last
+session using it stops it; ``async with`` holds it running too, and a dispatcher used on its
+own starts it on first use (stopped by ``aclose``).
 
 Each slot is a lease: a member of the sorted set ``{prefix}:limiter:{name}`` scored with its
 expiry in Redis server time. Taking a slot is one Lua script (drop expired members, count, add
@@ -23,14 +26,15 @@ unreachable) is logged: the limit may then be exceeded by that one slot until it
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import secrets
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-from anyio.abc import TaskGroup
 
 from livebridge.errors import StoreError, UsageError
 from livebridge.store.base import new_owner
@@ -71,8 +75,7 @@ return held
 class RedisLimiter:
     """A concurrency limit shared through Redis; usable as ``CallPolicy(limiter=...)``.
 
-    Enter it (``async with``, entered and left in one task) before use: its task renews and
-    releases the slots.
+    Running while in use (see the module docstring): its task renews and releases the slots.
     """
 
     def __init__(
@@ -97,21 +100,77 @@ class RedisLimiter:
         self._redis: redis.asyncio.Redis | None = None
         self._held: dict[object, str] = {}  # borrower → slot token
         self._releasing: list[str] = []
-        self._wake = anyio.Event()
-        self._tg: TaskGroup | None = None
+        self._wake = asyncio.Event()  # the task is a plain asyncio task: asyncio primitives
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._users = 0  # sessions and ``async with`` blocks using it now
+        self._starting: asyncio.Lock | None = None
 
     @property
     def borrowed_tokens(self) -> int:
         """Slots this process holds now."""
         return len(self._held)
 
+    @property
+    def running(self) -> bool:
+        return self._task is not None
+
+    async def start(self) -> None:
+        """Connect (checked with a PING) and start renewing; a no-op while running.
+
+        Raises ``UsageError`` when it cannot work (no redis-py, a bad URL, Redis unreachable):
+        a configuration error, said once, instead of one refusal per call.
+        """
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if self._task is not None:
+                return
+            try:
+                client = connect(self.url, self.timeout)
+            except (ImportError, ValueError) as exc:
+                raise UsageError(f"RedisLimiter {self.name!r} cannot work: {exc}") from None
+            try:
+                await self._call("ping", client.ping())
+            except StoreError as exc:
+                await client.aclose()
+                raise UsageError(
+                    f"RedisLimiter {self.name!r} cannot work: {exc}; check the URL and that"
+                    " Redis is up"
+                ) from None
+            self._redis = client
+            self._acquire = client.register_script(_ACQUIRE)
+            self._renew = client.register_script(_RENEW)
+            self._task = asyncio.get_running_loop().create_task(self._keep())
+
+    async def aclose(self) -> None:
+        """Stop renewing, give back every slot this process holds, close the connection."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stopping = True  # (a flag, not task.cancel(): the task ends between round trips)
+        self._wake.set()
+        with anyio.CancelScope(shield=True):
+            await task
+            self._stopping = False
+            assert self._redis is not None
+            with anyio.move_on_after(self.timeout):
+                tokens, self._releasing = [*self._releasing, *self._held.values()], []
+                if tokens:
+                    await self._redis.zrem(self.key, *tokens)
+            await self._redis.aclose()
+            self._redis = None
+
+    @contextlib.asynccontextmanager
+    async def in_use(self) -> AsyncIterator[None]:
+        """Running for the duration (started if needed; stopped when the last user leaves).
+        ``LiveSession.connect`` enters it for its policy's limiter."""
+        async with self:
+            yield
+
     async def __aenter__(self) -> RedisLimiter:
-        self._redis = connect(self.url, self.timeout)
-        self._acquire = self._redis.register_script(_ACQUIRE)
-        self._renew = self._redis.register_script(_RENEW)
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(self._keep)
+        await self.start()
+        self._users += 1
         return self
 
     async def __aexit__(
@@ -119,18 +178,10 @@ class RedisLimiter:
         kind: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool | None:
-        assert self._tg is not None and self._redis is not None
-        self._tg.cancel_scope.cancel()
-        try:
-            return await self._tg.__aexit__(kind, exc, tb)
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(self.timeout):
-                tokens = [*self._releasing, *self._held.values()]
-                if tokens:
-                    await self._redis.zrem(self.key, *tokens)
-                await self._redis.aclose()
-            self._tg = None
+    ) -> None:
+        self._users -= 1
+        if self._users == 0:
+            await self.aclose()
 
     # -- the limiter interface the dispatcher uses ------------------------------------------
 
@@ -140,10 +191,8 @@ class RedisLimiter:
 
     async def acquire_on_behalf_of(self, borrower: object) -> None:
         """Wait for a slot; ``StoreUnavailableError`` when Redis does not answer."""
-        if self._tg is None:
-            raise UsageError(
-                f"RedisLimiter {self.name!r} is not running: use it inside `async with`"
-            )
+        if self._task is None:  # used on its own: it starts itself (``aclose`` stops it)
+            await self.start()
         if borrower in self._held:
             raise RuntimeError(f"{borrower!r} already holds a slot of {self.name!r}")
         token = f"{self._owner}:{secrets.token_hex(4)}"
@@ -168,10 +217,13 @@ class RedisLimiter:
         """Release returned slots at once; renew held slots every ``lease / 3`` seconds."""
         assert self._redis is not None
         renew_at = anyio.current_time() + self.lease / 3
-        while True:
-            with anyio.move_on_after(max(renew_at - anyio.current_time(), 0)):
-                await self._wake.wait()
-            self._wake = anyio.Event()
+        while not self._stopping:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(renew_at - anyio.current_time(), 0)):
+                    await self._wake.wait()
+            self._wake.clear()
+            if self._stopping:
+                return
             tokens, self._releasing = self._releasing, []
             try:
                 if tokens:
@@ -182,7 +234,7 @@ class RedisLimiter:
             except StoreError as exc:
                 self._releasing = tokens + self._releasing  # they expire anyway
                 log.warning("limiter %r: %s", self.name, exc)
-                await anyio.sleep(self.poll * 8)
+                await asyncio.sleep(self.poll * 8)
 
     async def _renew_held(self) -> None:
         held = list(self._held.values())
