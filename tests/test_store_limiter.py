@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable
 from pathlib import Path
 
 import anyio
@@ -149,18 +148,18 @@ async def test_sessions_start_and_stop_a_limiter_they_use(redis_server: RedisSer
             return of_type(events, ToolCallSettled)
 
         settled: list[ToolCallSettled] = []
+
+        async def run(city: str) -> None:
+            settled.extend(await one(city))
+
         async with anyio.create_task_group() as tg:
             for city in ("Paris", "Rome"):
-                tg.start_soon(lambda c=city: _extend(settled, one(c)))
+                tg.start_soon(run, city)
         await emu.settled()
         assert errors(emu) == []
     assert sorted(app.booked) == ["Paris", "Rome"]
     assert [s.outcome for s in settled] == ["ok"] * 4
     assert not limiter.running  # stopped with the last session
-
-
-async def _extend(into: list[ToolCallSettled], work: Awaitable[list[ToolCallSettled]]) -> None:
-    into.extend(await work)
 
 
 async def test_a_limiter_that_cannot_work_fails_connect_not_the_calls() -> None:
