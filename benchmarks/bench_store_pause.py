@@ -48,6 +48,7 @@ class World:
     redis: Any  # tests.redis_server.RedisServer
     rng: random.Random
     requests: int = 40
+    calls: int = 0  # calls asked so far (their ids are unique)
     era: int = 0  # Redis restarts so far (each forgets the journal: no persistence)
     runs: Counter[tuple[int, int]] = field(default_factory=Counter)  # (request, era) → runs
     fates: dict[str, str] = field(default_factory=dict)
@@ -64,13 +65,15 @@ class World:
         return [key for key, n in self.runs.items() if n > 1]
 
 
-def _tools(world: World) -> ToolRegistry:
+def _tools(world: World, asked_in: list[int]) -> ToolRegistry:
+    """``book``, counting its runs by the era its call was asked in (its ``started`` entry
+    went to that Redis, even if the handler starts just after a restart)."""
     tools = ToolRegistry()
 
     @tools.tool(timeout=30.0)
     async def book(n: int) -> int:
         """Not idempotent: journaled started before it runs."""
-        world.runs[n, world.era] += 1
+        world.runs[n, asked_in[0]] += 1
         await anyio.sleep(world.rng.random() * 0.02)  # a window for a pause to land in
         return n
 
@@ -79,7 +82,8 @@ def _tools(world: World) -> ToolRegistry:
 
 async def worker(world: World, name: str, stop: anyio.Event) -> None:
     """Sessions of one conversation, one after another, until ``stop``."""
-    tools = _tools(world)
+    asked_in = [0]
+    tools = _tools(world, asked_in)
     store = RedisStore(world.redis.url, lease_ttl=LEASE_TTL, handle_ttl=60.0, timeout=0.2)
     session = 0
     try:
@@ -91,9 +95,12 @@ async def worker(world: World, name: str, stop: anyio.Event) -> None:
                 async with anyio.create_task_group() as tg:
                     await tg.start(connector.run)
                     dispatcher = Dispatcher(tools, journal=connector.journal)
-                    asked = world.rng.sample(range(world.requests), world.rng.randint(1, 8))
+                    asked = world.rng.sample(range(world.requests), world.rng.randint(1, 4))
                     for n in asked:
-                        call = Call(f"{name}-{session}-{n}", "book", {"n": n})
+                        await anyio.sleep(world.rng.random() * LEASE_TTL / 2)  # the model thinks
+                        world.calls += 1
+                        call = Call(f"{name}-{world.calls}-{n}", "book", {"n": n})
+                        asked_in[0] = world.era
                         in_flight.append(call.id)
                         (outcome,) = await dispatcher.run([call])
                         in_flight.remove(call.id)
