@@ -10,13 +10,14 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from livebridge.metrics import PrometheusObserver, serve
+from livebridge.calls import DedupReason
+from livebridge.metrics import REJECTION_REASONS, PrometheusObserver, serve
 from tests.prometheus_server import PrometheusServer
 from tests.workloads import TOOL_NAMES, drive_workload
 
@@ -99,6 +100,20 @@ def test_readme_maps_every_panel_to_its_metric() -> None:
         for metric in METRIC.findall(" ".join(t["expr"] for t in panel["targets"])):
             base = re.sub(r"_(bucket|sum|count)$", "", metric)
             assert base in readme, (panel["title"], base)
+
+
+def test_the_readmes_name_every_rejection_and_dedup_reason() -> None:
+    pages = [
+        (GRAFANA / "README.md").read_text(),
+        (GRAFANA.parent / "docs" / "metrics.md").read_text(),
+    ]
+    for page in pages:
+        rejections = next(line for line in page.splitlines() if "rejections_total" in line)
+        assert set(re.findall(r"`(\w+)`", rejections)) >= REJECTION_REASONS, rejections
+        dedups = next(
+            line for line in page.splitlines() if "dedups_total" in line and "reason" in line
+        )
+        assert all(reason in dedups for reason in get_args(DedupReason)), dedups
 
 
 def scrape(url: str) -> set[str]:
