@@ -29,6 +29,9 @@ class SessionOptions:
     (``livebridge.record``; ``.gz`` compresses), audio reduced to its length unless
     ``record_audio="keep"``, tool arguments and results through the ``TraceObserver``'s ``redact``.
     ``record_max_bytes`` bounds the recording: at the bound it ends with a ``truncated`` line.
+    A recording that cannot begin (the disk full, no such directory) makes ``connect`` raise
+    ``RecordingError``; one whose writing fails later stops there (observers hear
+    ``RecordingFailed``) and the session goes on unrecorded.
 
     ``profile`` replaces the model profile chosen from the model name and the client's backend
     (``livebridge.profiles``): for a model the table does not know, or one that behaves

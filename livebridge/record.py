@@ -21,11 +21,17 @@ bytes. Tool call arguments and tool answers (an answer's ``output`` or ``error``
 through ``redact(function, value)`` (the trace hook) before they are written, and every line
 passes the API-key filter of ``connectors.secrets``. Lines are written as the frames pass, so
 the file grows with the conversation and a crash loses at most the line being written.
+
+A recording that cannot begin (no such directory, no permission, the disk already full) is a
+``RecordingError`` naming the path and the reason, raised by ``connect``. A write that fails
+later (the disk filled up) ends the recording there: ``on_failed`` is called once (observers
+hear ``RecordingFailed``) and the session goes on unrecorded; the file keeps what was written.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import json
 import logging
@@ -40,7 +46,7 @@ from typing import IO, Any, Literal, Protocol, cast
 from livebridge import wire
 from livebridge.connectors import Connector, secrets
 from livebridge.errors import MalformedMessageError, RecordingError, TransportClosed
-from livebridge.observe import Observer, RecordingTruncated, emit
+from livebridge.observe import Observer, RecordingFailed, RecordingTruncated, emit
 from livebridge.protocol.base import LiveProtocol, ProtocolOptions
 from livebridge.tools import ToolRegistry
 from livebridge.trace import Redact, TraceObserver
@@ -132,21 +138,32 @@ class RecordingWriter:
         redact: Redact | None = None,
         max_bytes: int = DEFAULT_MAX_BYTES,
         on_truncated: Callable[[], None] | None = None,
+        on_failed: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """Opens ``path`` and writes the header; ``RecordingError`` if either fails.
+        ``on_failed(reason)`` is called once if a later write fails."""
         self.path = os.fspath(path)
         self.max_bytes = max_bytes
         #: Bytes of JSON written so far (the file's size when it is not compressed).
         self.written = 0
         self.truncated = False
+        #: Why writing failed (the recording stopped there), or None.
+        self.failed: str | None = None
+        self._on_failed = on_failed
         self._audio = audio
         self._redact = redact
         self._on_truncated = on_truncated
         self._clock = clock
         self._start = clock()
-        self._file: IO[str] = _open_text(self.path, "w")
         self._conn = 0
+        try:
+            self._file: IO[str] = _open_text(self.path, "w")
+        except OSError as exc:
+            raise RecordingError(f"cannot record to {self.path}: {_why(exc)}") from None
         self._write({"livebridge_recording": FORMAT_VERSION, "audio": audio})
+        if self.failed is not None:
+            raise RecordingError(f"cannot record to {self.path}: {self.failed}")
 
     def open(self, handle: str | None, session_id: str | None) -> int:
         """A new connection began; its number."""
@@ -167,8 +184,10 @@ class RecordingWriter:
         self._entry("close", by=by, code=code, reason=reason)
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.close()
+        try:
+            self._file.close()  # a compressed file writes its end now
+        except OSError as exc:
+            self._fail(exc)
 
     def _entry(self, ev: str, **data: Any) -> None:
         if self.truncated:
@@ -202,9 +221,30 @@ class RecordingWriter:
     def _put(self, text: str) -> None:
         if self._file.closed:
             return
-        self._file.write(text)
-        self._file.flush()
+        try:
+            self._file.write(text)
+            self._file.flush()
+        except OSError as exc:
+            self._fail(exc)
+            return
         self.written += len(text.encode())
+
+    def _fail(self, exc: OSError) -> None:
+        """A write failed: the recording ends here (once), the session goes on."""
+        if self.failed is not None:
+            return
+        self.failed = _why(exc)
+        with contextlib.suppress(OSError):  # what could not be flushed is lost either way
+            self._file.close()
+        if self._conn == 0:
+            return  # the header: ``__init__`` raises
+        log.warning(
+            "the recording %s failed (%s): it stops here, the session goes on",
+            self.path,
+            self.failed,
+        )
+        if self._on_failed is not None:
+            self._on_failed(self.failed)
 
     def _scrub(self, message: dict[str, Any]) -> dict[str, Any]:
         if self._audio == "length":
@@ -273,12 +313,16 @@ class RecordingConnector:
         def truncated() -> None:
             emit(observers, RecordingTruncated(path, limit))
 
+        def failed(reason: str) -> None:
+            emit(observers, RecordingFailed(path, reason))
+
         writer = RecordingWriter(
             path,
             audio=options.record_audio,
             redact=redact,
             max_bytes=limit,
             on_truncated=truncated,
+            on_failed=failed,
         )
         return cls(inner, writer)
 
@@ -429,6 +473,11 @@ def _json(name: str, number: int, text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise RecordingError(f"{name}:{number}: expected a JSON object, got {type(value).__name__}")
     return value
+
+
+def _why(exc: OSError) -> str:
+    """An OS error in words, without the path the message already names."""
+    return exc.strerror or str(exc) or type(exc).__name__
 
 
 def _open_text(name: str, mode: Literal["r", "w"]) -> IO[str]:
