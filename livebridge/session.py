@@ -154,7 +154,9 @@ class LiveSession:
         self._store = StoreConnector.attach(connector, store, conversation, observers)
         self._connector = self._store or connector
         self._dispatcher: Dispatcher | None = None
-        self._events = EventBuffer(self.options.event_capacity)
+        self._events = EventBuffer(
+            self.options.event_capacity, settled_capacity=self.options.settled_capacity
+        )
         self._wake = Wakeup()
         self._switching = False  # a goAway switch-over waits for the calls and a handle
         self._idle: anyio.Event | None = None  # set by the writer once no call is live
