@@ -39,9 +39,12 @@ later server message on the connection counts (``server_message()``). ``answer_s
 the dispatcher, which treats an identical call whose first answer was not seen as a re-issue of
 it rather than a new request.
 
-Frames are bounded: one ``toolResponse`` never encodes to more than ``max_frame_bytes``. The
-results of a BLOCKING batch, which must go out together, are cut to fit, fairly (the largest
-first, down to a common cap); NON_BLOCKING answers that do not fit wait for the next message.
+Frames are bounded: one ``toolResponse`` never encodes to more than ``max_frame_bytes``, every
+answer measured, errors and rejections too. The results of a BLOCKING batch, which go out
+together, are cut to fit, fairly (the largest first, down to a common cap); a batch too large
+for one frame even so (thousands of calls in one turn) is *split*: its answers go out whole, in
+call order, over as many frames as they need. NON_BLOCKING answers that do not fit wait for the
+next message.
 
 Per-call records are ``gc=False`` msgspec Structs (never part of a reference cycle): the history
 keeps thousands of them, and tracked survivors make the garbage collector run often and slowly.
@@ -107,7 +110,6 @@ _LIVE_STATES: frozenset[CallState] = frozenset({"running", "settled", "ready"})
 _MAX_HANDLES = 16
 DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
 _ENVELOPE_BYTES = 64  # the message around the responses, with room to spare
-_batch_of = operator.attrgetter("batch")
 _call_id = operator.attrgetter("call.id")
 _streaming = operator.attrgetter("streaming")
 
@@ -191,6 +193,7 @@ class _Batch(msgspec.Struct, gc=False):
 
     ids: list[str]
     running: int  # counted down as its calls leave running: releasing needs no scan per settle
+    split: bool = False  # too large for one frame: its answers go out over several, in order
 
 
 _Item: TypeAlias = tuple[_Life, Outcome | Partial]  # an answer queued to send; a tuple is cheapest
@@ -517,7 +520,11 @@ class CallLedger:
             if frames.array_size(encoded) > budget:
                 encoded = None
         if encoded is None:
-            taken, responses = frames.take(ready, _batch_of, self._encoded, budget)
+            taken, responses, split = frames.take(ready, _unit_of, self._encoded, budget)
+            if split:  # the rest of its batch follows, answer by answer, in the next frames
+                batch = taken[-1][0].batch
+                assert batch is not None  # only a batch is a unit of several answers
+                batch.split = True
             for life, answer in taken:
                 if isinstance(answer, Outcome):  # cut to fit, it is the answer sent
                     life.outcome = answer
@@ -681,6 +688,12 @@ class CallLedger:
 
     def _note(self, kind: NoticeKind, life: _Life, detail: str) -> None:
         self._notices.append(Notice(kind, life.call.id, detail))
+
+
+def _unit_of(life: _Life) -> _Batch | None:
+    """The answers that share a frame with this one's: its batch, unless the batch is split."""
+    batch = life.batch
+    return None if batch is None or batch.split else batch
 
 
 def _check(calls: Sequence[LiveCall]) -> None:

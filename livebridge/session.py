@@ -155,7 +155,9 @@ class LiveSession:
         self._store = StoreConnector.attach(connector, store, conversation, observers)
         self._connector = self._store or connector
         self._dispatcher: Dispatcher | None = None
-        self._events = EventBuffer(self.options.event_capacity)
+        self._events = EventBuffer(
+            self.options.event_capacity, settled_capacity=self.options.settled_capacity
+        )
         self._wake = Wakeup()
         self._answers_sent = Wakeup()  # a message of answers left: its reading is to be proven
         self._switching = False  # a goAway switch-over waits for the calls and a handle

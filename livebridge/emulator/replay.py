@@ -30,6 +30,7 @@ from livebridge.emulator.scenario import Conversation
 from livebridge.emulator.shared import Shared
 from livebridge.record import Entry, Recording, read_recording, restore_audio
 from livebridge.replay import (
+    MAX_GAP,
     SLOW_FACTOR,
     SLOW_MARGIN,
     Divergence,
@@ -77,20 +78,31 @@ class _Answer:
 
 
 class _Clock:
-    """Recorded pace: sleep until a recorded time, counted from the last point both share."""
+    """Recorded pace: sleep until a recorded time, counted from the last point both share.
+
+    A gap between two entries longer than ``MAX_GAP`` seconds is played as ``MAX_GAP``: a
+    recording (hand-edited, or of a session left idle) cannot hold the replay for longer."""
 
     def __init__(self, pace: Pace, start: float) -> None:
         self._recorded = pace == "recorded"
         self._anchor = (asyncio.get_running_loop().time(), start)
+        self._last = start  # the recorded time of the last entry played
 
     async def until(self, t: float) -> None:
         if self._recorded:
-            now = asyncio.get_running_loop().time()
-            await asyncio.sleep(max(0.0, self._anchor[0] + (t - self._anchor[1]) - now))
+            loop = asyncio.get_running_loop()
+            gap = t - self._last
+            if gap > MAX_GAP:  # played as MAX_GAP: the later times follow from there
+                real, recorded = self._anchor
+                self._anchor = (real + (self._last - recorded) + MAX_GAP, t)
+            self._last = max(self._last, t)
+            wait = self._anchor[0] + (t - self._anchor[1]) - loop.time()
+            await asyncio.sleep(min(max(0.0, wait), MAX_GAP))
 
     def sync(self, t: float) -> None:
         """Recorded time ``t`` is now (the client's answers arrived)."""
         self._anchor = (asyncio.get_running_loop().time(), t)
+        self._last = max(self._last, t)
 
 
 class ReplayScenario:
