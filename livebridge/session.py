@@ -33,6 +33,7 @@ from livebridge.calls import Outcome, Partial
 from livebridge.connectors import Connector, connector_for
 from livebridge.dispatch import CallPolicy, Dispatcher
 from livebridge.errors import (
+    LeaseLostError,
     MalformedMessageError,
     SessionClosedError,
     TransportClosed,
@@ -242,7 +243,7 @@ class LiveSession:
             async with anyio.create_task_group() as tg:
                 session._tg = tg
                 if session._store is not None:  # the lease, then the stored handle
-                    await tg.start(session._store.run)
+                    await tg.start(session._hold, session._store)
                 await tg.start(session._run)
                 try:
                     yield session
@@ -360,6 +361,18 @@ class LiveSession:
         return self._protocol.outbox.audio_dropped
 
     # -- connection management ---------------------------------------------------------------
+
+    async def _hold(
+        self, store: StoreConnector, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Hold the conversation's lease. Once it is lost the session ends: ``Closed`` with
+        the ``LeaseLostError`` (every call gets its fate), then ``connect`` raises it. No
+        journaled handler starts and nothing is written after (the store fences them)."""
+        try:
+            await store.run(task_status=task_status)
+        except LeaseLostError as exc:
+            await self._end(Closed("the conversation was taken over", error=exc))
+            raise
 
     async def _run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         protocol = self._protocol
