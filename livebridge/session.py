@@ -175,6 +175,11 @@ class LiveSession:
         return self._protocol.handle
 
     @property
+    def input_rate(self) -> int:
+        """The rate ``send_audio`` takes by default: 16 kHz on Gemini, 24 kHz on OpenAI."""
+        return self._protocol.input_rate(None)
+
+    @property
     def session_id(self) -> str | None:
         return self._protocol.session_id
 

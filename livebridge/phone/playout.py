@@ -152,15 +152,17 @@ class Playout:
         return max(0.0, self._utterance_seconds - max(0.0, self._play_end - now))
 
     def interrupt(self, now: float) -> BargeIn | None:
-        """The model was interrupted: a ``BargeIn`` when audio is still to play (send
-        ``clear`` at once), None when the caller has heard everything."""
+        """The model was interrupted: a ``BargeIn`` (send ``clear`` at once) when audio is
+        still to play or an utterance is under way (Twilio may hold what the play head thinks
+        played), None when the caller has heard everything of a finished utterance."""
         unheard = self.unheard(now)
+        speaking = self._started
         marks = tuple(mark.name for mark in self._marks)
         played = self.played(now)
         self._partial.clear()
         self._marks.clear()
         self._play_end = min(self._play_end, now)
         self._started = False
-        if unheard <= 0.0 and not marks:
+        if unheard <= 0.0 and not marks and not speaking:
             return None
         return BargeIn(self.utterance, played, unheard, marks)

@@ -100,11 +100,12 @@ class TwilioStream:
     ``streamSid`` that ``start`` gave.
     """
 
-    __slots__ = ("skipped", "stream_sid")
+    __slots__ = ("last_skipped", "skipped", "stream_sid")
 
     def __init__(self) -> None:
         self.stream_sid: str | None = None
         self.skipped: dict[str, int] = {}
+        self.last_skipped: str | None = None  # why the latest frame was skipped, if it was
 
     @property
     def started(self) -> bool:
@@ -112,6 +113,7 @@ class TwilioStream:
 
     def receive(self, text: str | bytes) -> StreamEvent | None:
         """The event one frame carries; None for ``connected`` and for a skipped frame."""
+        self.last_skipped = None
         try:
             frame = _decoder.decode(text)
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
@@ -177,6 +179,7 @@ class TwilioStream:
 
     def _skip(self, reason: str, detail: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
+        self.last_skipped = reason
         log.warning("skipped a Twilio frame: %s", detail)
         return None
 
