@@ -134,10 +134,10 @@ async def phone_line(
         yield bridge, f"ws://127.0.0.1:{port}/twilio"
 
 
-async def run_phone_demo(out: TextIO = sys.stdout) -> int:
+async def run_phone_demo(out: TextIO | None = None) -> int:
     """Run the call; 0 when it ended with the goodbye heard, else 1."""
     began = time.monotonic()
-    log = _CallLog(out, began)
+    log = _CallLog(out or sys.stdout, began)
     listeners = (log.on_event,)
     async with (
         Emulator(PhoneScript()) as emu,

@@ -124,8 +124,12 @@ class FrameSkipped:
 
 @dataclass(frozen=True, slots=True)
 class CallEnded:
+    """The call is over; ``answered``: it had started (``CallAnswered`` came before);
+    ``marks``: those sent before each hang-up tool ran."""
+
     reason: EndReason
     marks: tuple[str, ...] = field(default_factory=tuple)
+    answered: bool = True
 
 
 PhoneEvent: TypeAlias = (
@@ -197,7 +201,8 @@ class _Call:
                 log.exception("a phone listener failed on %r", event)
 
     def finish(self, reason: EndReason) -> EndReason:
-        self.emit(CallEnded(reason, tuple(self.hang_marks.values())))
+        answered = self.session is not None
+        self.emit(CallEnded(reason, tuple(self.hang_marks.values()), answered))
         return reason
 
     def _receive(self, text: str | bytes) -> object:

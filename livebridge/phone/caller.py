@@ -35,6 +35,8 @@ __all__ = ["Heard", "SimulatedCaller", "speech", "tone"]
 #: Received audio held for playing, in frames (a minute): a server far ahead of real time
 #: loses the oldest, as a phone line would not hold more either.
 _MAX_BUFFERED = 3000
+#: Frames gathered before a stretch starts playing (a jitter buffer, as a phone line has).
+_JITTER_FRAMES = 6
 
 
 @dataclass(slots=True)
@@ -243,11 +245,15 @@ class SimulatedCaller:
             await self._echo(str(items.popleft()))
         if not items:
             return
+        last = self.heard[-1] if self.heard else None
+        now = self.clock()
+        playing = last is not None and now - last.end < FRAME_SECONDS * 1.5
+        gathering = not playing and self._playback.frames < _JITTER_FRAMES
+        if gathering and not any(isinstance(item, str) for item in items):  # more is coming
+            return
         items.popleft()
         self._playback.frames -= 1
-        now = self.clock()
-        last = self.heard[-1] if self.heard else None
-        if last is not None and now - last.end < FRAME_SECONDS * 1.5:
+        if last is not None and playing:
             last.seconds += FRAME_SECONDS
         else:
             self.heard.append(Heard(now, FRAME_SECONDS))
