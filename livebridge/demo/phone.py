@@ -22,6 +22,7 @@ from livebridge.emulator.speech import spoken
 from livebridge.observe import Observer
 from livebridge.options import SessionOptions
 from livebridge.phone.bridge import (
+    OPENAI_PHONE_CONFIG,
     BargedIn,
     CallEnded,
     Listener,
@@ -114,15 +115,19 @@ async def phone_line(
     options: SessionOptions | None = None,
     phone: PhoneOptions | None = None,
 ) -> AsyncIterator[tuple[PhoneBridge, str]]:
-    """A bridge to ``emulator`` served on a free port: the bridge and its ``ws://`` URL."""
+    """A bridge to ``emulator`` (Gemini, or OpenAI with μ-law both ways) served on a free
+    port: the bridge and its ``ws://`` URL."""
 
     @asynccontextmanager
     async def open_session(start: StreamStarted) -> AsyncIterator[LiveSession]:
+        openai = emulator.protocol == "openai"
         async with LiveSession.connect(
-            emulator.client(),
-            model="gemini-3.8-live",
+            emulator.openai_client() if openai else emulator.client(),
+            model="gpt-realtime-2" if openai else "gemini-3.8-live",
             tools=tools,
-            config={"response_modalities": ["AUDIO"], "output_audio_transcription": {}},
+            config=OPENAI_PHONE_CONFIG
+            if openai
+            else {"response_modalities": ["AUDIO"], "output_audio_transcription": {}},
             options=options,
             observers=observers,
         ) as session:

@@ -1,7 +1,8 @@
 """One Twilio Media Streams WebSocket ↔ one ``LiveSession``: the thin I/O shell of a phone call.
 
 The caller's μ-law goes to the model at its input rate; the model's speech goes back in 20 ms
-frames with a mark after each utterance (``playout``). When the model is interrupted the bridge
+frames with a mark after each utterance (``playout``); on OpenAI with ``OPENAI_PHONE_CONFIG``
+the μ-law goes both ways as is. When the model is interrupted the bridge
 sends ``clear`` at once. A tool named in ``PhoneOptions.hang_up_tools`` (``end_call``) acts
 after what was said before it: when it succeeds, the bridge waits (at most
 ``hang_up_timeout``) for the mark that follows the audio sent before the call, then closes the
@@ -18,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import anyio
 from anyio.abc import TaskGroup
@@ -40,6 +41,7 @@ from livebridge.phone.twilio import (
 from livebridge.session import LiveSession
 
 __all__ = [
+    "OPENAI_PHONE_CONFIG",
     "BargedIn",
     "CallAnswered",
     "CallEnded",
@@ -56,6 +58,15 @@ __all__ = [
 ]
 
 log = logging.getLogger("livebridge.phone")
+
+#: An OpenAI Realtime session config that takes and sends the call's μ-law as is (no
+#: resampling either way): pass it as ``config`` to ``LiveSession.connect``.
+OPENAI_PHONE_CONFIG: dict[str, Any] = {
+    "audio": {
+        "input": {"format": {"type": "audio/pcmu"}},
+        "output": {"format": {"type": "audio/pcmu"}},
+    }
+}
 
 #: How a call ended: the caller hung up (``stop``), a hang-up tool closed it, the Live session
 #: ended, or the WebSocket went away without a ``stop``.
@@ -240,7 +251,8 @@ class _Call:
 
     async def _from_caller(self, tg: TaskGroup) -> EndReason:
         session = self._session()
-        self.inbound = Resampler(PHONE_RATE, session.input_rate)
+        if session.input_encoding == "pcm16":
+            self.inbound = Resampler(PHONE_RATE, session.input_rate)
         try:
             async for text in self.websocket:
                 event = self._receive(text)
@@ -265,7 +277,9 @@ class _Call:
         pcm = ulaw_to_pcm16(ulaw)
         if is_speech(pcm):
             self.speech_ended = self.bridge.clock()  # the end of the latest speech heard
-        assert self.inbound is not None
+        if self.inbound is None:  # the session takes μ-law as is (OpenAI audio/pcmu)
+            await session.send_audio(ulaw)
+            return
         resampled = self.inbound(pcm)
         if resampled:
             await session.send_audio(resampled, self.inbound.target)
@@ -296,6 +310,9 @@ class _Call:
         return "session_closed"
 
     async def _model_audio(self, event: AudioOut) -> None:
+        if event.encoding == "pcmu":  # already what Twilio plays
+            await self._send_audio(event.data)
+            return
         if self.outbound is None or self.outbound.source != event.rate:
             self.outbound = Resampler(event.rate, PHONE_RATE)
         await self._send_audio(pcm16_to_ulaw(self.outbound(event.data)))

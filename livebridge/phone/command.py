@@ -119,7 +119,7 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any) -> int:
     from livebridge.emulator import Emulator
     from livebridge.metrics import PrometheusObserver, serve
     from livebridge.observe import Observer
-    from livebridge.phone.bridge import PhoneBridge, PhoneOptions
+    from livebridge.phone.bridge import OPENAI_PHONE_CONFIG, PhoneBridge, PhoneOptions
     from livebridge.phone.metrics import PhoneMetrics
     from livebridge.phone.server import serve_phone
     from livebridge.phone.twilio import StreamStarted
@@ -156,7 +156,9 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any) -> int:
 
             client = genai.Client(api_key=api_key())
         config = (
-            None if openai else {"response_modalities": ["AUDIO"], "output_audio_transcription": {}}
+            OPENAI_PHONE_CONFIG
+            if openai
+            else {"response_modalities": ["AUDIO"], "output_audio_transcription": {}}
         )
 
         @asynccontextmanager

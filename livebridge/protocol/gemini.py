@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Any, assert_never
+from typing import Any, Literal, assert_never
 
 import msgspec
 
@@ -415,6 +415,11 @@ class GeminiLiveProtocol:
         if answers is not None:
             return answers
         return self.outbox.take(blocking=ledger.blocking_pending)
+
+    @property
+    def input_encoding(self) -> Literal["pcm16", "pcmu"]:
+        """What ``send_audio`` takes: 16-bit PCM, always."""
+        return "pcm16"
 
     def input_rate(self, rate: int | None) -> int:
         """The rate to send app audio at: any rate the app names (the frame carries it)."""
