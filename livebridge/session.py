@@ -332,6 +332,15 @@ class LiveSession:
         if self._observers:
             self._apply(self._protocol.sent(audio, self._clock()))
 
+    async def truncate_audio(self, played: float) -> None:
+        """After a barge-in: the user heard only ``played`` seconds of the model's latest
+        audio. On OpenAI Realtime the assistant item is truncated there
+        (``conversation.item.truncate``), so the model does not believe it said what was never
+        heard; Gemini cuts an interrupted turn itself, and nothing is sent."""
+        item = self._protocol.truncate(played)
+        if item is not None:
+            await self._enqueue(item)
+
     async def send_activity_start(self) -> None:
         """Mark the start of user speech (when automatic activity detection is off)."""
         await self._enqueue(Signal("activity_start"))

@@ -49,7 +49,10 @@ async def test_a_call_sends_and_plays_ulaw_as_is(emulator: Emulator) -> None:
 
 
 @pytest.mark.asyncio(loop_scope="module")
-async def test_barge_in_clears_at_once(emulator: Emulator) -> None:
+async def test_barge_in_clears_at_once_and_truncates_at_what_was_heard(
+    emulator: Emulator,
+) -> None:
+    before = len(emulator.transcript)
     events: list[PhoneEvent] = []
     async with (
         phone_line(emulator, phone_tools(0.05), listeners=[events.append]) as (_, url),
@@ -62,7 +65,16 @@ async def test_barge_in_clears_at_once(emulator: Emulator) -> None:
         await caller.wait_until(lambda: bool(caller.cleared), WAIT)
         assert caller.cleared[0] - spoke < 0.2
         assert caller.heard_seconds < 1.0
-    assert any(isinstance(e, BargedIn) for e in events)
+    (barge,) = [e for e in events if isinstance(e, BargedIn)]
+    sent = [e.message for e in emulator.transcript[before:] if e.direction == "client"]
+    (truncate,) = [m for m in sent if m.get("type") == "conversation.item.truncate"]
+    assert truncate["content_index"] == 0
+    assert truncate["audio_end_ms"] == round(barge.played * 1000)
+    assert 300 <= truncate["audio_end_ms"] < 1000  # what the caller heard before speaking
+    served = [
+        e.message.get("type") for e in emulator.transcript[before:] if e.direction != "client"
+    ]
+    assert "conversation.item.truncated" in served and "error" not in served
 
 
 def test_the_protocol_takes_8_khz_ulaw_for_audio_pcmu() -> None:

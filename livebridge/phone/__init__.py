@@ -4,3 +4,5 @@
 what the caller has heard, ``bridge`` one stream ↔ one session, ``caller`` a simulated Twilio
 side for tests and the demo. Needs the ``phone`` extra (``pip install 'livebridge[phone]'``).
 """
+
+__all__: list[str] = []

@@ -2,14 +2,14 @@
 
 The caller's μ-law goes to the model at its input rate; the model's speech goes back in 20 ms
 frames with a mark after each utterance (``playout``); on OpenAI with ``OPENAI_PHONE_CONFIG``
-the μ-law goes both ways as is. When the model is interrupted the bridge
-sends ``clear`` at once. A tool named in ``PhoneOptions.hang_up_tools`` (``end_call``) acts
-after what was said before it: when it succeeds, the bridge waits (at most
-``hang_up_timeout``) for the mark that follows the audio sent before the call, then closes the
-stream, so the TwiML's next verb (``<Hangup/>``) runs after the goodbye was heard. When the
-caller hangs up (``stop``), the session is closed: every running call gets its fate and the Live
-connection closes with 1000. DTMF keys reach the listeners as ``DtmfPressed`` and, with
-``dtmf_to_model``, the model as text.
+the μ-law goes both ways as is. When the model is interrupted the bridge sends ``clear`` at
+once (and on OpenAI truncates the assistant item at what the caller heard). A tool named in
+``PhoneOptions.hang_up_tools`` (``end_call``) acts after what was said before it: when it
+succeeds, the bridge waits (at most ``hang_up_timeout``) for the mark that follows the audio
+sent before the call, then closes the stream, so the TwiML's next verb (``<Hangup/>``) runs
+after the goodbye was heard. When the caller hangs up (``stop``), the session is closed: every
+running call gets its fate and the Live connection closes with 1000. DTMF keys reach the
+listeners as ``DtmfPressed`` and, with ``dtmf_to_model``, the model as text.
 """
 
 from __future__ import annotations
@@ -357,6 +357,7 @@ class _Call:
             return
         await self.websocket.send(self.stream.clear())
         self.emit(BargedIn(barge.played, barge.unheard))
+        await self._session().truncate_audio(barge.played)
         self._changed()  # a hang-up waiting on a cleared mark goes ahead
 
     async def _hang_up(self, tg: TaskGroup, mark: str) -> None:

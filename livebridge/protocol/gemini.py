@@ -67,7 +67,7 @@ from livebridge.protocol.base import (
 from livebridge.protocol.outbox import Outbox
 from livebridge.protocol.report import Reporter
 from livebridge.tools import ToolRegistry
-from livebridge.transport import ClientItem, Signal, Text, ToolAnswers, message_kind
+from livebridge.transport import ClientItem, Frames, Signal, Text, ToolAnswers, message_kind
 
 __all__ = ["NAMELESS_PREFIX", "GeminiLiveProtocol"]
 
@@ -415,6 +415,10 @@ class GeminiLiveProtocol:
         if answers is not None:
             return answers
         return self.outbox.take(blocking=ledger.blocking_pending)
+
+    def truncate(self, played: float) -> Frames | None:
+        """Nothing: the service itself cuts the interrupted turn to what was generated."""
+        return None
 
     @property
     def input_encoding(self) -> Literal["pcm16", "pcmu"]:

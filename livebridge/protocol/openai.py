@@ -140,6 +140,7 @@ class OpenAIRealtimeProtocol:
         """``observed``: produce ``Notify`` outputs; ``delays``: waits before reconnects;
         ``g711``: (input, output) configured as ``audio/pcmu`` (8 kHz μ-law) rather than PCM."""
         self._g711_in, self._g711_out = g711
+        self._speaking_item: str | None = None  # the assistant item of the latest audio
         self.options = options or ProtocolOptions()
         self.tools = tools
         self.handle: str | None = None  # OpenAI Realtime has no resumption handle
@@ -432,6 +433,8 @@ class OpenAIRealtimeProtocol:
         return CallSettled(self.session_id, self.turn, call, "BLOCKING", outcome, now, known)
 
     def _on_audio(self, event: ServerEvent, now: float, out: list[Output]) -> None:
+        if event.item_id:
+            self._speaking_item = event.item_id
         if event.delta:
             if self._g711_out:
                 out.append(AudioOut(wire.b64decode(event.delta), G711_RATE, "pcmu"))
@@ -509,6 +512,20 @@ class OpenAIRealtimeProtocol:
         """Not produced on OpenAI (``RunCalls.partials`` is off); dropped if it ever comes."""
         log.debug("call %s: streamed item dropped (OpenAI takes one output)", item.call_id)
         return []
+
+    def truncate(self, played: float) -> Frames | None:
+        """``conversation.item.truncate`` of the latest assistant audio at ``played`` seconds
+        (what the user heard), so the conversation holds only what was heard."""
+        if self._speaking_item is None:
+            return None
+        message = {
+            "type": "conversation.item.truncate",
+            "item_id": self._speaking_item,
+            "content_index": 0,
+            "audio_end_ms": max(0, round(played * 1000)),
+        }
+        self._speaking_item = None
+        return Frames([message], "conversation.item.truncate")
 
     @property
     def input_encoding(self) -> Literal["pcm16", "pcmu"]:
