@@ -3,14 +3,22 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: test suite lint docs demo voice-agent bench clean
 
+# Everything the suite, the linters and the docs need.
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,docs]'
 	touch $(STAMP)
+
+# The demo needs the package alone (google-genai, websockets, msgspec, ...): no test tools.
+$(DEMO_STAMP): pyproject.toml
+	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
+	[ $(STAMP) -nt pyproject.toml ] || $(BIN)/pip install --quiet -e .
+	touch $(DEMO_STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -28,7 +36,7 @@ test: lint docs suite
 suite: $(STAMP)
 	$(BIN)/pytest -q
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/livebridge demo
 
 voice-agent: $(STAMP)
