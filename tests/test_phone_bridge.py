@@ -181,3 +181,27 @@ async def test_media_before_start_is_skipped(emulator: Emulator) -> None:
             await websocket.wait_closed()
     assert FrameSkipped("media_before_start") in events
     assert [e.reason for e in events if isinstance(e, CallEnded)] == ["disconnected"]
+
+
+async def test_a_session_that_cannot_open_ends_the_call_with_1011() -> None:
+    from contextlib import asynccontextmanager
+
+    from livebridge.errors import ModelNotFoundError
+    from livebridge.phone.bridge import PhoneBridge
+    from livebridge.phone.server import serve_phone
+    from livebridge.phone.twilio import StreamStarted
+    from livebridge.session import LiveSession
+
+    @asynccontextmanager
+    async def unreachable(start: StreamStarted) -> AsyncIterator[LiveSession]:
+        raise ModelNotFoundError("no such model")
+        yield  # pragma: no cover
+
+    events: list[PhoneEvent] = []
+    bridge = PhoneBridge(unreachable, listeners=[events.append])
+    async with serve_phone(bridge) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        async with SimulatedCaller.dial(f"ws://127.0.0.1:{port}/twilio") as caller:
+            await caller.wait_until(lambda: caller.closed_at is not None, WAIT)
+    assert caller.close_code == 1011
+    assert events == [CallEnded("session_failed", answered=False)]

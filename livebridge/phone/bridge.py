@@ -69,8 +69,9 @@ OPENAI_PHONE_CONFIG: dict[str, Any] = {
 }
 
 #: How a call ended: the caller hung up (``stop``), a hang-up tool closed it, the Live session
-#: ended, or the WebSocket went away without a ``stop``.
-EndReason = Literal["caller_hung_up", "hung_up", "session_closed", "disconnected"]
+#: ended, the Live session could not open or failed (the stream is closed with 1011), or the
+#: WebSocket went away without a ``stop``.
+EndReason = Literal["caller_hung_up", "hung_up", "session_closed", "session_failed", "disconnected"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,10 +180,15 @@ class PhoneBridge:
             return call.finish("disconnected")
         if start is None:
             return call.finish("disconnected")
-        async with self.open_session(start) as session:
-            call.session = session
-            call.emit(CallAnswered(start))
-            reason = await call.run()
+        try:
+            async with self.open_session(start) as session:
+                call.session = session
+                call.emit(CallAnswered(start))
+                reason = await call.run()
+        except Exception as exc:  # the model could not be reached, or the session failed
+            log.error("call %s: the Live session failed: %s", start.call_sid or "?", exc)
+            await websocket.close(1011, "the Live session failed")
+            return call.finish("session_failed")
         await websocket.close()  # after the session: its calls were given their fates
         return call.finish(reason)
 
