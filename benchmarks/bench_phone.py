@@ -2,11 +2,11 @@
 
 A call moves 8 kHz μ-law both ways in 20 ms frames: in, each Twilio ``media`` frame is decoded
 (JSON, base64), expanded to PCM16 and resampled to the vendor's input rate (16 kHz Gemini,
-24 kHz OpenAI); out, the model's 24 kHz PCM16 is resampled to 8 kHz, compressed to μ-law and
-framed. Each stage runs on real 20 ms frames (a tone, so the resampler does real work) for
-``SECONDS`` of audio; reported is CPU time (``time.process_time``) per second of audio and the
-calls one core could carry on this path alone (the Live session's own cost is in
-``bench_sessions``).
+24 kHz OpenAI, or left as is for ``audio/pcmu``); out, the model's 24 kHz PCM16 is resampled
+to 8 kHz, compressed to μ-law and framed. Each stage runs on real 20 ms frames (a tone, so
+the resampler does real work) for ``SECONDS`` of audio; reported is CPU time
+(``time.process_time``) per second of audio and the calls one core could carry on this path
+alone (the Live session's own cost is in ``bench_sessions``).
 
 Run with ``python -m benchmarks.bench_phone`` (``--quick`` for a smoke run).
 """
@@ -96,12 +96,16 @@ def table(seconds: float) -> list[str]:
     lines += [f"| {name} | {ms:.3f} | {ms / 10:.3f} % |" for name, ms in results]
     gemini = sum(ms for name, ms in results if "OpenAI" not in name)
     openai = sum(ms for name, ms in results if "Gemini" not in name)
+    # audio/pcmu: no resampling and no encoding; μ-law is expanded only to hear the caller's
+    # speech end (the latency metric)
+    pcmu = sum(ms for name, ms in results if "resample" not in name and "→ μ-law" not in name)
     lines += [
         f"| **a Gemini call, both ways** | {gemini:.3f} | {gemini / 10:.3f} % |",
         f"| **an OpenAI call (24 kHz PCM), both ways** | {openai:.3f} | {openai / 10:.3f} % |",
+        f"| **an OpenAI call (audio/pcmu), both ways** | {pcmu:.3f} | {pcmu / 10:.3f} % |",
         "",
         f"calls per core on the audio path alone: Gemini {1000 / gemini:.0f}, "
-        f"OpenAI {1000 / openai:.0f}",
+        f"OpenAI {1000 / openai:.0f} (audio/pcmu: {1000 / pcmu:.0f})",
     ]
     return lines
 

@@ -42,7 +42,7 @@ def test_bench_phone_prints_every_stage(capsys: pytest.CaptureFixture[str]) -> N
     assert bench_phone.main(["--quick"]) == 0
     out = capsys.readouterr().out
     stages = rows(out, "| stage")
-    assert len(stages) == 9 and all(float(row[1]) > 0 for row in stages)
+    assert len(stages) == 10 and all(float(row[1]) > 0 for row in stages)
     assert "calls per core on the audio path alone: Gemini " in out
 
 

@@ -205,3 +205,28 @@ async def test_a_session_that_cannot_open_ends_the_call_with_1011() -> None:
             await caller.wait_until(lambda: caller.closed_at is not None, WAIT)
     assert caller.close_code == 1011
     assert events == [CallEnded("session_failed", answered=False)]
+
+
+async def test_dtmf_reaches_the_app_and_optionally_the_model(emulator: Emulator) -> None:
+    from livebridge.phone.bridge import PhoneOptions
+
+    before = len(emulator.transcript)
+    events: list[PhoneEvent] = []
+    phone = PhoneOptions(dtmf_to_model=True)
+    async with (
+        phone_line(emulator, phone_tools(0.05), listeners=[events.append], phone=phone) as (_, u),
+        SimulatedCaller.dial(u) as caller,
+    ):
+        await caller.press("7")
+        await caller.press("#")
+
+        def told() -> list[str]:
+            return [
+                e.message["realtimeInput"]["text"]
+                for e in emulator.transcript[before:]
+                if e.direction == "client" and "text" in e.message.get("realtimeInput", {})
+            ]
+
+        await caller.wait_until(lambda: len(told()) == 2, WAIT)
+    assert told() == ["The caller pressed 7.", "The caller pressed #."]
+    assert [e for e in events if isinstance(e, DtmfPressed)] == [DtmfPressed("7"), DtmfPressed("#")]
