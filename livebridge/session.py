@@ -23,7 +23,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any, assert_never
+from typing import Any, Literal, assert_never
 
 import anyio
 import anyio.lowlevel
@@ -180,6 +180,18 @@ class LiveSession:
         return self._protocol.handle
 
     @property
+    def input_rate(self) -> int:
+        """The rate ``send_audio`` takes by default: 16 kHz on Gemini, 24 kHz on OpenAI (8 kHz
+        for ``audio/pcmu``)."""
+        return self._protocol.input_rate(None)
+
+    @property
+    def input_encoding(self) -> Literal["pcm16", "pcmu"]:
+        """What ``send_audio`` takes: 16-bit PCM, or G.711 μ-law on an OpenAI session
+        configured for ``audio/pcmu``."""
+        return self._protocol.input_encoding
+
+    @property
     def session_id(self) -> str | None:
         return self._protocol.session_id
 
@@ -293,7 +305,8 @@ class LiveSession:
         await self._enqueue(Text(text))
 
     async def send_audio(self, pcm16: bytes, rate: int | None = None) -> None:
-        """Send microphone audio: 16-bit little-endian mono PCM at ``rate`` Hz.
+        """Send microphone audio: 16-bit little-endian mono PCM at ``rate`` Hz (μ-law bytes
+        when ``input_encoding`` is ``pcmu``).
 
         ``None`` is the vendor's rate: 16 kHz for Gemini (which takes any rate), 24 kHz for
         OpenAI (which takes only that one: another raises ``ValueError``; resample first).
@@ -302,7 +315,7 @@ class LiveSession:
         socket from the caller's task (waiting only if the socket is backed up); otherwise it
         is queued behind what came first and the ``audio_during_blocking`` policy applies.
         """
-        if len(pcm16) % 2:
+        if len(pcm16) % 2 and self._protocol.input_encoding == "pcm16":
             raise ValueError("16-bit PCM must have an even number of bytes")
         audio = Audio(bytes(pcm16), self._protocol.input_rate(rate))
         transport = self._transport
@@ -323,6 +336,15 @@ class LiveSession:
             self._writing = False
         if self._observers:
             self._apply(self._protocol.sent(audio, self._clock()))
+
+    async def truncate_audio(self, played: float) -> None:
+        """After a barge-in: the user heard only ``played`` seconds of the model's latest
+        audio. On OpenAI Realtime the assistant item is truncated there
+        (``conversation.item.truncate``), so the model does not believe it said what was never
+        heard; Gemini cuts an interrupted turn itself, and nothing is sent."""
+        item = self._protocol.truncate(played)
+        if item is not None:
+            await self._enqueue(item)
 
     async def send_activity_start(self) -> None:
         """Mark the start of user speech (when automatic activity detection is off)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import bench_dispatch
+from benchmarks import bench_dispatch, bench_phone
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,6 +36,14 @@ def test_bench_dispatch_prints_the_table(capsys: pytest.CaptureFixture[str]) -> 
     assert lines[0].startswith("| batch size | asyncio.gather µs/call | Dispatcher.run µs/call")
     assert [line.split("|")[1].strip() for line in lines[2:]] == ["1", "8", "64"]
     assert all(line.rstrip().endswith("x |") for line in lines[2:])
+
+
+def test_bench_phone_prints_every_stage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_phone.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    stages = rows(out, "| stage")
+    assert len(stages) == 10 and all(float(row[1]) > 0 for row in stages)
+    assert "calls per core on the audio path alone: Gemini " in out
 
 
 def test_bench_soak_quick_samples_a_steady_state() -> None:

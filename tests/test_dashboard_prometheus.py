@@ -18,6 +18,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from livebridge.calls import DedupReason
 from livebridge.metrics import REJECTION_REASONS, PrometheusObserver, serve
+from livebridge.phone.bridge import (
+    BargedIn,
+    CallAnswered,
+    CallEnded,
+    FrameSkipped,
+    MarkHeard,
+    ModelAnswered,
+)
+from livebridge.phone.metrics import PhoneMetrics
+from livebridge.phone.twilio import StreamStarted
 from tests.prometheus_server import PrometheusServer
 from tests.workloads import TOOL_NAMES, drive_workload
 
@@ -116,6 +126,22 @@ def test_the_readmes_name_every_rejection_and_dedup_reason() -> None:
         assert all(reason in dedups for reason in get_args(DedupReason)), dedups
 
 
+def drive_phone_calls(metrics: PhoneMetrics) -> None:
+    """Two calls' worth of what a phone bridge reports, one still in progress."""
+    for event in (
+        CallAnswered(StreamStarted("MZ1")),
+        CallAnswered(StreamStarted("MZ2")),
+        FrameSkipped("unknown_event"),
+        ModelAnswered(0.8),
+        MarkHeard("u1.1", 0.03),
+        BargedIn(0.5, 0.7),
+        ModelAnswered(0.6),
+        MarkHeard("u2.2", 0.02),
+        CallEnded("hung_up"),
+    ):
+        metrics(event)
+
+
 def scrape(url: str) -> set[str]:
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
@@ -125,6 +151,7 @@ def scrape(url: str) -> set[str]:
 def test_every_dashboard_query_returns_data_from_real_prometheus() -> None:
     registry = CollectorRegistry()
     observer = PrometheusObserver(registry, functions=TOOL_NAMES)
+    phone = PhoneMetrics(registry)
     dashboard = load_dashboard()
     with serve(registry=registry) as endpoint:
         prometheus = PrometheusServer([f"127.0.0.1:{endpoint.port}"], scrape_interval="1s")
@@ -132,6 +159,7 @@ def test_every_dashboard_query_returns_data_from_real_prometheus() -> None:
             prometheus.wait_ready()
             for _ in range(WORKLOAD_ROUNDS):
                 anyio.run(drive_workload, [observer])
+                drive_phone_calls(phone)
                 prometheus.wait_scraped_after(time.time())
 
             exported = scrape(endpoint.url)
