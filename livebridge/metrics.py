@@ -300,6 +300,9 @@ class PrometheusObserver:
             self.reconnects.labels(reason)
         for event in sorted(LEASE_EVENTS):
             self.leases.labels(event)
+        for operation in sorted(STORE_OPERATIONS):
+            for error in sorted(STORE_ERRORS):
+                self.store_errors.labels(operation, error)
         if self._functions is None:
             return
         for function in sorted(self._functions | {OTHER}):

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from livebridge.calls import DedupReason
 from livebridge.metrics import REJECTION_REASONS, PrometheusObserver, serve
+from livebridge.observe import LeaseChanged, StoreOperation
 from livebridge.phone.bridge import (
     BargedIn,
     CallAnswered,
@@ -142,6 +143,18 @@ def drive_phone_calls(metrics: PhoneMetrics) -> None:
         metrics(event)
 
 
+def drive_store(observer: PrometheusObserver) -> None:
+    """What a session on a conversation store reports: round trips, a lease taken over."""
+    for event in (
+        LeaseChanged("acquired"),
+        StoreOperation("begin", 0.0009),
+        StoreOperation("write", 0.0012),
+        StoreOperation("renew", 2.6, error="unavailable"),
+        LeaseChanged("resumed", interrupted=1),
+    ):
+        observer.on_event(event)
+
+
 def scrape(url: str) -> set[str]:
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
@@ -160,6 +173,7 @@ def test_every_dashboard_query_returns_data_from_real_prometheus() -> None:
             for _ in range(WORKLOAD_ROUNDS):
                 anyio.run(drive_workload, [observer])
                 drive_phone_calls(phone)
+                drive_store(observer)
                 prometheus.wait_scraped_after(time.time())
 
             exported = scrape(endpoint.url)
