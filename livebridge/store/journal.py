@@ -22,6 +22,11 @@ until the next handle (then the model has seen it, and an identical call is a ne
   call runs again (a failure is never served to a later request);
 - started without a result, non-idempotent → ``outcome_unknown`` (not retryable): the worker
   died while running it, so whether it took effect is unknown; idempotent → it runs again.
+
+A handle that arrives while a journaled call runs does not start a new epoch (``handle``), so
+it never covers that call. The journal keeps what it wrote until a handle covers it (at most
+``MAX_DEFERRED`` entries): when its lapsed lease is acquired again and the store lost them (a
+Redis restarted empty), ``rejoin`` writes them again.
 """
 
 from __future__ import annotations
