@@ -11,7 +11,7 @@ session's end. Each message says what happened and what to do::
     ├── UsageError                    the app used livebridge in a way it cannot serve
     │   ├── SessionClosedError        input sent to a session that is closing or closed
     │   ├── ModelCapabilityError      a tool the model cannot run as declared (at connect)
-    │   └── RecordingError            a session recording that is truncated, corrupt or too new
+    │   └── RecordingError            a recording that cannot begin, or is cut, corrupt, too new
     ├── RemoteProtocolError           the server sent something livebridge cannot accept
     │   ├── MalformedMessageError     a frame that does not decode as a Live message
     │   ├── FrameTooLargeError        a frame over the client's size limit
@@ -117,7 +117,8 @@ class ModelCapabilityError(UsageError):
 
 
 class RecordingError(UsageError, ValueError):
-    """A session recording cannot be read; the message names the file and the line."""
+    """A session recording cannot begin (at ``connect``) or be read; the message names the file
+    (and the line)."""
 
 
 class RemoteProtocolError(LivebridgeError):

@@ -145,9 +145,15 @@ class Closed:
 
 @dataclass(frozen=True, slots=True)
 class EventsDropped:
-    """The app read events too slowly and ``count`` droppable events were discarded."""
+    """The app read events too slowly and ``count`` events were discarded since the last one
+    it read: ``media`` audio, text and transcripts, ``control`` other events, and ``settled``
+    the ``ToolCallSettled`` events past ``settled_capacity``, counted by outcome. Observers and
+    metrics saw every one of those fates."""
 
     count: int
+    media: int = 0
+    control: int = 0
+    settled: Mapping[str, int] = field(default_factory=dict)
 
 
 SessionEvent: TypeAlias = (
@@ -168,8 +174,9 @@ SessionEvent: TypeAlias = (
 
 #: Events that may be discarded when the app falls behind: stale media is worth least.
 DROPPABLE: tuple[type, ...] = (AudioOut, TextOut, InputTranscript, OutputTranscript)
-#: Events that are never discarded: a call's fate and the end of the session.
-KEPT: tuple[type, ...] = (ToolCallSettled, Closed)
+#: Events that are never discarded: the end of the session. (A call's fate is discarded only
+#: past ``settled_capacity``, and counted by outcome.)
+KEPT: tuple[type, ...] = (Closed,)
 
 _Entry: TypeAlias = list[SessionEvent | None]  # one queued event; None once discarded
 #: What ``EventBuffer`` queues: a kept event as is (it is never discarded), any other in an entry.
@@ -187,27 +194,42 @@ class EventBuffer:
       discards the OLDEST waiting media event (or the new one when none is waiting);
     - other events (turns, interruptions, calls started, go-away, resumed): at most
       ``control_capacity`` (default ``4 * capacity``) wait; beyond that the oldest is discarded;
-    - a call's fate (``ToolCallSettled``) and ``Closed`` are never discarded. They grow only as
-      fast as the model issues calls, one small object per call.
+    - a call's fate (``ToolCallSettled``): at most ``settled_capacity`` (default 4096) wait;
+      beyond that the oldest is discarded and counted by its outcome (observers and metrics
+      still see every fate: they do not read this buffer);
+    - ``Closed`` is never discarded.
 
-    The app learns of discards through one ``EventsDropped(count)`` placed before the next
-    event it reads. After ``close()`` readers drain what is left, then stop.
+    The app learns of discards through one ``EventsDropped`` (how many of each kind, and the
+    outcomes of the fates) placed before the next event it reads. After ``close()`` readers
+    drain what is left, then stop.
     """
 
-    def __init__(self, capacity: int = 1024, control_capacity: int | None = None) -> None:
+    def __init__(
+        self,
+        capacity: int = 1024,
+        control_capacity: int | None = None,
+        settled_capacity: int = 4096,
+    ) -> None:
         if capacity < 1:
             raise ValueError(f"event buffer capacity must be at least 1, got {capacity}")
         self.capacity = capacity
         self.control_capacity = 4 * capacity if control_capacity is None else control_capacity
         if self.control_capacity < 1:
             raise ValueError("control_capacity must be at least 1")
+        if settled_capacity < 1:
+            raise ValueError("settled_capacity must be at least 1")
+        self.settled_capacity = settled_capacity
         self.dropped = 0
         self._items: deque[_Queued] = deque()  # in order; discarded entries are skipped
         self._media: deque[_Entry] = deque()  # waiting media entries, oldest first
         self._control: deque[_Entry] = deque()  # waiting droppable control entries
+        self._settled: deque[_Entry] = deque()  # waiting fates, oldest first
         self._waiting = 0  # entries in _items not discarded
         self._discarded = 0  # discarded entries still in _items
         self._pending_drops = 0
+        self._pending_media = 0
+        self._pending_control = 0
+        self._pending_settled: dict[str, int] = {}
         self._closed = False
         self._readers = Waiters()  # readers waiting for an event
 
@@ -219,7 +241,7 @@ class EventBuffer:
             if self._media:
                 self._discard(self._media.popleft())
             elif media:
-                self._count_drop()
+                self._count_drop(event)
                 return
         self._waiting += 1
         if kind in _KEPT:  # never discarded: queued as is
@@ -229,6 +251,10 @@ class EventBuffer:
             self._items.append(entry)
             if media:
                 self._media.append(entry)
+            elif kind is ToolCallSettled:
+                self._settled.append(entry)
+                if len(self._settled) > self.settled_capacity:
+                    self._discard(self._settled.popleft())
             else:
                 self._control.append(entry)
                 if len(self._control) > self.control_capacity:
@@ -272,8 +298,7 @@ class EventBuffer:
         items = self._items
         while True:
             if self._pending_drops:  # discards since the last read come first
-                count, self._pending_drops = self._pending_drops, 0
-                yield EventsDropped(count)
+                yield self._take_drops()
                 continue
             if not items:
                 return
@@ -287,17 +312,33 @@ class EventBuffer:
                 self._discarded -= 1
                 continue
             self._waiting -= 1
-            if type(event) in _MEDIA:
+            kind = type(event)
+            if kind in _MEDIA:
                 self._media.popleft()  # the oldest waiting media entry is this one
+            elif kind is ToolCallSettled:
+                self._settled.popleft()
             else:
                 self._control.popleft()
             yield event
 
+    def _take_drops(self) -> EventsDropped:
+        dropped = EventsDropped(
+            self._pending_drops,
+            self._pending_media,
+            self._pending_control,
+            self._pending_settled,
+        )
+        self._pending_drops = self._pending_media = self._pending_control = 0
+        self._pending_settled = {}
+        return dropped
+
     def _discard(self, entry: _Entry) -> None:
+        event = entry[0]
+        assert event is not None  # each entry is discarded once
         entry[0] = None
         self._waiting -= 1
         self._discarded += 1
-        self._count_drop()
+        self._count_drop(event)
         if self._discarded > 64 and self._discarded > self._waiting:  # compact, in place:
             items = self._items  # a reader's ``ready()`` holds this deque
             kept = [e for e in items if not isinstance(e, list) or e[0] is not None]
@@ -305,6 +346,13 @@ class EventBuffer:
             items.extend(kept)
             self._discarded = 0
 
-    def _count_drop(self) -> None:
+    def _count_drop(self, event: SessionEvent) -> None:
         self.dropped += 1
         self._pending_drops += 1
+        if isinstance(event, ToolCallSettled):
+            settled = self._pending_settled
+            settled[event.outcome] = settled.get(event.outcome, 0) + 1
+        elif type(event) in _MEDIA:
+            self._pending_media += 1
+        else:
+            self._pending_control += 1

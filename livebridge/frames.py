@@ -3,6 +3,11 @@
 Every output above a common cap is cut to that cap, the cap being the largest that fits: small
 results go out untouched and large ones share what is left evenly. Error answers are never cut
 (their message is already bounded by ``payloads.MAX_ERROR_MESSAGE``).
+
+Every answer is measured, errors and rejections included. A unit that cannot fit one frame even
+with every output cut to nothing (thousands of calls in one turn: their ids, names and errors
+alone are larger than a frame) is split: its first answers that fit go whole, in order, and the
+rest wait for the next frame (``take`` says so with ``split``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ __all__ = [
     "array_size",
     "encode",
     "fit",
+    "head",
     "joined_size",
     "shrunk",
     "take",
@@ -43,11 +49,13 @@ def take(
     unit_of: Callable[[Owner], object],
     encode: Encode[Owner, A],
     budget: int,
-) -> tuple[list[tuple[Owner, A]], list[dict[str, Any]]]:
-    """The first ``items`` (owner, answer) whose wire dicts fit ``budget``, whole units in order.
+) -> tuple[list[tuple[Owner, A]], list[dict[str, Any]], bool]:
+    """The first ``items`` (owner, answer) whose wire dicts fit ``budget``, whole units in order,
+    and whether the last unit taken was split (its rest is not taken).
 
     A unit is the consecutive items whose owners share a ``unit_of`` (None: an item alone):
-    they go in one frame. A first unit too large for a frame alone is cut to fit (``fit``).
+    they go in one frame. A first unit too large for a frame alone is cut to fit (``fit``);
+    one too large even cut to nothing goes out in parts (``head``).
     """
     taken: list[tuple[Owner, A]] = []
     responses: list[dict[str, Any]] = []
@@ -63,12 +71,36 @@ def take(
         if size > budget:
             if taken:  # it waits for the next frame
                 break
-            unit, encoded = _cut(unit, encode, budget)
+            cut, cut_encoded = _cut(unit, encode, budget)
+            if joined_size(cut_encoded) > budget:  # more than a frame even cut: in parts
+                part, part_encoded = head(unit, encoded, encode, budget)
+                return part, part_encoded, len(part) < len(unit)
+            unit, encoded = cut, cut_encoded
             size = budget
         taken += unit
         responses += encoded
         budget -= size
-    return taken, responses
+    return taken, responses, False
+
+
+def head(
+    unit: Sequence[tuple[Owner, A]],
+    encoded: list[dict[str, Any]],
+    encode: Encode[Owner, A],
+    budget: int,
+) -> tuple[list[tuple[Owner, A]], list[dict[str, Any]]]:
+    """The longest prefix of ``unit`` (``encoded``: its wire dicts) whose answers fit ``budget``
+    whole; at least one answer, cut to fit if it is alone larger than the frame."""
+    room, count = budget, 0
+    for response in encoded:
+        size = len(_encode(response)) + 1  # and its comma
+        if size > room:
+            break
+        room -= size
+        count += 1
+    if not count:
+        return _cut(unit[:1], encode, budget)
+    return list(unit[:count]), encoded[:count]
 
 
 def _cut(

@@ -29,14 +29,22 @@ Identity rules:
 - any other delivery of an ended id is a re-issue: a new life, which the dispatcher answers from
   its cache, so an id is answered again only when the server asked again after its answer.
 
-Could the model have seen an answer? An answer sent on a connection is *acknowledged* once any
-later server message arrives on that same connection (the shell calls ``server_message()``
-after handling each one). ``answer_seen()`` tells the dispatcher, which treats an identical
-call whose first answer was not seen as a re-issue of it rather than a new request.
+Could the model have seen an answer? An answer sent on a connection is *acknowledged* once the
+server is known to have read it. A server message that arrives after the answer left is no
+proof: the server may have sent it before reading the answer (a re-issue of a running call
+crosses its answer in flight). Where the transport can prove it (a websocket ping sent behind
+the answer, whose pong the server can only send after reading what came before), the shell sets
+``reads_proven`` and calls ``read_through(send_number)`` when the pong arrives; elsewhere any
+later server message on the connection counts (``server_message()``). ``answer_seen()`` tells
+the dispatcher, which treats an identical call whose first answer was not seen as a re-issue of
+it rather than a new request.
 
-Frames are bounded: one ``toolResponse`` never encodes to more than ``max_frame_bytes``. The
-results of a BLOCKING batch, which must go out together, are cut to fit, fairly (the largest
-first, down to a common cap); NON_BLOCKING answers that do not fit wait for the next message.
+Frames are bounded: one ``toolResponse`` never encodes to more than ``max_frame_bytes``, every
+answer measured, errors and rejections too. The results of a BLOCKING batch, which go out
+together, are cut to fit, fairly (the largest first, down to a common cap); a batch too large
+for one frame even so (thousands of calls in one turn) is *split*: its answers go out whole, in
+call order, over as many frames as they need. NON_BLOCKING answers that do not fit wait for the
+next message.
 
 Per-call records are ``gc=False`` msgspec Structs (never part of a reference cycle): the history
 keeps thousands of them, and tracked survivors make the garbage collector run often and slowly.
@@ -102,7 +110,6 @@ _LIVE_STATES: frozenset[CallState] = frozenset({"running", "settled", "ready"})
 _MAX_HANDLES = 16
 DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
 _ENVELOPE_BYTES = 64  # the message around the responses, with room to spare
-_batch_of = operator.attrgetter("batch")
 _call_id = operator.attrgetter("call.id")
 _streaming = operator.attrgetter("streaming")
 
@@ -186,6 +193,7 @@ class _Batch(msgspec.Struct, gc=False):
 
     ids: list[str]
     running: int  # counted down as its calls leave running: releasing needs no scan per settle
+    split: bool = False  # too large for one frame: its answers go out over several, in order
 
 
 _Item: TypeAlias = tuple[_Life, Outcome | Partial]  # an answer queued to send; a tuple is cheapest
@@ -212,7 +220,11 @@ class CallLedger:
         self._history = history
         self._encode = encode
         self._max_frame_bytes = max_frame_bytes
-        self._unacknowledged: list[_Life] = []  # answered on this connection, not yet confirmed
+        #: Answered on this connection, not yet known to be read: (send number, life).
+        self._unacknowledged: list[tuple[int, _Life]] = []
+        self._sends = 0  # messages of answers sent so far, on every connection
+        #: The shell proves reads with ``read_through()``: a server message alone proves none.
+        self.reads_proven = False
         self._lives: dict[str, _Life] = {}  # the newest life of each id
         self._live: dict[str, _Life] = {}  # lives without a fate yet, in arrival order
         self._ready: list[_Item] = []
@@ -416,12 +428,26 @@ class CallLedger:
             handles.popitem(last=False)
 
     def server_message(self) -> None:
-        """A server message arrived (call it after handling each one): it acknowledges every
-        answer sent before it on this connection."""
-        if self._unacknowledged:
-            for life in self._unacknowledged:
+        """A server message arrived (call it after handling each one): unless reads are
+        proven otherwise, it acknowledges every answer sent before it on this connection."""
+        if self._unacknowledged and not self.reads_proven:
+            for _, life in self._unacknowledged:
                 life.acknowledged = True
             self._unacknowledged = []
+
+    @property
+    def sends(self) -> int:
+        """The number of the last message of answers sent (0: none yet)."""
+        return self._sends
+
+    def read_through(self, number: int) -> None:
+        """The server has read every message sent up to send ``number`` on this connection."""
+        unacknowledged = self._unacknowledged
+        if unacknowledged and unacknowledged[0][0] <= number:
+            for sent, life in unacknowledged:
+                if sent <= number:
+                    life.acknowledged = True
+            self._unacknowledged = [item for item in unacknowledged if item[0] > number]
 
     def disconnected(self) -> None:
         """No socket is open: answers wait for ``resumed()``.
@@ -494,7 +520,11 @@ class CallLedger:
             if frames.array_size(encoded) > budget:
                 encoded = None
         if encoded is None:
-            taken, responses = frames.take(ready, _batch_of, self._encoded, budget)
+            taken, responses, split = frames.take(ready, _unit_of, self._encoded, budget)
+            if split:  # the rest of its batch follows, answer by answer, in the next frames
+                batch = taken[-1][0].batch
+                assert batch is not None  # only a batch is a unit of several answers
+                batch.split = True
             for life, answer in taken:
                 if isinstance(answer, Outcome):  # cut to fit, it is the answer sent
                     life.outcome = answer
@@ -530,7 +560,9 @@ class CallLedger:
             if life.state == "ready" and isinstance(answer, Outcome)
         ]
         self._end(answered, "send", "sent", now)
-        self._unacknowledged += answered
+        self._sends += 1
+        number = self._sends
+        self._unacknowledged += [(number, life) for life in answered]
 
     # -- internals ------------------------------------------------------------------------
 
@@ -656,6 +688,12 @@ class CallLedger:
 
     def _note(self, kind: NoticeKind, life: _Life, detail: str) -> None:
         self._notices.append(Notice(kind, life.call.id, detail))
+
+
+def _unit_of(life: _Life) -> _Batch | None:
+    """The answers that share a frame with this one's: its batch, unless the batch is split."""
+    batch = life.batch
+    return None if batch is None or batch.split else batch
 
 
 def _check(calls: Sequence[LiveCall]) -> None:

@@ -8,11 +8,10 @@ label ever carries a session or call id.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, get_args
 
 from prometheus_client import (
     REGISTRY,
@@ -20,11 +19,9 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
-    make_asgi_app,
-    start_http_server,
 )
 
-from livebridge.calls import Outcome
+from livebridge.calls import Behavior, DedupReason, Outcome, OutcomeKind
 from livebridge.observe import (
     AnswerSent,
     BatchStarted,
@@ -39,6 +36,10 @@ from livebridge.observe import (
     SessionOpened,
     StoreOperation,
 )
+from livebridge.scrape import ASGIApp as ASGIApp
+from livebridge.scrape import MetricsServer as MetricsServer
+from livebridge.scrape import asgi_app as asgi_app
+from livebridge.scrape import serve as serve
 
 __all__ = [
     "CALLS_PER_TURN_BUCKETS",
@@ -290,6 +291,30 @@ class PrometheusObserver:
             "Calls found started without a result when a conversation was taken over.",
             registry=r,
         )
+        self._zeros()
+
+    def _zeros(self) -> None:
+        """Export every series whose labels are known in advance at 0: a counter that never
+        fired reads 0 (a rate of 0 on a dashboard), not "no data"."""
+        for reason in sorted(RECONNECT_REASONS | {OTHER}):
+            self.reconnects.labels(reason)
+        for event in sorted(LEASE_EVENTS):
+            self.leases.labels(event)
+        for operation in sorted(STORE_OPERATIONS):
+            for error in sorted(STORE_ERRORS):
+                self.store_errors.labels(operation, error)
+        if self._functions is None:
+            return
+        for function in sorted(self._functions | {OTHER}):
+            for outcome in get_args(OutcomeKind):
+                for behavior in get_args(Behavior):
+                    self.calls.labels(function, outcome, behavior)
+            for reason in sorted(REJECTION_REASONS | {OTHER}):
+                self.rejections.labels(function, reason)
+            for dedup in get_args(DedupReason):
+                self.dedups.labels(function, dedup)
+            for counter in (self.truncations, self.cancellations, self.orphans):
+                counter.labels(function)
 
     def on_event(self, event: Event) -> None:
         match event:
@@ -387,67 +412,3 @@ def _camel(kind: str) -> str:
     """``tool_call`` → ``toolCall``; camelCase passes through unchanged."""
     head, *rest = kind.split("_")
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-class MetricsServer:
-    """A running scrape endpoint; ``close()`` stops it and waits for its thread."""
-
-    def __init__(self, server: Any, thread: threading.Thread) -> None:
-        self._server = server
-        self._thread = thread
-        self.host: str = server.server_address[0]
-        self.port: int = server.server_address[1]
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/metrics"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-    def __enter__(self) -> MetricsServer:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-def serve(
-    port: int = 0, host: str = "127.0.0.1", registry: CollectorRegistry | None = None
-) -> MetricsServer:
-    """Serve ``registry`` (default: the global one) in Prometheus/OpenMetrics text format.
-
-    Runs in a background thread; ``port=0`` picks a free port (see ``.port``). The default host
-    is loopback only: binding another address exposes the metrics to that network, which must
-    be a deliberate choice, and is logged as a warning.
-    """
-    if not _is_loopback(host):
-        log.warning("metrics endpoint bound to %s: reachable beyond this machine", host)
-    server, thread = start_http_server(
-        port, addr=host, registry=REGISTRY if registry is None else registry
-    )
-    return MetricsServer(server, thread)
-
-
-ASGIApp = Callable[
-    [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
-    Awaitable[None],
-]
-
-
-def asgi_app(registry: CollectorRegistry | None = None) -> ASGIApp:
-    """An ASGI app serving ``registry`` (default: the global one), to mount in a web server."""
-    app: ASGIApp = make_asgi_app(REGISTRY if registry is None else registry)
-    return app
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

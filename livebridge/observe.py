@@ -28,6 +28,7 @@ __all__ = [
     "Observer",
     "Reconnected",
     "Recorder",
+    "RecordingFailed",
     "RecordingTruncated",
     "SessionClosed",
     "SessionOpened",
@@ -138,6 +139,15 @@ class RecordingTruncated:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordingFailed:
+    """Writing the session recording at ``path`` failed (``reason``: the disk is full, ...):
+    the recording stops there, the session goes on without it."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class MessageSeen:
     """``count`` wire messages; ``kind`` is their top-level field (``toolCall``, ...).
 
@@ -189,6 +199,7 @@ Event: TypeAlias = (
     | Reconnected
     | MessageSeen
     | RecordingTruncated
+    | RecordingFailed
     | StoreOperation
     | LeaseChanged
 )

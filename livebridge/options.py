@@ -23,12 +23,20 @@ class SessionOptions:
     pending blocking call (reported to abort the session with 1008). ``"send"`` streams it
     anyway (barge-in keeps working), ``"drop"`` discards it.
 
+    ``event_capacity`` bounds the events waiting for an app that reads ``events()`` slowly
+    (the oldest media goes first), ``settled_capacity`` the ``ToolCallSettled`` among them (the
+    oldest goes beyond it); the app is told of each discard by an ``EventsDropped`` that counts
+    them, fates by outcome. Observers and metrics see every fate whatever the app reads.
+
     ``outbox_bytes`` bounds the input waiting for the socket: past it ``send_*`` waits until the
     writer catches up. ``tls_read_buffer`` replaces asyncio's 256 KiB per-connection TLS read
     buffer (0 keeps it). ``record`` writes every frame of every connection to that path
     (``livebridge.record``; ``.gz`` compresses), audio reduced to its length unless
     ``record_audio="keep"``, tool arguments and results through the ``TraceObserver``'s ``redact``.
     ``record_max_bytes`` bounds the recording: at the bound it ends with a ``truncated`` line.
+    A recording that cannot begin (the disk full, no such directory) makes ``connect`` raise
+    ``RecordingError``; one whose writing fails later stops there (observers hear
+    ``RecordingFailed``) and the session goes on unrecorded.
 
     ``profile`` replaces the model profile chosen from the model name and the client's backend
     (``livebridge.profiles``): for a model the table does not know, or one that behaves
@@ -40,6 +48,7 @@ class SessionOptions:
     held_audio_seconds: float = 10.0
     outbox_bytes: int = 1024 * 1024
     event_capacity: int = 1024
+    settled_capacity: int = 4096
     shutdown_grace: float = 5.0
     reconnect_attempts: int = 5
     go_away_margin: float = 1.0

@@ -121,7 +121,8 @@ def outcome_unknown(call: Call, earlier_id: str) -> Outcome:
 
 
 def fanout(call: Call, limit: int) -> Outcome:
-    message = f"Too many calls in one turn: only the first {limit} run. Issue this one again later."
+    """Short: a turn may carry thousands of these, and each one counts against the frame."""
+    message = f"Only the first {limit} calls of a turn run; ask again later."
     return make(call, "rejected", payloads.error("fanout_limit", message, retryable=True))
 
 

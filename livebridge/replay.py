@@ -16,6 +16,10 @@ recorded call id.
 - ``unexpected_answer``: an answer to a call the recording never answered, or a second answer;
 - ``handle_changed``: a reconnection that resumed another handle than the recorded one;
 - ``connection_missing``: a recorded connection the app never opened (it did not reconnect).
+
+A recording is read streamed and bounded, each field's type checked (``livebridge.record_read``):
+a bad one is a one-line ``RecordingError`` and exit 2 from ``livebridge replay``. At the
+recorded pace a gap between entries longer than ``MAX_GAP`` seconds is played as ``MAX_GAP``.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from livebridge.record import Recording, read_recording
 from livebridge.tools import ToolRegistry
 
 __all__ = [
+    "MAX_GAP",
     "MIN_ANSWER_TIMEOUT",
     "REPLAY_MODEL",
     "SLOW_FACTOR",
@@ -68,6 +73,9 @@ SLOW_FACTOR = 3.0
 SLOW_MARGIN = 1.0
 #: The default answer timeout is 10x the slowest recorded answer, and never under this.
 MIN_ANSWER_TIMEOUT = 5.0
+#: With ``pace="recorded"``, a gap between two entries longer than this (seconds) is played
+#: as this: no recording holds a replay idle for longer.
+MAX_GAP = 30.0
 #: The model name the replaying session asks for (the emulator serves any).
 REPLAY_MODEL = "gemini-live-replay"
 
@@ -234,7 +242,8 @@ def add_replay_options(parser: argparse.ArgumentParser) -> None:
         choices=["fast", "recorded"],
         default="fast",
         help="fast: server frames as soon as the client's answers allow (default); "
-        "recorded: at the recording's relative times",
+        f"recorded: at the recording's relative times (a gap over {MAX_GAP:g} s is played as "
+        f"{MAX_GAP:g} s)",
     )
     parser.add_argument(
         "--answer-timeout",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any, Literal, assert_never
@@ -33,6 +33,7 @@ from livebridge.calls import Outcome, Partial
 from livebridge.connectors import Connector, connector_for
 from livebridge.dispatch import CallPolicy, Dispatcher
 from livebridge.errors import (
+    LeaseLostError,
     MalformedMessageError,
     SessionClosedError,
     TransportClosed,
@@ -78,6 +79,7 @@ class LiveSession:
 
     __slots__ = (
         "_accepting",
+        "_answers_sent",
         "_batches",
         "_clock",
         "_closed",
@@ -154,8 +156,11 @@ class LiveSession:
         self._store = StoreConnector.attach(connector, store, conversation, observers)
         self._connector = self._store or connector
         self._dispatcher: Dispatcher | None = None
-        self._events = EventBuffer(self.options.event_capacity)
+        self._events = EventBuffer(
+            self.options.event_capacity, settled_capacity=self.options.settled_capacity
+        )
         self._wake = Wakeup()
+        self._answers_sent = Wakeup()  # a message of answers left: its reading is to be proven
         self._switching = False  # a goAway switch-over waits for the calls and a handle
         self._idle: anyio.Event | None = None  # set by the writer once no call is live
         self._transport: Transport | None = None
@@ -250,7 +255,7 @@ class LiveSession:
             async with anyio.create_task_group() as tg:
                 session._tg = tg
                 if session._store is not None:  # the lease, then the stored handle
-                    await tg.start(session._store.run)
+                    await tg.start(session._hold, session._store)
                 await tg.start(session._run)
                 try:
                     yield session
@@ -379,6 +384,18 @@ class LiveSession:
 
     # -- connection management ---------------------------------------------------------------
 
+    async def _hold(
+        self, store: StoreConnector, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Hold the conversation's lease. Once it is lost the session ends: ``Closed`` with
+        the ``LeaseLostError`` (every call gets its fate), then ``connect`` raises it. No
+        journaled handler starts and nothing is written after (the store fences them)."""
+        try:
+            await store.run(task_status=task_status)
+        except LeaseLostError as exc:
+            await self._end(Closed("the conversation was taken over", error=exc))
+            raise
+
     async def _run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         protocol = self._protocol
         started = False
@@ -422,9 +439,28 @@ class LiveSession:
                 leave(TransportClosed(1000, "switching over after goAway"))
 
             self._leave = switch
+            read_by_peer = getattr(transport, "read_by_peer", None)
+            self._protocol.ledger.reads_proven = read_by_peer is not None
+            if read_by_peer is not None:
+                tg.start_soon(self._guarded, self._prove_reads(read_by_peer), leave)
             tg.start_soon(self._guarded, self._write(transport), leave)
             await self._guarded(self._read(transport, tg), leave)  # in this task: one task fewer
         return ended[0]
+
+    async def _prove_reads(self, read_by_peer: Callable[[], Awaitable[None]]) -> None:
+        """Tell the ledger when the server has read the answers sent: only then could the
+        model have seen them (a server message alone may have crossed them in flight)."""
+        ledger = self._protocol.ledger
+        proven = ledger.sends  # sends on an earlier connection: never proven on this one
+        while True:
+            number = ledger.sends
+            if number == proven:
+                self._answers_sent.clear()
+                await self._answers_sent.wait()
+                continue
+            await read_by_peer()
+            ledger.read_through(number)
+            proven = number
 
     async def _guarded(
         self, work: Coroutine[Any, Any, None], leave: Callable[[TransportClosed], None]
@@ -512,7 +548,10 @@ class LiveSession:
                 raise
             finally:
                 self._writing = False
+            sends = protocol.ledger.sends
             self._apply(protocol.sent(item, self._clock()))
+            if protocol.ledger.sends != sends:
+                self._answers_sent.set()
             if self._waiting_for_room and not protocol.outbox.full:
                 self._wake.set()
 

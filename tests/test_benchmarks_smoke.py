@@ -64,29 +64,18 @@ def test_profile_calls_quick_puts_livebridge_next_to_the_floor() -> None:
     assert "livebridge / raw:" in out
 
 
-@pytest.mark.timeout(600)  # ten processes under valgrind, each importing livebridge
-def test_instructions_counts_livebridge_and_the_dispatcher_next_to_their_floors() -> None:
-    # Without ``-X dev``: under valgrind, dev mode's checks would take minutes.
-    command = [
-        sys.executable,
-        "-m",
-        "benchmarks.instructions",
-        "memory",
-        "dispatch",
-        "--turns",
-        "2",
-    ]
+@pytest.mark.timeout(600)  # four processes under valgrind, each importing livebridge
+def test_instructions_counts_livebridge_next_to_its_floor() -> None:
+    # Without ``-X dev``: under valgrind, dev mode's checks would take minutes. The memory loop
+    # alone: each process costs about 15 s of valgrind, mostly the imports, and the other
+    # loops count through the same code (`python -m benchmarks.instructions` runs them all).
+    command = [sys.executable, "-m", "benchmarks.instructions", "memory", "--turns", "2"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
     table = rows(done.stdout, "| loop | variant")
-    assert [row[:2] for row in table] == [
-        ["memory", "livebridge"],
-        ["memory", "bare"],
-        ["dispatch", "dispatcher"],
-        ["dispatch", "gather"],
-    ]
+    assert [row[:2] for row in table] == [["memory", "livebridge"], ["memory", "bare"]]
     assert all(int(row[2].replace(",", "")) > 1000 for row in table)  # a call is real work
-    assert table[1][3] == table[3][3] == "1.00x"
+    assert table[1][3] == "1.00x"
 
 
 def rows(output: str, header: str) -> list[list[str]]:

@@ -1,4 +1,5 @@
 import time
+from collections import Counter
 from collections.abc import Iterator
 from functools import partial
 
@@ -7,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from livebridge.calls import OutcomeKind
 from livebridge.events import (
     AudioOut,
     Closed,
@@ -33,7 +35,7 @@ async def test_overflow_drops_oldest_audio_and_reports_it() -> None:
         buffer.put(AudioOut(bytes([i])))
     buffer.put(AudioOut(b"\x09"))
     assert await drain(buffer) == [
-        EventsDropped(1),
+        EventsDropped(1, media=1),
         AudioOut(b"\x01"),
         AudioOut(b"\x02"),
         AudioOut(b"\x09"),
@@ -46,7 +48,12 @@ async def test_control_events_are_never_dropped() -> None:
     buffer.put(Interrupted())
     buffer.put(AudioOut(b"late"))  # full of control events: the new audio is the one dropped
     buffer.put(Closed("done"))
-    assert await drain(buffer) == [EventsDropped(1), TurnComplete(), Interrupted(), Closed("done")]
+    assert await drain(buffer) == [
+        EventsDropped(1, media=1),
+        TurnComplete(),
+        Interrupted(),
+        Closed("done"),
+    ]
     assert buffer.dropped == 1
 
 
@@ -106,7 +113,7 @@ async def test_wait_returns_at_once_while_an_event_or_a_drop_report_waits() -> N
     with anyio.fail_after(1):
         await buffer.wait()
     buffer.put(AudioOut(b"b"))  # the first is discarded: a drop report and "b" wait
-    assert list(buffer.ready()) == [EventsDropped(1), AudioOut(b"b")]
+    assert list(buffer.ready()) == [EventsDropped(1, media=1), AudioOut(b"b")]
     buffer.put(AudioOut(b"c"))
     buffer.put(AudioOut(b"d"))
     assert len(buffer) == 1
@@ -155,15 +162,19 @@ async def test_puts_stay_constant_time_when_full_of_control_events() -> None:
     ),
     st.integers(1, 6),
     st.integers(1, 6),
+    st.integers(1, 400),
 )
-def test_random_puts_and_reads_keep_order_and_fates(
-    script: list[str], capacity: int, control: int
+def test_random_puts_and_reads_keep_order_and_count_every_fate(
+    script: list[str], capacity: int, control: int, settled: int
 ) -> None:
-    anyio.run(check_random_script, script, capacity, control)
+    anyio.run(check_random_script, script, capacity, control, settled)
 
 
-async def check_random_script(script: list[str], capacity: int, control: int) -> None:
-    buffer = EventBuffer(capacity=capacity, control_capacity=control)
+OUTCOMES: tuple[OutcomeKind, ...] = ("ok", "error", "timeout", "rejected")
+
+
+async def check_random_script(script: list[str], capacity: int, control: int, settled: int) -> None:
+    buffer = EventBuffer(capacity=capacity, control_capacity=control, settled_capacity=settled)
     put: list[SessionEvent] = []
     read: list[SessionEvent] = []
     reader: Iterator[SessionEvent] | None = None  # a ``ready()`` held across puts
@@ -187,17 +198,32 @@ async def check_random_script(script: list[str], capacity: int, control: int) ->
         elif action == "turn":
             new = TurnComplete(reason=str(step))
         else:
-            new = ToolCallSettled(str(step), "f", "ok", 0.0)
+            new = ToolCallSettled(str(step), "f", OUTCOMES[step % len(OUTCOMES)], 0.0)
         buffer.put(new)
         put.append(new)
     read += await drain(buffer)
     delivered = [e for e in read if not isinstance(e, EventsDropped)]
     positions = [put.index(e) for e in delivered]
     assert positions == sorted(positions)  # order kept
-    fates = [e for e in put if isinstance(e, ToolCallSettled)]
-    assert [e for e in delivered if isinstance(e, ToolCallSettled)] == fates
-    dropped = sum(e.count for e in read if isinstance(e, EventsDropped))
+    fates = Counter(e.outcome for e in put if isinstance(e, ToolCallSettled))
+    kept = Counter(e.outcome for e in delivered if isinstance(e, ToolCallSettled))
+    reports = [e for e in read if isinstance(e, EventsDropped)]
+    assert sum((Counter(e.settled) for e in reports), Counter()) == fates - kept
+    dropped = sum(e.count for e in reports)
     assert dropped == len(put) - len(delivered) == buffer.dropped
+    assert all(e.count == e.media + e.control + sum(e.settled.values()) for e in reports)
+
+
+async def test_fates_beyond_their_capacity_are_dropped_oldest_first_and_counted() -> None:
+    buffer = EventBuffer(capacity=8, settled_capacity=100)
+    for i in range(1600):
+        buffer.put(ToolCallSettled(f"c{i}", "f", "ok" if i % 4 else "error", 0.0))
+    assert len(buffer) == 100
+    events = await drain(buffer)
+    assert events[0] == EventsDropped(1500, settled={"error": 375, "ok": 1125})
+    assert [e.call_id for e in events[1:] if isinstance(e, ToolCallSettled)] == [
+        f"c{i}" for i in range(1500, 1600)
+    ]
 
 
 async def test_a_reader_that_stops_early_leaves_the_rest_queued() -> None:
@@ -221,7 +247,7 @@ def test_a_held_reader_sees_what_arrives_after_the_buffer_compacts() -> None:
     chunks = [AudioOut(bytes([i])) for i in range(100)]  # each discards the one before
     for chunk in chunks:
         buffer.put(chunk)
-    assert list(reader) == [EventsDropped(99), chunks[-1]]
+    assert list(reader) == [EventsDropped(99, media=99), chunks[-1]]
 
 
 def test_an_app_that_reads_as_events_come_keeps_memory_bounded() -> None:

@@ -30,7 +30,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from livebridge import openai_wire, profiles, resume
 from livebridge.connectors import secrets
-from livebridge.connectors.websocket import close, closed, shrink_tls_read_buffer
+from livebridge.connectors.websocket import close, closed, read_by_peer, shrink_tls_read_buffer
 from livebridge.errors import (
     LiveSessionError,
     MalformedMessageError,
@@ -316,6 +316,9 @@ class WireTransport:
     async def close(self) -> None:
         await close(self._ws)
 
+    async def read_by_peer(self) -> None:
+        await read_by_peer(self._ws)
+
 
 class SdkTransport:
     """Every event through the SDK's public ``recv()`` / ``send()`` and its pydantic models."""
@@ -348,3 +351,6 @@ class SdkTransport:
 
     async def close(self) -> None:
         await close(self._connection._connection)
+
+    async def read_by_peer(self) -> None:
+        await read_by_peer(self._connection._connection)

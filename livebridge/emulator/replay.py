@@ -9,6 +9,11 @@ sent as recorded: at once (``pace="fast"``) or at the recording's relative times
 Where the recording has the client answering, the replay waits (up to ``answer_timeout``) for
 the program's answers and compares them with the recorded ones; ``ReplayScenario.finish()``
 gives the report (``livebridge.replay.ReplayReport``), in the recording's ids and lines.
+
+A recording of calls without ids (Vertex AI) is replayed too: each such call is named
+``nameless-call-N`` in call order, as the session names it, and each recorded answer without an
+id belongs to the oldest call of its function not yet finally answered. The replay issues every
+call with an id (the app's tools, not the backend's framing, are what it compares).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from livebridge.emulator.scenario import Conversation
 from livebridge.emulator.shared import Shared
 from livebridge.record import Entry, Recording, read_recording, restore_audio
 from livebridge.replay import (
+    MAX_GAP,
     SLOW_FACTOR,
     SLOW_MARGIN,
     Divergence,
@@ -35,6 +41,30 @@ from livebridge.replay import (
 )
 
 __all__ = ["ReplayScenario"]
+
+
+def _name_nameless(entries: list[Entry]) -> None:
+    """Give recorded calls without an id, and their answers, the key the session used."""
+    named = itertools.count(1)
+    waiting: dict[str, list[dict[str, Any]]] = {}  # function -> its nameless calls, oldest first
+    for entry in entries:
+        message = entry.data.get("msg")
+        if not isinstance(message, dict):
+            continue
+        if entry.ev == "recv":
+            for call in (message.get("toolCall") or {}).get("functionCalls") or []:
+                if isinstance(call, dict) and not isinstance(call.get("id"), str):
+                    call["id"] = f"nameless-call-{next(named)}"
+                    waiting.setdefault(str(call.get("name")), []).append(call)
+        elif entry.ev == "send":
+            for answer in (message.get("toolResponse") or {}).get("functionResponses") or []:
+                if isinstance(answer, dict) and not isinstance(answer.get("id"), str):
+                    calls = waiting.get(str(answer.get("name"))) or []
+                    if not calls:
+                        continue  # an answer to no call: left as recorded, reported unexpected
+                    answer["id"] = calls[0]["id"]
+                    if not answer.get("willContinue"):
+                        calls.pop(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,20 +78,31 @@ class _Answer:
 
 
 class _Clock:
-    """Recorded pace: sleep until a recorded time, counted from the last point both share."""
+    """Recorded pace: sleep until a recorded time, counted from the last point both share.
+
+    A gap between two entries longer than ``MAX_GAP`` seconds is played as ``MAX_GAP``: a
+    recording (hand-edited, or of a session left idle) cannot hold the replay for longer."""
 
     def __init__(self, pace: Pace, start: float) -> None:
         self._recorded = pace == "recorded"
         self._anchor = (asyncio.get_running_loop().time(), start)
+        self._last = start  # the recorded time of the last entry played
 
     async def until(self, t: float) -> None:
         if self._recorded:
-            now = asyncio.get_running_loop().time()
-            await asyncio.sleep(max(0.0, self._anchor[0] + (t - self._anchor[1]) - now))
+            loop = asyncio.get_running_loop()
+            gap = t - self._last
+            if gap > MAX_GAP:  # played as MAX_GAP: the later times follow from there
+                real, recorded = self._anchor
+                self._anchor = (real + (self._last - recorded) + MAX_GAP, t)
+            self._last = max(self._last, t)
+            wait = self._anchor[0] + (t - self._anchor[1]) - loop.time()
+            await asyncio.sleep(min(max(0.0, wait), MAX_GAP))
 
     def sync(self, t: float) -> None:
         """Recorded time ``t`` is now (the client's answers arrived)."""
         self._anchor = (asyncio.get_running_loop().time(), t)
+        self._last = max(self._last, t)
 
 
 class ReplayScenario:
@@ -77,6 +118,7 @@ class ReplayScenario:
     ) -> None:
         if not isinstance(recording, Recording):
             recording = read_recording(recording)
+        _name_nameless(recording.entries)
         self.recording = recording
         self.pace = pace
         self.answer_timeout = answer_timeout or default_answer_timeout(recording)

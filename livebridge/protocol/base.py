@@ -23,7 +23,7 @@ from livebridge import resume
 from livebridge.calls import Call, Outcome, Partial
 from livebridge.errors import LivebridgeError, LocalProtocolError
 from livebridge.events import Closed, SessionEvent
-from livebridge.ledger import Outgoing
+from livebridge.ledger import CallLedger, Outgoing
 from livebridge.observe import Event
 from livebridge.payloads import DEFAULT_MAX_FRAME_BYTES
 from livebridge.protocol.outbox import AudioPolicy, Outbox
@@ -200,6 +200,7 @@ class LiveProtocol(Protocol):
     handle: str | None
     session_id: str | None
     outbox: Outbox
+    ledger: CallLedger  # the shell proves reads to it (``reads_proven``, ``read_through``)
 
     @property
     def state(self) -> ConnectionState: ...
