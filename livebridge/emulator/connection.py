@@ -352,6 +352,9 @@ class EmulatedSession(Connection):
         if named:
             cancellation = wire.ToolCallCancellation(ids=named)
             await self.send(wire.ServerMessage(tool_call_cancellation=cancellation))
+            with contextlib.suppress(ConnectionClosed):  # the pong: the client read it
+                pong = asyncio.ensure_future(await self.ws.ping())
+                pong.add_done_callback(lambda _: self.checker.cancellation_read(named))
         await self._changed()
 
     async def issue_calls(
