@@ -3,14 +3,22 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: test suite lint docs demo voice-agent bench clean
+.PHONY: test suite suite-interpreter lint docs demo voice-agent bench clean
 
+# Everything the suite, the linters and the docs need.
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,docs]'
 	touch $(STAMP)
+
+# The demo needs the package alone (google-genai, websockets, msgspec, ...): no test tools.
+$(DEMO_STAMP): pyproject.toml
+	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
+	[ $(STAMP) -nt pyproject.toml ] || $(BIN)/pip install --quiet -e .
+	touch $(DEMO_STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -24,11 +32,30 @@ docs: $(STAMP)
 
 test: lint docs suite
 
-# The test suite alone, e.g. on another Python: `make suite PYTHON=python3.13 VENV=.venv-3.13`.
+# The whole suite, on pytest-xdist workers: most tests wait on sockets and timers, not the CPU,
+# so there are more workers than the machine's two cores.
+WORKERS ?= 4
 suite: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(WORKERS) --dist worksteal
 
-demo: $(STAMP)
+# What the interpreter decides (how deep a decoder recurses, where asyncio keeps the current
+# task, how tasks are scheduled) differs between Python versions: these suites run on each, e.g.
+# `make suite-interpreter PYTHON=python3.13 VENV=.venv-3.13`. The install, browser and valgrind
+# tiers run once, in `make test`.
+INTERPRETER_TESTS := tests/test_wire.py tests/test_protocol.py tests/test_protocol_openai.py \
+	tests/test_payloads.py tests/test_frames.py tests/test_calls.py tests/test_tools.py \
+	tests/test_events.py tests/test_wakeup.py tests/test_local_slots.py \
+	tests/test_dispatch.py tests/test_dispatch_fates.py tests/test_dispatch_inline.py \
+	tests/test_dispatch_properties.py tests/test_dispatch_repeats.py \
+	tests/test_ledger.py tests/test_ledger_delivery.py tests/test_ledger_live.py \
+	tests/test_ledger_nameless.py tests/test_ledger_stateful.py \
+	tests/test_session.py tests/test_session_backpressure.py tests/test_session_exits.py \
+	tests/test_session_interrupt.py tests/test_session_metrics.py tests/test_session_openai.py \
+	tests/test_session_repeats.py tests/test_session_wire.py tests/adapters
+suite-interpreter: $(STAMP)
+	$(BIN)/pytest -q -n $(WORKERS) --dist worksteal $(INTERPRETER_TESTS)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/livebridge demo
 
 voice-agent: $(STAMP)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from benchmarks import (
     bench_dispatch,
+    bench_phone,
     bench_sessions,
     bench_soak,
     bench_store,
@@ -49,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(asyncio.run(bench_dispatch.measure_table(options.quick)))
     print("\n" + "\n".join(asyncio.run(opcodes.run(top=8))))
     print("\n" + "\n".join(bench_store.run(options.quick)), flush=True)
+    phone_seconds = bench_phone.QUICK_SECONDS if options.quick else bench_phone.SECONDS
+    print("\n" + "\n".join(bench_phone.table(phone_seconds)), flush=True)
     print(f"\n(measured in {time.monotonic() - started:.0f} s)")
     return 0
 

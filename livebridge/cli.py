@@ -22,6 +22,7 @@ Run Gemini Live and OpenAI Realtime sessions whose tool calls are each answered 
 
   livebridge demo                       a scripted conversation on the built-in emulator
   livebridge run myapp.tools:registry   your tools in a Live session (add --emulator: offline)
+  livebridge phone myapp.tools:registry answer Twilio phone calls (add --emulator: offline)
   livebridge emulator                   serve the emulator for any program
   livebridge replay rec.jsonl app:tools  replay a recorded session to your tools, offline
 
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     # The subcommands import their option helpers from here, so they are imported late.
     from livebridge.demo import add_demo_command
     from livebridge.emulator.command import add_emulator_command
+    from livebridge.phone.command import add_phone_command
     from livebridge.replay import add_replay_command
     from livebridge.run import add_run_command
 
@@ -67,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_emulator_command(subcommands)
     add_demo_command(subcommands)
     add_run_command(subcommands)
+    add_phone_command(subcommands)
     add_replay_command(subcommands)
     return parser
 

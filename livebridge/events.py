@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import msgspec
 
@@ -35,10 +35,12 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class AudioOut:
-    """A chunk of the model's speech: 16-bit little-endian PCM, mono."""
+    """A chunk of the model's speech: 16-bit little-endian PCM, mono; ``encoding="pcmu"``:
+    G.711 μ-law at 8 kHz, a byte a sample (an OpenAI session configured for ``audio/pcmu``)."""
 
     data: bytes
     rate: int = 24_000
+    encoding: Literal["pcm16", "pcmu"] = "pcm16"
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,10 +29,15 @@ Identity rules:
 - any other delivery of an ended id is a re-issue: a new life, which the dispatcher answers from
   its cache, so an id is answered again only when the server asked again after its answer.
 
-Could the model have seen an answer? An answer sent on a connection is *acknowledged* once any
-later server message arrives on that same connection (the shell calls ``server_message()``
-after handling each one). ``answer_seen()`` tells the dispatcher, which treats an identical
-call whose first answer was not seen as a re-issue of it rather than a new request.
+Could the model have seen an answer? An answer sent on a connection is *acknowledged* once the
+server is known to have read it. A server message that arrives after the answer left is no
+proof: the server may have sent it before reading the answer (a re-issue of a running call
+crosses its answer in flight). Where the transport can prove it (a websocket ping sent behind
+the answer, whose pong the server can only send after reading what came before), the shell sets
+``reads_proven`` and calls ``read_through(send_number)`` when the pong arrives; elsewhere any
+later server message on the connection counts (``server_message()``). ``answer_seen()`` tells
+the dispatcher, which treats an identical call whose first answer was not seen as a re-issue of
+it rather than a new request.
 
 Frames are bounded: one ``toolResponse`` never encodes to more than ``max_frame_bytes``, every
 answer measured, errors and rejections too. The results of a BLOCKING batch, which go out
@@ -215,7 +220,11 @@ class CallLedger:
         self._history = history
         self._encode = encode
         self._max_frame_bytes = max_frame_bytes
-        self._unacknowledged: list[_Life] = []  # answered on this connection, not yet confirmed
+        #: Answered on this connection, not yet known to be read: (send number, life).
+        self._unacknowledged: list[tuple[int, _Life]] = []
+        self._sends = 0  # messages of answers sent so far, on every connection
+        #: The shell proves reads with ``read_through()``: a server message alone proves none.
+        self.reads_proven = False
         self._lives: dict[str, _Life] = {}  # the newest life of each id
         self._live: dict[str, _Life] = {}  # lives without a fate yet, in arrival order
         self._ready: list[_Item] = []
@@ -419,12 +428,26 @@ class CallLedger:
             handles.popitem(last=False)
 
     def server_message(self) -> None:
-        """A server message arrived (call it after handling each one): it acknowledges every
-        answer sent before it on this connection."""
-        if self._unacknowledged:
-            for life in self._unacknowledged:
+        """A server message arrived (call it after handling each one): unless reads are
+        proven otherwise, it acknowledges every answer sent before it on this connection."""
+        if self._unacknowledged and not self.reads_proven:
+            for _, life in self._unacknowledged:
                 life.acknowledged = True
             self._unacknowledged = []
+
+    @property
+    def sends(self) -> int:
+        """The number of the last message of answers sent (0: none yet)."""
+        return self._sends
+
+    def read_through(self, number: int) -> None:
+        """The server has read every message sent up to send ``number`` on this connection."""
+        unacknowledged = self._unacknowledged
+        if unacknowledged and unacknowledged[0][0] <= number:
+            for sent, life in unacknowledged:
+                if sent <= number:
+                    life.acknowledged = True
+            self._unacknowledged = [item for item in unacknowledged if item[0] > number]
 
     def disconnected(self) -> None:
         """No socket is open: answers wait for ``resumed()``.
@@ -537,7 +560,9 @@ class CallLedger:
             if life.state == "ready" and isinstance(answer, Outcome)
         ]
         self._end(answered, "send", "sent", now)
-        self._unacknowledged += answered
+        self._sends += 1
+        number = self._sends
+        self._unacknowledged += [(number, life) for life in answered]
 
     # -- internals ------------------------------------------------------------------------
 

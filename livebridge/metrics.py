@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, get_args
 
 from prometheus_client import (
     REGISTRY,
@@ -21,7 +21,7 @@ from prometheus_client import (
     Histogram,
 )
 
-from livebridge.calls import Outcome
+from livebridge.calls import Behavior, DedupReason, Outcome, OutcomeKind
 from livebridge.observe import (
     AnswerSent,
     BatchStarted,
@@ -291,6 +291,30 @@ class PrometheusObserver:
             "Calls found started without a result when a conversation was taken over.",
             registry=r,
         )
+        self._zeros()
+
+    def _zeros(self) -> None:
+        """Export every series whose labels are known in advance at 0: a counter that never
+        fired reads 0 (a rate of 0 on a dashboard), not "no data"."""
+        for reason in sorted(RECONNECT_REASONS | {OTHER}):
+            self.reconnects.labels(reason)
+        for event in sorted(LEASE_EVENTS):
+            self.leases.labels(event)
+        for operation in sorted(STORE_OPERATIONS):
+            for error in sorted(STORE_ERRORS):
+                self.store_errors.labels(operation, error)
+        if self._functions is None:
+            return
+        for function in sorted(self._functions | {OTHER}):
+            for outcome in get_args(OutcomeKind):
+                for behavior in get_args(Behavior):
+                    self.calls.labels(function, outcome, behavior)
+            for reason in sorted(REJECTION_REASONS | {OTHER}):
+                self.rejections.labels(function, reason)
+            for dedup in get_args(DedupReason):
+                self.dedups.labels(function, dedup)
+            for counter in (self.truncations, self.cancellations, self.orphans):
+                counter.labels(function)
 
     def on_event(self, event: Event) -> None:
         match event:

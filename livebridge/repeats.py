@@ -1,9 +1,9 @@
 """Is a call a new request, or the model asking again for an answer it could not have seen?
 
-The rule (the contract table in the README): an identical call (same tool, same canonical
+The rule (the contract table, docs/contract.md): an identical call (same tool, same canonical
 arguments) in a later ``toolCall`` is a **re-issue** while the model cannot have seen the first
-answer: the first call is still running, or its answer was never sent, or was sent on a
-connection that ended before anything acknowledged it. A re-issue is not run again and gets the
+answer: the first call is still running, or its answer was never sent, or the server is not yet
+known to have read it (``CallLedger.answer_seen``). A re-issue is not run again and gets the
 first call's answer. Otherwise it is a **new request** and runs ("one more coffee"). A failure
 is never served to a later request, so a call retried after a timeout, a cancellation or a
 retryable error runs again.

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any, assert_never
+from typing import Any, Literal, assert_never
 
 import anyio
 import anyio.lowlevel
@@ -33,6 +33,7 @@ from livebridge.calls import Outcome, Partial
 from livebridge.connectors import Connector, connector_for
 from livebridge.dispatch import CallPolicy, Dispatcher
 from livebridge.errors import (
+    LeaseLostError,
     MalformedMessageError,
     SessionClosedError,
     TransportClosed,
@@ -78,6 +79,7 @@ class LiveSession:
 
     __slots__ = (
         "_accepting",
+        "_answers_sent",
         "_batches",
         "_clock",
         "_closed",
@@ -158,6 +160,7 @@ class LiveSession:
             self.options.event_capacity, settled_capacity=self.options.settled_capacity
         )
         self._wake = Wakeup()
+        self._answers_sent = Wakeup()  # a message of answers left: its reading is to be proven
         self._switching = False  # a goAway switch-over waits for the calls and a handle
         self._idle: anyio.Event | None = None  # set by the writer once no call is live
         self._transport: Transport | None = None
@@ -175,6 +178,18 @@ class LiveSession:
     def handle(self) -> str | None:
         """The newest resumption handle the service issued."""
         return self._protocol.handle
+
+    @property
+    def input_rate(self) -> int:
+        """The rate ``send_audio`` takes by default: 16 kHz on Gemini, 24 kHz on OpenAI (8 kHz
+        for ``audio/pcmu``)."""
+        return self._protocol.input_rate(None)
+
+    @property
+    def input_encoding(self) -> Literal["pcm16", "pcmu"]:
+        """What ``send_audio`` takes: 16-bit PCM, or G.711 μ-law on an OpenAI session
+        configured for ``audio/pcmu``."""
+        return self._protocol.input_encoding
 
     @property
     def session_id(self) -> str | None:
@@ -240,7 +255,7 @@ class LiveSession:
             async with anyio.create_task_group() as tg:
                 session._tg = tg
                 if session._store is not None:  # the lease, then the stored handle
-                    await tg.start(session._store.run)
+                    await tg.start(session._hold, session._store)
                 await tg.start(session._run)
                 try:
                     yield session
@@ -290,7 +305,8 @@ class LiveSession:
         await self._enqueue(Text(text))
 
     async def send_audio(self, pcm16: bytes, rate: int | None = None) -> None:
-        """Send microphone audio: 16-bit little-endian mono PCM at ``rate`` Hz.
+        """Send microphone audio: 16-bit little-endian mono PCM at ``rate`` Hz (μ-law bytes
+        when ``input_encoding`` is ``pcmu``).
 
         ``None`` is the vendor's rate: 16 kHz for Gemini (which takes any rate), 24 kHz for
         OpenAI (which takes only that one: another raises ``ValueError``; resample first).
@@ -299,7 +315,7 @@ class LiveSession:
         socket from the caller's task (waiting only if the socket is backed up); otherwise it
         is queued behind what came first and the ``audio_during_blocking`` policy applies.
         """
-        if len(pcm16) % 2:
+        if len(pcm16) % 2 and self._protocol.input_encoding == "pcm16":
             raise ValueError("16-bit PCM must have an even number of bytes")
         audio = Audio(bytes(pcm16), self._protocol.input_rate(rate))
         transport = self._transport
@@ -320,6 +336,15 @@ class LiveSession:
             self._writing = False
         if self._observers:
             self._apply(self._protocol.sent(audio, self._clock()))
+
+    async def truncate_audio(self, played: float) -> None:
+        """After a barge-in: the user heard only ``played`` seconds of the model's latest
+        audio. On OpenAI Realtime the assistant item is truncated there
+        (``conversation.item.truncate``), so the model does not believe it said what was never
+        heard; Gemini cuts an interrupted turn itself, and nothing is sent."""
+        item = self._protocol.truncate(played)
+        if item is not None:
+            await self._enqueue(item)
 
     async def send_activity_start(self) -> None:
         """Mark the start of user speech (when automatic activity detection is off)."""
@@ -358,6 +383,18 @@ class LiveSession:
         return self._protocol.outbox.audio_dropped
 
     # -- connection management ---------------------------------------------------------------
+
+    async def _hold(
+        self, store: StoreConnector, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Hold the conversation's lease. Once it is lost the session ends: ``Closed`` with
+        the ``LeaseLostError`` (every call gets its fate), then ``connect`` raises it. No
+        journaled handler starts and nothing is written after (the store fences them)."""
+        try:
+            await store.run(task_status=task_status)
+        except LeaseLostError as exc:
+            await self._end(Closed("the conversation was taken over", error=exc))
+            raise
 
     async def _run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         protocol = self._protocol
@@ -402,9 +439,28 @@ class LiveSession:
                 leave(TransportClosed(1000, "switching over after goAway"))
 
             self._leave = switch
+            read_by_peer = getattr(transport, "read_by_peer", None)
+            self._protocol.ledger.reads_proven = read_by_peer is not None
+            if read_by_peer is not None:
+                tg.start_soon(self._guarded, self._prove_reads(read_by_peer), leave)
             tg.start_soon(self._guarded, self._write(transport), leave)
             await self._guarded(self._read(transport, tg), leave)  # in this task: one task fewer
         return ended[0]
+
+    async def _prove_reads(self, read_by_peer: Callable[[], Awaitable[None]]) -> None:
+        """Tell the ledger when the server has read the answers sent: only then could the
+        model have seen them (a server message alone may have crossed them in flight)."""
+        ledger = self._protocol.ledger
+        proven = ledger.sends  # sends on an earlier connection: never proven on this one
+        while True:
+            number = ledger.sends
+            if number == proven:
+                self._answers_sent.clear()
+                await self._answers_sent.wait()
+                continue
+            await read_by_peer()
+            ledger.read_through(number)
+            proven = number
 
     async def _guarded(
         self, work: Coroutine[Any, Any, None], leave: Callable[[TransportClosed], None]
@@ -492,7 +548,10 @@ class LiveSession:
                 raise
             finally:
                 self._writing = False
+            sends = protocol.ledger.sends
             self._apply(protocol.sent(item, self._clock()))
+            if protocol.ledger.sends != sends:
+                self._answers_sent.set()
             if self._waiting_for_room and not protocol.outbox.full:
                 self._wake.set()
 

@@ -134,6 +134,16 @@ class Transport(Protocol):
         ...
 
 
+class ProvesReads(Protocol):
+    """A transport that can tell when the peer has read what was sent (optional: the shell
+    looks for ``read_by_peer``). Without it, any later server message counts as proof."""
+
+    async def read_by_peer(self) -> None:
+        """Return once the peer has read every message sent before the call; raises
+        ``TransportClosed``."""
+        ...
+
+
 class _AudioBlob(msgspec.Struct, rename="camel"):
     mime_type: str
     data: bytes  # msgspec writes standard base64

@@ -67,8 +67,11 @@ def test_session_config_merges_the_apps_fields_and_declares_the_tools() -> None:
     assert tool["parameters"]["required"] == ["city"]
     with pytest.raises(UsageError, match="type 'realtime'"):
         session_config({"type": "transcription"}, registry())
-    with pytest.raises(UsageError, match="audio/pcm at 24000 Hz"):
-        session_config({"audio": {"input": {"format": {"type": "audio/pcmu"}}}}, registry())
+    with pytest.raises(UsageError, match="audio/pcm at 24000 Hz or audio/pcmu"):
+        session_config({"audio": {"input": {"format": {"type": "audio/pcma"}}}}, registry())
+    phone = session_config({"audio": {"input": {"format": {"type": "audio/pcmu"}}}}, registry())
+    assert phone["audio"]["input"]["format"] == {"type": "audio/pcmu"}  # no PCM rate left
+    assert phone["audio"]["output"]["format"] == {"type": "audio/pcm", "rate": 24_000}
 
 
 @pytest.mark.parametrize(

@@ -10,13 +10,25 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from livebridge.metrics import PrometheusObserver, serve
+from livebridge.calls import DedupReason
+from livebridge.metrics import REJECTION_REASONS, PrometheusObserver, serve
+from livebridge.observe import LeaseChanged, StoreOperation
+from livebridge.phone.bridge import (
+    BargedIn,
+    CallAnswered,
+    CallEnded,
+    FrameSkipped,
+    MarkHeard,
+    ModelAnswered,
+)
+from livebridge.phone.metrics import PhoneMetrics
+from livebridge.phone.twilio import StreamStarted
 from tests.prometheus_server import PrometheusServer
 from tests.workloads import TOOL_NAMES, drive_workload
 
@@ -101,6 +113,48 @@ def test_readme_maps_every_panel_to_its_metric() -> None:
             assert base in readme, (panel["title"], base)
 
 
+def test_the_readmes_name_every_rejection_and_dedup_reason() -> None:
+    pages = [
+        (GRAFANA / "README.md").read_text(),
+        (GRAFANA.parent / "docs" / "metrics.md").read_text(),
+    ]
+    for page in pages:
+        rejections = next(line for line in page.splitlines() if "rejections_total" in line)
+        assert set(re.findall(r"`(\w+)`", rejections)) >= REJECTION_REASONS, rejections
+        dedups = next(
+            line for line in page.splitlines() if "dedups_total" in line and "reason" in line
+        )
+        assert all(reason in dedups for reason in get_args(DedupReason)), dedups
+
+
+def drive_phone_calls(metrics: PhoneMetrics) -> None:
+    """Two calls' worth of what a phone bridge reports, one still in progress."""
+    for event in (
+        CallAnswered(StreamStarted("MZ1")),
+        CallAnswered(StreamStarted("MZ2")),
+        FrameSkipped("unknown_event"),
+        ModelAnswered(0.8),
+        MarkHeard("u1.1", 0.03),
+        BargedIn(0.5, 0.7),
+        ModelAnswered(0.6),
+        MarkHeard("u2.2", 0.02),
+        CallEnded("hung_up"),
+    ):
+        metrics(event)
+
+
+def drive_store(observer: PrometheusObserver) -> None:
+    """What a session on a conversation store reports: round trips, a lease taken over."""
+    for event in (
+        LeaseChanged("acquired"),
+        StoreOperation("begin", 0.0009),
+        StoreOperation("write", 0.0012),
+        StoreOperation("renew", 2.6, error="unavailable"),
+        LeaseChanged("resumed", interrupted=1),
+    ):
+        observer.on_event(event)
+
+
 def scrape(url: str) -> set[str]:
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
@@ -110,6 +164,7 @@ def scrape(url: str) -> set[str]:
 def test_every_dashboard_query_returns_data_from_real_prometheus() -> None:
     registry = CollectorRegistry()
     observer = PrometheusObserver(registry, functions=TOOL_NAMES)
+    phone = PhoneMetrics(registry)
     dashboard = load_dashboard()
     with serve(registry=registry) as endpoint:
         prometheus = PrometheusServer([f"127.0.0.1:{endpoint.port}"], scrape_interval="1s")
@@ -117,6 +172,8 @@ def test_every_dashboard_query_returns_data_from_real_prometheus() -> None:
             prometheus.wait_ready()
             for _ in range(WORKLOAD_ROUNDS):
                 anyio.run(drive_workload, [observer])
+                drive_phone_calls(phone)
+                drive_store(observer)
                 prometheus.wait_scraped_after(time.time())
 
             exported = scrape(endpoint.url)

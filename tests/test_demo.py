@@ -100,6 +100,20 @@ def test_demo_terminal_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert "streamed: " in out
     assert "violations  0" in out
     assert out.rstrip().endswith("PASS: every call got exactly one answer")
+    # The excerpt docs/cli.md shows is what the demo prints, timings and bars aside.
+    page = (REPOSITORY / "docs" / "cli.md").read_text()
+    excerpt = page[page.index("```text\nyou    >") + len("```text\n") :].split("```")[0]
+    printed = {timeless(line) for line in out.splitlines()}
+    shown = [line for line in excerpt.splitlines() if line != "..."]
+    assert [line for line in shown if timeless(line) not in printed] == []
+
+
+def timeless(line: str) -> str:
+    """A demo line without what changes from run to run: times, bars, ratios."""
+    line = re.sub(r"▕[^▏]*▏", "▕▏", line)
+    line = re.sub(r"\d+(\.\d+)? ?(ms|s)\b", "T", line)
+    line = re.sub(r"\d+(\.\d+)?x", "Nx", line)
+    return re.sub(" +", " ", line).strip()
 
 
 def test_a_violation_or_a_lost_call_fails_the_run() -> None:
@@ -154,6 +168,17 @@ def test_readme_demo_command_works_on_a_fresh_clone(tmp_path: Path) -> None:
 
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "PASS: every call got exactly one answer" in result.stdout
+    # The demo installs the package and what it needs, none of the test tools.
+    installed = subprocess.run(
+        [str(clone / ".venv" / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.lower()
+    assert "google-genai==" in installed
+    for tool in ("mypy", "playwright", "hypothesis", "anthropic", "mkdocs"):
+        assert f"{tool}==" not in installed, tool
 
 
 def test_demo_exits_non_zero_when_the_emulator_finds_a_violation(

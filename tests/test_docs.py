@@ -57,3 +57,16 @@ def test_the_models_page_programs_run(tmp_path: Path) -> None:
     assert out.strip() == "NON_BLOCKING"
     out = run_python(table, offline_environment(), tmp_path)
     assert "gemini-3.8-live" in out and "ids=False" in out and "undeclared=NON_BLOCKING" in out
+
+
+async def test_the_phone_page_program_runs_against_the_emulator(tmp_path: Path) -> None:
+    """docs/phone.md's server answers its simulated caller, offline."""
+    (program,) = [b.code for b in python_blocks((REPOSITORY / "docs" / "phone.md").read_text())]
+    async with Emulator() as emulator:
+        out = run_python(program, offline_environment(**emulator.env()), tmp_path)
+        assert emulator.violations == []
+    assert "call from +15550100" in out
+    assert "DtmfPressed(digit='1')" in out
+    assert "CallEnded(reason='caller_hung_up'" in out
+    heard = float(out.split("the caller heard ")[1].split()[0])
+    assert heard >= 0.3

@@ -51,6 +51,40 @@ def test_an_answer_never_sent_is_not_seen_and_a_forgotten_one_counts_as_seen() -
     assert ledger.answer_seen("never-received")
 
 
+def test_where_reads_are_proven_a_server_message_crossing_the_answer_proves_nothing() -> None:
+    # The server sent a message, then re-issued the running call, before it read the answer;
+    # the client read that message after its answer left. Only the pong of the ping sent behind
+    # the answer says the server has read it.
+    ledger = new_ledger()
+    ledger.reads_proven = True
+    ledger.receive([blocking("a")], now=0.0)
+    ledger.settle(ok("a"))
+    assert sent_ids(ledger) == ["a"]
+    first = ledger.sends
+    ledger.server_message()  # sent before the server read the answer
+    assert not ledger.answer_seen("a")
+    ledger.receive([blocking("b")], now=1.0)
+    ledger.settle(ok("b"))
+    assert sent_ids(ledger) == ["b"]
+    ledger.read_through(first)  # the pong behind the first answer: not the second
+    assert ledger.answer_seen("a") and not ledger.answer_seen("b")
+    ledger.read_through(ledger.sends)
+    assert ledger.answer_seen("b")
+
+
+def test_a_pong_of_an_earlier_connection_proves_nothing_of_the_next() -> None:
+    ledger = new_ledger()
+    ledger.reads_proven = True
+    ledger.receive([blocking("a")], now=0.0)
+    ledger.handle_issued("h1")
+    ledger.settle(ok("a"))
+    assert sent_ids(ledger) == ["a"]
+    ledger.disconnected()
+    ledger.resumed("h1", 1.0)
+    ledger.read_through(ledger.sends)  # the old connection's pong, handled late
+    assert not ledger.answer_seen("a")
+
+
 # -- frame budget -------------------------------------------------------------------------------
 
 

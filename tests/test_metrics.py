@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from livebridge.calls import Call, Outcome
@@ -244,3 +244,31 @@ async def test_asgi_app_serves_the_registry() -> None:
     assert sent[0]["status"] == 200
     body = b"".join(m.get("body", b"") for m in sent[1:]).decode()
     assert "livebridge_sessions_active 1.0" in body
+
+
+def test_counters_that_never_fired_read_zero() -> None:
+    # A dashboard shows 0, not "no data", for what has not happened yet.
+    registry = CollectorRegistry()
+    PrometheusObserver(registry, functions=["get_weather"])
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+    expected = [
+        ("livebridge_tool_calls_total", {"function": "get_weather", "outcome": "timeout"}),
+        ("livebridge_tool_calls_total", {"function": "other", "outcome": "ok"}),
+        ("livebridge_tool_rejections_total", {"reason": "fanout_limit"}),
+        ("livebridge_tool_dedups_total", {"reason": "reissue"}),
+        ("livebridge_tool_orphans_total", {"function": "get_weather"}),
+        ("livebridge_session_reconnects_total", {"reason": "go_away"}),
+        ("livebridge_store_lease_events_total", {"event": "lost"}),
+    ]
+    for name, labels in expected:
+        matching = [
+            value
+            for (sample, pairs), value in samples.items()
+            if sample == name and labels.items() <= dict(pairs).items()
+        ]
+        assert matching and set(matching) == {0.0}, (name, labels)

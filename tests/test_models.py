@@ -17,6 +17,7 @@ from livebridge import LiveSession, ModelCapabilityError, SessionOptions, ToolRe
 from livebridge.emulator import Conversation, Emulator, Faults
 from livebridge.events import TextOut, ToolCallSettled, ToolCallStarted, TurnComplete
 from livebridge.profiles import profile_for
+from livebridge.replay import replay
 from tests.session_helpers import TEXT_CONFIG, client_messages, collect_until, of_type
 
 GEMINI_38 = "gemini-3.8-live"
@@ -388,3 +389,42 @@ async def test_an_unknown_model_warns_once_and_a_profile_overrides(
         d["behavior"] for d in client_messages(emu, "setup")[-1]["tools"][0]["functionDeclarations"]
     ] == ["NON_BLOCKING", "NON_BLOCKING"]
     assert livebridge.ModelProfile is type(thinking)  # the public name
+
+
+async def test_a_vertex_recording_replays_by_name(tmp_path: Any) -> None:
+    """A recorded Vertex session (calls and answers without ids) replays with zero divergence,
+    and a tool that now fails is reported against its recorded call."""
+    path = tmp_path / "vertex.jsonl"
+    async with (
+        Emulator() as emu,
+        LiveSession.connect(
+            emu.client(vertexai=True),
+            model=GEMINI_38,
+            tools=place_tools(),
+            config=TEXT_CONFIG,
+            options=SessionOptions(record=str(path)),
+        ) as session,
+    ):
+        await session.send_text("Weather in Oslo and Lisbon?")
+        await collect_until(session, lambda e: isinstance(e, TurnComplete))
+    assert violations(emu) == []
+    recorded = path.read_text()
+    assert '"functionCalls"' in recorded and '"id"' not in recorded.split('"functionCalls"')[1]
+
+    report = await replay(path, place_tools())
+    assert report.divergences == [] and report.answers >= 2
+
+    broken = ToolRegistry()
+
+    @broken.tool
+    async def get_weather(city: str) -> dict[str, str]:
+        raise RuntimeError("the weather feed is down")
+
+    @broken.tool(behavior="NON_BLOCKING")
+    async def book_tour(city: str) -> dict[str, str]:
+        return {"city": city, "tour": "booked"}
+
+    report = await replay(path, broken)
+    changed = [d for d in report.divergences if d.kind == "kind_changed"]
+    assert {d.call_id for d in changed} <= {"nameless-call-1", "nameless-call-2", "nameless-call-3"}
+    assert len(changed) == 2 and all(d.function == "get_weather" for d in changed)

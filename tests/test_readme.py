@@ -1,9 +1,10 @@
-"""Every Python block of README.md runs as shown, against the emulator, in its own interpreter.
+"""Every Python block of README.md and of the documentation pages runs as shown, against the
+emulator, in its own interpreter.
 
-Each block is found under its section heading and run in the form the README gives it: a whole
-program as is; a fragment inside the program the README says it belongs to. The programs reach
+Each block is found under its page and section heading and run in the form the page gives it: a
+whole program as is; a fragment inside the program the page says it belongs to. The programs reach
 the emulator only through the environment lines ``Emulator.env()`` prints, as a user's would.
-A new block in a section this file does not know fails until it says how to run it.
+A new block in a section ``RUN_BY`` does not know fails until it says which test runs it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import ssl
 import subprocess
 import sys
+import textwrap
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -24,19 +26,24 @@ import pytest
 import trustme
 
 from livebridge.emulator import Emulator
+from tests.redis_server import RedisServer, redis_server
+
+__all__ = ["redis_server"]  # the fixture, for the store fragments
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 README = REPOSITORY / "README.md"
+PAGES = [README, *sorted((REPOSITORY / "docs").glob("*.md"))]
 TIMEOUT = 90
 
 
 @dataclass(frozen=True)
 class Block:
+    page: str
     section: str
     code: str
 
 
-def python_blocks(text: str) -> list[Block]:
+def python_blocks(text: str, page: str = "") -> list[Block]:
     """The ```python blocks of a Markdown text, with the heading each sits under."""
     blocks: list[Block] = []
     section = ""
@@ -51,16 +58,47 @@ def python_blocks(text: str) -> list[Block]:
                     break
                 body.append(inner)
             if line.strip() == "```python":
-                blocks.append(Block(section, "\n".join(body) + "\n"))
+                blocks.append(Block(page, section, "\n".join(body) + "\n"))
     return blocks
 
 
-BLOCKS = python_blocks(README.read_text())
+BLOCKS = [
+    b for path in PAGES for b in python_blocks(path.read_text(), str(path.relative_to(REPOSITORY)))
+]
+
+# Where each block is run: page and section → the test that runs it.
+RUN_BY = {
+    ("README.md", "Quickstart"): "test_quickstart (and tests/test_install.py)",
+    ("docs/vendors.md", "One registry, either vendor"): "test_two_vendors_one_registry",
+    ("docs/metrics.md", "Metrics and traces"): "test_metrics_fragment_next_to_a_session",
+    ("docs/other-apis.md", "Other APIs: generate_content, OpenAI, Anthropic"): (
+        "test_generate_content_turn"
+    ),
+    ("docs/emulator.md", "In Python"): "test_emulator_fragments_run_as_an_app",
+    ("docs/emulator.md", "OpenAI Realtime"): "test_emulator_fragments_run_as_an_app",
+    ("docs/emulator.md", "With pytest"): "test_pytest_fixture_snippet",
+    ("docs/performance.md", "Performance"): "test_performance_client_line",
+    ("docs/deployment.md", "Many sessions in one process"): "test_performance_client_line",
+    ("docs/recording.md", "Recording a session"): "test_recording_snippet_writes_a_recording",
+    ("docs/recording.md", "Replaying it"): "tests/test_replay_cli.py",
+    (
+        "docs/store.md",
+        "Many workers: conversations on Redis",
+    ): "test_store_fragments_on_a_real_redis",
+    ("docs/store.md", "Limits across processes"): "test_store_fragments_on_a_real_redis",
+    ("docs/index.md", "A session in a few lines"): "tests/test_docs.py",
+    ("docs/models.md", "Choosing and overriding the profile"): "tests/test_docs.py",
+    ("docs/phone.md", "In your own server"): "tests/test_docs.py",
+}
 
 
-def block(section: str) -> str:
-    (found,) = [b.code for b in BLOCKS if b.section == section]
+def block(section: str, page: str = "README.md") -> str:
+    (found,) = [b.code for b in BLOCKS if b.section == section and b.page == page]
     return found
+
+
+def blocks(page: str, section: str) -> list[str]:
+    return [b.code for b in BLOCKS if b.page == page and b.section == section]
 
 
 def offline_environment(**extra: str) -> dict[str, str]:
@@ -105,18 +143,16 @@ async def emulator() -> AsyncIterator[Emulator]:
 
 
 def test_every_block_has_a_way_to_run() -> None:
-    known = {
-        "Quickstart",
-        "Two vendors, one registry",
-        "Metrics and dashboard",
-        "Answering a Gemini generate_content turn",
-        "Test your own Live app offline",
-        "Performance",
-        "Record and replay",  # run by tests/test_replay_cli.py
-    }
-    unknown = [b.section for b in BLOCKS if b.section not in known]
-    assert not unknown, f"tell tests/test_readme.py how to run the Python blocks of {unknown}"
-    assert len(BLOCKS) >= 5
+    unknown = sorted({(b.page, b.section) for b in BLOCKS} - set(RUN_BY))
+    assert not unknown, (
+        f"say in RUN_BY (tests/test_readme.py) which test runs the blocks of {unknown}"
+    )
+    stale = sorted(set(RUN_BY) - {(b.page, b.section) for b in BLOCKS})
+    assert not stale, f"RUN_BY names sections with no Python block: {stale}"
+    here = globals()
+    for runner in RUN_BY.values():
+        name = runner.split()[0]
+        assert name in here or (REPOSITORY / name.split("::")[0]).is_file(), runner
 
 
 async def test_quickstart(emulator: Emulator, tmp_path: Path) -> None:
@@ -131,7 +167,7 @@ async def test_quickstart(emulator: Emulator, tmp_path: Path) -> None:
 async def test_two_vendors_one_registry(vendor: str, tmp_path: Path) -> None:
     async with Emulator(protocol="openai" if vendor == "openai" else "gemini") as emu:
         env = offline_environment(**emu.env(), LIVE_VENDOR=vendor)
-        out = run_python(block("Two vendors, one registry"), env, tmp_path)
+        out = run_python(block("One registry, either vendor", "docs/vendors.md"), env, tmp_path)
         assert "[get_weather: ok]" in out and "sunny" in out
         assert [v for v in emu.violations if v.severity == "error"] == []
 
@@ -144,7 +180,7 @@ def quickstart_tools() -> str:
 
 async def test_metrics_fragment_next_to_a_session(emulator: Emulator, tmp_path: Path) -> None:
     # The fragment's fixed port is made free: tests on this machine run side by side.
-    fragment = block("Metrics and dashboard").replace("serve(9464)", "serve(0)")
+    fragment = block("Metrics and traces", "docs/metrics.md").replace("serve(9464)", "serve(0)")
     session = """
 import urllib.request
 
@@ -179,7 +215,7 @@ def test_pytest_fixture_snippet(tmp_path: Path, mode: str) -> None:
     config = 'my_config = {"response_modalities": ["TEXT"]}\n\n'
     if mode == "strict":
         config = "import pytest\n\npytestmark = pytest.mark.asyncio\n" + config
-    test_file.write_text(config + block("Test your own Live app offline"))
+    test_file.write_text(config + block("With pytest", "docs/emulator.md"))
     result = subprocess.run(
         [
             sys.executable,
@@ -202,7 +238,16 @@ def test_pytest_fixture_snippet(tmp_path: Path, mode: str) -> None:
     assert "1 passed" in result.stdout
 
 
-async def test_performance_client_line(emulator: Emulator, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("page", "section"),
+    [
+        ("docs/performance.md", "Performance"),
+        ("docs/deployment.md", "Many sessions in one process"),
+    ],
+)
+async def test_performance_client_line(
+    emulator: Emulator, tmp_path: Path, page: str, section: str
+) -> None:
     prelude = "import anyio\nfrom google import genai\nfrom google.genai import types\n"
     prelude += "import livebridge\n"
     use = """
@@ -217,10 +262,52 @@ async def main() -> None:
 
 anyio.run(main)
 """
-    out = run_python(
-        prelude + block("Performance") + use, offline_environment(**emulator.env()), tmp_path
-    )
+    program = prelude + block(section, page) + use
+    out = run_python(program, offline_environment(**emulator.env()), tmp_path)
     assert out.strip() == "turn complete"
+
+
+def inside_main(fragment: str, prelude: str = "") -> str:
+    """A fragment written at the top level of an async function, run as one."""
+    body = textwrap.indent(fragment, "    ")
+    return f"import anyio\n{prelude}\n\nasync def main() -> None:\n{body}\n\nanyio.run(main)\n"
+
+
+async def test_emulator_fragments_run_as_an_app(tmp_path: Path) -> None:
+    # Each fragment starts its own emulator: nothing from the environment.
+    for section in ("In Python", "OpenAI Realtime"):
+        (fragment,) = blocks("docs/emulator.md", section)
+        run_python(inside_main(fragment), offline_environment(), tmp_path)
+
+
+async def test_recording_snippet_writes_a_recording(emulator: Emulator, tmp_path: Path) -> None:
+    run_python(
+        block("Recording a session", "docs/recording.md"),
+        offline_environment(**emulator.env()),
+        tmp_path,
+    )
+    header, *lines = (tmp_path / "calls.jsonl").read_text().splitlines()
+    assert json.loads(header)["livebridge_recording"] >= 1
+    assert any('"toolCall"' in line for line in lines)
+    assert emulator.violations == []
+
+
+async def test_store_fragments_on_a_real_redis(
+    emulator: Emulator, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    url = "redis://redis.internal:6379/0"
+    connect, limiter = [
+        b.code.replace(url, redis_server.url) for b in BLOCKS if b.page == "docs/store.md"
+    ]
+    prelude = quickstart_tools() + textwrap.dedent("""
+        client = genai.Client()
+        MODEL, user_id = "gemini-3.8-live", "user-42"
+        config = {"response_modalities": ["TEXT"]}
+        """)
+    env = offline_environment(**emulator.env())
+    run_python(inside_main(connect, prelude), env, tmp_path)
+    run_python(inside_main(limiter + "print(policy.limiter)\n", "import livebridge"), env, tmp_path)
+    assert emulator.violations == []
 
 
 # -- generate_content: a scripted model behind the REST endpoint -----------------------------
@@ -305,7 +392,7 @@ def test_generate_content_turn(
     generate_content: tuple[GenerateContentModel, dict[str, str]], tmp_path: Path
 ) -> None:
     model, env = generate_content
-    code = block("Answering a Gemini generate_content turn")
+    code = block("Other APIs: generate_content, OpenAI, Anthropic", "docs/other-apis.md")
     out = run_python(code, offline_environment(**env), tmp_path)
     assert out.strip() == "Oslo 21 C; Lima 21 C; Pune 21 C"
     asked, answered = model.requests

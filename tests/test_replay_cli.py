@@ -121,7 +121,7 @@ def test_the_shipped_recording_holds_no_audio_and_a_versioned_header() -> None:
 
 def test_the_readme_pytest_helper_snippet_runs_in_a_test_suite(tmp_path: Path) -> None:
     test_file = tmp_path / "test_recorded.py"
-    test_file.write_text(block("Record and replay"))
+    test_file.write_text(block("Replaying it", "docs/recording.md"))
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
         cwd=REPOSITORY,  # where the README's recording path is

@@ -39,12 +39,12 @@ async def test_a_session_whose_lease_is_taken_ends_with_lease_lost(
                     store=store,
                     conversation="c",
                 ) as session:
-                    await thief.set(store.keys("c")[0], "thief", px=60_000)
+                    await thief.set(store.keys("c")[0], "9 thief", px=60_000)
                     with anyio.fail_after(30):
                         async for _ in session.events():
                             pass
             await emu.settled()
-        assert await thief.get(store.keys("c")[0]) == b"thief"  # not released: not ours
+        assert await thief.get(store.keys("c")[0]) == b"9 thief"  # not released: not ours
     finally:
         await thief.aclose()
         await store.aclose()
@@ -105,7 +105,7 @@ async def test_deferred_writes_are_bounded_and_the_oldest_is_dropped(
         journal.defer(Entry(f"id-{i}", "book", "r", "settled", 0, "w1", time.time()))
     assert [e.error for e in recorder.of(StoreOperation)] == ["dropped", "dropped"]
     assert "journal write of call id-0 dropped" in caplog.text
-    await journal.store.acquire("c", "w1", 10.0)
+    journal.lease = await journal.store.acquire("c", "w1", 10.0)
     await journal.flush()
     entries = (await journal.store.load("c")).entries
     assert len(entries) == MAX_DEFERRED

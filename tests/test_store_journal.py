@@ -125,7 +125,7 @@ def test_an_idempotency_key_matches_across_different_arguments() -> None:
 @pytest.mark.parametrize("name", ["book", "pay"])
 async def test_tickets_write_started_before_and_settled_after(name: str) -> None:
     journal = Journal(MemoryStore(), "c", "me")
-    await journal.store.acquire("c", "me", 10.0)
+    journal.lease = await journal.store.acquire("c", "me", 10.0)
     ticket = admit(journal, name, key=("pay", "o-1") if name == "pay" else None)
     await ticket.begin()
     started = [e.state for e in (await journal.store.load("c")).entries]

@@ -76,9 +76,9 @@ async def turn(
 
 async def dead_worker(store: Store, *entries: Entry) -> None:
     """A worker that took the conversation, journaled ``entries`` and died (lease not released)."""
-    await store.acquire("c", "dead", store.lease_ttl)
+    lease = await store.acquire("c", "dead", store.lease_ttl)
     for entry in entries:
-        await store.begin("c", "dead", entry)
+        await store.begin("c", lease, entry)
 
 
 def entry(name: str, epoch: int, **extra: Any) -> Entry:
@@ -206,7 +206,7 @@ async def test_redis_stopped_mid_conversation(redis_server: RedisServer) -> None
             back = await collect_until(session, lambda e: isinstance(e, TurnComplete))
         await emu.settled()
         assert errors(emu) == []
-        handle = await probe.get(store.keys("c")[1])
+        handle = await probe.get(store.keys("c")[2])
     finally:
         await probe.aclose()
         await store.aclose()

@@ -34,6 +34,7 @@ from livebridge.connectors import secrets
 from livebridge.connectors.websocket import CLOSE_SECONDS as CLOSE_SECONDS
 from livebridge.connectors.websocket import close as _close
 from livebridge.connectors.websocket import closed as _closed
+from livebridge.connectors.websocket import read_by_peer as _read_by_peer
 from livebridge.connectors.websocket import shrink_tls_read_buffer
 from livebridge.errors import MalformedMessageError, TransportClosed, UsageError
 from livebridge.protocol import GeminiLiveProtocol, ProtocolOptions
@@ -263,6 +264,9 @@ class WireTransport:
         except ConnectionClosed as exc:
             raise _closed(exc) from None
 
+    async def read_by_peer(self) -> None:
+        await _read_by_peer(self._ws)
+
     async def close(self) -> None:
         await _close(self._ws)
 
@@ -325,6 +329,9 @@ class SdkTransport:
                 await session.send_realtime_input(audio_stream_end=True)
         except ConnectionClosed as exc:
             raise _closed(exc) from None
+
+    async def read_by_peer(self) -> None:
+        await _read_by_peer(self._session._ws)
 
     async def close(self) -> None:
         await _close(self._session._ws)

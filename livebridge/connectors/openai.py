@@ -30,7 +30,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from livebridge import openai_wire, profiles, resume
 from livebridge.connectors import secrets
-from livebridge.connectors.websocket import close, closed, shrink_tls_read_buffer
+from livebridge.connectors.websocket import close, closed, read_by_peer, shrink_tls_read_buffer
 from livebridge.errors import (
     LiveSessionError,
     MalformedMessageError,
@@ -109,7 +109,12 @@ class OpenAIConnector:
         self, tools: ToolRegistry, options: ProtocolOptions, *, observed: bool
     ) -> OpenAIRealtimeProtocol:
         adapted = self._tools if tools is self._given else self.profile.adapt(tools)
-        return OpenAIRealtimeProtocol(adapted, options, observed=observed)
+        audio = self._session["audio"]
+        g711 = (
+            audio["input"]["format"].get("type") == "audio/pcmu",
+            audio["output"]["format"].get("type") == "audio/pcmu",
+        )
+        return OpenAIRealtimeProtocol(adapted, options, observed=observed, g711=g711)
 
     @asynccontextmanager
     async def open(self, handle: str | None) -> AsyncIterator[WireTransport | SdkTransport]:
@@ -188,7 +193,8 @@ def session_config(
     """The ``session.update`` session: livebridge's defaults, the app's ``config`` over them
     (nested dicts merged), the registry's functions added to ``tools``.
 
-    Defaults: ``type: "realtime"``, ``audio/pcm`` at 24 kHz in and out, and, with
+    Defaults: ``type: "realtime"``, ``audio/pcm`` at 24 kHz in and out (``audio/pcmu`` may
+    replace either: G.711 μ-law, as phone lines carry it), and, with
     ``parallel_tool_calls`` (a model that takes the field: ``ModelProfile.parallel_tool_calls``),
     ``parallel_tool_calls: true``: livebridge runs the calls of one response concurrently as one
     batch, so it says on the wire that the model may issue them together rather than rely on a
@@ -201,7 +207,12 @@ def session_config(
     }
     if parallel_tool_calls:
         session["parallel_tool_calls"] = True
-    _merge(session, dict(config or {}))
+    given = dict(config or {})
+    for direction in ("input", "output"):  # another format replaces PCM's, rate and all
+        fmt = ((given.get("audio") or {}).get(direction) or {}).get("format")
+        if isinstance(fmt, Mapping) and fmt.get("type", "audio/pcm") != "audio/pcm":
+            session["audio"][direction]["format"] = {}
+    _merge(session, given)
     if session.get("type") != "realtime":
         raise UsageError(
             f"session type {session.get('type')!r} is not supported: LiveSession speaks "
@@ -209,10 +220,12 @@ def session_config(
         )
     for direction in ("input", "output"):
         fmt = session.get("audio", {}).get(direction, {}).get("format", {})
+        if fmt.get("type") == "audio/pcmu":  # G.711 μ-law, 8 kHz: phone audio as is
+            continue
         if fmt.get("type") != "audio/pcm" or fmt.get("rate", openai_wire.INPUT_RATE) != 24_000:
             raise UsageError(
-                f"audio.{direction}.format must be audio/pcm at 24000 Hz (got {fmt!r}): "
-                "livebridge sends and delivers 16-bit PCM at 24 kHz"
+                f"audio.{direction}.format must be audio/pcm at 24000 Hz or audio/pcmu "
+                f"(got {fmt!r}): livebridge sends and delivers 16-bit PCM at 24 kHz, or μ-law"
             )
     functions = [
         {
@@ -303,6 +316,9 @@ class WireTransport:
     async def close(self) -> None:
         await close(self._ws)
 
+    async def read_by_peer(self) -> None:
+        await read_by_peer(self._ws)
+
 
 class SdkTransport:
     """Every event through the SDK's public ``recv()`` / ``send()`` and its pydantic models."""
@@ -335,3 +351,6 @@ class SdkTransport:
 
     async def close(self) -> None:
         await close(self._connection._connection)
+
+    async def read_by_peer(self) -> None:
+        await read_by_peer(self._connection._connection)

@@ -37,6 +37,16 @@ def closed(exc: ConnectionClosed) -> TransportClosed:
     return TransportClosed(1006, "connection lost without a close frame")
 
 
+async def read_by_peer(ws: Any) -> None:
+    """Return once the peer has read every frame sent before this call: websocket peers answer
+    pings in order, so the pong of a ping sent now proves it. Raises ``TransportClosed``."""
+    try:
+        pong = await ws.ping()
+        await pong
+    except ConnectionClosed as exc:
+        raise closed(exc) from None
+
+
 def shrink_tls_read_buffer(transport: Any, size: int) -> bool:
     """Give an asyncio TLS transport a ``size``-byte read buffer; False if it has none.
 

@@ -59,6 +59,11 @@ def add_demo_command(subcommands: argparse._SubParsersAction[argparse.ArgumentPa
         default="gemini",
         help="the Live API the emulator speaks and the session uses (same tools either way)",
     )
+    parser.add_argument(
+        "--phone",
+        action="store_true",
+        help="a whole phone call instead: a simulated caller, the Twilio bridge, the emulator",
+    )
     parser.set_defaults(command=run_demo_command)
 
 
@@ -71,6 +76,8 @@ def run_demo_command(args: argparse.Namespace) -> int:
     from livebridge.demo.render import Terminal
     from livebridge.metrics import serve
 
+    if args.phone:
+        return run_phone_demo_command()
     if args.vendor == "openai" and importlib.util.find_spec("openai") is None:
         print(
             "livebridge demo: --vendor openai needs the openai package: "
@@ -115,6 +122,27 @@ def run_demo_command(args: argparse.Namespace) -> int:
         if args.hold:
             hold(endpoint.url, endpoint.port, sys.stderr if args.json else sys.stdout)
     return 0 if run.ok else 1
+
+
+def run_phone_demo_command() -> int:
+    """``--phone``: 0 when the call ended with the goodbye heard."""
+    import anyio
+
+    missing = [n for n in ("soxr", "numpy") if importlib.util.find_spec(n) is None]
+    if missing:
+        print(
+            f"livebridge demo: --phone needs {' and '.join(missing)}: "
+            "pip install 'livebridge[phone]'",
+            file=sys.stderr,
+        )
+        return 2
+    from livebridge.demo.phone import run_phone_demo
+
+    try:
+        return anyio.run(run_phone_demo)
+    except OSError as exc:
+        print(f"livebridge demo: cannot start the emulator: {exc}", file=sys.stderr)
+        return 2
 
 
 def scrape_config(port: int) -> str:

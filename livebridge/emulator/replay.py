@@ -9,6 +9,11 @@ sent as recorded: at once (``pace="fast"``) or at the recording's relative times
 Where the recording has the client answering, the replay waits (up to ``answer_timeout``) for
 the program's answers and compares them with the recorded ones; ``ReplayScenario.finish()``
 gives the report (``livebridge.replay.ReplayReport``), in the recording's ids and lines.
+
+A recording of calls without ids (Vertex AI) is replayed too: each such call is named
+``nameless-call-N`` in call order, as the session names it, and each recorded answer without an
+id belongs to the oldest call of its function not yet finally answered. The replay issues every
+call with an id (the app's tools, not the backend's framing, are what it compares).
 """
 
 from __future__ import annotations
@@ -36,6 +41,30 @@ from livebridge.replay import (
 )
 
 __all__ = ["ReplayScenario"]
+
+
+def _name_nameless(entries: list[Entry]) -> None:
+    """Give recorded calls without an id, and their answers, the key the session used."""
+    named = itertools.count(1)
+    waiting: dict[str, list[dict[str, Any]]] = {}  # function -> its nameless calls, oldest first
+    for entry in entries:
+        message = entry.data.get("msg")
+        if not isinstance(message, dict):
+            continue
+        if entry.ev == "recv":
+            for call in (message.get("toolCall") or {}).get("functionCalls") or []:
+                if isinstance(call, dict) and not isinstance(call.get("id"), str):
+                    call["id"] = f"nameless-call-{next(named)}"
+                    waiting.setdefault(str(call.get("name")), []).append(call)
+        elif entry.ev == "send":
+            for answer in (message.get("toolResponse") or {}).get("functionResponses") or []:
+                if isinstance(answer, dict) and not isinstance(answer.get("id"), str):
+                    calls = waiting.get(str(answer.get("name"))) or []
+                    if not calls:
+                        continue  # an answer to no call: left as recorded, reported unexpected
+                    answer["id"] = calls[0]["id"]
+                    if not answer.get("willContinue"):
+                        calls.pop(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +118,7 @@ class ReplayScenario:
     ) -> None:
         if not isinstance(recording, Recording):
             recording = read_recording(recording)
+        _name_nameless(recording.entries)
         self.recording = recording
         self.pace = pace
         self.answer_timeout = answer_timeout or default_answer_timeout(recording)

@@ -23,12 +23,12 @@ from livebridge import resume
 from livebridge.calls import Call, Outcome, Partial
 from livebridge.errors import LivebridgeError, LocalProtocolError
 from livebridge.events import Closed, SessionEvent
-from livebridge.ledger import Outgoing
+from livebridge.ledger import CallLedger, Outgoing
 from livebridge.observe import Event
 from livebridge.payloads import DEFAULT_MAX_FRAME_BYTES
 from livebridge.protocol.outbox import AudioPolicy, Outbox
 from livebridge.tools import ToolRegistry
-from livebridge.transport import ClientItem
+from livebridge.transport import ClientItem, Frames
 
 __all__ = [
     "Action",
@@ -200,6 +200,7 @@ class LiveProtocol(Protocol):
     handle: str | None
     session_id: str | None
     outbox: Outbox
+    ledger: CallLedger  # the shell proves reads to it (``reads_proven``, ``read_through``)
 
     @property
     def state(self) -> ConnectionState: ...
@@ -220,6 +221,9 @@ class LiveProtocol(Protocol):
     def settled(self, outcome: Outcome) -> list[Output]: ...
     def partial(self, item: Partial) -> list[Output]: ...
     def input_rate(self, rate: int | None) -> int: ...
+    def truncate(self, played: float) -> Frames | None: ...
+    @property
+    def input_encoding(self) -> Literal["pcm16", "pcmu"]: ...
     def next_item(self, now: float) -> Outgoing | ClientItem | None: ...
     def frame(self, item: Outgoing | ClientItem) -> ClientItem: ...
     def unsent(self, item: Outgoing | ClientItem) -> None: ...

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Any, assert_never
+from typing import Any, Literal, assert_never
 
 import msgspec
 
@@ -67,7 +67,7 @@ from livebridge.protocol.base import (
 from livebridge.protocol.outbox import Outbox
 from livebridge.protocol.report import Reporter
 from livebridge.tools import ToolRegistry
-from livebridge.transport import ClientItem, Signal, Text, ToolAnswers, message_kind
+from livebridge.transport import ClientItem, Frames, Signal, Text, ToolAnswers, message_kind
 
 __all__ = ["NAMELESS_PREFIX", "GeminiLiveProtocol"]
 
@@ -415,6 +415,15 @@ class GeminiLiveProtocol:
         if answers is not None:
             return answers
         return self.outbox.take(blocking=ledger.blocking_pending)
+
+    def truncate(self, played: float) -> Frames | None:
+        """Nothing: the service itself cuts the interrupted turn to what was generated."""
+        return None
+
+    @property
+    def input_encoding(self) -> Literal["pcm16", "pcmu"]:
+        """What ``send_audio`` takes: 16-bit PCM, always."""
+        return "pcm16"
 
     def input_rate(self, rate: int | None) -> int:
         """The rate to send app audio at: any rate the app names (the frame carries it)."""

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from typing import Literal
 
 import msgspec
 
@@ -107,6 +108,8 @@ log = logging.getLogger("livebridge.session")
 #: The error code of a ``response.create`` sent while a response is in progress: tolerated.
 ACTIVE_RESPONSE = "conversation_already_has_active_response"
 
+#: ``audio/pcmu`` (G.711 μ-law): 8 kHz, a byte a sample.
+G711_RATE = 8000
 _UNBOUNDED = 1 << 40  # the ledger's frame budget: each output is its own frame (see settled)
 _FRESH = "fresh session"  # the ledger's reason for calls a new conversation does not know
 #: The ledger's reasons, in this vendor's words.
@@ -132,8 +135,12 @@ class OpenAIRealtimeProtocol:
         *,
         observed: bool = True,
         delays: Iterator[float] | None = None,
+        g711: tuple[bool, bool] = (False, False),
     ) -> None:
-        """``observed``: produce ``Notify`` outputs; ``delays``: waits before reconnects."""
+        """``observed``: produce ``Notify`` outputs; ``delays``: waits before reconnects;
+        ``g711``: (input, output) configured as ``audio/pcmu`` (8 kHz μ-law) rather than PCM."""
+        self._g711_in, self._g711_out = g711
+        self._speaking_item: str | None = None  # the assistant item of the latest audio
         self.options = options or ProtocolOptions()
         self.tools = tools
         self.handle: str | None = None  # OpenAI Realtime has no resumption handle
@@ -426,8 +433,13 @@ class OpenAIRealtimeProtocol:
         return CallSettled(self.session_id, self.turn, call, "BLOCKING", outcome, now, known)
 
     def _on_audio(self, event: ServerEvent, now: float, out: list[Output]) -> None:
+        if event.item_id:
+            self._speaking_item = event.item_id
         if event.delta:
-            out.append(AudioOut(wire.b64decode(event.delta), openai_wire.OUTPUT_RATE))
+            if self._g711_out:
+                out.append(AudioOut(wire.b64decode(event.delta), G711_RATE, "pcmu"))
+            else:
+                out.append(AudioOut(wire.b64decode(event.delta), openai_wire.OUTPUT_RATE))
 
     def _on_text(self, event: ServerEvent, now: float, out: list[Output]) -> None:
         if event.delta:
@@ -501,8 +513,32 @@ class OpenAIRealtimeProtocol:
         log.debug("call %s: streamed item dropped (OpenAI takes one output)", item.call_id)
         return []
 
+    def truncate(self, played: float) -> Frames | None:
+        """``conversation.item.truncate`` of the latest assistant audio at ``played`` seconds
+        (what the user heard), so the conversation holds only what was heard."""
+        if self._speaking_item is None:
+            return None
+        message = {
+            "type": "conversation.item.truncate",
+            "item_id": self._speaking_item,
+            "content_index": 0,
+            "audio_end_ms": max(0, round(played * 1000)),
+        }
+        self._speaking_item = None
+        return Frames([message], "conversation.item.truncate")
+
+    @property
+    def input_encoding(self) -> Literal["pcm16", "pcmu"]:
+        """What ``send_audio`` takes: 16-bit PCM, or μ-law bytes for ``audio/pcmu``."""
+        return "pcmu" if self._g711_in else "pcm16"
+
     def input_rate(self, rate: int | None) -> int:
-        """24 kHz, the one rate OpenAI Realtime takes for ``audio/pcm``."""
+        """24 kHz, the one rate OpenAI Realtime takes for ``audio/pcm`` (8 kHz for
+        ``audio/pcmu``)."""
+        if self._g711_in:
+            if rate is None or rate == G711_RATE:
+                return G711_RATE
+            raise ValueError(f"audio/pcmu is 8 kHz μ-law, not {rate} Hz")
         if rate is None or rate == openai_wire.INPUT_RATE:
             return openai_wire.INPUT_RATE
         raise ValueError(

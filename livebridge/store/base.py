@@ -9,10 +9,15 @@ Per conversation (an app-chosen id such as ``"user-42"``) a store holds three th
   issued while no call is pending, so the calls a resumed conversation does *not* know are
   exactly those with ``epoch >= seq`` of the handle it resumes: those are what a new owner must
   consult when the model asks again;
-- the **lease**: which worker (``owner``) may run the conversation now, until when.
+- the **lease**: which worker (``owner``) may run the conversation now, until when, and its
+  **epoch**: a counter that grows by one with every acquisition. An owner holds a ``Lease``
+  (owner and epoch); a lease that lapsed or was taken is never renewed, so an owner that lost
+  it even for a moment acts again only with a new epoch (``acquire(..., since=...)``, which
+  refuses when anyone acquired meanwhile).
 
-Every write but the lease's own is *fenced*: it lands only while the writer holds the lease,
-so a worker that lost its lease (paused, partitioned) can never overwrite the new owner's state.
+Every write but the lease's own is *fenced*: it lands only while the writer's owner and epoch
+are the stored ones, so a worker that lost its lease (paused, partitioned) can never overwrite
+the new owner's state nor start a journaled handler.
 Times in records are wall-clock seconds (``time.time()``) for people reading them; expiry is
 enforced by the store (Redis TTLs, a monotonic clock in ``MemoryStore``).
 """
@@ -25,7 +30,7 @@ import secrets
 import socket
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
 import msgspec
 
@@ -42,11 +47,14 @@ __all__ = [
     "Entry",
     "EntryState",
     "HandleRecord",
+    "Lease",
     "Snapshot",
     "Store",
     "Ticket",
+    "check_ttls",
     "key_digest",
     "lapsed",
+    "lost",
     "new_owner",
     "request_digest",
 ]
@@ -58,6 +66,25 @@ DEFAULT_HANDLE_TTL = 2 * 3600.0
 DEFAULT_LEASE_TTL = 10.0
 
 EntryState = Literal["started", "settled"]
+
+
+class Lease(NamedTuple):
+    """A lease as its owner holds it: who, and the epoch it was acquired with."""
+
+    owner: str
+    epoch: int
+
+
+def check_ttls(handle_ttl: float, lease_ttl: float) -> None:
+    """A handle must outlive the lease: a takeover waits out the lease, then resumes it."""
+    if not (handle_ttl > 0 and lease_ttl > 0):
+        raise ValueError("handle_ttl and lease_ttl must be positive")
+    if handle_ttl <= lease_ttl:
+        raise ValueError(
+            f"handle_ttl ({handle_ttl:g} s) must be longer than lease_ttl ({lease_ttl:g} s):"
+            " a worker that takes over waits out the lease, and the handle and journal must"
+            " still be there"
+        )
 
 
 class HandleRecord(msgspec.Struct, frozen=True):
@@ -108,39 +135,43 @@ class Store(Protocol):
 
     lease_ttl: float
 
-    async def acquire(self, conversation: str, owner: str, ttl: float) -> None:
-        """Take the lease for ``ttl`` seconds (or extend one ``owner`` holds already).
+    async def acquire(
+        self, conversation: str, owner: str, ttl: float, *, since: Lease | None = None
+    ) -> Lease:
+        """Take the lease for ``ttl`` seconds with a new epoch (``owner`` may hold it already).
 
-        Raises ``ConversationBusyError`` while another owner's lease is live.
+        Raises ``ConversationBusyError`` while another owner's lease is live. With ``since``
+        (the lease this owner lost), it is taken only if nobody acquired it since that epoch
+        (or the store lost every record of it), else ``LeaseLostError``.
         """
         ...
 
-    async def renew(self, conversation: str, owner: str, ttl: float) -> bool:
-        """Extend ``owner``'s lease (re-taking it if it lapsed and nobody took it).
-
-        False when another owner holds it now: this one lost the conversation.
-        """
+    async def renew(self, conversation: str, lease: Lease, ttl: float) -> bool:
+        """Extend ``lease`` by ``ttl`` seconds, and the handle and journal by the store's
+        ``handle_ttl``. False when the stored lease is not this one (it lapsed or was taken):
+        never re-taken here."""
         ...
 
-    async def release(self, conversation: str, owner: str) -> None:
-        """Give the lease up if ``owner`` still holds it."""
+    async def release(self, conversation: str, lease: Lease) -> None:
+        """Give the lease up if ``lease`` is still the stored one."""
         ...
 
     async def load(self, conversation: str) -> Snapshot:
         """The stored handle (None when absent or expired) and every journal entry."""
         ...
 
-    async def begin(self, conversation: str, owner: str, entry: Entry) -> None:
+    async def begin(self, conversation: str, lease: Lease, entry: Entry) -> None:
         """Journal ``entry`` now, before its handler runs (fenced by the lease).
 
-        Raises ``LeaseLostError`` when ``owner`` does not hold the lease.
+        Raises ``LeaseLostError`` when ``lease`` is not the stored one and can never be again,
+        ``StoreUnavailableError`` when it lapsed and nobody acquired it since.
         """
         ...
 
     async def write(
         self,
         conversation: str,
-        owner: str,
+        lease: Lease,
         *,
         handle: HandleRecord | None = None,
         entries: Sequence[Entry] = (),
@@ -187,8 +218,13 @@ def lapsed(conversation: str, owner: str) -> str:
     """Why a fenced write was refused when no owner holds the lease."""
     return (
         f"the lease of {owner} on conversation {conversation!r} lapsed (the store was"
-        " unreachable or restarted); the heartbeat takes it again if nobody else did"
+        " unreachable or restarted); the heartbeat acquires it again if nobody else did"
     )
+
+
+def lost(conversation: str, owner: str) -> str:
+    """Why a fenced write was refused for good."""
+    return f"this worker ({owner}) no longer holds the lease on conversation {conversation!r}"
 
 
 def request_digest(name: str, canonical_args: bytes) -> str:

@@ -8,10 +8,13 @@ Its ``run`` task lives as long as the session:
 2. it loads the stored handle and journal (``Journal.restore``): the first connection resumes
    the stored handle, and a stale one (the service no longer knows it) is dropped for a fresh
    session, logged;
-3. it renews the lease every ``lease_ttl / 3`` seconds and writes the deferred journal entries
-   and each new handle in the background. A renewal that finds another owner ends the session
-   with ``LeaseLostError``; a store that does not answer is retried, while every call that
-   needs the store is refused ``store_unavailable``;
+3. it renews the lease every ``lease_ttl / 3`` seconds (the renewal keeps the handle and
+   journal too) and writes the deferred journal entries and each new handle in the
+   background. A store that does not answer is retried, while every call that needs the store
+   is refused ``store_unavailable``. A lease that lapsed (the store was paused, unreachable or
+   restarted) is never renewed: it is acquired again with a new epoch only if nobody acquired
+   it meanwhile, and what the store lost is written again (``Journal.rejoin``); else, or when
+   any write finds the lease taken, the session ends with ``LeaseLostError``;
 4. when the session ends, it writes what is left (within ``lease_ttl / 3`` seconds) and
    releases the lease, so the next worker can take over at once.
 
@@ -129,7 +132,7 @@ class StoreConnector:
         """Hold the conversation for the session (see the module docstring)."""
         journal, store = self.journal, self.store
         try:
-            await journal.timed(
+            journal.lease = await journal.timed(
                 "acquire", store.acquire(self.conversation, self.owner, self.lease_ttl)
             )
         except ConversationBusyError:
@@ -153,27 +156,53 @@ class StoreConnector:
             task_status.started()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._heartbeat)
+                tg.start_soon(self._fenced_out, tg.cancel_scope)
                 await self._write()
+            raise self._lost()  # only ``_fenced_out`` ends the task group
         finally:
             with anyio.CancelScope(shield=True):
                 await self._leave()
 
     async def _heartbeat(self) -> None:
+        journal, store = self.journal, self.store
         while True:
             await anyio.sleep(self.lease_ttl / 3)
             try:
-                held = await self.journal.timed(
-                    "renew", self.store.renew(self.conversation, self.owner, self.lease_ttl)
+                held = await journal.timed(
+                    "renew", store.renew(self.conversation, journal.lease, self.lease_ttl)
                 )
+                if not held:  # lapsed or taken: only a new epoch may act again
+                    again = store.acquire(
+                        self.conversation, self.owner, self.lease_ttl, since=journal.lease
+                    )
+                    lease = await journal.timed("acquire", again)
+                    snapshot = await journal.timed("load", store.load(self.conversation))
+                    rewritten = journal.rejoin(lease, snapshot)
+                    log.warning(
+                        "conversation %r: the lease had lapsed and nobody took it; acquired"
+                        " again (epoch %d), %d journal entries to write again",
+                        self.conversation,
+                        lease.epoch,
+                        rewritten,
+                    )
+                    self._lease("acquired")
+            except LeaseLostError:
+                return  # ``timed`` told ``_fenced_out``, which ends the task group
             except StoreError as exc:
                 log.warning("conversation %r: lease not renewed: %s", self.conversation, exc)
-                continue
-            if not held:
-                self._lease("lost")
-                raise LeaseLostError(
-                    f"conversation {self.conversation!r} was taken over by another worker while"
-                    " this one could not renew its lease; this session ends here"
-                )
+
+    async def _fenced_out(self, scope: anyio.CancelScope) -> None:
+        """Any store operation (a renewal, a call's ``started`` entry, a deferred write)
+        found the lease lost for good: the session ends at once."""
+        await self.journal.lost.wait()
+        scope.cancel()
+
+    def _lost(self) -> LeaseLostError:
+        self._lease("lost")
+        return LeaseLostError(
+            f"conversation {self.conversation!r} was taken over by another worker while"
+            " this one could not renew its lease; this session ends here"
+        )
 
     async def _write(self) -> None:
         """The background writer: deferred journal entries and handles, retried on failure."""
@@ -183,8 +212,7 @@ class StoreConnector:
             try:
                 await self.journal.flush()
             except LeaseLostError:
-                self._lease("lost")
-                raise
+                return  # as in ``_heartbeat``
             except StoreError as exc:
                 log.warning("conversation %r: journal write deferred: %s", self.conversation, exc)
                 await anyio.sleep(delay)
@@ -193,14 +221,17 @@ class StoreConnector:
             delay = RETRY_FIRST
 
     async def _leave(self) -> None:
-        """Write what is left and release the lease, bounded in time."""
+        """Write what is left and release the lease, bounded in time (nothing once the lease
+        is lost: every write would be refused)."""
+        if self.journal.lost.is_set():
+            return
         with anyio.move_on_after(self.lease_ttl / 3):
             try:
                 await self.journal.flush()
             except StoreError as exc:
                 log.warning("conversation %r: journal writes lost: %s", self.conversation, exc)
             try:
-                release = self.store.release(self.conversation, self.owner)
+                release = self.store.release(self.conversation, self.journal.lease)
                 await self.journal.timed("release", release)
                 self._lease("released")
             except StoreError as exc:

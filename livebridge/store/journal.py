@@ -40,7 +40,15 @@ from livebridge.calls import Call, Outcome
 from livebridge.errors import LeaseLostError, StoreError
 from livebridge.observe import Observer, StoreOperation, emit
 from livebridge.repeats import classify
-from livebridge.store.base import Entry, HandleRecord, Snapshot, Store, key_digest, request_digest
+from livebridge.store.base import (
+    Entry,
+    HandleRecord,
+    Lease,
+    Snapshot,
+    Store,
+    key_digest,
+    request_digest,
+)
 
 if TYPE_CHECKING:
     from livebridge.tools import Tool
@@ -76,7 +84,9 @@ class Journal:
         self.store = store
         self.conversation = conversation
         self.owner = owner
+        self.lease = Lease(owner, 0)  # the lease writes are fenced with (set on acquisition)
         self.seq = 0  # the newest handle's number (this owner's, or the one it resumed)
+        self.lost = anyio.Event()  # set when a write found the lease lost for good
         self._observers = tuple(observers)
         self._wall = wall
         self._by_id: dict[str, Entry] = {}
@@ -85,6 +95,9 @@ class Journal:
         self._matched: dict[str, Entry] = {}  # candidates that answered a call
         self._deferred: OrderedDict[str, Entry] = OrderedDict()
         self._handle: HandleRecord | None = None  # waiting to be written
+        self._newest: HandleRecord | None = None  # the newest handle, written or not
+        self._running: set[str] = set()  # calls journaled started and not yet settled
+        self._kept: OrderedDict[str, Entry] = OrderedDict()  # written, no handle covers them
         self._known: OrderedDict[str, tuple[int, bool]] = OrderedDict()  # id → (epoch, settled)
         self._wake = asyncio.Event()
         # One deferred batch in flight, so handles land in order; uncontended, it never yields.
@@ -96,6 +109,7 @@ class Journal:
         """Adopt a stored conversation; returns how many calls were left started by a worker
         that is gone (no result recorded)."""
         self.seq = snapshot.handle.seq if snapshot.handle is not None else 0
+        self._newest = snapshot.handle
         interrupted = 0
         for entry in snapshot.entries:
             if entry.epoch < self.seq:  # the resumed conversation knows this call and its answer
@@ -109,6 +123,24 @@ class Journal:
                 self._by_key[entry.key] = entry
             self._by_request[entry.request] = entry
         return interrupted
+
+    def rejoin(self, lease: Lease, snapshot: Snapshot) -> int:
+        """The lease was acquired again (``since`` the lost one: nobody else held it meanwhile),
+        ``snapshot`` read after: queue again what the store no longer has (it restarted empty,
+        or expired them). Returns how many entries are rewritten."""
+        self.lease = lease
+        stored = {entry.call_id: entry for entry in snapshot.entries}
+        missing = [
+            e for e in (*self._kept.values(), *self._by_id.values()) if e != stored.get(e.call_id)
+        ]
+        for entry in missing:
+            if entry.call_id not in self._deferred:
+                self.defer(entry)
+        newest = self._newest
+        if newest is not None and snapshot.handle != newest and self._handle is None:
+            self._handle = newest
+            self._wake.set()
+        return len(missing)
 
     @property
     def candidates(self) -> int:
@@ -176,14 +208,22 @@ class Journal:
     async def begin(self, entry: Entry) -> None:
         """Journal ``entry`` before its handler runs, together with whatever waits to be
         written (one round trip); raises ``StoreError``."""
-        if self.dirty:
-            await self._write("begin", entry)
-        else:
-            await self.timed("begin", self.store.begin(self.conversation, self.owner, entry))
+        self._running.add(entry.call_id)  # from now on no handle may cover it
+        try:
+            if self.dirty:
+                await self._write("begin", entry)
+            else:
+                await self.timed("begin", self.store.begin(self.conversation, self.lease, entry))
+        except BaseException:
+            self._running.discard(entry.call_id)
+            raise
         self._remember(entry.call_id, entry.epoch, False)
+        self._keep(entry)
 
     def defer(self, entry: Entry) -> None:
         """Queue an entry for the background writer (the newest version of a call wins)."""
+        if entry.state == "settled":
+            self._running.discard(entry.call_id)
         deferred = self._deferred
         deferred.pop(entry.call_id, None)
         deferred[entry.call_id] = entry
@@ -194,9 +234,12 @@ class Journal:
         self._wake.set()
 
     def handle(self, handle: str) -> None:
-        """A new resumable handle: the next epoch begins; stored by the background writer."""
-        self.seq += 1
-        self._handle = HandleRecord(handle, self.seq, self._wall(), self.owner)
+        """A new resumable handle, stored by the background writer. The next epoch begins
+        only while no journaled call is running: a handle that arrives while one is keeps the
+        epoch, so a takeover resuming it still finds that call ``started``."""
+        if not self._running:
+            self.seq += 1
+        self._newest = self._handle = HandleRecord(handle, self.seq, self._wall(), self.owner)
         for entry in self._matched.values():
             self._consume(entry)
         self._matched.clear()
@@ -241,19 +284,23 @@ class Journal:
             await self.timed(
                 operation,
                 self.store.write(
-                    self.conversation, self.owner, handle=handle, entries=entries, forget=forget
+                    self.conversation, self.lease, handle=handle, entries=entries, forget=forget
                 ),
             )
         except StoreError:
+            if handle is not None and self._handle is None:
+                self._handle = handle
             for entry in reversed(batch):  # back at the front, unless a newer one is queued
                 if entry.call_id not in self._deferred:
                     self._deferred[entry.call_id] = entry
                     self._deferred.move_to_end(entry.call_id, last=False)
-            if handle is not None and self._handle is None:
-                self._handle = handle
             for call_id in forget:  # still to forget with the next handle
                 self._remember(call_id, -1, True)
             raise
+        for call_id in forget:
+            self._kept.pop(call_id, None)
+        for entry in entries:
+            self._keep(entry)
 
     async def timed(self, operation: str, work: Any) -> Any:
         """Await a store operation, reporting its duration and any error to the observers."""
@@ -263,6 +310,7 @@ class Journal:
             return await work
         except LeaseLostError:
             error = "lease_lost"
+            self.lost.set()
             raise
         except StoreError:
             error = "unavailable"
@@ -271,6 +319,14 @@ class Journal:
             if self._observers:
                 seconds = time.perf_counter() - started
                 emit(self._observers, StoreOperation(operation, seconds, error))
+
+    def _keep(self, entry: Entry) -> None:
+        """What was written, until a handle covers it: written again if the store loses it."""
+        kept = self._kept
+        kept.pop(entry.call_id, None)
+        kept[entry.call_id] = entry
+        if len(kept) > MAX_DEFERRED:
+            kept.popitem(last=False)
 
     def _remember(self, call_id: str, epoch: int, settled: bool) -> None:
         known = self._known
@@ -317,9 +373,10 @@ class _Ticket:
         )
 
     async def begin(self) -> None:
-        if self._before:
-            self._started = self._journal._wall()
-            await self._journal.begin(self._entry(state="started"))
+        if self._before:  # the epoch it starts in: a handle since admission covers it not
+            journal = self._journal
+            self._started, self._epoch = journal._wall(), journal.seq
+            await journal.begin(self._entry(state="started"))
 
     def settled(self, outcome: Outcome) -> None:
         entry = self._entry(

@@ -10,8 +10,9 @@ the session code has one path. It is bounded:
   (a session trims its own settled entries each time a handle is stored, so this is reached
   only by a conversation that never gets a handle).
 
-Handles expire ``handle_ttl`` seconds after they were stored, the journal ``handle_ttl`` after
-its last write, like Redis keys with a TTL.
+Handles expire ``handle_ttl`` seconds after they were stored or renewed, the journal
+``handle_ttl`` after its last write or renewal, like Redis keys with a TTL. The lease epoch
+grows with every acquisition for as long as the conversation is kept.
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ from livebridge.store.base import (
     DEFAULT_LEASE_TTL,
     Entry,
     HandleRecord,
+    Lease,
     Snapshot,
+    check_ttls,
     lapsed,
+    lost,
 )
 
 __all__ = ["MemoryStore"]
@@ -38,6 +42,8 @@ __all__ = ["MemoryStore"]
 class _Conversation:
     owner: str | None = None
     lease_until: float = 0.0
+    epoch: int = 0  # acquisitions so far; the live lease's epoch
+    fresh: bool = True  # never acquired (new, or forgotten and made again)
     handle: HandleRecord | None = None
     handle_until: float = 0.0
     journal: OrderedDict[str, Entry] = field(default_factory=OrderedDict)
@@ -58,8 +64,7 @@ class MemoryStore:
     ) -> None:
         if max_conversations < 1 or max_entries < 1:
             raise ValueError("max_conversations and max_entries must be at least 1")
-        if not (handle_ttl > 0 and lease_ttl > 0):
-            raise ValueError("handle_ttl and lease_ttl must be positive")
+        check_ttls(handle_ttl, lease_ttl)
         self.max_conversations = max_conversations
         self.max_entries = max_entries
         self.handle_ttl = handle_ttl
@@ -70,11 +75,18 @@ class MemoryStore:
     def __len__(self) -> int:
         return len(self._conversations)
 
-    async def acquire(self, conversation: str, owner: str, ttl: float) -> None:
+    async def acquire(
+        self, conversation: str, owner: str, ttl: float, *, since: Lease | None = None
+    ) -> Lease:
         now = self._clock()
         state = self._get(conversation, create=True, now=now)
         assert state is not None
-        if state.owner not in (None, owner) and state.lease_until > now:
+        taken = state.owner not in (None, owner) and state.lease_until > now
+        if since is not None and (taken or not (state.fresh or state.epoch == since.epoch)):
+            raise LeaseLostError(
+                f"{lost(conversation, owner)}: another worker acquired it since epoch {since.epoch}"
+            )
+        if taken:
             left = state.lease_until - now
             raise ConversationBusyError(
                 f"conversation {conversation!r} is held by {state.owner} for another "
@@ -82,24 +94,25 @@ class MemoryStore:
                 owner=state.owner or "",
                 retry_after=left,
             )
+        if since is not None:
+            state.epoch = max(state.epoch, since.epoch)
+        state.epoch += 1
+        state.fresh = False
         state.owner, state.lease_until = owner, now + ttl
+        return Lease(owner, state.epoch)
 
-    async def renew(self, conversation: str, owner: str, ttl: float) -> bool:
+    async def renew(self, conversation: str, lease: Lease, ttl: float) -> bool:
         now = self._clock()
-        state = self._get(conversation, create=True, now=now)
-        assert state is not None
-        if state.owner != owner:
-            if state.owner is not None and state.lease_until > now:
-                return False
-            newest = state.handle.owner if state.handle is not None else ""
-            if newest not in ("", owner):  # another owner had it since
-                return False
-        state.owner, state.lease_until = owner, now + ttl
+        state = self._get(conversation, create=False, now=now)
+        if state is None or not _holds(state, lease, now):
+            return False
+        state.lease_until = now + ttl
+        state.journal_until = state.handle_until = now + self.handle_ttl
         return True
 
-    async def release(self, conversation: str, owner: str) -> None:
+    async def release(self, conversation: str, lease: Lease) -> None:
         state = self._conversations.get(conversation)
-        if state is not None and state.owner == owner:
+        if state is not None and _holds(state, lease, self._clock()):
             state.owner, state.lease_until = None, 0.0
 
     async def load(self, conversation: str) -> Snapshot:
@@ -109,20 +122,20 @@ class MemoryStore:
             return Snapshot()
         return Snapshot(state.handle, list(state.journal.values()))
 
-    async def begin(self, conversation: str, owner: str, entry: Entry) -> None:
-        state = self._fenced(conversation, owner)
+    async def begin(self, conversation: str, lease: Lease, entry: Entry) -> None:
+        state = self._fenced(conversation, lease)
         self._put(state, entry)
 
     async def write(
         self,
         conversation: str,
-        owner: str,
+        lease: Lease,
         *,
         handle: HandleRecord | None = None,
         entries: Sequence[Entry] = (),
         forget: Sequence[str] = (),
     ) -> None:
-        state = self._fenced(conversation, owner)
+        state = self._fenced(conversation, lease)
         if handle is not None:
             state.handle, state.handle_until = handle, self._clock() + self.handle_ttl
         for call_id in forget:
@@ -135,16 +148,15 @@ class MemoryStore:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _fenced(self, conversation: str, owner: str) -> _Conversation:
+    def _fenced(self, conversation: str, lease: Lease) -> _Conversation:
         now = self._clock()
         state = self._get(conversation, create=False, now=now)
-        if state is not None and state.owner == owner and state.lease_until > now:
+        if state is not None and _holds(state, lease, now):
             return state
-        if state is None or state.owner is None or state.lease_until <= now:
-            raise StoreUnavailableError(lapsed(conversation, owner))
-        raise LeaseLostError(
-            f"this worker ({owner}) no longer holds the lease on conversation {conversation!r}"
-        )
+        free = state is None or state.owner is None or state.lease_until <= now
+        if free and (state is None or state.epoch == lease.epoch):
+            raise StoreUnavailableError(lapsed(conversation, lease.owner))
+        raise LeaseLostError(lost(conversation, lease.owner))
 
     def _put(self, state: _Conversation, entry: Entry) -> None:
         journal = state.journal
@@ -181,3 +193,8 @@ class MemoryStore:
             f"the memory store is full: all {self.max_conversations} conversations have a live"
             " lease; raise max_conversations or use a RedisStore"
         )
+
+
+def _holds(state: _Conversation, lease: Lease, now: float) -> bool:
+    """``lease`` is the live one: its owner and its epoch."""
+    return state.owner == lease.owner and state.epoch == lease.epoch and state.lease_until > now

@@ -1,14 +1,16 @@
 """``RedisStore``: conversations shared by every worker that reaches one Redis.
 
 Keys of one conversation share a hash tag, so they live on one Redis Cluster slot and one Lua
-script can touch them all: ``{prefix}:{<conversation>}:lease`` (the owner token, with the lease
-TTL), ``...:handle`` (the ``HandleRecord`` as JSON, TTL ``handle_ttl``) and ``...:journal`` (a
-hash of call id → ``Entry`` JSON, its TTL reset to ``handle_ttl`` by every write). Nothing lives
-forever: an abandoned conversation disappears ``handle_ttl`` after its last write.
+script can touch them all: ``{prefix}:{<conversation>}:lease`` (``"<epoch> <owner>"``, with the
+lease TTL), ``...:epoch`` (the acquisition counter), ``...:handle`` (the ``HandleRecord`` as
+JSON) and ``...:journal`` (a hash of call id → ``Entry`` JSON). Every write and every renewal
+resets the epoch, handle and journal TTLs to ``handle_ttl``: nothing lives forever, and an
+abandoned conversation disappears ``handle_ttl`` after its owner's last heartbeat.
 
 Atomicity: acquiring, renewing and releasing the lease, and every journal or handle write, are
-Lua scripts, each one round trip. Writes check that the writer still holds the lease in the
-same script (fencing), so a worker that lost its lease can never overwrite the new owner.
+Lua scripts, each one round trip. Writes and renewals check the stored owner *and* epoch in the
+same script (fencing), so a worker that lost its lease, even for a moment, can never overwrite
+the new owner nor renew its way back.
 
 Slowness and failure: every operation is bounded by ``timeout`` seconds (socket and overall),
 is not retried (the caller decides: a call is refused, a heartbeat tries again) and fails as
@@ -31,8 +33,11 @@ from livebridge.store.base import (
     DEFAULT_LEASE_TTL,
     Entry,
     HandleRecord,
+    Lease,
     Snapshot,
+    check_ttls,
     lapsed,
+    lost,
 )
 
 if TYPE_CHECKING:
@@ -46,52 +51,66 @@ _encode = msgspec.json.Encoder().encode
 _decode_handle = msgspec.json.Decoder(HandleRecord).decode
 _decode_entry = msgspec.json.Decoder(Entry).decode
 
-# KEYS: lease. ARGV: owner, ttl ms. → {1} taken, or {0, holder, ms left}.
+# The lease's value is "<epoch> <owner>"; ``...:epoch`` counts acquisitions (kept as long as a
+# handle). KEYS: lease, epoch. ARGV: owner, ttl ms, keep ms, since epoch or ''.
+# → {1, epoch} taken, {0, holder, ms left} another owner's is live, {-1} lost since ``since``.
 _ACQUIRE = """
 local holder = redis.call('GET', KEYS[1])
-if holder == false or holder == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return {1}
+if holder ~= false then
+  local by = string.sub(holder, string.find(holder, ' ', 1, true) + 1)
+  if by ~= ARGV[1] then
+    if ARGV[4] ~= '' then return {-1} end
+    return {0, by, redis.call('PTTL', KEYS[1])}
+  end
 end
-return {0, holder, redis.call('PTTL', KEYS[1])}
+local epoch
+if ARGV[4] ~= '' then
+  local counter = redis.call('GET', KEYS[2])
+  if counter ~= false and counter ~= ARGV[4] then return {-1} end
+  epoch = tonumber(ARGV[4]) + 1
+  redis.call('SET', KEYS[2], epoch, 'PX', ARGV[3])
+else
+  epoch = redis.call('INCR', KEYS[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+end
+redis.call('SET', KEYS[1], epoch .. ' ' .. ARGV[1], 'PX', ARGV[2])
+return {1, epoch}
 """
-# KEYS: lease, handle. ARGV: owner, ttl ms. → 1 held (renewed, or re-taken while free and the
-# newest handle is this owner's or gone), 0 another owner has it or had it since.
+# KEYS: lease, epoch, handle, journal. ARGV: lease value, ttl ms, keep ms. → 1 renewed (the
+# handle and journal kept ``keep`` ms more), 0 the stored lease is not this one.
 _RENEW = """
-local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-if holder ~= false then return 0 end
-local handle = redis.call('GET', KEYS[2])
-if handle ~= false then
-  local by = cjson.decode(handle).owner
-  if by ~= nil and by ~= '' and by ~= ARGV[1] then return 0 end
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[3], ARGV[3])
+redis.call('PEXPIRE', KEYS[4], ARGV[3])
 return 1
 """
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 """
-# KEYS: lease, handle, journal. ARGV: owner, ttl ms, handle JSON or '', n forget, forget ids...,
-# then field, value pairs. → 1 written, 0 another owner holds the lease, -1 nobody does.
+# KEYS: lease, epoch, handle, journal. ARGV: lease value, epoch, keep ms, handle JSON or '',
+# n forget, forget ids..., then field, value pairs. → 1 written, -1 nobody holds the lease and
+# nobody acquired it since this epoch, 0 lost for good.
 _WRITE = """
 local holder = redis.call('GET', KEYS[1])
-if holder == false then return -1 end
-if holder ~= ARGV[1] then return 0 end
-if ARGV[3] ~= '' then redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2]) end
-local forget = tonumber(ARGV[4])
-local i = 5
+if holder ~= ARGV[1] then
+  if holder ~= false then return 0 end
+  local counter = redis.call('GET', KEYS[2])
+  if counter == false or counter == ARGV[2] then return -1 end
+  return 0
+end
+if ARGV[4] ~= '' then redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[3]) end
+local forget = tonumber(ARGV[5])
+local i = 6
 if forget > 0 then
-  redis.call('HDEL', KEYS[3], unpack(ARGV, i, i + forget - 1))
+  redis.call('HDEL', KEYS[4], unpack(ARGV, i, i + forget - 1))
   i = i + forget
 end
 if #ARGV >= i then
-  redis.call('HSET', KEYS[3], unpack(ARGV, i, #ARGV))
-  redis.call('PEXPIRE', KEYS[3], ARGV[2])
+  redis.call('HSET', KEYS[4], unpack(ARGV, i, #ARGV))
+  redis.call('PEXPIRE', KEYS[4], ARGV[3])
 end
 return 1
 """
@@ -118,7 +137,8 @@ class RedisStore:
     """A ``Store`` in Redis at ``url`` (``redis://host:port/db``), keys under ``prefix``.
 
     ``timeout`` bounds each operation (seconds); ``handle_ttl`` is how long a handle and the
-    journal beside it are kept after their last write; ``lease_ttl`` (see ``Store``).
+    journal beside it are kept after their owner's last write or heartbeat (longer than
+    ``lease_ttl``, see ``Store``).
     """
 
     def __init__(
@@ -130,8 +150,9 @@ class RedisStore:
         handle_ttl: float = DEFAULT_HANDLE_TTL,
         lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> None:
-        if not (timeout > 0 and handle_ttl > 0 and lease_ttl > 0):
-            raise ValueError("timeout, handle_ttl and lease_ttl must be positive")
+        if not timeout > 0:
+            raise ValueError("timeout must be positive")
+        check_ttls(handle_ttl, lease_ttl)
         self.url = url
         self.prefix = prefix
         self.timeout = timeout
@@ -145,34 +166,49 @@ class RedisStore:
         self._write = self.redis.register_script(_WRITE)
         self._direct = _Direct(self.redis)
 
-    def keys(self, conversation: str) -> tuple[str, str, str]:
-        """The lease, handle and journal keys of ``conversation``."""
+    def keys(self, conversation: str) -> tuple[str, str, str, str]:
+        """The lease, epoch, handle and journal keys of ``conversation``."""
         base = f"{self.prefix}:{{{conversation}}}"
-        return f"{base}:lease", f"{base}:handle", f"{base}:journal"
+        return f"{base}:lease", f"{base}:epoch", f"{base}:handle", f"{base}:journal"
 
-    async def acquire(self, conversation: str, owner: str, ttl: float) -> None:
-        lease = self.keys(conversation)[0]
-        got = await self._run("acquire", self._acquire(keys=[lease], args=[owner, _ms(ttl)]))
-        if got[0] != 1:
-            holder = _text(got[1])
-            left = max(int(got[2]), 0) / 1000
-            raise ConversationBusyError(
-                f"conversation {conversation!r} is held by {holder} for another {left:.1f} s;"
-                " retry after that, or route it to that worker",
-                owner=holder,
-                retry_after=left,
-            )
-
-    async def renew(self, conversation: str, owner: str, ttl: float) -> bool:
+    async def acquire(
+        self, conversation: str, owner: str, ttl: float, *, since: Lease | None = None
+    ) -> Lease:
         keys = list(self.keys(conversation)[:2])
-        return bool(await self._run("renew", self._renew(keys=keys, args=[owner, _ms(ttl)])))
+        args: list[str | int] = [
+            owner,
+            _ms(ttl),
+            self._ttl_ms,
+            "" if since is None else since.epoch,
+        ]
+        got = await self._run("acquire", self._acquire(keys=keys, args=args))
+        if got[0] == 1:
+            return Lease(owner, int(got[1]))
+        if got[0] == -1:
+            raise LeaseLostError(
+                f"{lost(conversation, owner)}: another worker acquired it since epoch"
+                f" {since.epoch if since else 0}"
+            )
+        holder = _text(got[1])
+        left = max(int(got[2]), 0) / 1000
+        raise ConversationBusyError(
+            f"conversation {conversation!r} is held by {holder} for another {left:.1f} s;"
+            " retry after that, or route it to that worker",
+            owner=holder,
+            retry_after=left,
+        )
 
-    async def release(self, conversation: str, owner: str) -> None:
-        lease = self.keys(conversation)[0]
-        await self._run("release", self._release(keys=[lease], args=[owner]))
+    async def renew(self, conversation: str, lease: Lease, ttl: float) -> bool:
+        args: list[str | int] = [_value(lease), _ms(ttl), self._ttl_ms]
+        work = self._renew(keys=list(self.keys(conversation)), args=args)
+        return bool(await self._run("renew", work))
+
+    async def release(self, conversation: str, lease: Lease) -> None:
+        key = self.keys(conversation)[0]
+        await self._run("release", self._release(keys=[key], args=[_value(lease)]))
 
     async def load(self, conversation: str) -> Snapshot:
-        _, handle_key, journal_key = self.keys(conversation)
+        _, _, handle_key, journal_key = self.keys(conversation)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.get(handle_key)
             pipe.hgetall(journal_key)
@@ -182,19 +218,19 @@ class RedisStore:
         entries.sort(key=lambda entry: entry.started_at)
         return Snapshot(handle, entries)
 
-    async def begin(self, conversation: str, owner: str, entry: Entry) -> None:
-        await self._fenced("begin", conversation, owner, None, (entry,), ())
+    async def begin(self, conversation: str, lease: Lease, entry: Entry) -> None:
+        await self._fenced("begin", conversation, lease, None, (entry,), ())
 
     async def write(
         self,
         conversation: str,
-        owner: str,
+        lease: Lease,
         *,
         handle: HandleRecord | None = None,
         entries: Sequence[Entry] = (),
         forget: Sequence[str] = (),
     ) -> None:
-        await self._fenced("write", conversation, owner, handle, entries, forget)
+        await self._fenced("write", conversation, lease, handle, entries, forget)
 
     async def aclose(self) -> None:
         await self._direct.aclose()
@@ -206,23 +242,22 @@ class RedisStore:
         self,
         operation: str,
         conversation: str,
-        owner: str,
+        lease: Lease,
         handle: HandleRecord | None,
         entries: Sequence[Entry],
         forget: Sequence[str],
     ) -> None:
-        args: list[Any] = [owner, self._ttl_ms, _encode(handle) if handle else b"", len(forget)]
+        handle_json = _encode(handle) if handle else b""
+        args: list[Any] = [_value(lease), lease.epoch, self._ttl_ms, handle_json, len(forget)]
         args += forget
         for entry in entries:
             args += (entry.call_id, _encode(entry))
         keys = list(self.keys(conversation))
         written = await self._run(operation, self._direct.evalsha(self._write, keys, args))
         if written == -1:
-            raise StoreUnavailableError(lapsed(conversation, owner))
+            raise StoreUnavailableError(lapsed(conversation, lease.owner))
         if not written:
-            raise LeaseLostError(
-                f"this worker ({owner}) no longer holds the lease on conversation {conversation!r}"
-            )
+            raise LeaseLostError(lost(conversation, lease.owner))
 
     async def _run(self, operation: str, work: Awaitable[T]) -> T:
         return await bounded(work, self.timeout, f"Redis at {self.url}", operation)
@@ -302,6 +337,11 @@ def _pack(*args: Any) -> bytes:
         data = arg if isinstance(arg, bytes) else str(arg).encode()
         parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
     return b"".join(parts)
+
+
+def _value(lease: Lease) -> str:
+    """The lease key's value for ``lease``."""
+    return f"{lease.epoch} {lease.owner}"
 
 
 def _ms(seconds: float) -> int:

@@ -8,6 +8,7 @@ are judged by the contract checker. The model's side lives in ``ModelOutput``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -140,12 +141,24 @@ class RealtimeSession(ModelOutput):
         audio_input = self.config.audio.input if self.config.audio else None
         audio_format = audio_input.format if audio_input else None
         if audio_format is not None and audio_format.type in ("audio/pcmu", "audio/pcma"):
-            # G.711: 8 kHz, a byte a sample; its speech is not detected (commit by hand).
-            seconds = len(pcm) / 8000
-            self._buffered += seconds
-            self._audio_ms += seconds * 1000
-            return
-        seconds = len(pcm) / 2 / codec.AUDIO_RATE
+            # G.711: 8 kHz, a byte a sample. μ-law is heard (its speech detected) when the
+            # phone extra's codec is installed; otherwise, and for A-law, commit by hand.
+            g711 = _ulaw_decoder() if audio_format.type == "audio/pcmu" else None
+            if g711 is None:
+                seconds = len(pcm) / 8000
+                self._buffered += seconds
+                self._audio_ms += seconds * 1000
+                return
+            pcm = g711(pcm)
+        seconds = (
+            len(pcm)
+            / 2
+            / (
+                8000
+                if audio_format is not None and audio_format.type == "audio/pcmu"
+                else codec.AUDIO_RATE
+            )
+        )
         self._buffered += seconds
         chunk_start_ms = self._audio_ms
         self._audio_ms += seconds * 1000
@@ -337,3 +350,12 @@ class RealtimeSession(ModelOutput):
 def _no_item(item_id: str) -> codec.EventError:
     text = f"Item with item_id '{item_id}' not found in the conversation."
     return codec.EventError("item_not_found", text, "item_id")
+
+
+def _ulaw_decoder() -> Callable[[bytes], bytes] | None:
+    """The phone extra's G.711 μ-law decoder, if installed."""
+    try:
+        from livebridge.phone.audio import ulaw_to_pcm16
+    except ImportError:
+        return None
+    return ulaw_to_pcm16

@@ -376,14 +376,27 @@ class ModelOutput(Connection):
         )
         await self.send(codec.event(kind, **self._where(response, message), delta=text))
 
+    def _voice_frame(self, rate: int) -> bytes:
+        """40 ms of the tone, as the session's output format says: PCM16, or G.711 μ-law at
+        8 kHz for ``audio/pcmu`` (when the phone extra's codec is installed)."""
+        output = self.config.audio.output if self.config.audio else None
+        if output is not None and output.format is not None and output.format.type == "audio/pcmu":
+            try:
+                from livebridge.phone.audio import pcm16_to_ulaw
+            except ImportError:
+                pass
+            else:
+                return pcm16_to_ulaw(tone(FRAME_SECONDS, 8000))
+        return tone(FRAME_SECONDS, rate)
+
     async def speak(self, owner: str, seconds: float, rate: int = codec.AUDIO_RATE) -> None:
-        """Model audio (PCM16, 24 kHz) in 40 ms frames at real-time pace; stops when the
-        response ends (a barge-in, a cancel)."""
+        """Model audio (PCM16, 24 kHz, or μ-law for ``audio/pcmu``) in 40 ms frames at
+        real-time pace; stops when the response ends (a barge-in, a cancel)."""
         response = await self._response()
         if self.modality != "AUDIO":
             return
         message = await self._message(response)
-        frame = base64.b64encode(tone(FRAME_SECONDS, rate)).decode()
+        frame = base64.b64encode(self._voice_frame(rate)).decode()
         loop = asyncio.get_running_loop()
         start = loop.time()
         for index in range(max(1, round(seconds / FRAME_SECONDS))):

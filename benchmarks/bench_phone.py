@@ -1,0 +1,122 @@
+"""The phone bridge's audio path: CPU per second of call audio, stage by stage.
+
+A call moves 8 kHz μ-law both ways in 20 ms frames: in, each Twilio ``media`` frame is decoded
+(JSON, base64), expanded to PCM16 and resampled to the vendor's input rate (16 kHz Gemini,
+24 kHz OpenAI, or left as is for ``audio/pcmu``); out, the model's 24 kHz PCM16 is resampled
+to 8 kHz, compressed to μ-law and framed. Each stage runs on real 20 ms frames (a tone, so
+the resampler does real work) for ``SECONDS`` of audio; reported is CPU time
+(``time.process_time``) per second of audio and the calls one core could carry on this path
+alone (the Live session's own cost is in ``bench_sessions``).
+
+Run with ``python -m benchmarks.bench_phone`` (``--quick`` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from livebridge.phone.audio import PHONE_RATE, Resampler, pcm16_to_ulaw, ulaw_to_pcm16
+from livebridge.phone.playout import FRAME_BYTES, Playout
+from livebridge.phone.twilio import TwilioStream
+
+SECONDS = 60.0
+QUICK_SECONDS = 2.0
+MODEL_RATE = 24_000
+
+
+def _tone(rate: int, seconds: float) -> bytes:
+    t = np.arange(int(rate * seconds)) / rate
+    return (8000 * np.sin(2 * np.pi * 440 * t)).astype("<i2").tobytes()
+
+
+def _frames(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data) - size + 1, size)]
+
+
+def _cpu_ms_per_second(work: Callable[[], object], seconds: float) -> float:
+    started = time.process_time()
+    work()
+    return (time.process_time() - started) * 1000 / seconds
+
+
+def measure(seconds: float) -> list[tuple[str, float]]:
+    """(stage, CPU ms per second of audio) for every stage of both directions."""
+    stream = TwilioStream()
+    stream.receive(json.dumps({"event": "start", "start": {"streamSid": "MZ1"}}))
+    ulaw_in = pcm16_to_ulaw(_tone(PHONE_RATE, seconds))
+    media = [
+        json.dumps({"event": "media", "streamSid": "MZ1", "media": {"payload": p}})
+        for p in (base64.b64encode(f).decode() for f in _frames(ulaw_in, FRAME_BYTES))
+    ]
+    pcm8 = [ulaw_to_pcm16(f) for f in _frames(ulaw_in, FRAME_BYTES)]
+    model = _frames(_tone(MODEL_RATE, seconds), MODEL_RATE // 25 * 2)  # 40 ms chunks
+    down = Resampler(MODEL_RATE, PHONE_RATE)
+    pcm_out = [down(chunk) for chunk in model]
+    ulaw_out = [pcm16_to_ulaw(p) for p in pcm_out]
+    playout = Playout()
+
+    def up(rate: int) -> Callable[[], object]:
+        resampler = Resampler(PHONE_RATE, rate)
+        return lambda: [resampler(p) for p in pcm8]
+
+    def resample_down() -> None:
+        resampler = Resampler(MODEL_RATE, PHONE_RATE)
+        for chunk in model:
+            resampler(chunk)
+
+    def frame_out() -> None:
+        for chunk in ulaw_out:
+            for frame in playout.audio(chunk, 0.0):
+                stream.media(frame)
+
+    stages: list[tuple[str, Callable[[], object]]] = [
+        ("in: Twilio frame decode (JSON, base64)", lambda: [stream.receive(m) for m in media]),
+        ("in: μ-law → PCM16", lambda: [ulaw_to_pcm16(f) for f in _frames(ulaw_in, FRAME_BYTES)]),
+        ("in: resample 8 → 16 kHz (Gemini)", up(16_000)),
+        ("in: resample 8 → 24 kHz (OpenAI)", up(24_000)),
+        ("out: resample 24 → 8 kHz", resample_down),
+        ("out: PCM16 → μ-law", lambda: [pcm16_to_ulaw(p) for p in pcm_out]),
+        ("out: 20 ms frames, playout, Twilio frame encode", frame_out),
+    ]
+    return [(name, _cpu_ms_per_second(work, seconds)) for name, work in stages]
+
+
+def table(seconds: float) -> list[str]:
+    results = measure(seconds)
+    lines = [
+        f"| stage ({seconds:.0f} s of audio) | CPU ms per audio second | share of a core |",
+        "|---|---:|---:|",
+    ]
+    lines += [f"| {name} | {ms:.3f} | {ms / 10:.3f} % |" for name, ms in results]
+    gemini = sum(ms for name, ms in results if "OpenAI" not in name)
+    openai = sum(ms for name, ms in results if "Gemini" not in name)
+    # audio/pcmu: no resampling and no encoding; μ-law is expanded only to hear the caller's
+    # speech end (the latency metric)
+    pcmu = sum(ms for name, ms in results if "resample" not in name and "→ μ-law" not in name)
+    lines += [
+        f"| **a Gemini call, both ways** | {gemini:.3f} | {gemini / 10:.3f} % |",
+        f"| **an OpenAI call (24 kHz PCM), both ways** | {openai:.3f} | {openai / 10:.3f} % |",
+        f"| **an OpenAI call (audio/pcmu), both ways** | {pcmu:.3f} | {pcmu / 10:.3f} % |",
+        "",
+        f"calls per core on the audio path alone: Gemini {1000 / gemini:.0f}, "
+        f"OpenAI {1000 / openai:.0f} (audio/pcmu: {1000 / pcmu:.0f})",
+    ]
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    options = parser.parse_args(argv)
+    print("\n".join(table(QUICK_SECONDS if options.quick else SECONDS)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

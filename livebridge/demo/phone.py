@@ -1,0 +1,195 @@
+"""``livebridge demo --phone``: a whole phone call, offline — the bridge, the emulator and a
+simulated caller over real sockets — printed as what the caller heard and when.
+
+The caller asks for the weather in two cities (two parallel calls), hears the answer, says
+goodbye; the model says goodbye and calls ``end_call``, and the bridge hangs up only after the
+caller heard the goodbye (its mark came back).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TextIO
+
+import anyio
+
+from livebridge.emulator import Conversation, Emulator
+from livebridge.emulator.speech import spoken
+from livebridge.observe import Observer
+from livebridge.options import SessionOptions
+from livebridge.phone.bridge import (
+    OPENAI_PHONE_CONFIG,
+    BargedIn,
+    CallEnded,
+    Listener,
+    MarkHeard,
+    ModelAnswered,
+    PhoneBridge,
+    PhoneEvent,
+    PhoneOptions,
+)
+from livebridge.phone.caller import SimulatedCaller, speech
+from livebridge.phone.server import serve_phone
+from livebridge.phone.twilio import StreamStarted
+from livebridge.session import LiveSession
+from livebridge.tools import ToolRegistry
+
+__all__ = ["PhoneScript", "phone_tools", "run_phone_demo"]
+
+QUESTION = "What's the weather in Paris and Tokyo?"
+GOODBYE = "Thanks, that's all. Goodbye!"
+
+
+@dataclass(frozen=True, slots=True)
+class PhoneScript:
+    """The model's side of a phone call: the first utterance asks for the weather in
+    ``places`` (one parallel call each), and is answered in ``reply_seconds`` of speech; any
+    later one is a goodbye, ``goodbye_seconds`` long, then ``end_call``."""
+
+    places: tuple[str, ...] = ("Paris", "Tokyo")
+    reply_seconds: float = 1.2
+    goodbye_seconds: float = 0.6
+
+    async def __call__(self, conv: Conversation) -> None:
+        turn = 0
+        while True:
+            await conv.expect_turn()
+            turn += 1
+            if turn == 1 or "end_call" not in conv.declarations:
+                await self._weather(conv)
+            else:
+                await self._goodbye(conv)
+
+    async def _weather(self, conv: Conversation) -> None:
+        await conv.heard(QUESTION)
+        ids = await conv.tool_call([("get_weather", {"city": place}) for place in self.places])
+        answers = await conv.wait_answers(ids)
+        if len(answers) < len(ids):
+            return  # the caller hung up or barged in: the calls were cancelled
+        said = "; ".join(
+            f"{place}: {spoken(answers[i].response)}"
+            for place, i in zip(self.places, ids, strict=True)
+        )
+        await conv.say(said + ".")
+        await conv.speak(self.reply_seconds)
+        await conv.turn_complete()
+
+    async def _goodbye(self, conv: Conversation) -> None:
+        await conv.heard(GOODBYE)
+        await conv.say("Goodbye, and have a nice day!")
+        await conv.speak(self.goodbye_seconds)
+        (call,) = await conv.tool_call([("end_call", {})])
+        await conv.wait_answers([call])
+        await conv.turn_complete()
+
+
+def phone_tools(delay: float = 0.3) -> ToolRegistry:
+    """The demo call's tools: ``get_weather`` (``delay`` seconds) and ``end_call``."""
+    tools = ToolRegistry()
+
+    @tools.tool(timeout=10.0)
+    async def get_weather(city: str) -> dict[str, object]:
+        """The weather in a city."""
+        await anyio.sleep(delay)
+        return {"sky": "sunny" if city < "Q" else "cloudy", "celsius": 18 + len(city)}
+
+    @tools.tool()
+    async def end_call() -> dict[str, object]:
+        """Hang up, once the caller heard what was said before."""
+        return {"ended": True}
+
+    return tools
+
+
+@asynccontextmanager
+async def phone_line(
+    emulator: Emulator,
+    tools: ToolRegistry,
+    *,
+    listeners: Sequence[Listener] = (),
+    observers: Sequence[Observer] = (),
+    options: SessionOptions | None = None,
+    phone: PhoneOptions | None = None,
+) -> AsyncIterator[tuple[PhoneBridge, str]]:
+    """A bridge to ``emulator`` (Gemini, or OpenAI with μ-law both ways) served on a free
+    port: the bridge and its ``ws://`` URL."""
+
+    @asynccontextmanager
+    async def open_session(start: StreamStarted) -> AsyncIterator[LiveSession]:
+        openai = emulator.protocol == "openai"
+        async with LiveSession.connect(
+            emulator.openai_client() if openai else emulator.client(),
+            model="gpt-realtime-2" if openai else "gemini-3.8-live",
+            tools=tools,
+            config=OPENAI_PHONE_CONFIG
+            if openai
+            else {"response_modalities": ["AUDIO"], "output_audio_transcription": {}},
+            options=options,
+            observers=observers,
+        ) as session:
+            yield session
+
+    bridge = PhoneBridge(open_session, options=phone, listeners=listeners)
+    async with serve_phone(bridge) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        yield bridge, f"ws://127.0.0.1:{port}/twilio"
+
+
+async def run_phone_demo(out: TextIO | None = None) -> int:
+    """Run the call; 0 when it ended with the goodbye heard, else 1."""
+    began = time.monotonic()
+    log = _CallLog(out or sys.stdout, began)
+    listeners = (log.on_event,)
+    async with (
+        Emulator(PhoneScript()) as emu,
+        phone_line(emu, phone_tools(), listeners=listeners) as (_, url),
+    ):
+        log.line(f"dialing {url}")
+        async with SimulatedCaller.dial(url) as caller:
+            for text in (QUESTION, GOODBYE):
+                log.line(f"caller says: {text}")
+                await caller.say(speech(text))
+                await caller.wait_until(log.answered(caller), 30)
+            await caller.wait_until(lambda: caller.closed_at is not None, 30)
+        log.line(f"the stream closed (code {caller.close_code}); the caller heard:")
+        for stretch in caller.heard:
+            log.line(
+                f"  {stretch.start - began:5.2f} s to {stretch.end - began:5.2f} s: "
+                f"{stretch.seconds:.2f} s of the model's speech"
+            )
+    return 0 if log.ended == "hung_up" else 1
+
+
+class _CallLog:
+    """Prints the call's events with the time since it began."""
+
+    def __init__(self, out: TextIO, began: float) -> None:
+        self.out = out
+        self.began = began
+        self.ended: str | None = None
+
+    def line(self, text: str) -> None:
+        print(f"{time.monotonic() - self.began:6.2f} s  {text}", file=self.out, flush=True)
+
+    def answered(self, caller: SimulatedCaller) -> Callable[[], bool]:
+        """Until the next mark is echoed (the reply was heard) or the stream closed."""
+        count = len(caller.echoed)
+        return lambda: len(caller.echoed) > count or caller.closed_at is not None
+
+    def on_event(self, event: PhoneEvent) -> None:
+        match event:
+            case ModelAnswered(latency=latency):
+                self.line(f"model audio sent {latency * 1000:.0f} ms after the caller stopped")
+            case MarkHeard(name=name, lag=lag):
+                self.line(f"mark {name} echoed: heard ({lag * 1000:.0f} ms after it played)")
+            case BargedIn(played=played):
+                self.line(f"barge-in: clear sent, {played:.2f} s of the reply heard")
+            case CallEnded(reason=reason):
+                self.ended = reason
+                self.line(f"call ended: {reason}")
+            case _:
+                pass

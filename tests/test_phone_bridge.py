@@ -1,0 +1,232 @@
+"""A phone call end to end over real sockets: the simulated caller, the bridge, the emulator."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+import pytest_asyncio
+
+from livebridge.demo.phone import GOODBYE, QUESTION, PhoneScript, phone_line, phone_tools
+from livebridge.emulator import Emulator
+from livebridge.observe import CallOrphaned, CallSettled, CallStarted, Recorder
+from livebridge.options import SessionOptions
+from livebridge.phone.bridge import BargedIn, CallEnded, DtmfPressed, FrameSkipped, PhoneEvent
+from livebridge.phone.caller import SimulatedCaller, speech, tone
+from livebridge.tools import ToolRegistry
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+#: Generous bound for anything that waits on a real-time exchange.
+WAIT = 20.0
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def emulator() -> AsyncIterator[Emulator]:
+    async with Emulator(PhoneScript(reply_seconds=1.5)) as emu:
+        yield emu
+
+
+def close_codes(emu: Emulator, before: int) -> list[int]:
+    return [
+        entry.message["close"]["code"]
+        for entry in emu.transcript[before:]
+        if entry.direction == "client" and "close" in entry.message
+    ]
+
+
+def fates(recorder: Recorder) -> tuple[set[str], set[str]]:
+    started = {e.call.id or "" for e in recorder.of(CallStarted)}
+    ended = {e.call.id or "" for e in recorder.of(CallSettled)}
+    ended |= {e.call_id for e in recorder.of(CallOrphaned)}
+    return started, ended
+
+
+async def test_a_call_with_parallel_tool_calls(emulator: Emulator) -> None:
+    both = anyio.Event()
+    running: list[str] = []
+    tools = ToolRegistry()
+
+    @tools.tool(timeout=10.0)
+    async def get_weather(city: str) -> dict[str, object]:
+        """The weather in a city."""
+        running.append(city)
+        if len(running) == 2:
+            both.set()
+        with anyio.fail_after(WAIT):
+            await both.wait()  # only returns if the two calls run at the same time
+        return {"sky": "sunny"}
+
+    recorder = Recorder()
+    async with (
+        phone_line(emulator, tools, observers=[recorder]) as (_, url),
+        SimulatedCaller.dial(url) as caller,
+    ):
+        await caller.say(speech(QUESTION))
+        await caller.wait_until(lambda: bool(caller.echoed), WAIT)
+        assert caller.heard_seconds >= 1.0  # the spoken answer reached the caller
+    assert sorted(running) == ["Paris", "Tokyo"]
+    assert [e.outcome.kind for e in recorder.of(CallSettled)] == ["ok", "ok"]
+
+
+async def test_barge_in_during_model_audio_clears_at_once(emulator: Emulator) -> None:
+    events: list[PhoneEvent] = []
+    async with (
+        phone_line(emulator, phone_tools(0.05), listeners=[events.append]) as (_, url),
+        SimulatedCaller.dial(url) as caller,
+    ):
+        await caller.say(speech(QUESTION))
+        await caller.wait_until(lambda: caller.heard_seconds >= 0.3, WAIT)
+        assert caller.heard_seconds < 1.0  # of the 1.5 s answer: the model is still speaking
+        spoke = caller.clock()
+        await caller.say(tone(0.3))
+        await caller.wait_until(lambda: bool(caller.cleared), WAIT)
+        assert caller.cleared[0] - spoke < 0.2
+        assert caller.buffered == 0.0
+    (barge,) = [e for e in events if isinstance(e, BargedIn)]
+    assert barge.unheard > 0.0
+
+
+async def test_end_call_hangs_up_after_the_goodbye_was_heard(emulator: Emulator) -> None:
+    events: list[PhoneEvent] = []
+    async with (
+        phone_line(emulator, phone_tools(0.05), listeners=[events.append]) as (_, url),
+        SimulatedCaller.dial(url) as caller,
+    ):
+        await caller.say(speech(QUESTION))
+        await caller.wait_until(lambda: bool(caller.echoed), WAIT)
+        heard_before = caller.heard_seconds
+        await caller.say(speech(GOODBYE))
+        await caller.wait_until(lambda: caller.closed_at is not None, WAIT)
+    assert caller.close_code == 1000
+    goodbye = caller.heard_seconds - heard_before
+    assert goodbye >= 0.5  # the whole goodbye (0.6 s) played, not cut off
+    (ended,) = [e for e in events if isinstance(e, CallEnded)]
+    assert ended.reason == "hung_up"
+    (mark,) = ended.marks  # the mark sent before end_call ran ...
+    echoed = dict(caller.echoed)
+    assert caller.closed_at is not None
+    assert mark in echoed  # ... came back before the stream closed
+    assert echoed[mark] <= caller.closed_at
+    assert caller.heard[-1].end <= caller.closed_at + 0.03
+
+
+async def test_the_caller_hanging_up_mid_call_gives_every_call_a_fate(emulator: Emulator) -> None:
+    started = anyio.Event()
+    tools = ToolRegistry()
+
+    @tools.tool(timeout=30.0)
+    async def get_weather(city: str) -> dict[str, object]:
+        """Never answers in time: the caller hangs up first."""
+        started.set()
+        await anyio.sleep(60)
+        return {}
+
+    recorder = Recorder()
+    before = len(emulator.transcript)
+    options = SessionOptions(shutdown_grace=0.2)
+    events: list[PhoneEvent] = []
+    ended_call = anyio.Event()
+
+    def listen(event: PhoneEvent) -> None:
+        events.append(event)
+        if isinstance(event, CallEnded):
+            ended_call.set()
+
+    async with phone_line(
+        emulator, tools, observers=[recorder], options=options, listeners=[listen]
+    ) as (_, url):
+        async with SimulatedCaller.dial(url) as caller:
+            await caller.say(speech(QUESTION))
+            with anyio.fail_after(WAIT):
+                await started.wait()
+            await caller.press("5")
+            await caller.hang_up()
+        with anyio.fail_after(WAIT):
+            await ended_call.wait()
+    await emulator.settled()
+    called, ended = fates(recorder)
+    assert called and called == ended
+    assert close_codes(emulator, before) == [1000]
+    assert DtmfPressed("5") in events
+    assert [e.reason for e in events if isinstance(e, CallEnded)] == ["caller_hung_up"]
+
+
+async def test_bad_twilio_frames_are_skipped_and_the_call_goes_on(emulator: Emulator) -> None:
+    events: list[PhoneEvent] = []
+    async with (
+        phone_line(emulator, phone_tools(0.05), listeners=[events.append]) as (_, url),
+        SimulatedCaller.dial(url) as caller,
+    ):
+        await caller.send({"event": "unheard-of"})
+        await caller.send({"event": "media", "media": {"payload": "%%% not base64 %%%"}})
+        await caller.send_raw("{this is not json")
+        await caller.say(speech(QUESTION))
+        await caller.wait_until(lambda: bool(caller.echoed), WAIT)
+    skipped = [e.reason for e in events if isinstance(e, FrameSkipped)]
+    assert skipped == ["unknown_event", "bad_payload", "undecodable"]
+
+
+async def test_media_before_start_is_skipped(emulator: Emulator) -> None:
+    events: list[PhoneEvent] = []
+    async with phone_line(emulator, phone_tools(0.05), listeners=[events.append]) as (_, url):
+        from websockets.asyncio.client import connect
+
+        async with connect(url) as websocket:
+            media = {"event": "media", "media": {"payload": "/w=="}}
+            await websocket.send(json.dumps(media))
+            await websocket.send(json.dumps({"event": "stop"}))
+            await websocket.wait_closed()
+    assert FrameSkipped("media_before_start") in events
+    assert [e.reason for e in events if isinstance(e, CallEnded)] == ["disconnected"]
+
+
+async def test_a_session_that_cannot_open_ends_the_call_with_1011() -> None:
+    from contextlib import asynccontextmanager
+
+    from livebridge.errors import ModelNotFoundError
+    from livebridge.phone.bridge import PhoneBridge
+    from livebridge.phone.server import serve_phone
+    from livebridge.phone.twilio import StreamStarted
+    from livebridge.session import LiveSession
+
+    @asynccontextmanager
+    async def unreachable(start: StreamStarted) -> AsyncIterator[LiveSession]:
+        raise ModelNotFoundError("no such model")
+        yield  # pragma: no cover
+
+    events: list[PhoneEvent] = []
+    bridge = PhoneBridge(unreachable, listeners=[events.append])
+    async with serve_phone(bridge) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        async with SimulatedCaller.dial(f"ws://127.0.0.1:{port}/twilio") as caller:
+            await caller.wait_until(lambda: caller.closed_at is not None, WAIT)
+    assert caller.close_code == 1011
+    assert events == [CallEnded("session_failed", answered=False)]
+
+
+async def test_dtmf_reaches_the_app_and_optionally_the_model(emulator: Emulator) -> None:
+    from livebridge.phone.bridge import PhoneOptions
+
+    before = len(emulator.transcript)
+    events: list[PhoneEvent] = []
+    phone = PhoneOptions(dtmf_to_model=True)
+    async with (
+        phone_line(emulator, phone_tools(0.05), listeners=[events.append], phone=phone) as (_, u),
+        SimulatedCaller.dial(u) as caller,
+    ):
+        await caller.press("7")
+        await caller.press("#")
+
+        def told() -> list[str]:
+            return [
+                e.message["realtimeInput"]["text"]
+                for e in emulator.transcript[before:]
+                if e.direction == "client" and "text" in e.message.get("realtimeInput", {})
+            ]
+
+        await caller.wait_until(lambda: len(told()) == 2, WAIT)
+    assert told() == ["The caller pressed 7.", "The caller pressed #."]
+    assert [e for e in events if isinstance(e, DtmfPressed)] == [DtmfPressed("7"), DtmfPressed("#")]

@@ -1,0 +1,103 @@
+"""``livebridge phone`` and ``livebridge demo --phone``: served for real, errors in one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+
+import anyio
+import pytest
+
+from livebridge.cli import main
+from livebridge.demo.phone import QUESTION
+from livebridge.phone.caller import SimulatedCaller, speech
+from livebridge.phone.server import stream_url, twiml
+from tests.test_cli_errors import OFFLINE, REPOSITORY, busy_port, livebridge, one_line_failure
+
+__all__ = ["busy_port"]  # the fixture, shared
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("phone", "examples.nowhere:tools", "--emulator"), ["no module named"]),
+        (("phone", "examples.embedded:tools"), ["no API key", "--emulator"]),
+        (("phone", "examples.embedded:tools", "--vendor", "openai"), ["OPENAI_API_KEY"]),
+        (("phone", "examples.embedded:tools", "--port", "70000"), ["70000 is not a port"]),
+        (("phone", "examples.embedded:tools", "--policy", "fast"), ["bad --policy 'fast'"]),
+    ],
+)
+def test_phone_usage_errors(args: tuple[str, ...], expected: list[str]) -> None:
+    one_line_failure(livebridge(*args), *expected)
+
+
+def test_phone_on_a_busy_port(busy_port: int) -> None:
+    result = livebridge("phone", "examples.embedded:tools", "--emulator", "--port", str(busy_port))
+    one_line_failure(result, f"cannot listen on 127.0.0.1:{busy_port}", "--port")
+
+
+def test_twiml_streams_to_the_public_address_then_hangs_up() -> None:
+    assert stream_url("https://abc.example/", None) == "wss://abc.example/twilio"
+    assert stream_url(None, "phone.example:8443") == "wss://phone.example:8443/twilio"
+    assert twiml("wss://abc.example/twilio").endswith(
+        '<Response><Connect><Stream url="wss://abc.example/twilio"/></Connect>'
+        "<Hangup/></Response>\n"
+    )
+
+
+@pytest.fixture
+def phone_server() -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``livebridge phone`` on the emulator, and the stream URL it printed."""
+    command = ["phone", "examples.embedded:tools", "--emulator", "--port", "0"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "livebridge", *command, "--public-url", "https://agent.example"],
+        cwd=REPOSITORY,
+        env={**OFFLINE, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("listening on ws://127.0.0.1:"), line
+        yield process, line.split()[-1]
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def fetch(url: str) -> tuple[str, str]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.headers["Content-Type"], response.read().decode()
+
+
+async def test_the_command_answers_a_call_on_the_emulator(
+    phone_server: tuple[subprocess.Popen[str], str],
+) -> None:
+    process, url = phone_server
+    webhook = url.replace("ws://", "http://").replace("/twilio", "/twiml")
+    kind, body = await anyio.to_thread.run_sync(fetch, webhook)
+    assert kind == "text/xml"
+    assert 'url="wss://agent.example/twilio"' in body
+    async with SimulatedCaller.dial(url) as caller:
+        await caller.say(speech(QUESTION))
+        await caller.wait_until(lambda: bool(caller.echoed), 20)
+    process.send_signal(signal.SIGTERM)
+    assert await anyio.to_thread.run_sync(lambda: process.wait(timeout=20)) == 0
+
+
+def test_demo_phone_prints_what_the_caller_heard(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--phone"]) == 0
+    out = capsys.readouterr().out
+    assert "the stream closed (code 1000); the caller heard:" in out
+    assert "s of the model's speech" in out
+    assert out.rstrip().endswith("call ended: hung_up")
