@@ -41,7 +41,11 @@ async def test_five_thousand_calls_in_one_turn_are_each_answered_within_the_fram
         await conv.turn_complete()
         await conv.expect_turn(timeout=60)
 
-    async with Emulator(scenario) as emu, open_session(emu, lookup_tools()) as session:
+    options = livebridge.SessionOptions(settled_capacity=2 * count)  # the test reads every fate
+    async with (
+        Emulator(scenario) as emu,
+        open_session(emu, lookup_tools(), options=options) as session,
+    ):
         await session.send_text("go")
         events = await collect_until(
             session, lambda e: isinstance(e, TurnComplete | Closed), timeout=120
