@@ -56,6 +56,7 @@ def test_bench_soak_quick_samples_a_steady_state() -> None:
     answered = [int(row[2]) for row in samples]
     assert answered == sorted(answered) and answered[-1] > answered[0] > 0
     assert "RSS" in out.splitlines()[-1] and "calls answered +" in out.splitlines()[-1]
+    assert out.splitlines()[-1].endswith(" 0 run twice")
 
 
 def test_profile_calls_quick_puts_livebridge_next_to_the_floor() -> None:

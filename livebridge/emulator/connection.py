@@ -423,7 +423,7 @@ class EmulatedSession(Connection):
         if resumable and not self.checker.pending():
             handle = f"emu-{random.getrandbits(64):016x}"
             # No call is open, and settled records never change: a shallow copy is a snapshot.
-            self.shared.handles[handle] = dict(self.checker.calls)
+            self.shared.keep_handle(handle, dict(self.checker.calls))
             update = wire.SessionResumptionUpdate(new_handle=handle, resumable=True)
         else:
             handle = None

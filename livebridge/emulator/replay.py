@@ -325,9 +325,9 @@ class ReplayScenario:
         """Take the client's new ``toolResponse`` messages from the emulator's transcript."""
         if self._shared is None:
             return
-        transcript = self._shared.transcript
-        end = len(transcript)
-        for item in transcript[self._cursor : end]:
+        transcript, dropped = self._shared.transcript, self._shared.dropped
+        end = dropped + len(transcript)  # the cursor counts every entry, kept or dropped
+        for item in transcript[max(0, self._cursor - dropped) :]:
             if item.direction != "client" or "toolResponse" not in item.message:
                 continue
             self._messages += 1
