@@ -33,10 +33,12 @@ docs: $(STAMP)
 test: lint docs suite
 
 # The whole suite, on pytest-xdist workers: most tests wait on sockets and timers, not the CPU,
-# so there are more workers than the machine's two cores.
+# so there are more workers than the machine's two cores. Tests marked `serial` (fifty browsers
+# at once, a worker killed mid-call) measure load or timing: they run afterwards, alone.
 WORKERS ?= 4
 suite: $(STAMP)
-	$(BIN)/pytest -q -n $(WORKERS) --dist worksteal
+	$(BIN)/pytest -q -n $(WORKERS) --dist worksteal -m 'not serial'
+	$(BIN)/pytest -q -m serial
 
 # What the interpreter decides (how deep a decoder recurses, where asyncio keeps the current
 # task, how tasks are scheduled) differs between Python versions: these suites run on each, e.g.

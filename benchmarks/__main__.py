@@ -43,6 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{time.strftime('%Y-%m-%d')} · {machine()}\n")
     with tempfile.TemporaryDirectory() as directory, serve(Path(directory)) as server:
         print("\n".join(bench_sessions.run(server, options.quick)), end="\n\n", flush=True)
+        calls = bench_phone.QUICK_CALLS if options.quick else bench_phone.CALLS
+        seconds = bench_phone.QUICK_CALL_SECONDS if options.quick else bench_phone.CALL_SECONDS
+        print("\n".join(bench_phone.calls_table(server, calls, seconds)), end="\n\n", flush=True)
         pin_to_one_core()
         print("\n".join(asyncio.run(bench_turns.run(server, options.quick))), end="\n\n")
         soak = bench_soak.QUICK if options.quick else bench_soak.SHORT

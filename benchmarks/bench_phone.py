@@ -6,7 +6,8 @@ A call moves 8 kHz μ-law both ways in 20 ms frames: in, each Twilio ``media`` f
 to 8 kHz, compressed to μ-law and framed. Each stage runs on real 20 ms frames (a tone, so
 the resampler does real work) for ``SECONDS`` of audio; reported is CPU time
 (``time.process_time``) per second of audio and the calls one core could carry on this path
-alone (the Live session's own cost is in ``bench_sessions``).
+alone. Then N whole calls through the bridge (``phone_calls``: the bridge pinned to one core,
+frame lag to p99) next to N of ``bench_sessions``'s browser-style sessions.
 
 Run with ``python -m benchmarks.bench_phone`` (``--quick`` for a smoke run).
 """
@@ -16,17 +17,26 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
+from benchmarks import bench_sessions, phone_calls
+from benchmarks.server import Server, serve
 from livebridge.phone.audio import PHONE_RATE, Resampler, pcm16_to_ulaw, ulaw_to_pcm16
 from livebridge.phone.playout import FRAME_BYTES, Playout
 from livebridge.phone.twilio import TwilioStream
 
 SECONDS = 60.0
 QUICK_SECONDS = 2.0
+#: Calls at once probed next to as many sessions, and for how long.
+CALLS = (10, 25, 35, 50)
+QUICK_CALLS = (2,)
+CALL_SECONDS = 6.0
+QUICK_CALL_SECONDS = 1.0
 MODEL_RATE = 24_000
 
 
@@ -110,11 +120,37 @@ def table(seconds: float) -> list[str]:
     return lines
 
 
+def calls_table(server: Server, counts: Sequence[int], seconds: float) -> list[str]:
+    """N phone calls (``phone_calls``) next to N browser-style sessions (``bench_sessions``),
+    each in a process pinned to one core, audio both ways at real time."""
+    lines = [
+        f"| calls at once ({seconds:.0f} s) | phone: bridge cores | p99 frame lag ms "
+        "| steady p99 ms | sessions: client cores | p99 ms | steady p99 ms |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for count in counts:
+        phone = phone_calls.run_probe(server, count, seconds)
+        session = bench_sessions.run_probe(server, "livebridge", count, seconds)
+        lines.append(
+            f"| {count} | {phone['cores']:.2f} | {phone['p99_ms']:.1f} "
+            f"| {phone['steady_p99_ms']:.1f} | {session['cores']:.2f} "
+            f"| {session['p99_ms']:.1f} | {session['steady_p99_ms']:.1f} |"
+        )
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    parser.add_argument(
+        "--calls", type=int, nargs="*", help=f"calls at once to probe (default {CALLS})"
+    )
     options = parser.parse_args(argv)
-    print("\n".join(table(QUICK_SECONDS if options.quick else SECONDS)))
+    print("\n".join(table(QUICK_SECONDS if options.quick else SECONDS)), end="\n\n")
+    counts = options.calls or (QUICK_CALLS if options.quick else CALLS)
+    seconds = QUICK_CALL_SECONDS if options.quick else CALL_SECONDS
+    with tempfile.TemporaryDirectory() as directory, serve(Path(directory)) as server:
+        print("\n".join(calls_table(server, counts, seconds)), flush=True)
     return 0
 
 

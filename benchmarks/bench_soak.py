@@ -26,7 +26,7 @@ from google.genai import types
 
 from benchmarks.server import FRAME_SECONDS, Server, model_name, serve
 from livebridge import ToolRegistry, client_args
-from livebridge.events import ToolCallSettled
+from livebridge.events import ToolCallSettled, ToolCallStarted
 from livebridge.session import LiveSession
 
 MIC_FRAME = bytes(int(16_000 * FRAME_SECONDS) * 2)
@@ -81,7 +81,10 @@ class Soak:
         self.settings = settings
         self.progress = progress
         self.answered = 0
+        self.started = 0  # calls admitted (ToolCallStarted)
+        self.runs = 0  # handler executions: more than ``started`` is a call run twice
         self.open = 0
+        self.double_executions = 0
         # A client of its own: the benchmarks' shared one belongs to an event loop already closed.
         options = types.HttpOptions(
             base_url=server.base_url, async_client_args=client_args(ssl=server.ssl_context())
@@ -92,6 +95,7 @@ class Soak:
         @self.tools.tool(name="work")
         async def work(i: int) -> dict[str, int]:
             """Benchmark work."""
+            self.runs += 1
             await asyncio.sleep(0.01)
             return {"i": i}
 
@@ -114,6 +118,8 @@ class Soak:
                     async for event in session.events():
                         if isinstance(event, ToolCallSettled) and event.outcome == "ok":
                             self.answered += 1
+                        elif isinstance(event, ToolCallStarted):
+                            self.started += 1
 
                 speaker = asyncio.ensure_future(speak())
                 listener = asyncio.ensure_future(listen())
@@ -154,6 +160,7 @@ class Soak:
         finally:
             stop.set()
             await asyncio.gather(*sessions, return_exceptions=True)
+        self.double_executions = max(0, self.runs - self.started)
         return samples
 
 
@@ -180,8 +187,12 @@ def run(server: Server, settings: Settings, *, progress: bool = False) -> list[s
     rule = "|---:|---:|---:|---:|---:|---:|"
     if progress:
         print(f"{title}\n\n{HEADER}\n{rule}", flush=True)
-    samples = asyncio.run(Soak(server, settings, progress=progress).run())
-    line = summary(samples)
+    soak = Soak(server, settings, progress=progress)
+    samples = asyncio.run(soak.run())
+    line = (
+        f"{summary(samples)}; {soak.started} calls admitted, {soak.runs} handler runs,"
+        f" {soak.double_executions} run twice"
+    )
     if progress:
         print(f"\n{line}")
     return [title, "", HEADER, rule, *(s.row() for s in samples), "", line]

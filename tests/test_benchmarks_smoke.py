@@ -44,6 +44,8 @@ def test_bench_phone_prints_every_stage(capsys: pytest.CaptureFixture[str]) -> N
     stages = rows(out, "| stage")
     assert len(stages) == 10 and all(float(row[1]) > 0 for row in stages)
     assert "calls per core on the audio path alone: Gemini " in out
+    (probe,) = rows(out, "| calls at once")
+    assert probe[0] == "2" and not any("nan" in cell for cell in probe)
 
 
 def test_bench_soak_quick_samples_a_steady_state() -> None:
@@ -54,6 +56,7 @@ def test_bench_soak_quick_samples_a_steady_state() -> None:
     answered = [int(row[2]) for row in samples]
     assert answered == sorted(answered) and answered[-1] > answered[0] > 0
     assert "RSS" in out.splitlines()[-1] and "calls answered +" in out.splitlines()[-1]
+    assert out.splitlines()[-1].endswith(" 0 run twice")
 
 
 def test_profile_calls_quick_puts_livebridge_next_to_the_floor() -> None:

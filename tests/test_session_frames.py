@@ -41,7 +41,12 @@ async def test_five_thousand_calls_in_one_turn_are_each_answered_within_the_fram
         await conv.turn_complete()
         await conv.expect_turn(timeout=60)
 
-    async with Emulator(scenario) as emu, open_session(emu, lookup_tools()) as session:
+    # The 5,000 fates come in one burst: room for every one of them among the events.
+    options = livebridge.SessionOptions(settled_capacity=count)
+    async with (
+        Emulator(scenario) as emu,
+        open_session(emu, lookup_tools(), options=options) as session,
+    ):
         await session.send_text("go")
         events = await collect_until(
             session, lambda e: isinstance(e, TurnComplete | Closed), timeout=120

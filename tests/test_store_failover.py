@@ -85,6 +85,7 @@ def lines(output: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
 
 
+@pytest.mark.serial
 def test_kill_mid_call_then_the_next_worker_takes_over(
     emulator: EmulatorProcess, redis_server: RedisServer, tmp_path: Path
 ) -> None:

@@ -15,7 +15,13 @@ from livebridge.emulator.model import RuleModel
 from livebridge.emulator.openai import REALTIME_SEVERITIES, RealtimeSession
 from livebridge.emulator.scenario import Conversation, Scenario, ScenarioError
 from livebridge.emulator.server import Emulator
-from livebridge.emulator.shared import Report, ServiceOptions, TranscriptEntry, UserTurn
+from livebridge.emulator.shared import (
+    Report,
+    Retention,
+    ServiceOptions,
+    TranscriptEntry,
+    UserTurn,
+)
 from livebridge.emulator.steps import load_scenario, scenario_from_steps
 
 __all__ = [
@@ -30,6 +36,7 @@ __all__ = [
     "Faults",
     "RealtimeSession",
     "Report",
+    "Retention",
     "RuleModel",
     "Scenario",
     "ScenarioError",

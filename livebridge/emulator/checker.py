@@ -157,6 +157,7 @@ class CallRecord:
     issued_at: float = 0.0  # the checker's clock when the server sent it
     read_at: float | None = None  # when the client was seen to have read it (its pong)
     nameless: bool = False  # issued without an id: answered by name, in call order
+    cancel_read: bool = False  # the client was seen to read its cancellation (its pong)
 
     @property
     def open(self) -> bool:
@@ -247,6 +248,12 @@ class Checker:
     def cancel(self, ids: list[str]) -> None:
         """``toolCallCancellation``: the client must not answer these any more."""
         self._move_open(ids, "cancel")
+
+    def cancellation_read(self, ids: list[str]) -> None:
+        """The client has read the cancellation of ``ids`` (it answered the ping behind it):
+        an answer after this is an error; one before may have crossed it in flight."""
+        for record in filter(None, map(self.calls.get, ids)):
+            record.cancel_read = True
 
     def withdraw(self, ids: list[str]) -> None:
         """The service dropped these calls without a cancellation (an interrupted turn)."""
@@ -361,8 +368,11 @@ class Checker:
         record = self.calls.get(response.id)
         if record is None:
             self.flag("unknown_id", f"answer for unknown call id {response.id}", message)
-        elif record.state == "cancelled":
+        elif record.state == "cancelled" and record.cancel_read:
             self.flag("cancelled_id", f"answer for cancelled call {response.id}", message)
+        elif record.state == "cancelled":
+            text = f"answer for cancelled call {response.id}: it may have crossed the cancellation"
+            self.flag("cancelled_id", text, message, "warning")
         elif record.state == "answered":
             self.flag("duplicate_answer", f"second answer for call {response.id}", message)
         else:

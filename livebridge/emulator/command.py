@@ -25,6 +25,7 @@ from livebridge.emulator.checker import HELD_ANSWERS_SECONDS, Violation
 from livebridge.emulator.faults import Faults, MessagePredicate
 from livebridge.emulator.scenario import Scenario
 from livebridge.emulator.server import PROTOCOLS, Emulator
+from livebridge.emulator.shared import STANDALONE
 from livebridge.emulator.steps import load_scenario
 from livebridge.errors import UsageError
 from livebridge.replay import add_replay_options
@@ -206,6 +207,7 @@ def _emulator(args: argparse.Namespace) -> Emulator:
         check_audio_during_blocking=not args.no_audio_check,
         held_answers=held,
         on_violation=_print_violation,
+        retention=STANDALONE,
         replay=args.replay,
         pace=args.pace,
         answer_timeout=args.answer_timeout,
@@ -255,7 +257,7 @@ def _print_summary(emulator: Emulator, violations: list[Violation]) -> None:
     kinds = Counter((v.severity, v.kind) for v in violations)
     errors = sum(n for (severity, _), n in kinds.items() if severity == "error")
     print(
-        f"summary: {len(emulator.connections)} connection(s), {len(violations)} violation(s) "
+        f"summary: {emulator.connections_served} connection(s), {len(violations)} violation(s) "
         f"({errors} error(s), {len(violations) - errors} warning(s))",
         flush=True,
     )

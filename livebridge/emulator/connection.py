@@ -352,6 +352,9 @@ class EmulatedSession(Connection):
         if named:
             cancellation = wire.ToolCallCancellation(ids=named)
             await self.send(wire.ServerMessage(tool_call_cancellation=cancellation))
+            with contextlib.suppress(ConnectionClosed):  # the pong: the client read it
+                pong = asyncio.ensure_future(await self.ws.ping())
+                pong.add_done_callback(lambda _: self.checker.cancellation_read(named))
         await self._changed()
 
     async def issue_calls(
@@ -420,7 +423,7 @@ class EmulatedSession(Connection):
         if resumable and not self.checker.pending():
             handle = f"emu-{random.getrandbits(64):016x}"
             # No call is open, and settled records never change: a shallow copy is a snapshot.
-            self.shared.handles[handle] = dict(self.checker.calls)
+            self.shared.keep_handle(handle, dict(self.checker.calls))
             update = wire.SessionResumptionUpdate(new_handle=handle, resumable=True)
         else:
             handle = None

