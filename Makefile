@@ -34,7 +34,7 @@ test: lint docs suite
 
 # The whole suite, on pytest-xdist workers: most tests wait on sockets and timers, not the CPU,
 # so there are more workers than the machine's two cores. Tests marked `serial` (fifty browsers
-# at once, a worker killed mid-call) measure load or timing: they run afterwards, alone.
+# at once, a worker killed mid-call, the outbox filling) measure load or timing: they run afterwards, alone.
 WORKERS ?= 4
 suite: $(STAMP)
 	$(BIN)/pytest -q -n $(WORKERS) --dist worksteal -m 'not serial'
