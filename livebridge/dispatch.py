@@ -1,7 +1,7 @@
 """Run a batch of calls under limits, timeouts and cancel scopes, and answer each exactly once.
 
 The dispatcher knows nothing of any wire format: ``Call``s in, ``Outcome``s out (one per call,
-same order), each response following the contract table in the README. Planning a call is
+same order), each response following the contract table (docs/contract.md). Planning a call is
 synchronous and returns one ``Plan``: settle it now, run it, wait for another call's answer
 (a twin, a re-issue, the same idempotency key) or rejoin the same id running elsewhere.
 

@@ -2,7 +2,7 @@
 
 The hypothesis test drives a real ``Dispatcher`` wired to a real ``CallLedger`` (as a session
 wires them) through random sequences of calls, sends, acknowledgements, failures and
-reconnects, and checks every call against a reference model of the rule in the README.
+reconnects, and checks every call against a reference model of the rule in docs/contract.md.
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ steps = st.lists(
 
 @dataclass
 class Model:
-    """The README's rule, written as plainly as possible."""
+    """The contract's rule, written as plainly as possible."""
 
     connection: int = 0
     sent_on: dict[str, int] = field(default_factory=dict)  # answered ids -> connection

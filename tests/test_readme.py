@@ -209,8 +209,8 @@ with urllib.request.urlopen(endpoint.url, timeout=10) as response:
 
 @pytest.mark.parametrize("mode", ["auto", "strict"])
 def test_pytest_fixture_snippet(tmp_path: Path, mode: str) -> None:
-    # Used as the README says: a test in the app's suite, with the app's own config; in strict
-    # mode the test is marked, as the README says.
+    # Used as docs/emulator.md says: a test in the app's suite, with the app's own config; in strict
+    # mode the test is marked, as the page says.
     test_file = tmp_path / "test_app.py"
     config = 'my_config = {"response_modalities": ["TEXT"]}\n\n'
     if mode == "strict":

@@ -1,5 +1,5 @@
 """``livebridge replay`` and ``livebridge emulator --replay`` as a user runs them, and the pytest
-helper as the README shows it."""
+helper as docs/recording.md shows it."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def test_the_readme_pytest_helper_snippet_runs_in_a_test_suite(tmp_path: Path) -
     test_file.write_text(block("Replaying it", "docs/recording.md"))
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
-        cwd=REPOSITORY,  # where the README's recording path is
+        cwd=REPOSITORY,  # where the page's recording path is
         env=offline_environment(),
         capture_output=True,
         text=True,

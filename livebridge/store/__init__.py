@@ -4,7 +4,7 @@
 implement the ``Store`` protocol; ``LiveSession.connect(..., store=..., conversation=...)`` uses
 one through ``StoreConnector`` and ``Journal``. ``RedisLimiter`` caps concurrent handlers across
 processes (``CallPolicy(limiter=...)``). The Redis classes import redis-py on first use
-(``pip install 'livebridge[redis]'``). The failover guarantees are in ``journal`` and the README.
+(``pip install 'livebridge[redis]'``). The failover guarantees are in ``journal`` and docs/store.md.
 """
 
 from __future__ import annotations
