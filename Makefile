@@ -30,7 +30,10 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet --site-dir site
 
-test: lint docs suite
+# The linters and the docs build run beside the suite, which leaves a core idle most of the time
+# (its tests wait on sockets); each target's output is printed whole when it ends.
+test: $(STAMP)
+	$(MAKE) --no-print-directory -j3 --output-sync=target lint docs suite
 
 # The whole suite, on pytest-xdist workers: most tests wait on sockets and timers, not the CPU,
 # so there are more workers than the machine's two cores. Tests marked `serial` (fifty browsers
