@@ -83,6 +83,12 @@ def add_run_command(subcommands: argparse._SubParsersAction[argparse.ArgumentPar
     parser.add_argument(
         "--model", default=DEFAULT_MODEL, help=f"the Live model (default: {DEFAULT_MODEL})"
     )
+    add_serving_options(parser, f"a CallPolicy setting (repeatable): {', '.join(policy_fields())}")
+    parser.set_defaults(command=run_command)
+
+
+def add_serving_options(parser: argparse.ArgumentParser, policy_help: str) -> None:
+    """``--metrics-port`` and ``--policy``, as each command running the app's tools takes them."""
     parser.add_argument(
         "--metrics-port",
         type=port_number,
@@ -90,13 +96,8 @@ def add_run_command(subcommands: argparse._SubParsersAction[argparse.ArgumentPar
         help="serve Prometheus metrics on 127.0.0.1:N (0: any free port)",
     )
     parser.add_argument(
-        "--policy",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help=f"a CallPolicy setting (repeatable): {', '.join(policy_fields())}",
+        "--policy", action="append", default=[], metavar="KEY=VALUE", help=policy_help
     )
-    parser.set_defaults(command=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -18,7 +18,14 @@ from typing import Any
 import anyio
 
 from livebridge.cli import port_number
-from livebridge.run import DEFAULT_MODEL, RunError, api_key, load_registry, parse_policy
+from livebridge.run import (
+    DEFAULT_MODEL,
+    RunError,
+    add_serving_options,
+    api_key,
+    load_registry,
+    parse_policy,
+)
 
 __all__ = ["OPENAI_MODEL", "add_phone_command"]
 
@@ -64,19 +71,7 @@ def add_phone_command(subcommands: argparse._SubParsersAction[argparse.ArgumentP
     parser.add_argument(
         "--dtmf-to-model", action="store_true", help="tell the model each key the caller presses"
     )
-    parser.add_argument(
-        "--metrics-port",
-        type=port_number,
-        metavar="N",
-        help="serve Prometheus metrics on 127.0.0.1:N (0: any free port)",
-    )
-    parser.add_argument(
-        "--policy",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a CallPolicy setting (repeatable), as for `livebridge run`",
-    )
+    add_serving_options(parser, "a CallPolicy setting (repeatable), as for `livebridge run`")
     parser.set_defaults(command=phone_command)
 
 
