@@ -109,7 +109,7 @@ class Connection:
         """Read and act on client frames until the connection closes; returns how it ended."""
         read_delay = self.shared.faults.read_delay
         while True:
-            if read_delay:
+            if read_delay and not self._aborted:
                 await asyncio.sleep(read_delay)
             try:
                 frame = await self.ws.recv()
@@ -120,6 +120,8 @@ class Connection:
                 if close is not None:
                     self.shared.record("client", self.id, close)
                 return ending
+            if self._aborted:
+                continue  # a cut connection acts on nothing it had buffered; recv soon says so
             try:
                 await self.handle_frame(frame)
             except ConnectionClosed:
