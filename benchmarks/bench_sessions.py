@@ -44,10 +44,11 @@ from benchmarks.server import (
     server_from_env,
     stamp_of,
 )
-from livebridge import ToolRegistry, wire
-from livebridge.events import AudioOut
-from livebridge.session import LiveSession, SessionOptions
-from livebridge.transport import Audio, encode_client
+from livebridge import ToolRegistry
+from livebridge.live.events import AudioOut
+from livebridge.live.session import LiveSession, SessionOptions
+from livebridge.live.transport import Audio, encode_client
+from livebridge.vendors.gemini import wire
 
 VARIANTS = ("livebridge", "sdk", "raw")
 #: The turn client measured next to each variant's streaming sessions.

@@ -133,7 +133,7 @@ async def _ping_floor(redis_url: str, count: int) -> list[float]:
 
 def _emulator(report: Path) -> tuple[subprocess.Popen[str], dict[str, str]]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "livebridge.cli", "emulator", "--report", str(report)],
+        [sys.executable, "-m", "livebridge.cli.main", "emulator", "--report", str(report)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 
 from livebridge import Call, ToolRegistry
-from livebridge.dispatch import Dispatcher
+from livebridge.calls.dispatch import Dispatcher
 from livebridge.errors import StoreError
 from livebridge.store import RedisStore, StoreConnector
 

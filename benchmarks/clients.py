@@ -25,9 +25,10 @@ from google.genai import types
 from websockets.asyncio.client import connect
 
 from benchmarks.server import Server, declaration
-from livebridge import CallPolicy, ToolRegistry, client_args, wire
-from livebridge.events import TurnComplete
-from livebridge.session import LiveSession, SessionOptions
+from livebridge import CallPolicy, ToolRegistry, client_args
+from livebridge.live.events import TurnComplete
+from livebridge.live.session import LiveSession, SessionOptions
+from livebridge.vendors.gemini import wire
 
 Client = Callable[[Server, str, int, float], Awaitable[None]]
 PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"

@@ -16,11 +16,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from livebridge import ToolRegistry, wire
-from livebridge.events import TurnComplete
-from livebridge.protocol import GeminiLiveProtocol, ProtocolOptions
-from livebridge.session import LiveSession
-from livebridge.transport import ClientItem, Transport, encode_client
+from livebridge import ToolRegistry
+from livebridge.live.events import TurnComplete
+from livebridge.live.protocol import ProtocolOptions
+from livebridge.live.session import LiveSession
+from livebridge.live.transport import ClientItem, Transport, encode_client
+from livebridge.vendors.gemini import wire
+from livebridge.vendors.gemini.protocol import GeminiLiveProtocol
 
 CALLS = 8
 SETUP = b'{"setupComplete":{}}'

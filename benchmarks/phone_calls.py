@@ -25,12 +25,12 @@ from typing import Any, cast
 from benchmarks.bench_sessions import CALL_EVERY, Lags, lag_p99s, rss_bytes
 from benchmarks.server import Server, model_name, pin_to_one_core, server_from_env, stamp_of
 from livebridge import ToolRegistry
-from livebridge.events import AudioOut, SessionEvent
+from livebridge.live.events import AudioOut, SessionEvent
+from livebridge.live.session import LiveSession, SessionOptions
 from livebridge.phone.bridge import PhoneBridge
 from livebridge.phone.caller import SimulatedCaller
 from livebridge.phone.server import serve_phone
 from livebridge.phone.twilio import StreamStarted
-from livebridge.session import LiveSession, SessionOptions
 
 __all__ = ["run_probe"]
 

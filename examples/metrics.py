@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry
 
 import livebridge
 from livebridge.emulator import Emulator
-from livebridge.events import TurnComplete
-from livebridge.metrics import PrometheusObserver, serve
+from livebridge.live.events import TurnComplete
+from livebridge.observe.metrics import PrometheusObserver, serve
 
 MODEL = "gemini-3.8-live"
 CONFIG = types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from livebridge import emulator
-    from livebridge.calls import Call, CallContext, Outcome, Partial, Result
-    from livebridge.dispatch import CallPolicy, Dispatcher
+    from livebridge.calls.call import Call, CallContext, Outcome, Partial, Result
+    from livebridge.calls.dispatch import CallPolicy, Dispatcher
+    from livebridge.calls.tools import Tool, ToolRegistry
     from livebridge.errors import (
         ConnectionLostError,
         ConversationBusyError,
@@ -42,22 +43,21 @@ if TYPE_CHECKING:
         TransportClosed,
         UsageError,
     )
-    from livebridge.observe import Observer, Recorder
+    from livebridge.live.session import LiveSession, SessionOptions
+    from livebridge.live.transport import client_args
+    from livebridge.observe.observers import Observer, Recorder
     from livebridge.profiles import ModelProfile
-    from livebridge.session import LiveSession, SessionOptions
     from livebridge.store import MemoryStore, RedisLimiter, RedisStore
-    from livebridge.tools import Tool, ToolRegistry
-    from livebridge.transport import client_args
 
 #: Where each public name lives; read on first access of the name.
 _HOMES: dict[str, str] = {
-    "Call": "livebridge.calls",
-    "CallContext": "livebridge.calls",
-    "Outcome": "livebridge.calls",
-    "Partial": "livebridge.calls",
-    "Result": "livebridge.calls",
-    "CallPolicy": "livebridge.dispatch",
-    "Dispatcher": "livebridge.dispatch",
+    "Call": "livebridge.calls.call",
+    "CallContext": "livebridge.calls.call",
+    "Outcome": "livebridge.calls.call",
+    "Partial": "livebridge.calls.call",
+    "Result": "livebridge.calls.call",
+    "CallPolicy": "livebridge.calls.dispatch",
+    "Dispatcher": "livebridge.calls.dispatch",
     **dict.fromkeys(
         [
             "ConnectionLostError",
@@ -90,16 +90,16 @@ _HOMES: dict[str, str] = {
         "livebridge.errors",
     ),
     "ModelProfile": "livebridge.profiles",
-    "Observer": "livebridge.observe",
-    "Recorder": "livebridge.observe",
-    "LiveSession": "livebridge.session",
-    "SessionOptions": "livebridge.session",
+    "Observer": "livebridge.observe.observers",
+    "Recorder": "livebridge.observe.observers",
+    "LiveSession": "livebridge.live.session",
+    "SessionOptions": "livebridge.live.session",
     "MemoryStore": "livebridge.store",
     "RedisLimiter": "livebridge.store",
     "RedisStore": "livebridge.store",
-    "Tool": "livebridge.tools",
-    "ToolRegistry": "livebridge.tools",
-    "client_args": "livebridge.transport",
+    "Tool": "livebridge.calls.tools",
+    "ToolRegistry": "livebridge.calls.tools",
+    "client_args": "livebridge.live.transport",
 }
 
 __all__ = [

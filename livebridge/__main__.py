@@ -2,7 +2,7 @@
 
 import sys
 
-from livebridge.cli import main
+from livebridge.cli.main import main
 
 __all__: list[str] = []
 

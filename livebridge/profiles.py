@@ -33,11 +33,11 @@ import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
-from livebridge.calls import BEHAVIORS, SCHEDULINGS, Behavior, Scheduling
+from livebridge.calls.call import BEHAVIORS, SCHEDULINGS, Behavior, Scheduling
 from livebridge.errors import ModelCapabilityError
 
 if TYPE_CHECKING:
-    from livebridge.tools import ToolRegistry
+    from livebridge.calls.tools import ToolRegistry
 
 __all__ = [
     "BACKENDS",

@@ -24,7 +24,7 @@ from google.genai import types
 
 from livebridge import LiveSession, ToolRegistry
 from livebridge.errors import ConversationBusyError, LivebridgeError
-from livebridge.events import ToolCallSettled, ToolCallStarted, TurnComplete
+from livebridge.live.events import ToolCallSettled, ToolCallStarted, TurnComplete
 from livebridge.store import RedisStore
 
 LEASE_TTL = 5.0

@@ -1,5 +1,5 @@
 from livebridge import Call, Outcome, Recorder
-from livebridge.observe import BatchStarted, Observer, emit
+from livebridge.observe.observers import BatchStarted, Observer, emit
 
 
 def test_outcome_error_flag() -> None:
@@ -26,7 +26,7 @@ def test_emit_isolates_failing_observers() -> None:
 
 
 def test_the_vocabulary_is_defined_once() -> None:
-    from livebridge.calls import (
+    from livebridge.calls.call import (
         BEHAVIORS,
         DEDUP_REASONS,
         OUTCOME_KINDS,
@@ -43,7 +43,7 @@ def test_the_vocabulary_is_defined_once() -> None:
         "cancelled",
         "rejected",
     ]
-    from livebridge.calls import _ANSWERS, _FAILURES
+    from livebridge.calls.call import _ANSWERS, _FAILURES
 
     # Every kind is classified exactly once: a new kind must be placed on one side.
     assert sorted(_ANSWERS | _FAILURES) == sorted(OUTCOME_KINDS)

@@ -127,7 +127,7 @@ def test_python_dash_m_is_the_same_command() -> None:
 def test_demo_on_openai_without_the_openai_package() -> None:
     """Without the ``openai`` extra the OpenAI demo says what to install, in one line."""
     hidden = (
-        "import sys; sys.modules['openai'] = None; from livebridge.cli import main; "
+        "import sys; sys.modules['openai'] = None; from livebridge.cli.main import main; "
         "sys.exit(main(['demo', '--vendor', 'openai', '--fast']))"
     )
     result = subprocess.run(

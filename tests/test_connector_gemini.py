@@ -12,11 +12,11 @@ from google.genai import types
 
 import livebridge
 from livebridge import FrameTooLargeError, LiveSession
-from livebridge.connectors.gemini import GeminiConnector
-from livebridge.connectors.secrets import RedactingFilter
 from livebridge.emulator import Conversation, Emulator
 from livebridge.errors import TransportClosed
-from livebridge.events import Resumed, TextOut, TurnComplete
+from livebridge.live.events import Resumed, TextOut, TurnComplete
+from livebridge.live.secrets import RedactingFilter
+from livebridge.vendors.gemini.connector import GeminiConnector
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until, open_session
 
 KEY = "AIzaSyRECOGNIZABLE-livebridge-test-key-0123456789"

@@ -14,12 +14,12 @@ from openai.types.realtime import RealtimeSessionCreateRequest
 
 import livebridge
 from livebridge import LiveSession
-from livebridge.connectors import connector_for, vendor_of
-from livebridge.connectors.gemini import GeminiConnector
-from livebridge.connectors.openai import OpenAIConnector, session_config
 from livebridge.emulator import Conversation, Emulator
 from livebridge.errors import LiveSessionError, ModelNotFoundError, UsageError
-from livebridge.events import ToolCallSettled, TurnComplete
+from livebridge.live.connectors import connector_for, vendor_of
+from livebridge.live.events import ToolCallSettled, TurnComplete
+from livebridge.vendors.gemini.connector import GeminiConnector
+from livebridge.vendors.openai.connector import OpenAIConnector, session_config
 from tests.session_helpers import collect_until, errors, of_type
 
 MODEL = "gpt-realtime"
@@ -163,7 +163,8 @@ async def test_the_api_key_never_reaches_a_log_line(caplog: pytest.LogCaptureFix
 
 def test_the_shell_loads_no_sdk_until_a_client_needs_one() -> None:
     code = (
-        "import sys, livebridge.session, livebridge.connectors, livebridge.protocol\n"
+        "import sys, livebridge.live.session, livebridge.live.connectors\n"
+        "import livebridge.live.protocol\n"
         "print(sorted(m for m in ('openai', 'google.genai') if m in sys.modules))"
     )
     result = subprocess.run(

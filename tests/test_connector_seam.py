@@ -7,13 +7,13 @@ from contextlib import asynccontextmanager
 
 import livebridge
 from livebridge import LiveSession
-from livebridge.connectors import Connector
-from livebridge.connectors.gemini import GeminiConnector
+from livebridge.calls.tools import ToolRegistry
 from livebridge.emulator import Conversation, Emulator
-from livebridge.events import Resumed, TextOut
-from livebridge.protocol import LiveProtocol, ProtocolOptions
-from livebridge.tools import ToolRegistry
-from livebridge.transport import Transport
+from livebridge.live.connectors import Connector
+from livebridge.live.events import Resumed, TextOut
+from livebridge.live.protocol import LiveProtocol, ProtocolOptions
+from livebridge.live.transport import Transport
+from livebridge.vendors.gemini.connector import GeminiConnector
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until
 
 

@@ -24,10 +24,10 @@ from prometheus_client import CollectorRegistry
 
 from livebridge import CallPolicy, LiveSession, SessionOptions
 from livebridge.emulator import Emulator
-from livebridge.emulator.checker import Violation
-from livebridge.emulator.connection import TranscriptEntry
-from livebridge.events import Closed, SessionEvent, TextOut, ToolCallSettled, ToolCallStarted
-from livebridge.metrics import PrometheusObserver
+from livebridge.emulator.gemini.checker import Violation
+from livebridge.emulator.gemini.connection import TranscriptEntry
+from livebridge.live.events import Closed, SessionEvent, TextOut, ToolCallSettled, ToolCallStarted
+from livebridge.observe.metrics import PrometheusObserver
 from tests.fault_world import (
     END,
     MALFORMED,

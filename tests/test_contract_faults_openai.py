@@ -28,19 +28,21 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from livebridge import CallPolicy, LiveSession, SessionOptions, ToolRegistry, openai_wire
-from livebridge.connectors.openai import OpenAIConnector
+from livebridge import CallPolicy, LiveSession, SessionOptions, ToolRegistry
 from livebridge.emulator import Conversation, Emulator
-from livebridge.events import (
+from livebridge.live.events import (
     Resumed,
     SessionEvent,
     ToolCallSettled,
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.metrics import PrometheusObserver
-from livebridge.protocol import OpenAIRealtimeProtocol, Output, ProtocolOptions
-from livebridge.protocol.openai_calls import MAX_HELD_ARGUMENT_CHARS
+from livebridge.live.protocol import Output, ProtocolOptions
+from livebridge.observe.metrics import PrometheusObserver
+from livebridge.vendors.openai import wire as openai_wire
+from livebridge.vendors.openai.calls import MAX_HELD_ARGUMENT_CHARS
+from livebridge.vendors.openai.connector import OpenAIConnector
+from livebridge.vendors.openai.protocol import OpenAIRealtimeProtocol
 from tests.fault_world import CLOSE_REASONS, END, MODES, TIMEOUTS, CallPlan, Case, World
 from tests.session_helpers import of_type
 from tests.test_contract_faults import (

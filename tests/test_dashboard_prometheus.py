@@ -1,5 +1,5 @@
 """The Grafana dashboard is importable as is, and every query in it returns data from a real
-Prometheus that scraped ``livebridge.metrics.serve()`` while the workload ran."""
+Prometheus that scraped ``livebridge.observe.metrics.serve()`` while the workload ran."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import anyio
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from livebridge.calls import DedupReason
-from livebridge.metrics import REJECTION_REASONS, PrometheusObserver, serve
-from livebridge.observe import LeaseChanged, StoreOperation
+from livebridge.calls.call import DedupReason
+from livebridge.observe.metrics import REJECTION_REASONS, PrometheusObserver, serve
+from livebridge.observe.observers import LeaseChanged, StoreOperation
 from livebridge.phone.bridge import (
     BargedIn,
     CallAnswered,

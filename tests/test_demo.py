@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from livebridge.cli import main
+from livebridge.cli.main import main
 from livebridge.demo import scrape_config
 from livebridge.demo.driver import Exchange, run_demo, summarize
 from livebridge.demo.render import Terminal
@@ -186,7 +186,7 @@ def test_demo_exits_non_zero_when_the_emulator_finds_a_violation(
 ) -> None:
     # Break the client on purpose: every answer leaves without its function name, which the
     # emulator's contract checker reports (the Live service has been seen to mishandle it).
-    from livebridge.adapters import gemini_live
+    from livebridge.vendors.gemini import answers as gemini_live
 
     encode = gemini_live.encode
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from livebridge.cli import main
+from livebridge.cli.main import main
 from livebridge.demo.driver import run_demo
 
 

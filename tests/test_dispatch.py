@@ -23,7 +23,7 @@ from livebridge import (
     ToolError,
     ToolRegistry,
 )
-from livebridge.observe import BatchSettled, BatchStarted, CallSettled, CallStarted
+from livebridge.observe.observers import BatchSettled, BatchStarted, CallSettled, CallStarted
 
 
 class FakeClock:
@@ -88,7 +88,7 @@ async def test_raised_error_hides_its_text_and_logs_the_traceback(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     tools, _ = registry()
-    with caplog.at_level(logging.ERROR, logger="livebridge.dispatch"):
+    with caplog.at_level(logging.ERROR, logger="livebridge.calls.dispatch"):
         outcome = await run_one(Dispatcher(tools), "secret_failure")
     assert outcome.kind == "error"
     error = outcome.response["error"]

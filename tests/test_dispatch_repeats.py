@@ -15,10 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from livebridge import Call, CallContext, CallPolicy, Dispatcher, ToolError, ToolRegistry
-from livebridge.adapters import gemini_live
-from livebridge.calls import OutcomeKind
-from livebridge.ledger import CallLedger, LiveCall
-from livebridge.repeats import (
+from livebridge.calls.call import OutcomeKind
+from livebridge.calls.ledger import CallLedger, LiveCall
+from livebridge.calls.repeats import (
     MAX_IDS_PER_REQUEST,
     PRUNE_ABOVE,
     Repeat,
@@ -26,6 +25,7 @@ from livebridge.repeats import (
     classify,
     served_by_key,
 )
+from livebridge.vendors.gemini import answers as gemini_live
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,7 @@ def test_the_site_builds_warning_free_with_the_api_reference(tmp_path: Path) -> 
         assert (site / page / "index.html").is_file(), page
     # The reference is generated from the docstrings, not written by hand.
     session = (site / "reference" / "session" / "index.html").read_text()
-    assert "livebridge.session.LiveSession" in session
+    assert "livebridge.live.session.LiveSession" in session
     assert "Stop input, give running calls" in session  # LiveSession.aclose's docstring
     errors = (site / "reference" / "errors" / "index.html").read_text()
     assert re.search(r"LivebridgeError", errors)

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from livebridge.calls import OutcomeKind
-from livebridge.events import (
+from livebridge.calls.call import OutcomeKind
+from livebridge.live.events import (
     AudioOut,
     Closed,
     EventBuffer,

@@ -58,8 +58,9 @@ def test_the_emulator_is_reachable_from_the_package() -> None:
     "statement",
     [
         "import livebridge",
-        "import livebridge.ledger",
-        "import livebridge.protocol",
+        "import livebridge.calls.ledger",
+        "import livebridge.live.protocol",
+        "import livebridge.vendors.gemini.protocol, livebridge.vendors.openai.protocol",
         "from livebridge import ToolRegistry, ToolError, CallPolicy, LivebridgeError",
     ],
 )

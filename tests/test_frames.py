@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from livebridge import frames, payloads
-from livebridge.calls import Outcome
+from livebridge.calls import frames, payloads
+from livebridge.calls.call import Outcome
 
 Item = tuple[str | None, Outcome]  # (the unit it belongs to, the answer)
 

@@ -3,9 +3,9 @@ from typing import Any
 
 import pytest
 
-from livebridge.adapters import gemini_live
-from livebridge.calls import Behavior, Call, Outcome, Partial
-from livebridge.ledger import CallLedger, CallState, LedgerError, LiveCall, Notice, Outgoing
+from livebridge.calls.call import Behavior, Call, Outcome, Partial
+from livebridge.calls.ledger import CallLedger, CallState, LedgerError, LiveCall, Notice, Outgoing
+from livebridge.vendors.gemini import answers as gemini_live
 
 
 def new_ledger(history: int = 4096, **options: Any) -> CallLedger:

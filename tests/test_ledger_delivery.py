@@ -8,10 +8,10 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from livebridge import frames
-from livebridge.adapters import gemini_live
-from livebridge.ledger import Outgoing
-from livebridge.transport import ToolAnswers, encode_client
+from livebridge.calls import frames
+from livebridge.calls.ledger import Outgoing
+from livebridge.live.transport import ToolAnswers, encode_client
+from livebridge.vendors.gemini import answers as gemini_live
 from tests.test_ledger import blocking, new_ledger, non_blocking, ok, send, sent_ids
 
 # -- acknowledgement: could the model have seen an answer? -------------------------------------

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from livebridge.adapters import gemini_live
-from livebridge.calls import Behavior, Call, Outcome, OutcomeKind
-from livebridge.ledger import CallLedger, LiveCall, Outgoing
+from livebridge.calls.call import Behavior, Call, Outcome, OutcomeKind
+from livebridge.calls.ledger import CallLedger, LiveCall, Outgoing
+from livebridge.vendors.gemini import answers as gemini_live
 
 NAMES = ("f", "g")
 

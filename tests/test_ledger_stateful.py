@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from livebridge.adapters import gemini_live
-from livebridge.calls import Behavior, Call, Outcome, OutcomeKind, Partial
-from livebridge.ledger import CallLedger, LedgerError, LiveCall, Outgoing, Via
+from livebridge.calls.call import Behavior, Call, Outcome, OutcomeKind, Partial
+from livebridge.calls.ledger import CallLedger, LedgerError, LiveCall, Outgoing, Via
+from livebridge.vendors.gemini import answers as gemini_live
 
 TOOLS: dict[str, tuple[Behavior, bool]] = {
     "b0": ("BLOCKING", False),

@@ -12,15 +12,15 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from livebridge.calls import Call, Outcome
-from livebridge.metrics import (
+from livebridge.calls.call import Call, Outcome
+from livebridge.observe.metrics import (
     MAX_FUNCTION_LABELS,
     SECONDS_BUCKETS,
     PrometheusObserver,
     asgi_app,
     serve,
 )
-from livebridge.observe import (
+from livebridge.observe.observers import (
     AnswerSent,
     BatchStarted,
     CallSettled,
@@ -207,12 +207,12 @@ def test_endpoint_is_not_reachable_beyond_loopback_by_default() -> None:
 
 def test_binding_beyond_loopback_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     with (
-        caplog.at_level(logging.WARNING, "livebridge.metrics"),
+        caplog.at_level(logging.WARNING, "livebridge.observe.metrics"),
         serve(host="0.0.0.0", registry=CollectorRegistry()) as server,
     ):
         assert server.host == "0.0.0.0"
     assert "reachable beyond this machine" in caplog.text
-    with caplog.at_level(logging.WARNING, "livebridge.metrics"):
+    with caplog.at_level(logging.WARNING, "livebridge.observe.metrics"):
         caplog.clear()
         serve(registry=CollectorRegistry()).close()
     assert caplog.text == ""

@@ -4,7 +4,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from livebridge import payloads
+from livebridge.calls import payloads
 
 
 def test_small_output_is_plain_json() -> None:

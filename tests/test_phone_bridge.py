@@ -9,13 +9,13 @@ import anyio
 import pytest
 import pytest_asyncio
 
+from livebridge.calls.tools import ToolRegistry
 from livebridge.demo.phone import GOODBYE, QUESTION, PhoneScript, phone_line, phone_tools
 from livebridge.emulator import Emulator
-from livebridge.observe import CallOrphaned, CallSettled, CallStarted, Recorder
-from livebridge.options import SessionOptions
+from livebridge.live.options import SessionOptions
+from livebridge.observe.observers import CallOrphaned, CallSettled, CallStarted, Recorder
 from livebridge.phone.bridge import BargedIn, CallEnded, DtmfPressed, FrameSkipped, PhoneEvent
 from livebridge.phone.caller import SimulatedCaller, speech, tone
-from livebridge.tools import ToolRegistry
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -190,10 +190,10 @@ async def test_a_session_that_cannot_open_ends_the_call_with_1011() -> None:
     from contextlib import asynccontextmanager
 
     from livebridge.errors import ModelNotFoundError
+    from livebridge.live.session import LiveSession
     from livebridge.phone.bridge import PhoneBridge
     from livebridge.phone.server import serve_phone
     from livebridge.phone.twilio import StreamStarted
-    from livebridge.session import LiveSession
 
     @asynccontextmanager
     async def unreachable(start: StreamStarted) -> AsyncIterator[LiveSession]:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import anyio
 import pytest
 
-from livebridge.cli import main
+from livebridge.cli.main import main
 from livebridge.demo.phone import QUESTION
 from livebridge.phone.caller import SimulatedCaller, speech
 from livebridge.phone.server import stream_url, twiml

@@ -78,8 +78,8 @@ async def test_barge_in_clears_at_once_and_truncates_at_what_was_heard(
 
 
 def test_the_protocol_takes_8_khz_ulaw_for_audio_pcmu() -> None:
-    from livebridge.protocol.openai import OpenAIRealtimeProtocol
-    from livebridge.tools import ToolRegistry
+    from livebridge.calls.tools import ToolRegistry
+    from livebridge.vendors.openai.protocol import OpenAIRealtimeProtocol
 
     phone = OpenAIRealtimeProtocol(ToolRegistry(), g711=(True, True))
     assert (phone.input_encoding, phone.input_rate(None), phone.input_rate(8000)) == (

@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from livebridge import ToolRegistry, wire
-from livebridge.calls import Call, Outcome
-from livebridge.events import (
+from livebridge import ToolRegistry
+from livebridge.calls.call import Call, Outcome
+from livebridge.calls.ledger import Outgoing
+from livebridge.live.events import (
     AudioOut,
     Closed,
     GoAway,
@@ -26,16 +27,13 @@ from livebridge.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.ledger import Outgoing
-from livebridge.observe import CallOrphaned, MessageSeen, SessionClosed, SessionOpened
-from livebridge.protocol import (
+from livebridge.live.protocol import (
     CancelCalls,
     ConnectionEvent,
     ConnectionState,
     ConnectionStateError,
     ConnectionTable,
     Finish,
-    GeminiLiveProtocol,
     Notify,
     Output,
     ProtocolOptions,
@@ -43,7 +41,10 @@ from livebridge.protocol import (
     RunCalls,
     SwitchConnection,
 )
-from livebridge.transport import Audio, Text
+from livebridge.live.transport import Audio, Text
+from livebridge.observe.observers import CallOrphaned, MessageSeen, SessionClosed, SessionOpened
+from livebridge.vendors.gemini import wire
+from livebridge.vendors.gemini.protocol import GeminiLiveProtocol
 from tests.depth import TOO_DEEP_FOR_ANY_PYTHON
 
 
@@ -217,7 +218,7 @@ def test_one_malformed_call_never_sinks_its_siblings(caplog: pytest.LogCaptureFi
     depth = TOO_DEEP_FOR_ANY_PYTHON
     deep_call = b'{"id":"deep","name":"lookup","args":' + b'{"a":' * depth + b"1" + b"}" * depth
     frame = frame[: -len(b"]}}")] + b"," + deep_call + b"}]}}"
-    with caplog.at_level(logging.WARNING, "livebridge.session"):
+    with caplog.at_level(logging.WARNING, "livebridge.live.session"):
         out = protocol.receive(wire.decode_server(frame), now=1.0)
     (run,) = of(out, RunCalls)
     assert [(c.id, c.name, c.args) for c in run.calls] == [

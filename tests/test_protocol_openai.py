@@ -10,15 +10,16 @@ from typing import Any
 import msgspec
 import pytest
 
-from livebridge import ToolRegistry, openai_wire
-from livebridge.calls import Outcome, UnreadableArguments
+from livebridge import ToolRegistry
+from livebridge.calls.call import Outcome, UnreadableArguments
+from livebridge.calls.ledger import Outgoing
 from livebridge.errors import (
     ConnectionLostError,
     LiveSessionError,
     MalformedMessageError,
     ServiceReportedError,
 )
-from livebridge.events import (
+from livebridge.live.events import (
     AudioOut,
     Closed,
     ErrorReported,
@@ -31,24 +32,24 @@ from livebridge.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.ledger import Outgoing
-from livebridge.observe import CallOrphaned, CallSettled, MessageSeen
-from livebridge.protocol import (
+from livebridge.live.protocol import (
     CancelCalls,
     Finish,
     Notify,
-    OpenAIRealtimeProtocol,
     Output,
     ProtocolOptions,
     Reconnect,
     RunCalls,
 )
-from livebridge.protocol.openai_calls import (
+from livebridge.live.transport import Audio, Frames, Signal, Text
+from livebridge.observe.observers import CallOrphaned, CallSettled, MessageSeen
+from livebridge.vendors.openai import wire as openai_wire
+from livebridge.vendors.openai.calls import (
     MAX_HELD_ARGUMENT_CHARS,
     MAX_HELD_CALLS,
     MAX_RESPONSE_ARGUMENT_CHARS,
 )
-from livebridge.transport import Audio, Frames, Signal, Text
+from livebridge.vendors.openai.protocol import OpenAIRealtimeProtocol
 
 
 def registry() -> ToolRegistry:

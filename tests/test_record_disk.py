@@ -14,8 +14,8 @@ import pytest
 import livebridge
 from livebridge import RecordingError, SessionOptions
 from livebridge.emulator import Conversation, Emulator
-from livebridge.events import Closed, SessionEvent, ToolCallSettled
-from livebridge.observe import Recorder, RecordingFailed
+from livebridge.live.events import Closed, SessionEvent, ToolCallSettled
+from livebridge.observe.observers import Recorder, RecordingFailed
 from tests.session_helpers import collect_until, of_type, open_session
 
 TURNS = 12

@@ -13,11 +13,11 @@ import anyio
 import pytest
 
 from livebridge import RecordingError
-from livebridge.cli import main
-from livebridge.emulator import replay as emulator_replay
-from livebridge.record import read_recording
-from livebridge.record_read import MAX_LINE_BYTES
-from livebridge.replay import replay
+from livebridge.cli.main import main
+from livebridge.emulator.gemini import replay as emulator_replay
+from livebridge.recording.read import MAX_LINE_BYTES
+from livebridge.recording.record import read_recording
+from livebridge.recording.replay import replay
 from tests.replay_tools import a_recording, answer, demo_tools, tool_call
 
 SHIPPED = Path(__file__).parent / "data" / "demo_recording.jsonl"
@@ -25,7 +25,7 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 #: Peak RSS (MiB) of a child that imports the reader, then (optionally) reads one file.
 MEASURE = """
 import resource, sys
-from livebridge.record import read_recording
+from livebridge.recording.record import read_recording
 if len(sys.argv) > 1:
     print(len(read_recording(sys.argv[1]).entries))
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)

@@ -10,8 +10,8 @@ import anyio
 import pytest
 
 from livebridge.emulator import Emulator
-from livebridge.record import read_recording
-from livebridge.replay import (
+from livebridge.recording.record import read_recording
+from livebridge.recording.replay import (
     MIN_ANSWER_TIMEOUT,
     SLOW_FACTOR,
     SLOW_MARGIN,

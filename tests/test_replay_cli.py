@@ -14,12 +14,12 @@ import anyio
 import pytest
 
 from livebridge import LiveSession, ToolRegistry
-from livebridge.cli import main
+from livebridge.cli.main import main
 from livebridge.demo import FAST_PACE
 from livebridge.demo.driver import CONFIG, MODEL, run_demo
 from livebridge.emulator import Emulator
-from livebridge.record import FORMAT_VERSION, read_recording
-from livebridge.replay import assert_replays
+from livebridge.recording.record import FORMAT_VERSION, read_recording
+from livebridge.recording.replay import assert_replays
 from tests.emulator.test_cli import CLI, environment_lines
 from tests.replay_tools import a_recording, answer, demo_tools, tool_call
 from tests.test_readme import block, offline_environment

@@ -13,13 +13,13 @@ from livebridge.errors import (
     ServerError,
     SessionNotFoundError,
 )
-from livebridge.resume import (
+from livebridge.live.resume import (
     backoff,
     classify_close,
     keepalive_settings,
     reconnect_deadline,
 )
-from livebridge.wire import parse_duration
+from livebridge.vendors.gemini.wire import parse_duration
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,7 @@ def environment(**extra: str) -> dict[str, str]:
 
 
 def command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "livebridge.cli", "run", *args]
+    return [sys.executable, "-m", "livebridge.cli.main", "run", *args]
 
 
 def run(

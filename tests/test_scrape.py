@@ -11,7 +11,7 @@ from contextlib import ExitStack
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from livebridge.metrics import serve
+from livebridge.observe.metrics import serve
 
 HALF_OPEN = 200
 

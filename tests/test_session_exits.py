@@ -17,9 +17,9 @@ from prometheus_client import CollectorRegistry
 import livebridge
 from livebridge import SessionOptions
 from livebridge.emulator import Conversation, Emulator
-from livebridge.events import Closed, SessionEvent, ToolCallSettled, ToolCallStarted
-from livebridge.metrics import PrometheusObserver
-from livebridge.observe import CallOrphaned, Recorder
+from livebridge.live.events import Closed, SessionEvent, ToolCallSettled, ToolCallStarted
+from livebridge.observe.metrics import PrometheusObserver
+from livebridge.observe.observers import CallOrphaned, Recorder
 from tests.session_helpers import collect_until, of_type, open_session
 
 Script = Callable[[Conversation, Emulator], Awaitable[None]]

@@ -15,7 +15,7 @@ import anyio
 
 import livebridge
 from livebridge.emulator import Emulator
-from livebridge.events import Interrupted, SessionEvent, ToolCallSettled, ToolCallStarted
+from livebridge.live.events import Interrupted, SessionEvent, ToolCallSettled, ToolCallStarted
 
 from .session_helpers import client_messages, collect_until, open_session
 

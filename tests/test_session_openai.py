@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 import livebridge
 from livebridge import LiveSession, SessionOptions, ToolError
 from livebridge.emulator import Conversation, Emulator
-from livebridge.events import (
+from livebridge.live.events import (
     ErrorReported,
     Interrupted,
     Resumed,
@@ -23,9 +23,9 @@ from livebridge.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.metrics import PrometheusObserver
-from livebridge.observe import MessageSeen, Recorder
-from livebridge.transport import TransportKind
+from livebridge.live.transport import TransportKind
+from livebridge.observe.metrics import PrometheusObserver
+from livebridge.observe.observers import MessageSeen, Recorder
 from tests.session_helpers import collect_until, errors, of_type
 
 MODEL = "gpt-realtime"

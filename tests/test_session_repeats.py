@@ -12,8 +12,9 @@ import pytest
 
 import livebridge
 from livebridge import CallContext, LiveSession, SessionOptions
-from livebridge.emulator import Conversation, Emulator, checker
-from livebridge.events import (
+from livebridge.emulator import Conversation, Emulator
+from livebridge.emulator.gemini import checker
+from livebridge.live.events import (
     TextOut,
     ToolCallSettled,
     ToolCallStarted,

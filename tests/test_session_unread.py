@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry
 import livebridge
 from livebridge import SessionOptions
 from livebridge.emulator import Conversation, Emulator
-from livebridge.events import EventsDropped, ToolCallSettled, TurnComplete
-from livebridge.metrics import PrometheusObserver
-from livebridge.observe import CallSettled, Recorder
+from livebridge.live.events import EventsDropped, ToolCallSettled, TurnComplete
+from livebridge.observe.metrics import PrometheusObserver
+from livebridge.observe.observers import CallSettled, Recorder
 from tests.session_helpers import collect_until, open_session
 
 TURNS, CALLS = 100, 16

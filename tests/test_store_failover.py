@@ -34,7 +34,7 @@ class EmulatorProcess:
     def __init__(self, report: Path) -> None:
         self.report = report
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "livebridge.cli", "emulator", "--report", str(report)],
+            [sys.executable, "-m", "livebridge.cli.main", "emulator", "--report", str(report)],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             text=True,

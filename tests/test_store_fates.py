@@ -12,8 +12,8 @@ import redis.asyncio
 from livebridge import LiveSession, ModelNotFoundError
 from livebridge.emulator import Emulator
 from livebridge.errors import LeaseLostError
-from livebridge.events import TurnComplete
-from livebridge.observe import Recorder, StoreOperation
+from livebridge.live.events import TurnComplete
+from livebridge.observe.observers import Recorder, StoreOperation
 from livebridge.store import Entry, Journal, MemoryStore, RedisStore
 from livebridge.store.journal import MAX_DEFERRED
 from tests.redis_server import RedisServer, redis_server

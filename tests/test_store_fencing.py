@@ -15,11 +15,11 @@ import pytest
 import redis.asyncio
 
 from livebridge import LiveSession, ToolRegistry
-from livebridge.calls import Outcome
+from livebridge.calls.call import Outcome
 from livebridge.emulator import Emulator
 from livebridge.errors import ConversationBusyError, LeaseLostError
-from livebridge.events import Closed, ToolCallStarted, TurnComplete
-from livebridge.observe import LeaseChanged, Recorder, SessionClosed
+from livebridge.live.events import Closed, ToolCallStarted, TurnComplete
+from livebridge.observe.observers import LeaseChanged, Recorder, SessionClosed
 from livebridge.store import Entry, Journal, MemoryStore, RedisStore, Store
 from livebridge.store.base import request_digest
 from tests.redis_server import RedisServer, redis_server

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from livebridge import Call, ToolRegistry
-from livebridge.calls import Outcome
+from livebridge.calls.call import Outcome
 from livebridge.store import Entry, HandleRecord, Journal, MemoryStore, Snapshot
 from livebridge.store.base import key_digest, request_digest
 from livebridge.store.journal import journaled

@@ -15,11 +15,11 @@ import pytest
 import redis.asyncio
 
 from livebridge import CallPolicy, LiveSession, ToolRegistry
-from livebridge.calls import Call
-from livebridge.dispatch import Dispatcher
+from livebridge.calls.call import Call
+from livebridge.calls.dispatch import Dispatcher
 from livebridge.emulator import Emulator
 from livebridge.errors import UsageError
-from livebridge.events import ToolCallSettled, TurnComplete
+from livebridge.live.events import ToolCallSettled, TurnComplete
 from livebridge.store import RedisLimiter
 from tests.redis_server import RedisServer, redis_server
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until, errors, of_type

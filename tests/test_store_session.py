@@ -17,9 +17,9 @@ import livebridge
 from livebridge import LiveSession
 from livebridge.emulator import Emulator
 from livebridge.errors import ConversationBusyError, UsageError
-from livebridge.events import ToolCallSettled, TurnComplete
-from livebridge.metrics import PrometheusObserver
-from livebridge.observe import LeaseChanged, Recorder, StoreOperation
+from livebridge.live.events import ToolCallSettled, TurnComplete
+from livebridge.observe.metrics import PrometheusObserver
+from livebridge.observe.observers import LeaseChanged, Recorder, StoreOperation
 from livebridge.store import Entry, MemoryStore, RedisStore, Store
 from livebridge.store.base import request_digest
 from tests.redis_server import RedisServer, redis_server

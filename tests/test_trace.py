@@ -14,9 +14,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from livebridge.calls import Call, Outcome
-from livebridge.observe import BatchStarted, CallOrphaned, CallSettled
-from livebridge.trace import TraceObserver, cap_utf8
+from livebridge.calls.call import Call, Outcome
+from livebridge.observe.observers import BatchStarted, CallOrphaned, CallSettled
+from livebridge.observe.trace import TraceObserver, cap_utf8
 from tests.workloads import TURNS, drive_workload
 
 
@@ -32,7 +32,7 @@ class Records(logging.Handler):
 @pytest.fixture
 def records() -> Any:
     handler = Records()
-    logger = logging.getLogger("livebridge.trace")
+    logger = logging.getLogger("livebridge.observe.trace")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     yield handler.records
@@ -64,7 +64,7 @@ def test_one_record_per_settled_call_with_every_field(records: list[logging.LogR
     observer.on_event(settled({"restaurant": "Noma", "people": 2}))
     assert len(records) == 1
     record = records[0]
-    assert record.name == "livebridge.trace"
+    assert record.name == "livebridge.observe.trace"
     assert record.levelno == logging.INFO
     assert record.getMessage() == "tool call settled: book_table call-7 ok"
     fields = fields_of(record)
@@ -147,7 +147,7 @@ def test_spans_carry_the_record() -> None:
     attributes = dict(ok_span.attributes or {})
     assert attributes["gen_ai.tool.name"] == "book_table"
     assert attributes["gen_ai.tool.call.id"] == "call-7"
-    assert attributes["livebridge.session"] == "sess-1"
+    assert attributes["livebridge.live.session"] == "sess-1"
     assert attributes["livebridge.turn"] == 3
     assert attributes["livebridge.outcome"] == "ok"
     assert attributes["livebridge.arguments"] == '{"people":2}'
@@ -171,7 +171,7 @@ def test_without_opentelemetry_only_logs(
 
 def test_an_orphaned_call_leaves_a_warning_record(caplog: pytest.LogCaptureFixture) -> None:
     observer = TraceObserver()
-    with caplog.at_level(logging.INFO, logger="livebridge.trace"):
+    with caplog.at_level(logging.INFO, logger="livebridge.observe.trace"):
         observer.on_event(CallOrphaned("s1", "c9", "book_table", "NON_BLOCKING", "dropped", True))
     (record,) = caplog.records
     assert record.levelno == logging.WARNING

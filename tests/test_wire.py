@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from google.genai import _live_converters, types
 
-from livebridge import wire
-from livebridge.emulator.connection import cap_reason
-from livebridge.wire import parse_duration
+from livebridge.emulator.gemini.connection import cap_reason
+from livebridge.vendors.gemini import wire
+from livebridge.vendors.gemini.wire import parse_duration
 from tests.depth import TOO_DEEP_FOR_ANY_PYTHON
 
 #: Real and captured Live messages, each with its public source (see the file's "source" fields).

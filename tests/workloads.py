@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from livebridge.calls import Behavior, Call, DedupReason, Outcome, OutcomeKind
-from livebridge.dispatch import CallPolicy, Dispatcher
-from livebridge.observe import (
+from livebridge.calls.call import Behavior, Call, DedupReason, Outcome, OutcomeKind
+from livebridge.calls.dispatch import CallPolicy, Dispatcher
+from livebridge.calls.tools import ToolRegistry
+from livebridge.observe.observers import (
     AnswerSent,
     CallOrphaned,
     MessageSeen,
@@ -28,7 +29,6 @@ from livebridge.observe import (
     SessionOpened,
     emit,
 )
-from livebridge.tools import ToolRegistry
 
 UNKNOWN_FUNCTION = "launch_rockets"
 POLICY = CallPolicy(max_parallel=8, max_calls_per_turn=6, timeout=10.0, max_result_bytes=256)

@@ -62,7 +62,7 @@ from livebridge import (
     ToolRegistry,
     client_args,
 )
-from livebridge.events import (
+from livebridge.live.events import (
     AudioOut,
     Closed,
     EventsDropped,
@@ -77,8 +77,8 @@ from livebridge.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.metrics import PrometheusObserver
-from livebridge.metrics import serve as serve_metrics
+from livebridge.observe.metrics import PrometheusObserver
+from livebridge.observe.metrics import serve as serve_metrics
 from livebridge.store import RedisStore, Store
 
 STATIC = Path(__file__).resolve().parent / "static"

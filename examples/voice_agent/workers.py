@@ -31,7 +31,7 @@ async def run_workers(
     processes: list[tuple[str, asyncio.subprocess.Process]] = []
     if emulator:
         emu = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "livebridge.cli", "emulator", stdout=asyncio.subprocess.PIPE
+            sys.executable, "-m", "livebridge.cli.main", "emulator", stdout=asyncio.subprocess.PIPE
         )
         assert emu.stdout is not None
         found: dict[str, str] = {}

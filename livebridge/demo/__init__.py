@@ -15,7 +15,7 @@ import signal
 import sys
 from typing import TextIO
 
-from livebridge.cli import port_number
+from livebridge.cli.main import port_number
 
 __all__ = ["FAST_PACE", "add_demo_command", "run_demo_command", "scrape_config"]
 
@@ -74,7 +74,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
 
     from livebridge.demo.driver import DemoFailed, Silent, run_demo
     from livebridge.demo.render import Terminal
-    from livebridge.metrics import serve
+    from livebridge.observe.metrics import serve
 
     if args.phone:
         return run_phone_demo_command()

@@ -16,7 +16,7 @@ import anyio
 from google.genai import types
 from prometheus_client import CollectorRegistry
 
-from livebridge.calls import OUTCOME_KINDS
+from livebridge.calls.call import OUTCOME_KINDS
 from livebridge.demo.script import (
     OPENAI_STEPS,
     SLOW_CALL,
@@ -27,7 +27,7 @@ from livebridge.demo.script import (
     openai_model_side,
 )
 from livebridge.emulator import Emulator, TranscriptEntry, Violation
-from livebridge.events import (
+from livebridge.live.events import (
     AudioOut,
     Closed,
     GoAway,
@@ -39,9 +39,9 @@ from livebridge.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.metrics import PrometheusObserver
-from livebridge.observe import CallSettled, CallStarted, Event
-from livebridge.session import LiveSession, SessionOptions
+from livebridge.live.session import LiveSession, SessionOptions
+from livebridge.observe.metrics import PrometheusObserver
+from livebridge.observe.observers import CallSettled, CallStarted, Event
 
 __all__ = [
     "BARGE_IN_AFTER",
@@ -208,8 +208,8 @@ async def run_demo(
 
     The session's Prometheus metrics go to ``registry`` (a private one if not given); the caller
     serves it, and names its address in ``metrics_url``. ``record`` writes the session's
-    recording there (``livebridge.record``). ``vendor``: which Live API the emulator speaks
-    and the session uses, with the same tools (``OPENAI_STEPS`` on OpenAI Realtime).
+    recording there (``livebridge.recording.record``). ``vendor``: which Live API the emulator
+    speaks and the session uses, with the same tools (``OPENAI_STEPS`` on OpenAI Realtime).
     """
     renderer = renderer or Silent()
     tools = DemoTools(pace)

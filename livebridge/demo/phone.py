@@ -17,10 +17,12 @@ from typing import TextIO
 
 import anyio
 
+from livebridge.calls.tools import ToolRegistry
 from livebridge.emulator import Conversation, Emulator
 from livebridge.emulator.speech import spoken
-from livebridge.observe import Observer
-from livebridge.options import SessionOptions
+from livebridge.live.options import SessionOptions
+from livebridge.live.session import LiveSession
+from livebridge.observe.observers import Observer
 from livebridge.phone.bridge import (
     OPENAI_PHONE_CONFIG,
     BargedIn,
@@ -35,8 +37,6 @@ from livebridge.phone.bridge import (
 from livebridge.phone.caller import SimulatedCaller, speech
 from livebridge.phone.server import serve_phone
 from livebridge.phone.twilio import StreamStarted
-from livebridge.session import LiveSession
-from livebridge.tools import ToolRegistry
 
 __all__ = ["PhoneScript", "phone_tools", "run_phone_demo"]
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import anyio
 
+from livebridge.calls.tools import ToolRegistry
 from livebridge.emulator import Answer, Conversation, UserTurn
 from livebridge.errors import ToolError
-from livebridge.tools import ToolRegistry
 
 __all__ = [
     "OPENAI_STEPS",

@@ -1,7 +1,8 @@
 """Live servers of our own (Gemini Live; OpenAI Realtime with ``protocol="openai"``), for tests,
 the demo and users' offline tests."""
 
-from livebridge.emulator.checker import (
+from livebridge.emulator.faults import Faults
+from livebridge.emulator.gemini.checker import (
     SEVERITIES,
     VIOLATION_KINDS,
     Answer,
@@ -9,8 +10,7 @@ from livebridge.emulator.checker import (
     Thresholds,
     Violation,
 )
-from livebridge.emulator.connection import EmulatedSession
-from livebridge.emulator.faults import Faults
+from livebridge.emulator.gemini.connection import EmulatedSession
 from livebridge.emulator.model import RuleModel
 from livebridge.emulator.openai import REALTIME_SEVERITIES, RealtimeSession
 from livebridge.emulator.scenario import Conversation, Scenario, ScenarioError

@@ -8,9 +8,9 @@ from typing import Any
 
 from websockets.exceptions import ConnectionClosed
 
-from livebridge import wire
-from livebridge.emulator.checker import Ending
+from livebridge.emulator.gemini.checker import Ending
 from livebridge.emulator.shared import MAX_FRAME_BYTES
+from livebridge.vendors.gemini import wire
 
 __all__ = ["Rejection", "ending_of", "read_frame"]
 

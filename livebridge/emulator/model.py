@@ -27,8 +27,8 @@ from livebridge.emulator.shared import UserTurn
 from livebridge.emulator.speech import spoken
 
 if TYPE_CHECKING:
-    from livebridge import wire
     from livebridge.emulator.scenario import Conversation
+    from livebridge.vendors.gemini import wire
 
 __all__ = [
     "JOINERS",

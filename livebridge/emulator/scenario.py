@@ -18,11 +18,11 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
-from livebridge import wire
-from livebridge.emulator.checker import Answer, CallRecord
-from livebridge.emulator.connection import EmulatedSession, UserTurn
+from livebridge.emulator.gemini.checker import Answer, CallRecord
+from livebridge.emulator.gemini.connection import EmulatedSession, UserTurn
 from livebridge.emulator.openai.connection import RealtimeSession
 from livebridge.emulator.shared import ScenarioError
+from livebridge.vendors.gemini import wire
 
 __all__ = ["CallBook", "Conversation", "ModelSide", "Scenario", "ScenarioError"]
 

@@ -37,15 +37,15 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.protocol import State
 
-from livebridge import profiles, wire
-from livebridge.emulator.checker import (
+from livebridge import profiles
+from livebridge.emulator.faults import Faults
+from livebridge.emulator.gemini.checker import (
     HELD_ANSWERS_SECONDS,
     SERIAL_GAP_SECONDS,
     Thresholds,
     Violation,
 )
-from livebridge.emulator.connection import EmulatedSession
-from livebridge.emulator.faults import Faults
+from livebridge.emulator.gemini.connection import EmulatedSession
 from livebridge.emulator.model import RuleModel
 from livebridge.emulator.openai import handshake
 from livebridge.emulator.openai.connection import RealtimeSession
@@ -53,11 +53,12 @@ from livebridge.emulator.scenario import Conversation, Scenario
 from livebridge.emulator.shared import Retention, ServiceOptions, Shared, TranscriptEntry, trim
 from livebridge.emulator.tls import Certificates, create_certificates
 from livebridge.errors import UsageError
+from livebridge.vendors.gemini import wire
 
 if TYPE_CHECKING:
-    from livebridge.emulator.replay import ReplayScenario
-    from livebridge.record import Recording
-    from livebridge.replay import Pace
+    from livebridge.emulator.gemini.replay import ReplayScenario
+    from livebridge.recording.record import Recording
+    from livebridge.recording.replay import Pace
 
 __all__ = [
     "PROTOCOLS",
@@ -174,7 +175,7 @@ class Emulator:
     ``serial_gap``: see ``Thresholds``.
     ``on_violation`` is called (on the server's thread) with each violation as it is found.
     ``replay`` serves a session recording's server side instead of a scenario, at ``pace``,
-    waiting ``answer_timeout`` for each recorded answer (``livebridge.emulator.replay``);
+    waiting ``answer_timeout`` for each recorded answer (``livebridge.emulator.gemini.replay``);
     ``emu.replay.finish()`` reports how the client's answers diverged from the recording.
     ``protocol``: ``"gemini"`` (Gemini Live) or ``"openai"`` (OpenAI Realtime GA at
     ``/v1/realtime``; connect with ``openai_client()``); ``auto_response`` (openai): see
@@ -213,7 +214,7 @@ class Emulator:
         self.protocol: Protocol = protocol
         self.replay: ReplayScenario | None = None
         if replay is not None:
-            from livebridge.emulator.replay import ReplayScenario
+            from livebridge.emulator.gemini.replay import ReplayScenario
 
             if protocol != "gemini":
                 raise UsageError("Emulator: replay serves Gemini Live recordings; not on openai")

@@ -22,9 +22,9 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from livebridge import wire
 from livebridge.emulator.model import RuleModel
 from livebridge.emulator.scenario import Conversation, Scenario, ScenarioError
+from livebridge.vendors.gemini import wire
 
 __all__ = ["STEP_TYPES", "load_scenario", "scenario_from_steps"]
 

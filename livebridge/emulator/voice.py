@@ -8,7 +8,7 @@ import struct
 from dataclasses import dataclass
 from typing import Literal
 
-from livebridge import wire
+from livebridge.vendors.gemini import wire
 
 __all__ = ["VoiceActivity", "is_speech", "tone"]
 

@@ -26,8 +26,9 @@ from anyio.abc import TaskGroup
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from livebridge.events import AudioOut, Closed, Interrupted, ToolCallSettled, ToolCallStarted
-from livebridge.events import TurnComplete as ModelTurnComplete
+from livebridge.live.events import AudioOut, Closed, Interrupted, ToolCallSettled, ToolCallStarted
+from livebridge.live.events import TurnComplete as ModelTurnComplete
+from livebridge.live.session import LiveSession
 from livebridge.phone.audio import PHONE_RATE, Resampler, is_speech, pcm16_to_ulaw, ulaw_to_pcm16
 from livebridge.phone.playout import Playout
 from livebridge.phone.twilio import (
@@ -38,7 +39,6 @@ from livebridge.phone.twilio import (
     StreamStopped,
     TwilioStream,
 )
-from livebridge.session import LiveSession
 
 __all__ = [
     "OPENAI_PHONE_CONFIG",

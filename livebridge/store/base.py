@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
 import msgspec
 
-from livebridge.calls import OutcomeKind
+from livebridge.calls.call import OutcomeKind
 
 if TYPE_CHECKING:
-    from livebridge.calls import Call, Outcome
-    from livebridge.tools import Tool
+    from livebridge.calls.call import Call, Outcome
+    from livebridge.calls.tools import Tool
 
 __all__ = [
     "DEFAULT_HANDLE_TTL",

@@ -30,8 +30,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import anyio
 from anyio.abc import TaskStatus
 
-from livebridge import resume
-from livebridge.connectors import Connector
+from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import (
     ConversationBusyError,
     LeaseLostError,
@@ -40,12 +39,13 @@ from livebridge.errors import (
     TransportClosed,
     UsageError,
 )
-from livebridge.observe import LeaseChanged, LeaseEvent, Observer, emit
-from livebridge.protocol.base import LiveProtocol, ProtocolOptions
+from livebridge.live import resume
+from livebridge.live.connectors import Connector
+from livebridge.live.protocol import LiveProtocol, ProtocolOptions
+from livebridge.live.transport import Transport
+from livebridge.observe.observers import LeaseChanged, LeaseEvent, Observer, emit
 from livebridge.store.base import Store, new_owner
 from livebridge.store.journal import Journal
-from livebridge.tools import ToolRegistry
-from livebridge.transport import Transport
 
 __all__ = ["StoreConnector"]
 

@@ -15,7 +15,7 @@ with an ``idempotency_key``: running it twice does no harm, or its backend dedup
 After a takeover (``restore``), the entries the resumed conversation cannot know (``epoch`` at
 or after the resumed handle's ``seq``) are *candidates*. A call that matches one, by the same
 call id, else the same idempotency key, else the same tool and canonical arguments (the
-re-issue notion of ``livebridge.repeats``), is answered from it; repeats get the same answer
+re-issue notion of ``livebridge.calls.repeats``), is answered from it; repeats get the same answer
 until the next handle (then the model has seen it, and an identical call is a new request):
 
 - a recorded successful answer → that answer (``dedup="journal"``); a recorded failure → the
@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from livebridge import outcomes, payloads
-from livebridge.calls import Call, Outcome
+from livebridge.calls import outcomes, payloads
+from livebridge.calls.call import Call, Outcome
+from livebridge.calls.repeats import classify
 from livebridge.errors import LeaseLostError, StoreError
-from livebridge.observe import Observer, StoreOperation, emit
-from livebridge.repeats import classify
+from livebridge.observe.observers import Observer, StoreOperation, emit
 from livebridge.store.base import (
     Entry,
     HandleRecord,
@@ -56,7 +56,7 @@ from livebridge.store.base import (
 )
 
 if TYPE_CHECKING:
-    from livebridge.tools import Tool
+    from livebridge.calls.tools import Tool
 
 __all__ = ["MAX_BATCH", "MAX_DEFERRED", "Journal", "journaled"]
 

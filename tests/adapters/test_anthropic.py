@@ -3,7 +3,7 @@ import json
 from anthropic.types import Message, TextBlock, ToolUseBlock, Usage
 
 from livebridge import Dispatcher
-from livebridge.adapters import anthropic
+from livebridge.vendors import anthropic
 from tests.adapters.tools import weather_tools
 
 

@@ -6,7 +6,7 @@ import pytest
 from google.genai import types
 
 from livebridge import Dispatcher
-from livebridge.adapters import gemini
+from livebridge.vendors.gemini import adapter as gemini
 from tests.adapters.tools import weather_tools
 
 

@@ -3,8 +3,8 @@ from typing import Any
 import pytest
 from google.genai import _common, _transformers, types
 
-from livebridge.adapters import gemini_live
-from livebridge.calls import Behavior, Outcome, Partial, Scheduling
+from livebridge.calls.call import Behavior, Outcome, Partial, Scheduling
+from livebridge.vendors.gemini import answers as gemini_live
 
 OK = Outcome("c1", "f", "ok", {"output": 1})
 OK_INTERRUPT = Outcome("c1", "f", "ok", {"output": 1}, scheduling="INTERRUPT")

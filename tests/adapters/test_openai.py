@@ -5,7 +5,7 @@ from openai.types.chat.chat_completion_message_function_tool_call import Functio
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 
 from livebridge import Dispatcher
-from livebridge.adapters import openai
+from livebridge.vendors.openai import adapter as openai
 from tests.adapters.tools import weather_tools
 
 

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from livebridge import wire
-from livebridge.emulator import SEVERITIES, VIOLATION_KINDS, Conversation, Emulator, checker
-from livebridge.emulator.checker import TRANSITIONS, Checker, Thresholds, Violation, move
+from livebridge.emulator import SEVERITIES, VIOLATION_KINDS, Conversation, Emulator
+from livebridge.emulator.gemini import checker
+from livebridge.emulator.gemini.checker import TRANSITIONS, Checker, Thresholds, Violation, move
 from livebridge.errors import LocalProtocolError
+from livebridge.vendors.gemini import wire
 
 from .helpers import (
     MODEL,

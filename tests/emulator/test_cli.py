@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from livebridge.cli import main
-from livebridge.emulator.command import parse_faults
+from livebridge.cli.emulator import parse_faults
+from livebridge.cli.main import main
 
-CLI = [sys.executable, "-m", "livebridge.cli"]
+CLI = [sys.executable, "-m", "livebridge.cli.main"]
 
 #: A plain google-genai program: asks for Berlin's weather and answers with ``ANSWERS``.
 PROGRAM_TEMPLATE = """

@@ -7,10 +7,10 @@ from google.genai import types
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from livebridge import wire
 from livebridge.emulator import Emulator, RuleModel
 from livebridge.emulator.model import named_places, place_parameter, ticker_symbols
 from livebridge.emulator.places import PLACES
+from livebridge.vendors.gemini import wire
 
 from .helpers import MODEL, tool_call, until_turn_complete
 

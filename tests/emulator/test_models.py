@@ -14,9 +14,9 @@ import pytest
 from google.genai import types
 from websockets.exceptions import ConnectionClosed
 
-from livebridge import wire
 from livebridge.emulator import Emulator
-from livebridge.emulator.checker import Checker, Violation
+from livebridge.emulator.gemini.checker import Checker, Violation
+from livebridge.vendors.gemini import wire
 from tests.emulator.helpers import (
     answer,
     pcm,

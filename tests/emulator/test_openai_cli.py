@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from livebridge.cli import main
+from livebridge.cli.main import main
 
-CLI = [sys.executable, "-m", "livebridge.cli"]
+CLI = [sys.executable, "-m", "livebridge.cli.main"]
 ENV_KEYS = {"OPENAI_BASE_URL", "OPENAI_API_KEY", "SSL_CERT_FILE"}
 
 #: A plain ``openai`` program: asks for Berlin's weather, answers each call (``EXTRA`` adds

@@ -12,7 +12,7 @@ from livebridge import ToolRegistry
 from livebridge.emulator import Emulator, Faults, Retention, ServiceOptions
 from livebridge.emulator import server as emulator_server
 from livebridge.emulator.shared import Shared
-from livebridge.events import TurnComplete
+from livebridge.live.events import TurnComplete
 from tests.session_helpers import collect_until, open_session
 
 TURNS = 60

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from livebridge.emulator.checker import (
+from livebridge.emulator.gemini.checker import (
     Answer,
     CallRecord,
     Ending,

@@ -14,11 +14,11 @@ from typing import Any
 import msgspec
 from websockets.asyncio.server import ServerConnection
 
-from livebridge import wire
 from livebridge.emulator.openai import codec
 from livebridge.emulator.openai.responses import ModelOutput
 from livebridge.emulator.shared import Shared
 from livebridge.emulator.voice import VoiceActivity
+from livebridge.vendors.gemini import wire
 
 __all__ = ["MIN_COMMIT_SECONDS", "RealtimeSession"]
 

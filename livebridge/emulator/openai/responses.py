@@ -24,14 +24,14 @@ import msgspec
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from livebridge import wire
 from livebridge.emulator.base import Connection
-from livebridge.emulator.checker import Answer, CallRecord
+from livebridge.emulator.gemini.checker import Answer, CallRecord
 from livebridge.emulator.openai import codec
 from livebridge.emulator.openai.checker import RealtimeChecker, ResponseKind
 from livebridge.emulator.shared import ScenarioError, Shared, UserTurn
 from livebridge.emulator.speech import spoken
 from livebridge.emulator.voice import tone
+from livebridge.vendors.gemini import wire
 
 __all__ = ["FRAME_SECONDS", "MAX_ITEMS", "MAX_WAITING_TURNS", "ModelOutput", "Origin"]
 

@@ -1,0 +1,605 @@
+"""Run a batch of calls under limits, timeouts and cancel scopes, and answer each exactly once.
+
+The dispatcher knows nothing of any wire format: ``Call``s in, ``Outcome``s out (one per call,
+same order), each response following the contract table (docs/contract.md). Planning a call is
+synchronous and returns one ``Plan``: settle it now, run it, wait for another call's answer
+(a twin, a re-issue, the same idempotency key) or rejoin the same id running elsewhere.
+
+Each call that runs or waits is started eagerly (``livebridge.calls.eager``): one that finishes
+without suspending needs no task; one that suspends carries on in a task of its own, so that
+``run()`` returns once every call of the batch has its outcome, even if a handler that
+ignored its cancellation is still running (it is *abandoned*: answered ``timeout``, tracked,
+and it keeps its concurrency slots until it really ends; ``aclose()`` reaps what is left).
+
+Every call ``run()`` planned is settled exactly once (``on_settled`` and observers), also when
+``run()`` itself is cancelled: the calls still running are then cancelled and settled
+``cancelled`` at once.
+
+Bad input to ``run()`` (something that is not a ``Call``, an id that is not a non-empty string)
+raises ``InvalidCallError`` before anything runs, because such a call could never be answered.
+Anything wrong with one call's name or arguments is that call's answer, never an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import operator
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine, Hashable, Iterable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, assert_never
+
+import anyio
+import msgspec
+
+from livebridge.calls import outcomes, payloads
+from livebridge.calls.call import (
+    Call,
+    CallContext,
+    DedupReason,
+    Outcome,
+    OutcomeKind,
+    Partial,
+    Result,
+    is_failure,
+)
+from livebridge.calls.eager import EagerStarter
+from livebridge.calls.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait, check_calls
+from livebridge.calls.policy import CallPolicy
+from livebridge.calls.repeats import Request, Requests, served_by_key
+from livebridge.calls.threads import LocalSlots, SlotLimiter, ThreadSlots, acquire_each
+from livebridge.calls.tools import Tool, ToolRegistry
+from livebridge.observe.observers import (
+    BatchSettled,
+    BatchStarted,
+    CallSettled,
+    CallStarted,
+    Observer,
+    emit,
+)
+
+if TYPE_CHECKING:
+    from livebridge.store.base import CallJournal, Ticket
+
+__all__ = ["ABANDON_GRACE", "CallPolicy", "Dispatcher", "OnPartial", "OnSettled"]
+
+log = logging.getLogger("livebridge.calls.dispatch")
+
+OnSettled = Callable[[Outcome], None]
+OnPartial = Callable[[Partial], None]
+
+#: Seconds a handler gets after its deadline to end before it is abandoned.
+ABANDON_GRACE = 0.25
+
+_canonical = msgspec.json.Encoder(order="sorted").encode
+_asdict = msgspec.structs.asdict
+#: Is a remembered request settled? Its first call's outcome, if any (an Outcome is truthy).
+_has_outcome = operator.attrgetter("first.outcome")
+#: A stream whose items were all sent as partials; a Result, so that ``_success`` tells both
+#: apart from a plain value with one test.
+_STREAM_END = Result(object())
+
+
+class Dispatcher:
+    """Runs batches of calls against a registry; one per session.
+
+    Remembers the last ``ledger_size`` answered call ids (a re-delivered id gets its answer
+    again without the handler running twice) and as many earlier requests, to tell a re-issue
+    from a new request. ``answer_seen(call_id)`` says whether the model could have seen that
+    call's answer; a session passes ``CallLedger.answer_seen``. The default (no connection to
+    know about, as with the non-streaming APIs) takes every settled answer as seen. ``journal``
+    (a session with a store, ``livebridge.store.journal``) is asked before a call runs.
+    """
+
+    def __init__(
+        self,
+        tools: ToolRegistry,
+        policy: CallPolicy | None = None,
+        observers: Iterable[Observer] = (),
+        session_id: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        ledger_size: int = 4096,
+        answer_seen: Callable[[str], bool] | None = None,
+        journal: CallJournal | None = None,
+    ) -> None:
+        self.tools = tools
+        self._journal = journal
+        self.policy = policy = policy or CallPolicy()
+        self.session_id = session_id
+        self._observers = tuple(observers)
+        self._clock = clock
+        self._answer_seen = answer_seen or (lambda call_id: True)
+        # Is a request decided (a repeat is new, ``classify``)? All seen: once it has an outcome.
+        self._is_decided = self._decided if answer_seen else _has_outcome
+        self._limiter = LocalSlots(policy.max_parallel)
+        # Worker threads for sync handlers: their own pool, not anyio's process-wide default.
+        self._threads = anyio.CapacityLimiter(policy.max_parallel)
+        self._ledger_size = ledger_size
+        self._answered: OrderedDict[str, Outcome] = OrderedDict()
+        self._running: dict[str, Pending] = {}
+        self._requests: Requests[Pending] = Requests(ledger_size, self._is_decided)
+        self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
+        self._limiters_by_tool: dict[str, tuple[SlotLimiter, ...]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._starter: EagerStarter | None = None
+        self._loop_time: Callable[[], float] = time.monotonic
+
+    def cancel(self, call_id: str) -> bool:
+        """Cancel a call in flight; its outcome becomes ``cancelled``. False if none is running."""
+        pending = self._running.get(call_id)
+        if pending is None or pending.outcome is not None:
+            return False
+        pending.cancel_requested = True
+        if pending.scope is not None:  # else it has not started, and will not run
+            pending.scope.cancel()
+        return True
+
+    def answered(self, call_id: str) -> Outcome | None:
+        """The remembered outcome of an earlier call id, if any."""
+        return self._answered.get(call_id)
+
+    @property
+    def lingering(self) -> int:
+        """Handler tasks still running, abandoned ones included (``aclose()`` reaps them)."""
+        return len(self._tasks)
+
+    async def aclose(self, grace: float = 5.0) -> int:
+        """Give running handlers ``grace`` seconds, then cancel them; returns how many are left.
+
+        Those left ignored their cancellation; they are logged and keep their slots.
+        """
+        if not self._tasks:
+            return 0
+        _, left = await asyncio.wait(set(self._tasks), timeout=max(grace, 0.0))
+        if left:
+            for task in left:
+                task.cancel()
+            _, left = await asyncio.wait(left, timeout=ABANDON_GRACE)
+        if left:
+            log.warning("%d tool handler(s) still running after cancellation; abandoned", len(left))
+        return len(left)
+
+    async def run(
+        self,
+        calls: Sequence[Call],
+        *,
+        turn: int = 0,
+        on_settled: OnSettled | None = None,
+        on_partial: OnPartial | None = None,
+        refuse: bool = False,
+    ) -> list[Outcome]:
+        """Answer every call; returns one ``Outcome`` per call, in the order given.
+
+        ``on_settled`` runs synchronously as each call settles; ``on_partial`` receives each
+        item an async-generator handler yields (without it, the items are collected into one
+        ``{"output": [...]}``). ``refuse``: the owner is shutting down; a call not answered
+        before is answered ``session_closing`` (retryable) without running.
+        """
+        started = self.start(
+            calls, turn=turn, on_settled=on_settled, on_partial=on_partial, refuse=refuse
+        )
+        return started if isinstance(started, list) else await started
+
+    def start(
+        self,
+        calls: Sequence[Call],
+        *,
+        turn: int = 0,
+        on_settled: OnSettled | None = None,
+        on_partial: OnPartial | None = None,
+        refuse: bool = False,
+    ) -> list[Outcome] | Coroutine[Any, Any, list[Outcome]]:
+        """``run()`` starting every call now: the outcomes if all settled at once (no task to
+        wait in), else a coroutine to await exactly once (cancelled, it cancels what runs)."""
+        if not calls:
+            return []
+        check_calls(calls)
+        batch = Batch(calls, turn, on_settled, on_partial, self._clock(), refuse)
+        if self._observers:
+            emit(self._observers, BatchStarted(self.session_id, turn, len(calls)))
+        starter = self._starter
+        if starter is None or starter.loop is not asyncio.get_running_loop():
+            starter = self._starter = EagerStarter()
+            # Looked up once per event loop: the clock cancel-scope deadlines are measured on.
+            self._loop_time = starter.loop.time
+        plans = self._plan(batch)
+        token = starter.enter()
+        try:
+            try:
+                self._start_each(batch, plans, starter)
+            finally:
+                starter.exit(token)
+        except BaseException:  # a handler's first step raised past its call: settle them all
+            self._withdraw(batch)
+            raise
+        return self._rest(batch) if batch.left else self._finished(batch)
+
+    def _start_each(self, batch: Batch, plans: list[Plan], starter: EagerStarter) -> None:
+        for index, plan in enumerate(plans):
+            match plan:
+                case Run(pending, tool, kwargs, ticket):
+                    task = starter.start(
+                        self._execute(batch, index, pending, tool, kwargs, ticket), pending
+                    )
+                    if task is None:  # it finished in its first step
+                        continue
+                    batch.runs[index] = (pending, tool)  # to abandon it if it overstays
+                    scope = pending.scope
+                    if ticket is None and scope is not None and scope.deadline == math.inf:
+                        pending.arm()  # it suspended: the timeout runs
+                case Settle(outcome):
+                    starter.resume()  # settled by the caller, as the task it is
+                    self._settle(batch, index, outcome)
+                    continue
+                case Wait(own):
+                    task = starter.start(self._wait(batch, index, plan), own)
+                case Rejoin(first):
+                    task = starter.start(self._rejoin(batch, index, first))
+                case _:
+                    assert_never(plan)
+            if task is not None:
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _rest(self, batch: Batch) -> list[Outcome]:
+        try:
+            await self._until_settled(batch)
+        finally:
+            if batch.left:  # cancelled: every call still gets its fate
+                self._withdraw(batch)
+        return self._finished(batch)
+
+    def _finished(self, batch: Batch) -> list[Outcome]:
+        if self._observers:
+            duration = self._clock() - batch.received
+            event = BatchSettled(self.session_id, batch.turn, len(batch.calls), duration)
+            emit(self._observers, event)
+        return batch.results()
+
+    # -- planning -------------------------------------------------------------------------
+
+    def _plan(self, batch: Batch) -> list[Plan]:
+        """One plan per call; registers each call that runs or waits (synchronous)."""
+        firsts: dict[Hashable, Pending] = {}
+        plan_one = partial(self._plan_one, batch, firsts, self._loop_time())
+        return list(map(plan_one, range(len(batch.calls)), batch.calls))  # the loop runs in C
+
+    def _plan_one(
+        self, batch: Batch, firsts: dict[Hashable, Pending], now: float, index: int, call: Call
+    ) -> Plan:
+        policy = self.policy
+        running = self._running.get(call.id)
+        if running is not None:
+            return Rejoin(running)
+        earlier = self._answered.get(call.id)
+        if earlier is not None:
+            self._answered.move_to_end(call.id)
+            return Settle(earlier)
+        if batch.refuse:
+            return Settle(outcomes.closing(call))
+        if index >= policy.max_calls_per_turn:
+            return Settle(outcomes.fanout(call, policy.max_calls_per_turn))
+        try:
+            tool = self.tools.get(call.name)
+        except TypeError:  # a name that is not a string matches no tool, unhashable or not
+            tool = None
+        if tool is None:
+            return Settle(outcomes.unknown(call, self.tools.names()))
+        try:
+            arguments = tool.convert_arguments(call.args)
+            kwargs = _asdict(arguments)
+            key: Hashable = (tool.name, canonical := _canonical(arguments))
+            app_key = None
+            if tool.idempotency_key is not None:
+                app_key = (tool.name, tool.idempotency_key(dict(kwargs)))
+                hash(app_key)
+        except msgspec.ValidationError as exc:
+            return Settle(outcomes.invalid_arguments(call, str(exc)))
+        except RecursionError:
+            message = "the arguments are nested too deeply to read; send a flatter object"
+            return Settle(outcomes.invalid_arguments(call, message))
+        except Exception as exc:  # unencodable, or a failing idempotency_key
+            message = f"the arguments could not be read: {type(exc).__name__}: {exc}"
+            return Settle(outcomes.invalid_arguments(call, message))
+        first = firsts.get(key)
+        if first is not None:  # the same request twice in one toolCall
+            if tool.idempotent:
+                return self._waiter(call, first, None, "twin")
+            return Settle(outcomes.twin(call, first.call.id))
+        if app_key is not None:
+            self._keyed.expire(batch.received, policy.idempotency_ttl)
+            same = self._keyed.get(app_key)
+            if same is not None:
+                kind = same.first.outcome.kind if same.first.outcome else None
+                age = batch.received - same.at
+                if served_by_key(kind, age=age, ttl=policy.idempotency_ttl):
+                    same.answered_as(call.id)
+                    wait = self._waiter(call, same.first, "duplicate", "key")
+                    firsts[key] = wait.own  # a twin of this call is still a twin
+                    return wait
+        request = self._requests.get(key)
+        if request is not None and not self._is_decided(request):  # ``classify``: a re-issue
+            request.answered_as(call.id)
+            wait = self._waiter(call, request.first, "duplicate", "reissue")
+            firsts[key] = wait.own
+            return wait
+        ticket = None
+        if self._journal:
+            admitted = self._journal.admit(call, tool, canonical, app_key)
+            if isinstance(admitted, Outcome):  # answered from the journal of a previous owner
+                return Settle(admitted)
+            ticket = admitted
+        pending = Pending(call, now + (tool.timeout or policy.timeout))
+        self._running[call.id] = pending
+        firsts[key] = pending
+        self._requests.put(key, pending, call.id, batch.received)
+        if app_key is not None:
+            self._keyed.put(app_key, pending, call.id, batch.received)
+        return Run(pending, tool, kwargs, ticket)
+
+    def _decided(self, request: Request[Pending]) -> bool:
+        """A repeat of ``request`` is a new request (``classify``) whatever happens next."""
+        outcome = request.first.outcome
+        if outcome is None:
+            return False
+        return is_failure(outcome.kind) or any(map(self._answer_seen, request.ids))
+
+    def _waiter(
+        self, call: Call, first: Pending, kind: OutcomeKind | None, reason: DedupReason
+    ) -> Wait:
+        own = Pending(call)
+        self._running[call.id] = own  # cancellable by its own id
+        return Wait(own, first, kind, reason)
+
+    # -- settling -------------------------------------------------------------------------
+
+    def _settle(self, batch: Batch, index: int, outcome: Outcome) -> None:
+        """The one place a call of a batch gets its outcome: remembered, observed, reported."""
+        settled = batch.outcomes
+        if settled[index] is not None:  # settled already (abandoned, or run() cancelled)
+            return
+        settled[index] = outcome
+        batch.left -= 1
+        answered = self._answered
+        answered[outcome.call_id] = outcome
+        if len(answered) > self._ledger_size:
+            answered.popitem(last=False)
+        if self._observers:
+            call = batch.calls[index]
+            tool = self.tools.get(call.name) if isinstance(call.name, str) else None
+            behavior = tool.behavior if tool is not None else "BLOCKING"
+            known, received = tool is not None, batch.received
+            event = CallSettled(
+                self.session_id, batch.turn, call, behavior, outcome, received, known
+            )
+            emit(self._observers, event)
+        if batch.on_settled is not None:
+            _deliver(batch.on_settled, outcome)
+        if not batch.left and batch.done is not None:  # last: the delivered answer leaves first
+            batch.done.set()
+
+    async def _until_settled(self, batch: Batch) -> None:
+        """Wait until every call has its outcome; abandon handlers overdue past the grace.
+
+        asyncio's event and timeout, not anyio's: this runs for every batch whose handlers
+        suspend, and costs a third as much. (Deadlines are on the loop's clock either way.)
+        """
+        while batch.left:
+            batch.done = batch.done or asyncio.Event()
+            overdue = [
+                pending.deadline
+                for i, (pending, _) in batch.runs.items()
+                if batch.outcomes[i] is None
+            ]
+            deadline = min(overdue, default=math.inf) + ABANDON_GRACE
+            try:
+                async with asyncio.timeout_at(None if deadline == math.inf else deadline):
+                    await batch.done.wait()
+            except TimeoutError:
+                pass
+            now = self._loop_time()
+            for index, (pending, tool) in list(batch.runs.items()):
+                if batch.outcomes[index] is None and pending.deadline + ABANDON_GRACE <= now:
+                    self._abandon(batch, index, pending, tool)
+
+    def _abandon(self, batch: Batch, index: int, pending: Pending, tool: Tool) -> None:
+        call = pending.call
+        names = (tool.name, call.id)
+        text = "tool %s (call %s) ignored its cancellation at the deadline: answered timeout"
+        log.warning(text + " and abandoned; it keeps its concurrency slots until it ends", *names)
+        outcome = outcomes.abandoned(call, tool.name, tool.timeout or self.policy.timeout, None)
+        pending.finish(outcome, self._running)
+        self._settle(batch, index, outcome)
+
+    def _withdraw(self, batch: Batch) -> None:
+        """``run()`` was cancelled: cancel what still runs and settle each call ``cancelled``."""
+        for index in batch.unsettled:
+            call = batch.calls[index]
+            pending = self._running.get(call.id)
+            if pending is not None and pending.call is call:
+                if pending.scope is not None:
+                    pending.scope.cancel()
+                pending.finish(outcomes.cancelled(call, 0.0), self._running)
+            self._settle(batch, index, outcomes.cancelled(call, 0.0))
+
+    # -- jobs -----------------------------------------------------------------------------
+
+    async def _wait(self, batch: Batch, index: int, plan: Wait) -> None:
+        own = plan.own
+        call = own.call
+        outcome: Outcome | None = None
+        try:  # in its task's scope (``EagerStarter``), which swallows its own cancellation
+            if not own.cancel_requested:
+                outcome = outcomes.copied(call, await plan.first.wait(), plan.kind, plan.reason)
+        finally:
+            outcome = outcome or outcomes.cancelled(call, 0.0)
+            if own.finish(outcome, self._running):
+                self._settle(batch, index, outcome)
+
+    async def _rejoin(self, batch: Batch, index: int, first: Pending) -> None:
+        self._settle(batch, index, await first.wait())
+
+    # -- running a handler ----------------------------------------------------------------
+
+    def _limiters(self, tool: Tool) -> tuple[SlotLimiter, ...]:
+        """Per-tool, then process-wide, then this dispatcher's (acquired in that order; three
+        different objects, so that ``index`` finds where an acquisition stopped)."""
+        candidates = (tool.limiter, self.policy.limiter, self._limiter)
+        limiters = tuple(x for x in candidates if x is not None)
+        self._limiters_by_tool[tool.name] = limiters
+        return limiters
+
+    async def _execute(
+        self,
+        batch: Batch,
+        index: int,
+        pending: Pending,
+        tool: Tool,
+        kwargs: dict[str, Any],
+        ticket: Ticket | None,
+    ) -> None:
+        """Run one handler under its limits, in its task's cancel scope, and settle its call.
+
+        A journaled call runs only once its ``started`` entry is written (a store failure is
+        its answer). The scope (``pending.scope``) is entered and exited around this coroutine
+        by its task (``EagerStarter``): its cancellation passes through here, settling the call
+        on the way. A sync handler's thread cannot be interrupted: its slots are handed to the
+        thread, which gives them back when it really returns (``ThreadSlots``).
+        """
+        call = pending.call
+        started = 0.0
+        acquired: Sequence[SlotLimiter] = ()
+        slots: ThreadSlots | None = None
+        outcome: Outcome | None = None
+        try:
+            if pending.cancel_requested:  # cancelled before it started: never run
+                return
+            try:
+                limiters = self._limiters_by_tool.get(tool.name) or self._limiters(tool)
+                try:  # as a rule, each one is free at once
+                    for limiter in limiters:
+                        limiter.acquire_on_behalf_of_nowait(pending)
+                except anyio.WouldBlock:  # busy: the ones before it are held, it is waited for
+                    acquired = list(limiters[: limiters.index(limiter)])
+                    await acquire_each(limiters[len(acquired) :], pending, acquired, pending.arm)
+                    if pending.outcome is not None:  # settled while waiting for a slot
+                        return
+                except BaseException:  # it failed: the ones before it are held, given back
+                    acquired = limiters[: limiters.index(limiter)]
+                    raise
+                else:
+                    acquired = limiters
+                if ticket is not None:  # its deadline runs once its entry is written, not before
+                    await ticket.begin()
+                    pending.arm()  # (start() leaves a journaled call's alone)
+                if tool.context_parameter is not None:
+                    context = CallContext(call.id, tool.name, batch.turn, self.session_id)
+                    kwargs[tool.context_parameter] = context
+                started = self._clock()
+                if self._observers:
+                    event = CallStarted(self.session_id, batch.turn, call, tool.behavior, started)
+                    emit(self._observers, event)
+                if tool.kind == "async":  # its deadline is armed by start() if it suspends
+                    value = await tool.handler(**kwargs)
+                elif tool.kind == "sync":
+                    pending.arm()
+                    slots = ThreadSlots(acquired, pending)
+                    body = slots.wrap(partial(tool.handler, **kwargs))
+                    value = await anyio.to_thread.run_sync(
+                        body, abandon_on_cancel=True, limiter=self._threads
+                    )
+                else:
+                    pending.arm()
+                    # Items stream only where the model takes partial answers.
+                    on_partial = batch.on_partial if tool.streaming else None
+                    value = await self._stream(call, tool, kwargs, on_partial)
+            except Exception as exc:
+                latency = self._clock() - started if started else 0.0
+                outcome = self._ended(pending, tool, exc, latency)
+            else:  # it returned (the early ends return above)
+                outcome = self._success(call, tool, value, self._clock() - started)
+            finally:
+                if slots is None or slots.leave():
+                    for limiter in reversed(acquired):
+                        limiter.release_on_behalf_of(pending)
+        finally:
+            if outcome is None:
+                scope = pending.scope
+                if scope is not None and scope.cancel_called:  # the scope's cancellation, leaving
+                    latency = self._clock() - started if started else 0.0
+                    outcome = self._ended(pending, tool, None, latency)
+                else:
+                    outcome = outcomes.cancelled(call, 0.0)
+            if pending.finish(outcome, self._running):
+                self._settle(batch, index, outcome)
+            if ticket is not None and pending.outcome is not None:  # what the model was answered
+                ticket.settled(pending.outcome)
+
+    def _ended(
+        self, pending: Pending, tool: Tool, failure: Exception | None, latency: float
+    ) -> Outcome:
+        """A handler that ended without a result: cancelled, timed out, or it raised ``failure``
+        (in a cancelled scope, whatever it raised is the cancellation's)."""
+        call, scope = pending.call, pending.scope
+        if failure is None or (scope is not None and scope.cancel_called):
+            if pending.cancel_requested:
+                return outcomes.cancelled(call, latency)
+            seconds = tool.timeout or self.policy.timeout
+            return outcomes.timeout(call, tool.name, seconds, latency, tool.scheduling)
+        return outcomes.failure(
+            call, tool.name, failure, latency, expose=tool.expose_errors, sched=tool.scheduling
+        )
+
+    async def _stream(
+        self, call: Call, tool: Tool, kwargs: dict[str, Any], on_partial: OnPartial | None
+    ) -> Any:
+        items: list[Any] = []
+        stream = tool.handler(**kwargs)
+        try:
+            async for item in stream:
+                if on_partial is None:
+                    items.append(item.value if isinstance(item, Result) else item)
+                    continue
+                value, scheduling = item, tool.scheduling
+                if isinstance(item, Result):
+                    value, scheduling = item.value, item.scheduling or scheduling
+                payload = payloads.output(value, self.policy.max_result_bytes)
+                _deliver(on_partial, Partial(call.id, tool.name, payload.response, scheduling))
+        finally:
+            await stream.aclose()
+        return items if on_partial is None else _STREAM_END
+
+    def _success(self, call: Call, tool: Tool, value: Any, latency: float) -> Outcome:
+        scheduling = tool.scheduling
+        if isinstance(value, Result):
+            if value is _STREAM_END:
+                return Outcome(call.id, tool.name, "ok", {}, latency, 2, scheduling=scheduling)
+            value, scheduling = value.value, value.scheduling or scheduling
+        try:
+            payload = payloads.output(value, self.policy.max_result_bytes)
+        except payloads.UnserializableResult as exc:
+            return outcomes.failure(
+                call, tool.name, exc, latency, expose=tool.expose_errors, sched=tool.scheduling
+            )
+        return Outcome(
+            call.id,
+            tool.name,
+            "ok",
+            payload.response,
+            latency,
+            payload.result_bytes,
+            payload.truncated,
+            payload.original_bytes,
+            None,
+            scheduling,
+        )
+
+
+def _deliver(callback: Callable[[Any], None], item: Any) -> None:
+    try:
+        callback(item)
+    except Exception:
+        log.exception("callback %r failed on %r", callback, item)

@@ -1,0 +1,129 @@
+"""Is a call a new request, or the model asking again for an answer it could not have seen?
+
+The rule (the contract table, docs/contract.md): an identical call (same tool, same canonical
+arguments) in a later ``toolCall`` is a **re-issue** while the model cannot have seen the first
+answer: the first call is still running, or its answer was never sent, or the server is not yet
+known to have read it (``CallLedger.answer_seen``). A re-issue is not run again and gets the
+first call's answer. Otherwise it is a **new request** and runs ("one more coffee"). A failure
+is never served to a later request, so a call retried after a timeout, a cancellation or a
+retryable error runs again.
+
+With an ``idempotency_key``, calls with the same key within ``idempotency_ttl`` are one request
+whatever the model saw: served from the first *successful* result (waiting for it while it runs).
+
+``classify`` and ``served_by_key`` are the pure decisions; ``Requests`` remembers earlier
+requests, bounded (the oldest is forgotten first, after which its repeat counts as new).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from itertools import islice, takewhile
+from typing import Generic, Literal, TypeVar
+
+import msgspec
+
+from livebridge.calls.call import OutcomeKind, is_failure
+
+__all__ = [
+    "MAX_IDS_PER_REQUEST",
+    "PRUNE_ABOVE",
+    "Repeat",
+    "Request",
+    "Requests",
+    "classify",
+    "served_by_key",
+]
+
+Repeat = Literal["new", "reissue"]
+F = TypeVar("F")
+#: How many call ids of one request (the first and its re-issues) are remembered.
+MAX_IDS_PER_REQUEST = 8
+
+
+def classify(first: OutcomeKind | None, *, seen: bool) -> Repeat:
+    """An identical call in a later ``toolCall``, given the first call's outcome kind (None
+    while it runs) and whether the model could have seen an answer of that request."""
+    if first is None:
+        return "reissue"
+    if is_failure(first):
+        return "new"
+    return "new" if seen else "reissue"
+
+
+def served_by_key(first: OutcomeKind | None, *, age: float, ttl: float) -> bool:
+    """A call with the same idempotency key as a request ``age`` seconds old: one request?"""
+    return age < ttl and (first is None or first == "ok")
+
+
+class Request(msgspec.Struct, Generic[F], eq=False, gc=False):
+    """One request that ran: its first call, and every call id answered with its result.
+
+    Untracked by the garbage collector (it is never part of a reference cycle): requests are
+    kept for a while, and tracked survivors are what makes collections frequent and slow.
+    """
+
+    first: F
+    at: float
+    ids: list[str]
+
+    def answered_as(self, call_id: str) -> None:
+        self.ids.append(call_id)
+        del self.ids[:-MAX_IDS_PER_REQUEST]
+
+
+#: Above this many remembered requests, each ``put`` forgets the stale ones at the oldest end.
+PRUNE_ABOVE = 32
+
+
+class Requests(Generic[F]):
+    """The newest request of each key, at most ``capacity`` (oldest forgotten first).
+
+    ``stale(request)`` says a request can no longer change a decision (its answer was seen,
+    or it failed). Above ``PRUNE_ABOVE`` requests, each ``put`` forgets the stale ones from the
+    oldest end up to the first that is not, so in a conversation whose answers arrive the
+    memory stays small, far below ``capacity``, and most puts look at nothing.
+    """
+
+    def __init__(
+        self, capacity: int, stale: Callable[[Request[F]], bool] = lambda request: False
+    ) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self._capacity = capacity
+        self._stale = stale
+        self._by_key: OrderedDict[Hashable, Request[F]] = OrderedDict()
+        self._check_above = min(capacity, PRUNE_ABOVE)  # below it, a put checks nothing
+        #: The newest request of ``key``, if remembered (the dict's own ``get``: no frame).
+        self.get: Callable[[Hashable], Request[F] | None] = self._by_key.get
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def put(self, key: Hashable, first: F, call_id: str, at: float) -> Request[F]:
+        request = Request(first, at, [call_id])
+        by_key = self._by_key
+        by_key.pop(key, None)  # re-inserted at the newest end
+        by_key[key] = request
+        if len(by_key) <= self._check_above:
+            return request
+        size = len(by_key)
+        if size > self._capacity:
+            by_key.popitem(last=False)
+            size -= 1
+        if size > PRUNE_ABOVE and self._stale(next(iter(by_key.values()))):
+            # The oldest is stale: it goes, with the stale ones right after it (never this one).
+            after = takewhile(self._stale, islice(by_key.values(), 1, size - 1))
+            for _ in range(1 + len(list(after))):
+                by_key.popitem(last=False)
+        return request
+
+    def expire(self, now: float, ttl: float) -> None:
+        """Forget requests older than ``ttl`` (they are kept in age order)."""
+        by_key = self._by_key
+        while by_key:
+            oldest = next(iter(by_key.values()))
+            if now - oldest.at < ttl:
+                return
+            by_key.popitem(last=False)

@@ -1,0 +1,348 @@
+"""``livebridge run MODULE:ATTR``: talk to a Live model that calls the tools of your registry.
+
+Every failure is one line on standard error saying what to do, and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import os
+import sys
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
+from typing import Any
+
+import anyio
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+from prometheus_client import CollectorRegistry
+from websockets.exceptions import InvalidStatus, WebSocketException
+
+from livebridge.calls.dispatch import CallPolicy
+from livebridge.calls.tools import ToolRegistry
+from livebridge.cli.main import port_number
+from livebridge.emulator import Emulator
+from livebridge.errors import ConnectionLostError, LiveSessionError, ModelNotFoundError
+from livebridge.live.events import (
+    Closed,
+    OutputTranscript,
+    TextOut,
+    ToolCallSettled,
+    ToolCallStarted,
+    TurnComplete,
+)
+from livebridge.live.session import LiveSession
+from livebridge.observe.metrics import PrometheusObserver, serve
+from livebridge.observe.observers import Observer
+
+__all__ = ["DEFAULT_MODEL", "RunError", "add_run_command", "load_registry", "parse_policy"]
+
+DEFAULT_MODEL = "gemini-3.8-live"
+KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+DESCRIPTION = """\
+Talk to a Live model that calls the tools of your ToolRegistry.
+
+Like `uvicorn app:app`, MODULE is a dotted module name imported with the current directory first
+on the path (myapp.tools, not myapp/tools.py), and ATTR names the ToolRegistry in it. Text turns
+come from --text or, one per line, from standard input; the model's replies and each tool call are
+printed as they happen. The key comes from GEMINI_API_KEY (or GOOGLE_API_KEY); --emulator runs
+offline against the built-in emulator instead.
+
+example:
+  livebridge run examples.embedded:tools --emulator --text "Weather in Paris?"
+"""
+
+
+class RunError(Exception):
+    """A failure the user can fix; its message is the one line printed."""
+
+
+def add_run_command(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subcommands.add_parser(
+        "run",
+        help="run the tools of a ToolRegistry (MODULE:ATTR) in a Live session",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.tools:registry")
+    parser.add_argument(
+        "--emulator", action="store_true", help="use the local emulator instead of the service"
+    )
+    parser.add_argument(
+        "--text",
+        action="append",
+        default=[],
+        metavar="T",
+        help="a user turn (repeatable); without it, one turn per line of standard input",
+    )
+    parser.add_argument(
+        "--model", default=DEFAULT_MODEL, help=f"the Live model (default: {DEFAULT_MODEL})"
+    )
+    add_serving_options(parser, f"a CallPolicy setting (repeatable): {', '.join(policy_fields())}")
+    parser.set_defaults(command=run_command)
+
+
+def add_serving_options(parser: argparse.ArgumentParser, policy_help: str) -> None:
+    """``--metrics-port`` and ``--policy``, as each command running the app's tools takes them."""
+    parser.add_argument(
+        "--metrics-port",
+        type=port_number,
+        metavar="N",
+        help="serve Prometheus metrics on 127.0.0.1:N (0: any free port)",
+    )
+    parser.add_argument(
+        "--policy", action="append", default=[], metavar="KEY=VALUE", help=policy_help
+    )
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the session; 0 when it ended normally."""
+    try:
+        registry = load_registry(args.target)
+        policy = parse_policy(args.policy)
+        key = None if args.emulator else api_key()
+        return anyio.run(_run, args, registry, policy, key)
+    except RunError as exc:
+        print(f"livebridge run: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+# -- checking the command line ---------------------------------------------------------------
+
+
+def load_registry(target: str) -> ToolRegistry:
+    """Import ``MODULE`` and return its ``ATTR``, which must be a ``ToolRegistry``."""
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise RunError(f"expected MODULE:ATTR (like myapp.tools:registry), got {target!r}")
+    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
+        dotted = module_name.removesuffix(".py").replace(os.sep, ".").replace("/", ".").strip(".")
+        raise RunError(
+            f"{module_name!r} is a file path; MODULE is a dotted module name: "
+            f"try {dotted}:{attribute} from the directory that holds {dotted.split('.')[0]}"
+        )
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name + ".").startswith(exc.name + "."):
+            raise RunError(
+                f"no module named {module_name!r} in {cwd} or on sys.path: run from the "
+                "directory that holds it, or add that directory to PYTHONPATH"
+            ) from None
+        raise RunError(f"importing {module_name!r} failed: {exc}") from None
+    except Exception as exc:
+        raise RunError(f"importing {module_name!r} failed: {type(exc).__name__}: {exc}") from None
+    value: Any = module
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            found = [n for n, v in vars(module).items() if isinstance(v, ToolRegistry)]
+            hint = f"; ToolRegistry objects in it: {', '.join(found)}" if found else ""
+            raise RunError(f"module {module_name!r} has no attribute {attribute!r}{hint}")
+        value = getattr(value, part)
+    if not isinstance(value, ToolRegistry):
+        raise RunError(
+            f"{target} is of type {type(value).__name__}, not a livebridge.ToolRegistry: "
+            "point at the registry your tools are registered on"
+        )
+    return value
+
+
+def policy_fields() -> dict[str, type]:
+    """The ``CallPolicy`` settings ``--policy`` accepts, with their types."""
+    types = {"int": int, "float": float}
+    return {
+        f.name: types[str(f.type)] for f in dataclasses.fields(CallPolicy) if str(f.type) in types
+    }
+
+
+def parse_policy(items: Sequence[str]) -> CallPolicy:
+    """A ``CallPolicy`` from ``KEY=VALUE`` items."""
+    fields = policy_fields()
+    settings: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in fields:
+            raise RunError(
+                f"bad --policy {item!r}: expected KEY=VALUE with KEY one of {', '.join(fields)}"
+            )
+        kind = fields[key]
+        try:
+            settings[key] = kind(text)
+        except ValueError:
+            kind_name = "an integer" if kind is int else "a number"
+            raise RunError(f"bad --policy {item!r}: {key} needs {kind_name}") from None
+    try:
+        return CallPolicy(**settings)
+    except ValueError as exc:
+        raise RunError(f"bad --policy: {exc}") from None
+
+
+def api_key() -> str:
+    for name in KEY_VARIABLES:
+        if os.environ.get(name):
+            return os.environ[name]
+    raise RunError(
+        "no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) to a Gemini API key, "
+        "or add --emulator to run against the local emulator"
+    )
+
+
+# -- the session ----------------------------------------------------------------------------
+
+
+async def _run(
+    args: argparse.Namespace, registry: ToolRegistry, policy: CallPolicy, key: str | None
+) -> int:
+    observers: list[Observer] = []
+    metrics = None
+    if args.metrics_port is not None:
+        collector = CollectorRegistry()
+        observers.append(PrometheusObserver(collector, functions=registry.names()))
+        try:
+            metrics = serve(args.metrics_port, registry=collector)
+        except OSError as exc:
+            raise RunError(
+                f"cannot serve metrics on 127.0.0.1:{args.metrics_port} "
+                f"({exc.strerror or exc}): pick another --metrics-port, or 0 for any free port"
+            ) from None
+        print(f"metrics: {metrics.url}", flush=True)
+    where = os.environ.get("GOOGLE_GEMINI_BASE_URL") or "the Gemini Live API"
+    try:
+        if args.emulator:
+            where = "the emulator"
+            async with Emulator() as emu:
+                return await _converse(emu.client(), args, registry, policy, observers)
+        return await _converse(genai.Client(api_key=key), args, registry, policy, observers)
+    except RunError:
+        raise
+    except Exception as exc:
+        raise RunError(_connection_failure(exc, where, args.model)) from None
+    finally:
+        if metrics is not None:
+            metrics.close()
+
+
+def _connection_failure(exc: Exception, where: str, model: str) -> str:
+    """One line for a session that could not start or went away."""
+    if isinstance(exc, ModelNotFoundError):
+        return f"model {model!r} is not available for the Live API: pass --model with a Live model"
+    if isinstance(exc, ConnectionLostError | OSError):
+        detail = exc.reason if isinstance(exc, ConnectionLostError) and exc.reason else str(exc)
+        return f"cannot reach {where} ({detail}): check the network, or GOOGLE_GEMINI_BASE_URL"
+    if isinstance(exc, InvalidStatus):
+        status = exc.response.status_code
+        hint = "check your API key" if status in (401, 403) else f"is {where} a Live API endpoint?"
+        return f"{where} refused the connection (HTTP {status}): {hint}"
+    if isinstance(exc, LiveSessionError | WebSocketException | genai_errors.APIError):
+        return f"the Live session failed: {exc}"
+    return f"the Live session failed: {type(exc).__name__}: {exc}"
+
+
+async def _converse(
+    client: genai.Client,
+    args: argparse.Namespace,
+    registry: ToolRegistry,
+    policy: CallPolicy,
+    observers: list[Observer],
+) -> int:
+    config = types.LiveConnectConfig(
+        response_modalities=[types.Modality.AUDIO],
+        output_audio_transcription=types.AudioTranscriptionConfig(),
+    )
+    async with LiveSession.connect(
+        client,
+        model=args.model,
+        tools=registry,
+        config=config,
+        policy=policy,
+        observers=observers,
+    ) as session:
+        names = ", ".join(registry.names()) or "none"
+        print(f"connected to {args.model}; tools: {names}", flush=True)
+        printer = _Printer()
+        async with aclosing(_turns(args.text)) as turns:
+            async for text in turns:
+                printer.user(text)
+                await session.send_text(text)
+                if not await printer.until_turn_complete(session):
+                    break
+    closed = session.closed
+    if closed is not None and closed.error is not None:
+        raise RunError(f"the session ended: {closed.reason}")
+    return 0
+
+
+async def _turns(texts: Sequence[str]) -> AsyncGenerator[str]:
+    """The ``--text`` turns, or else one turn per non-empty line of standard input."""
+    if texts:
+        for text in texts:
+            yield text
+        return
+    while True:
+        if sys.stdin.isatty():
+            print("you > ", end="", flush=True)
+        line = await anyio.to_thread.run_sync(sys.stdin.readline)
+        if not line:
+            return
+        if line.strip():
+            yield line.strip()
+
+
+class _Printer:
+    """Prints a turn as it happens: the reply as it streams, each tool call as it settles."""
+
+    def __init__(self) -> None:
+        self.args: dict[str, Any] = {}
+        self.mid_reply = False
+
+    def user(self, text: str) -> None:
+        print(f"you   > {text}", flush=True)
+
+    def _end_reply(self) -> None:
+        if self.mid_reply:
+            print(flush=True)
+            self.mid_reply = False
+
+    async def until_turn_complete(self, session: LiveSession) -> bool:
+        """Print events until the model's turn ends; False if the session ended instead."""
+        while True:
+            event = await session.next_event()
+            match event:
+                case None | Closed():
+                    self._end_reply()
+                    return False
+                case TextOut(text=text) | OutputTranscript(text=text):
+                    if not self.mid_reply:
+                        print("model > ", end="")
+                        self.mid_reply = True
+                    print(text, end="", flush=True)
+                case ToolCallStarted():
+                    self.args[event.call_id] = event.args
+                case ToolCallSettled():
+                    self._end_reply()
+                    print(f"  {_call_line(event, self.args.pop(event.call_id, {}))}", flush=True)
+                case TurnComplete():
+                    self._end_reply()
+                    return True
+                case _:
+                    pass
+
+
+def _call_line(event: ToolCallSettled, args: Any) -> str:
+    arguments = ", ".join(f"{k}={v!r}" for k, v in args.items()) if isinstance(args, dict) else ""
+    mark = "✓" if event.outcome == "ok" else "✗"
+    line = f"{mark} {event.name}({arguments}) → {event.outcome} in {event.latency * 1000:.0f} ms"
+    if event.error:
+        line += f": {event.error.get('message') or event.error.get('type')}"
+    return line

@@ -1,0 +1,501 @@
+"""The client's side of the tool-call contract, checked message by message (no I/O).
+
+The server side issues, cancels and withdraws calls; every ``toolResponse`` is fed in and checked,
+and the connection's end is reported with how it ended. Each breach becomes a ``Violation``
+carrying the offending message. A call's life is one table, ``TRANSITIONS``: the checker changes a
+call's state only through it, and a move the table does not hold raises and changes nothing.
+
+Calls issued without ids (Vertex AI, ``nameless``) are known by a key of the checker's own, and
+an answer without an id is matched by name to the oldest open one of that function, as the
+service matches them.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from livebridge.errors import LocalProtocolError
+from livebridge.vendors.gemini import wire
+
+__all__ = [
+    "AUDIO_IN_FLIGHT",
+    "HELD_ANSWERS_SECONDS",
+    "SERIAL_GAP_SECONDS",
+    "SEVERITIES",
+    "TRANSITIONS",
+    "VIOLATION_KINDS",
+    "Answer",
+    "CallRecord",
+    "Checker",
+    "Thresholds",
+    "Violation",
+    "move",
+]
+
+Severity = Literal["error", "warning"]
+CallState = Literal["pending", "streaming", "answered", "cancelled", "superseded", "withdrawn"]
+CallEvent = Literal["answer", "stream", "cancel", "supersede", "withdraw"]
+#: How a connection ended, as far as the contract is concerned.
+Ending = Literal["client_close", "client_crash", "server_close"]
+
+#: Every kind of violation the checker reports, with its severity. An error breaks the contract
+#: (the model stalls, or gets an answer it cannot use); a warning costs time or fidelity.
+SEVERITIES: dict[str, Severity] = {
+    "unknown_id": "error",
+    "cancelled_id": "error",
+    "duplicate_answer": "error",
+    "missing_id": "error",
+    "missing_name": "error",
+    "name_mismatch": "error",
+    "scheduling_on_blocking": "warning",
+    "will_continue_on_blocking": "error",
+    "split_batch": "warning",
+    "serial_answers": "warning",
+    "held_answers": "warning",
+    "opaque_error": "warning",
+    "unanswered": "error",
+    "client_crash": "error",
+    "audio_during_blocking": "warning",
+    "malformed_message": "error",
+    "frame_too_large": "error",
+    "deprecated_media_chunks": "warning",
+    "undeclared_behavior": "warning",
+    "unsupported_behavior": "error",
+    "unsupported_field": "error",
+}
+VIOLATION_KINDS = tuple(SEVERITIES)
+
+#: A call's life: (state, event) -> next state. Nothing else moves a call.
+TRANSITIONS: dict[tuple[CallState, CallEvent], CallState] = {
+    ("pending", "answer"): "answered",
+    ("pending", "stream"): "streaming",
+    ("pending", "cancel"): "cancelled",
+    ("pending", "supersede"): "superseded",
+    ("pending", "withdraw"): "withdrawn",
+    ("streaming", "stream"): "streaming",
+    ("streaming", "answer"): "answered",
+    ("streaming", "cancel"): "cancelled",
+    ("streaming", "supersede"): "superseded",
+    ("streaming", "withdraw"): "withdrawn",
+    # The service dropped the call without telling the client; a late answer is no fault.
+    ("withdrawn", "answer"): "answered",
+    ("withdrawn", "stream"): "withdrawn",
+    ("withdrawn", "supersede"): "superseded",
+    ("superseded", "answer"): "answered",
+    ("superseded", "stream"): "superseded",
+}
+
+#: Seconds after the client was seen to read a ``toolCall`` (its pong to the ping sent right
+#: behind it) during which its audio is taken to have been in flight: the app had not yet seen
+#: the call. Measured from the pong, so a loaded client is not blamed for its own lag.
+AUDIO_IN_FLIGHT = 0.25
+#: Default bounds of the timing checks (``Thresholds``), in seconds.
+HELD_ANSWERS_SECONDS = 8.0
+SERIAL_GAP_SECONDS = 0.05
+
+# A payload that reads like a failure: "… failed and returned no result.", "Error: …".
+_FAILURE_TEXT = re.compile(
+    r"\b(fail(ed|s|ure)?|errors?|exception|traceback|could ?n[o']t|unable to|timed? ?out)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """The timing checks' bounds, in seconds.
+
+    ``held_answers``: a BLOCKING answer later than this after its ``toolCall`` was held (None:
+    not checked). ``serial_gap``: answers of one ``toolCall`` sent one per message, each at least
+    this long after the one before, are the shape of a loop awaiting each call in turn.
+    """
+
+    held_answers: float | None = HELD_ANSWERS_SECONDS
+    serial_gap: float = SERIAL_GAP_SECONDS
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One breach of the contract by the client."""
+
+    kind: str
+    message: str
+    offending: dict[str, Any] | None
+    session: str
+    severity: Severity = "error"
+
+
+@dataclass(slots=True)
+class Answer:
+    """Everything the client sent for one call id (every streamed response for NON_BLOCKING)."""
+
+    id: str
+    name: str | None
+    response: dict[str, Any] | None
+    scheduling: str | None = None
+    will_continue: bool | None = None
+    parts: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """One call the server issued and what became of it."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    blocking: bool
+    batch: int
+    state: CallState = "pending"
+    answer: Answer | None = None
+    reissue_of: str | None = None
+    issued_at: float = 0.0  # the checker's clock when the server sent it
+    read_at: float | None = None  # when the client was seen to have read it (its pong)
+    nameless: bool = False  # issued without an id: answered by name, in call order
+    cancel_read: bool = False  # the client was seen to read its cancellation (its pong)
+
+    @property
+    def open(self) -> bool:
+        return self.state in ("pending", "streaming")
+
+
+@dataclass(slots=True)
+class _Batch:
+    """One ``toolCall``: when it went out and when each message answering it came back."""
+
+    issued_at: float
+    ids: list[str]
+    answer_times: list[tuple[float, int]] = field(default_factory=list)  # (time, answers)
+    flagged: set[str] = field(default_factory=set)
+
+
+class Checker:
+    """Tracks the calls of one connection and reports the client's violations to ``sink``."""
+
+    def __init__(
+        self,
+        session: str,
+        sink: Callable[[Violation], None],
+        *,
+        check_audio_during_blocking: bool = True,
+        thresholds: Thresholds | None = None,
+        known: dict[str, CallRecord] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        call_ids: bool = True,
+    ) -> None:
+        self.session = session
+        self.sink = sink
+        #: The service sends ids with its calls (else an answer without one is matched by name).
+        self.call_ids = call_ids
+        self.check_audio_during_blocking = check_audio_during_blocking
+        self.thresholds = thresholds or Thresholds()
+        self.clock = clock
+        self.calls: dict[str, CallRecord] = copy.deepcopy(known) if known else {}
+        self._batches: dict[int, _Batch] = {}
+        self._audio_flagged: set[int] = set()
+        self._nameless = itertools.count(1)
+
+    # server side -------------------------------------------------------------------------------
+
+    def nameless_key(self) -> str:
+        """A key for a call issued without an id (never sent)."""
+        while True:
+            key = f"nameless-{next(self._nameless)}"
+            if key not in self.calls:
+                return key
+
+    def issue(
+        self,
+        calls: list[tuple[str, str, dict[str, Any], bool]],
+        reissue_of: str | None = None,
+        *,
+        nameless: bool = False,
+    ) -> int:
+        """Register one ``toolCall``'s calls (id, name, args, blocking); returns its batch.
+
+        ``nameless``: the calls go out without ids; the ids given are the checker's own keys."""
+        batch = len(self._batches) + 1
+        now = self.clock()
+        self._batches[batch] = _Batch(now, [call[0] for call in calls])
+        for call_id, name, args, blocking in calls:
+            if call_id in self.calls:
+                raise LocalProtocolError(f"call id {call_id} was issued before; ids are unique")
+            self.calls[call_id] = CallRecord(
+                call_id,
+                name,
+                args,
+                blocking,
+                batch,
+                reissue_of=reissue_of,
+                issued_at=now,
+                nameless=nameless,
+            )
+        return batch
+
+    def read(self, batch: int) -> None:
+        """The client has read ``toolCall`` ``batch`` (it answered the ping sent behind it)."""
+        now = self.clock()
+        for call_id in self._batches[batch].ids:
+            record = self.calls[call_id]
+            if record.read_at is None:
+                record.read_at = now
+
+    def cancel(self, ids: list[str]) -> None:
+        """``toolCallCancellation``: the client must not answer these any more."""
+        self._move_open(ids, "cancel")
+
+    def cancellation_read(self, ids: list[str]) -> None:
+        """The client has read the cancellation of ``ids`` (it answered the ping behind it):
+        an answer after this is an error; one before may have crossed it in flight."""
+        for record in filter(None, map(self.calls.get, ids)):
+            record.cancel_read = True
+
+    def withdraw(self, ids: list[str]) -> None:
+        """The service dropped these calls without a cancellation (an interrupted turn)."""
+        self._move_open(ids, "withdraw")
+
+    def pending(self) -> list[CallRecord]:
+        return [record for record in self.calls.values() if record.open]
+
+    def resolved_answer(self, call_id: str) -> Answer | None:
+        """The answer that settled ``call_id`` (its own, or that of a re-issue of it)."""
+        record = self.calls[call_id]
+        if record.state == "answered":
+            return record.answer
+        root = record.reissue_of or record.id
+        for other in self.calls.values():
+            if other.state == "answered" and (other.id == root or other.reissue_of == root):
+                return other.answer
+        return None
+
+    def blocking_pending(self) -> list[CallRecord]:
+        return [record for record in self.calls.values() if record.open and record.blocking]
+
+    # client side -------------------------------------------------------------------------------
+
+    def on_tool_response(
+        self, message: dict[str, Any], responses: list[wire.FunctionResponse]
+    ) -> list[tuple[CallRecord, wire.FunctionResponse]]:
+        """Check one ``toolResponse``; returns the answers accepted (record, response)."""
+        now = self.clock()
+        accepted: list[tuple[CallRecord, wire.FunctionResponse]] = []
+        taken: set[str] = set()  # nameless calls this message answered already
+        for response in responses:
+            record = self._admit(message, response, taken)
+            if record is None:
+                continue
+            self._check_fields(message, record, response)
+            self._record(record, response)
+            accepted.append((record, response))
+        answered: dict[int, int] = {}
+        for record, _ in accepted:
+            if record.blocking:
+                answered[record.batch] = answered.get(record.batch, 0) + 1
+        for batch, count in answered.items():
+            self._check_timing(message, batch, now, count)
+        return accepted
+
+    def on_audio(self, message: dict[str, Any]) -> None:
+        """Audio streamed while a blocking call is pending (flagged once per batch).
+
+        Audio arriving before the client read the ``toolCall``, or within ``AUDIO_IN_FLIGHT``
+        after, was on its way before the app could have seen the call: not held against it.
+        """
+        if not self.check_audio_during_blocking:
+            return
+        known_since = self.clock() - AUDIO_IN_FLIGHT
+        pending = self.blocking_pending()
+        seen = {r.batch for r in pending if r.read_at is not None and r.read_at <= known_since}
+        batches = seen - self._audio_flagged
+        if batches:
+            self._audio_flagged |= batches
+            self.flag(
+                "audio_during_blocking", "audio streamed while a blocking call is pending", message
+            )
+
+    def flag(
+        self,
+        kind: str,
+        text: str,
+        offending: dict[str, Any] | None,
+        severity: Severity | None = None,
+    ) -> None:
+        """Report a violation of ``kind`` (severity: as in ``SEVERITIES`` unless given)."""
+        self.sink(Violation(kind, text, offending, self.session, severity or SEVERITIES[kind]))
+
+    def finish(self, ending: Ending) -> None:
+        """The connection ended: every call still open was never answered.
+
+        A client that crashed (1011, or a drop without a close frame) is one ``client_crash``; a
+        normal client close leaves each open call ``unanswered`` (an error); when the server
+        closed, or the call crossed the client's close (it was never seen to read it), the client
+        had no chance to answer, so ``unanswered`` is only a warning.
+        """
+        pending = self.pending()
+        if not pending:
+            return
+        if ending == "client_crash":
+            names = ", ".join(f"{r.id} ({r.name})" for r in pending)
+            self.flag("client_crash", f"the client crashed with calls pending: {names}", None)
+            return
+        for record in pending:
+            text = f"call {record.id} ({record.name}) never answered"
+            if ending == "server_close":
+                self.flag("unanswered", text + " before the server closed", None, "warning")
+            elif record.read_at is None:
+                self.flag("unanswered", text + ": it crossed the client's close", None, "warning")
+            else:
+                self.flag("unanswered", text, None)
+
+    # internals ---------------------------------------------------------------------------------
+
+    def _admit(
+        self, message: dict[str, Any], response: wire.FunctionResponse, taken: set[str]
+    ) -> CallRecord | None:
+        """The record ``response`` answers, or None when it cannot be accepted at all."""
+        if not response.name:
+            self.flag("missing_name", f"function response {response.id} has no name", message)
+        if not response.id:
+            if self.call_ids:
+                self.flag("missing_id", "function response without an id", message)
+                return None
+            return self._by_name(message, response, taken)
+        record = self.calls.get(response.id)
+        if record is None:
+            self.flag("unknown_id", f"answer for unknown call id {response.id}", message)
+        elif record.state == "cancelled" and record.cancel_read:
+            self.flag("cancelled_id", f"answer for cancelled call {response.id}", message)
+        elif record.state == "cancelled":
+            text = f"answer for cancelled call {response.id}: it may have crossed the cancellation"
+            self.flag("cancelled_id", text, message, "warning")
+        elif record.state == "answered":
+            self.flag("duplicate_answer", f"second answer for call {response.id}", message)
+        else:
+            return record
+        return None
+
+    def _by_name(
+        self, message: dict[str, Any], response: wire.FunctionResponse, taken: set[str]
+    ) -> CallRecord | None:
+        """The oldest open nameless call of the answer's function (this message's earlier
+        answers took theirs): how the service matches answers without ids."""
+        for record in self.calls.values():
+            open_call = record.nameless and record.open and record.name == response.name
+            if open_call and record.id not in taken:
+                taken.add(record.id)
+                return record
+        self.flag(
+            "unknown_id",
+            f"answer for {response.name!r} without an id, but no call to it is open",
+            message,
+        )
+        return None
+
+    def _check_fields(
+        self, message: dict[str, Any], record: CallRecord, response: wire.FunctionResponse
+    ) -> None:
+        if response.name and response.name != record.name:
+            text = f"call {response.id} is {record.name!r}, answered as {response.name!r}"
+            self.flag("name_mismatch", text, message)
+        if record.blocking and response.scheduling is not None:
+            text = f"scheduling {response.scheduling} on blocking call {response.id} (ignored)"
+            self.flag("scheduling_on_blocking", text, message)
+        if record.blocking and response.will_continue is not None:
+            self.flag(
+                "will_continue_on_blocking",
+                f"will_continue on blocking call {response.id}",
+                message,
+            )
+        if _is_opaque_error(response.response):
+            self.flag(
+                "opaque_error",
+                f"call {response.id} failed with an unstructured payload; answer failures as "
+                '{"error": {"type": ..., "message": ...}} so the model can tell them from results',
+                message,
+            )
+
+    def _check_timing(self, message: dict[str, Any], number: int, now: float, count: int) -> None:
+        """The timing checks of one blocking batch, run as each message answering it arrives."""
+        batch = self._batches[number]
+        batch.answer_times.append((now, count))
+        blocking = [self.calls[i] for i in batch.ids if self.calls[i].blocking]
+        held = self.thresholds.held_answers
+        waited = now - batch.issued_at
+        if held is not None and waited > held and "held" not in batch.flagged:
+            batch.flagged.add("held")
+            self.flag(
+                "held_answers",
+                f"blocking answers of batch {number} sent {waited:.1f} s after the toolCall "
+                f"(more than {held:g} s): the model waited in silence; answer fast calls "
+                "without waiting on slow ones, and time slow ones out sooner",
+                message,
+            )
+        if len(batch.answer_times) == 2:
+            self.flag(
+                "split_batch",
+                f"blocking calls of one toolCall (batch {number}) answered in several messages",
+                message,
+            )
+        if any(record.open for record in blocking) or len(blocking) < 2:
+            return
+        times = [batch.issued_at] + [at for at, _ in batch.answer_times]
+        gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+        one_per_message = all(n == 1 for _, n in batch.answer_times)
+        if one_per_message and len(gaps) >= 2 and min(gaps) >= self.thresholds.serial_gap:
+            spread = ", ".join(f"{gap * 1000:.0f}" for gap in gaps)
+            self.flag(
+                "serial_answers",
+                f"the {len(blocking)} calls of batch {number} were answered one after another "
+                f"(gaps of {spread} ms): run them concurrently and answer them in one message",
+                message,
+            )
+
+    def _record(self, record: CallRecord, response: wire.FunctionResponse) -> None:
+        if record.answer is None:
+            record.answer = Answer(record.id, response.name, response.response)
+        answer = record.answer
+        answer.response = response.response
+        answer.scheduling = response.scheduling
+        answer.will_continue = response.will_continue
+        answer.parts.append(wire.to_builtins(response))
+        move(record, "stream" if response.will_continue else "answer")
+        if record.state == "answered":
+            self._supersede(record)
+
+    def _supersede(self, record: CallRecord) -> None:
+        """A re-issued call and its original are one question: one answer settles both."""
+        related = {record.id, record.reissue_of} - {None}
+        for other in self.calls.values():
+            linked = other.id in related or other.reissue_of in related
+            if other is not record and linked and (other.state, "supersede") in TRANSITIONS:
+                move(other, "supersede")
+
+    def _move_open(self, ids: list[str], event: CallEvent) -> None:
+        for record in filter(None, map(self.calls.get, ids)):
+            if record.open:
+                move(record, event)
+
+
+def move(record: CallRecord, event: CallEvent) -> None:
+    """The one place a call changes state; a move the table lacks raises, changing nothing."""
+    following = TRANSITIONS.get((record.state, event))
+    if following is None:
+        raise LocalProtocolError(f"call {record.id}: cannot {event} a {record.state} call")
+    record.state = following
+
+
+def _is_opaque_error(response: dict[str, Any] | None) -> bool:
+    """A failure answered as text: ``{"error": "…"}``, or a payload that reads like one."""
+    if not response:
+        return False
+    if "error" in response:
+        return not isinstance(response["error"], dict)
+    if "output" in response:
+        return False  # a result, whatever it says
+    texts = [value for value in response.values() if isinstance(value, str)]
+    return any(_FAILURE_TEXT.search(text) for text in texts)

@@ -1,0 +1,410 @@
+"""The emulator in replay mode: a recording's server side, served to any google-genai program.
+
+Each accepted connection plays the next recorded connection. Tool calls are issued afresh with
+new ids (the recorded ids are remapped, so the emulator's contract checker follows each call
+from issue to answer), cancellations and ``goAway`` go through the emulator's own steps, handles
+are the emulator's own (mapped back to the recorded ones), and every other server message is
+sent as recorded: at once (``pace="fast"``) or at the recording's relative times
+(``pace="recorded"``, counted from the connection's start and from each recorded answer).
+Where the recording has the client answering, the replay waits (up to ``answer_timeout``) for
+the program's answers and compares them with the recorded ones; ``ReplayScenario.finish()``
+gives the report (``livebridge.recording.replay.ReplayReport``), in the recording's ids and lines.
+
+A recording of calls without ids (Vertex AI) is replayed too: each such call is named
+``nameless-call-N`` in call order, as the session names it, and each recorded answer without an
+id belongs to the oldest call of its function not yet finally answered. The replay issues every
+call with an id (the app's tools, not the backend's framing, are what it compares).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from livebridge.emulator.scenario import Conversation
+from livebridge.emulator.shared import Shared
+from livebridge.recording.record import Entry, Recording, read_recording, restore_audio
+from livebridge.recording.replay import (
+    MAX_GAP,
+    SLOW_FACTOR,
+    SLOW_MARGIN,
+    Divergence,
+    DivergenceKind,
+    Pace,
+    ReplayReport,
+    default_answer_timeout,
+)
+
+__all__ = ["ReplayScenario"]
+
+
+def _name_nameless(entries: list[Entry]) -> None:
+    """Give recorded calls without an id, and their answers, the key the session used."""
+    named = itertools.count(1)
+    waiting: dict[str, list[str]] = {}  # function -> its nameless calls' keys, oldest first
+    for index, entry in enumerate(entries):
+        about_tools = b'"functionCalls"' in entry.raw or b'"functionResponses"' in entry.raw
+        if entry.ev not in ("recv", "send") or not about_tools:
+            continue
+        record = msgspec.json.decode(entry.raw)
+        message = record.get("msg") if isinstance(record, dict) else None
+        if not isinstance(message, dict):
+            continue
+        changed = False
+        if entry.ev == "recv":
+            for call in (message.get("toolCall") or {}).get("functionCalls") or []:
+                if isinstance(call, dict) and not isinstance(call.get("id"), str):
+                    call["id"] = f"nameless-call-{next(named)}"
+                    waiting.setdefault(str(call.get("name")), []).append(call["id"])
+                    changed = True
+        else:
+            for answer in (message.get("toolResponse") or {}).get("functionResponses") or []:
+                if isinstance(answer, dict) and not isinstance(answer.get("id"), str):
+                    keys = waiting.get(str(answer.get("name"))) or []
+                    if not keys:
+                        continue  # an answer to no call: left as recorded, reported unexpected
+                    answer["id"] = keys[0]
+                    changed = True
+                    if not answer.get("willContinue"):
+                        keys.pop(0)
+        if changed:
+            entries[index] = dataclasses.replace(entry, raw=msgspec.json.encode(record))
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    message: int  # which client ``toolResponse`` of the replay carried it
+    at: float  # monotonic, as the transcript's
+    kind: str  # ok | error
+    detail: str  # the error, shortened
+    name: str | None
+    line: int  # the last recorded line played when it arrived
+
+
+class _Clock:
+    """Recorded pace: sleep until a recorded time, counted from the last point both share.
+
+    A gap between two entries longer than ``MAX_GAP`` seconds is played as ``MAX_GAP``: a
+    recording (hand-edited, or of a session left idle) cannot hold the replay for longer."""
+
+    def __init__(self, pace: Pace, start: float) -> None:
+        self._recorded = pace == "recorded"
+        self._anchor = (asyncio.get_running_loop().time(), start)
+        self._last = start  # the recorded time of the last entry played
+
+    async def until(self, t: float) -> None:
+        if self._recorded:
+            loop = asyncio.get_running_loop()
+            gap = t - self._last
+            if gap > MAX_GAP:  # played as MAX_GAP: the later times follow from there
+                real, recorded = self._anchor
+                self._anchor = (real + (self._last - recorded) + MAX_GAP, t)
+            self._last = max(self._last, t)
+            wait = self._anchor[0] + (t - self._anchor[1]) - loop.time()
+            await asyncio.sleep(min(max(0.0, wait), MAX_GAP))
+
+    def sync(self, t: float) -> None:
+        """Recorded time ``t`` is now (the client's answers arrived)."""
+        self._anchor = (asyncio.get_running_loop().time(), t)
+        self._last = max(self._last, t)
+
+
+class ReplayScenario:
+    """A scenario serving ``recording``'s connections, one per accepted connection, that judges
+    the client's answers against the recorded ones (``Emulator(replay=...)`` builds it)."""
+
+    def __init__(
+        self,
+        recording: Recording | str | os.PathLike[str],
+        *,
+        pace: Pace = "fast",
+        answer_timeout: float | None = None,
+    ) -> None:
+        if not isinstance(recording, Recording):
+            recording = read_recording(recording)
+        _name_nameless(recording.entries)
+        self.recording = recording
+        self.pace = pace
+        self.answer_timeout = answer_timeout or default_answer_timeout(recording)
+        self._connections = recording.connections()
+        self.report = ReplayReport(
+            recording.path,
+            recorded_connections=len(self._connections),
+            truncated_at=recording.truncated.line if recording.truncated else None,
+        )
+        #: True once the last recorded connection was played to its end.
+        self.done = not self._connections
+        self._order = itertools.count()
+        self._played = [-1] * len(self._connections)  # next entry of each; -1: never opened
+        self._issued: dict[str, str] = {}  # recorded call id -> the id the replay issued
+        self._recorded: dict[str, str] = {}  # issued id -> recorded id
+        self._issued_at: dict[str, float] = {}  # issued id -> when the emulator sent it
+        self._handles: dict[str, str] = {}  # the emulator's handle -> the recorded one
+        # A streamed (NON_BLOCKING) call has several answers: the n-th recorded one is
+        # compared with the n-th the client sent.
+        self._answers: dict[str, list[_Answer]] = {}  # issued id -> the client's answers
+        self._judged: set[tuple[str, int]] = set()  # (recorded id, n) compared
+        self._calls: dict[str, Entry] = {}  # recorded id -> the toolCall that issued it
+        self._answered: dict[str, list[Entry]] = {}  # recorded id -> its recorded answers
+        for entry in recording.entries:
+            message = entry.data.get("msg") or {}
+            if entry.ev == "recv":
+                for call in (message.get("toolCall") or {}).get("functionCalls") or []:
+                    self._calls[str(call.get("id"))] = entry
+            elif entry.ev == "send":
+                for answer in (message.get("toolResponse") or {}).get("functionResponses") or []:
+                    self._answered.setdefault(str(answer.get("id")), []).append(entry)
+        self._shared: Shared | None = None
+        self._cursor = 0
+        self._messages = 0
+        self._line = 0
+        self._report: ReplayReport | None = None
+
+    async def __call__(self, conv: Conversation) -> None:
+        index = next(self._order)
+        if index >= len(self._connections):
+            await conv.close(1000, "the recording has no further connection")
+            return
+        self._shared = conv.session.shared
+        self.report.connections += 1
+        entries = self._connections[index]
+        clock = _Clock(self.pace, entries[0].t)
+        for position, entry in enumerate(entries):
+            self._played[index] = position
+            self._line = entry.line
+            await self._play(conv, entry, clock)
+        self._played[index] = len(entries)
+        if index == len(self._connections) - 1:
+            self.done = True
+            self._shared.notify()
+
+    # -- playing --------------------------------------------------------------------------------
+
+    async def _play(self, conv: Conversation, entry: Entry, clock: _Clock) -> None:
+        if entry.ev == "open":
+            self._check_handle(conv, entry)
+            return
+        if entry.ev == "close" and entry.data.get("by") == "server":
+            await clock.until(entry.t)
+            await conv.close(int(entry.data.get("code") or 1000), str(entry.data.get("reason", "")))
+            return
+        message: dict[str, Any] = entry.data.get("msg") or {}
+        if entry.ev == "send" and "toolResponse" in message:
+            await self._expect(conv, entry)
+            clock.sync(entry.t)
+            return
+        if entry.ev != "recv":
+            return
+        await clock.until(entry.t)
+        message = restore_audio(dict(message))
+        message.pop("setupComplete", None)  # the emulator sent its own
+        calls = (message.pop("toolCall", None) or {}).get("functionCalls") or []
+        cancelled = (message.pop("toolCallCancellation", None) or {}).get("ids") or []
+        update = message.pop("sessionResumptionUpdate", None)
+        go_away = message.pop("goAway", None)
+        if message:
+            await conv.send(message)
+        if calls:
+            pairs = [(str(c.get("name")), c.get("args") or {}) for c in calls]
+            issued = await conv.tool_call(pairs)
+            for call, new in zip(calls, issued, strict=True):
+                self._issued[str(call.get("id"))] = new
+                self._recorded[new] = str(call.get("id"))
+                self._issued_at[new] = conv.known_calls[new].issued_at
+        if cancelled:
+            await conv.cancel([self._issued[i] for i in cancelled if i in self._issued])
+        if update is not None:
+            handle = await conv.resumption_update(resumable=bool(update.get("resumable", True)))
+            if handle and update.get("newHandle"):
+                self._handles[handle] = str(update["newHandle"])
+        if go_away is not None:
+            await conv.go_away(str(go_away.get("timeLeft") or "5s"))
+        await asyncio.sleep(0)
+
+    def _check_handle(self, conv: Conversation, entry: Entry) -> None:
+        recorded = entry.data.get("handle") or None
+        resumed = conv.resumed_from
+        if resumed is None and recorded is None:
+            return
+        mapped = self._handles.get(resumed) if resumed else None
+        if mapped == recorded:
+            return
+        if resumed is None:
+            detail = f"opened a fresh connection, recorded resuming {recorded}"
+        elif recorded is None:
+            detail = f"resumed {mapped or resumed}, recorded a fresh connection"
+        else:
+            detail = (
+                f"resumed {mapped or 'a handle the recording never issued'}, recorded {recorded}"
+            )
+        self._diverge("handle_changed", entry.line, None, None, detail)
+
+    # -- judging --------------------------------------------------------------------------------
+
+    async def _expect(self, conv: Conversation, entry: Entry) -> None:
+        """Wait for the client's answers to one recorded ``toolResponse``, and compare."""
+        responses = entry.data["msg"]["toolResponse"].get("functionResponses") or []
+        wanted = self._numbered(entry, responses)  # (recorded id, n) of each response
+        known = conv.known_calls
+        waiting = [(self._issued[i], n) for i, n in wanted if self._issued.get(i, "") in known]
+
+        def arrived() -> bool:
+            self._scan()
+            return all(len(self._answers.get(i, ())) > n or not known[i].open for i, n in waiting)
+
+        with contextlib.suppress(TimeoutError):  # the checker reports a call left unanswered
+            await conv.session.wait_until(arrived, self.answer_timeout)
+        self._scan()
+        messages: set[int] = set()
+        found: list[str] = []  # the recorded ids of the answers that came
+        for response, (recorded_id, n) in zip(responses, wanted, strict=True):
+            self._judged.add((recorded_id, n))
+            self.report.answers += 1
+            name = response.get("name")
+            kind = _kind(response.get("response"))
+            issued = self._issued.get(recorded_id, "")
+            answers = self._answers.get(issued, [])
+            if len(answers) <= n:
+                why = f"within {self.answer_timeout:g} s" if issued else "(the call was not issued)"
+                text = f"no answer {why}, recorded {kind}"
+                self._diverge("unanswered", entry.line, recorded_id, name, text)
+                continue
+            answer = answers[n]
+            messages.add(answer.message)
+            found.append(recorded_id)
+            if answer.kind != kind:
+                extra = f" {answer.detail}" if answer.detail else ""
+                text = f"answered {answer.kind}, recorded {kind}{extra}"
+                self._diverge("kind_changed", entry.line, recorded_id, name, text)
+            call = self._calls.get(recorded_id)
+            took = answer.at - self._issued_at[issued]
+            recorded_took = entry.t - call.t if call is not None else 0.0
+            if took > SLOW_FACTOR * recorded_took + SLOW_MARGIN:
+                text = (
+                    f"answered in {took:.2f} s, recorded {recorded_took:.2f} s (over "
+                    f"{SLOW_FACTOR:g}x + {SLOW_MARGIN:g} s)"
+                )
+                self._diverge("slow", entry.line, recorded_id, name, text)
+        together = sorted(
+            self._recorded.get(i, i)
+            for i, answers in self._answers.items()
+            for answer in answers
+            if answer.message in messages
+        )
+        if len(messages) > 1 or together != sorted(found):
+            recorded_ids = [i for i, _ in wanted]
+            self._diverge(
+                "batch_split",
+                entry.line,
+                None,
+                None,
+                f"recorded one answer for {', '.join(recorded_ids)}; replayed in "
+                f"{len(messages)} message(s) with {', '.join(together)}",
+            )
+
+    def _numbered(self, entry: Entry, responses: list[Any]) -> list[tuple[str, int]]:
+        """Each response's recorded id and its place among that call's recorded answers."""
+        numbered: list[tuple[str, int]] = []
+        for response in responses:
+            recorded_id = str(response.get("id"))
+            earlier = [e for e in self._answered.get(recorded_id, []) if e.line < entry.line]
+            numbered.append(
+                (recorded_id, len(earlier) + sum(i == recorded_id for i, _ in numbered))
+            )
+        return numbered
+
+    def _scan(self) -> None:
+        """Take the client's new ``toolResponse`` messages from the emulator's transcript."""
+        if self._shared is None:
+            return
+        transcript, dropped = self._shared.transcript, self._shared.dropped
+        end = dropped + len(transcript)  # the cursor counts every entry, kept or dropped
+        for item in transcript[max(0, self._cursor - dropped) :]:
+            if item.direction != "client" or "toolResponse" not in item.message:
+                continue
+            self._messages += 1
+            for response in item.message["toolResponse"].get("functionResponses") or []:
+                if not isinstance(response, dict):
+                    continue
+                body = response.get("response")
+                kind = _kind(body)
+                error = body.get("error") if isinstance(body, dict) else None
+                detail = json.dumps(error)[:120] if kind == "error" else ""
+                answer = _Answer(
+                    self._messages, item.at, kind, detail, response.get("name"), self._line
+                )
+                self._answers.setdefault(str(response.get("id")), []).append(answer)
+        self._cursor = end
+
+    def finish(self) -> ReplayReport:
+        """The final report: call once the client is gone (the first call computes it)."""
+        if self._report is not None:
+            return self._report
+        self._scan()
+        for issued, answers in self._answers.items():
+            recorded = self._recorded.get(issued)
+            if recorded is None:
+                for answer in answers:
+                    text = f"answered {answer.kind} a call id the replay never issued ({issued})"
+                    self._diverge("unexpected_answer", answer.line, None, answer.name, text)
+                continue
+            entries = self._answered.get(recorded, [])
+            if not entries and self.recording.truncated is not None:
+                continue  # a cut recording does not know the answers after the cut
+            for answer in answers[len(entries) :]:
+                if entries:
+                    line = entries[-1].line
+                    text = f"answered again ({answer.kind}), recorded {len(entries)} answer(s)"
+                else:
+                    line = self._calls[recorded].line
+                    text = f"answered {answer.kind}, the recording has no answer for it"
+                self._diverge("unexpected_answer", line, recorded, answer.name, text)
+        self._unreached()
+        self._report = self.report
+        return self.report
+
+    def _unreached(self) -> None:
+        """Recorded answers the replay never reached, and connections never opened."""
+        total = len(self._connections)
+        for index, entries in enumerate(self._connections):
+            if self._played[index] < 0:
+                text = f"connection {index + 1} of {total} was never opened: no reconnection"
+                self._diverge("connection_missing", entries[0].line, None, None, text)
+                continue
+            for entry in entries[self._played[index] :]:
+                message = entry.data.get("msg") or {}
+                if entry.ev != "send" or "toolResponse" not in message:
+                    continue
+                responses = message["toolResponse"].get("functionResponses") or []
+                for response, numbered in zip(
+                    responses, self._numbered(entry, responses), strict=True
+                ):
+                    if numbered in self._judged:
+                        continue
+                    self.report.answers += 1
+                    text = f"not replayed: connection {index + 1} ended before this answer"
+                    name = response.get("name")
+                    self._diverge("unanswered", entry.line, numbered[0], name, text)
+
+    def _diverge(
+        self,
+        kind: DivergenceKind,
+        line: int,
+        call_id: str | None,
+        name: Any,
+        detail: str,
+    ) -> None:
+        function = str(name) if name is not None else None
+        self.report.divergences.append(Divergence(kind, line, call_id, function, detail))
+
+
+def _kind(body: Any) -> str:
+    return "error" if isinstance(body, dict) and "error" in body else "ok"

@@ -1,0 +1,358 @@
+"""Typed events a ``LiveSession`` delivers to the app through ``session.events()``."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+
+from livebridge.calls.call import Behavior, OutcomeKind
+from livebridge.live.wakeup import Waiters
+
+__all__ = [
+    "DROPPABLE",
+    "KEPT",
+    "AudioOut",
+    "Closed",
+    "ErrorReported",
+    "EventBuffer",
+    "EventsDropped",
+    "GoAway",
+    "InputTranscript",
+    "Interrupted",
+    "OutputTranscript",
+    "Resumed",
+    "SessionEvent",
+    "TextOut",
+    "ToolCallSettled",
+    "ToolCallStarted",
+    "TurnComplete",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AudioOut:
+    """A chunk of the model's speech: 16-bit little-endian PCM, mono; ``encoding="pcmu"``:
+    G.711 μ-law at 8 kHz, a byte a sample (an OpenAI session configured for ``audio/pcmu``)."""
+
+    data: bytes
+    rate: int = 24_000
+    encoding: Literal["pcm16", "pcmu"] = "pcm16"
+
+
+@dataclass(frozen=True, slots=True)
+class TextOut:
+    """Text the model produced (in TEXT modality sessions)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class InputTranscript:
+    """What the model heard the user say."""
+
+    text: str
+    finished: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OutputTranscript:
+    """What the model said, as text."""
+
+    text: str
+    finished: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TurnComplete:
+    """The model finished its turn; ``usage`` is the ``usageMetadata`` sent with it, if any."""
+
+    usage: Mapping[str, Any] | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupted:
+    """The user barged in: stop playing the model's audio now."""
+
+
+class ToolCallStarted(msgspec.Struct, frozen=True, gc=False):
+    """The model asked for a call and livebridge admitted it."""
+
+    call_id: str
+    name: str
+    args: Any
+    behavior: Behavior
+
+
+class ToolCallSettled(msgspec.Struct, frozen=True, gc=False):
+    """A call reached its fate: answered (with its outcome), cancelled or orphaned.
+
+    ``latency`` is the handler's run time; ``turnaround`` is from ``toolCall`` received to the
+    answer sent (``None`` when nothing was sent: cancelled or orphaned calls). ``reason`` says
+    why a call was cancelled or orphaned (the server cancelled it, the session ended, ...).
+    """
+
+    call_id: str
+    name: str
+    outcome: OutcomeKind
+    latency: float
+    turnaround: float | None = None
+    error: Mapping[str, Any] | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GoAway:
+    """The server will close this connection in ``time_left`` seconds; livebridge switches over."""
+
+    time_left: float
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """The session continues on a new connection; ``orphaned`` lists calls it could not carry.
+
+    ``error`` says what ended the previous connection when it was not a planned switch-over
+    (e.g. a ``FrameTooLargeError`` naming the size of the frame that was lost). ``fresh``: the
+    vendor cannot resume (OpenAI Realtime), so the new connection starts an empty conversation:
+    send again what the model must know.
+    """
+
+    reason: str
+    orphaned: Sequence[str] = field(default_factory=tuple)
+    error: Exception | None = None
+    fresh: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorReported:
+    """The service reported an error and the session goes on (OpenAI Realtime ``error``)."""
+
+    error: Exception
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """Terminal: the session ended. ``error`` says why when it was not a normal close."""
+
+    reason: str
+    error: Exception | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EventsDropped:
+    """The app read events too slowly and ``count`` events were discarded since the last one
+    it read: ``media`` audio, text and transcripts, ``control`` other events, and ``settled``
+    the ``ToolCallSettled`` events past ``settled_capacity``, counted by outcome. Observers and
+    metrics saw every one of those fates."""
+
+    count: int
+    media: int = 0
+    control: int = 0
+    settled: Mapping[str, int] = field(default_factory=dict)
+
+
+SessionEvent: TypeAlias = (
+    AudioOut
+    | TextOut
+    | InputTranscript
+    | OutputTranscript
+    | TurnComplete
+    | Interrupted
+    | ToolCallStarted
+    | ToolCallSettled
+    | GoAway
+    | Resumed
+    | ErrorReported
+    | Closed
+    | EventsDropped
+)
+
+#: Events that may be discarded when the app falls behind: stale media is worth least.
+DROPPABLE: tuple[type, ...] = (AudioOut, TextOut, InputTranscript, OutputTranscript)
+#: Events that are never discarded: the end of the session. (A call's fate is discarded only
+#: past ``settled_capacity``, and counted by outcome.)
+KEPT: tuple[type, ...] = (Closed,)
+
+_Entry: TypeAlias = list[SessionEvent | None]  # one queued event; None once discarded
+#: What ``EventBuffer`` queues: a kept event as is (it is never discarded), any other in an entry.
+_Queued: TypeAlias = SessionEvent | _Entry
+_MEDIA = frozenset(DROPPABLE)  # exact types: a set look-up is cheaper than isinstance
+_KEPT = frozenset(KEPT)
+
+
+class EventBuffer:
+    """A buffer between the session actor and the app: puts are O(1) and never block.
+
+    Overflow policy, for an app that reads slowly or not at all:
+
+    - media (audio, text, transcripts): when ``capacity`` events are waiting, putting another
+      discards the OLDEST waiting media event (or the new one when none is waiting);
+    - other events (turns, interruptions, calls started, go-away, resumed): at most
+      ``control_capacity`` (default ``4 * capacity``) wait; beyond that the oldest is discarded;
+    - a call's fate (``ToolCallSettled``): at most ``settled_capacity`` (default 4096) wait;
+      beyond that the oldest is discarded and counted by its outcome (observers and metrics
+      still see every fate: they do not read this buffer);
+    - ``Closed`` is never discarded.
+
+    The app learns of discards through one ``EventsDropped`` (how many of each kind, and the
+    outcomes of the fates) placed before the next event it reads. After ``close()`` readers
+    drain what is left, then stop.
+    """
+
+    def __init__(
+        self,
+        capacity: int = 1024,
+        control_capacity: int | None = None,
+        settled_capacity: int = 4096,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"event buffer capacity must be at least 1, got {capacity}")
+        self.capacity = capacity
+        self.control_capacity = 4 * capacity if control_capacity is None else control_capacity
+        if self.control_capacity < 1:
+            raise ValueError("control_capacity must be at least 1")
+        if settled_capacity < 1:
+            raise ValueError("settled_capacity must be at least 1")
+        self.settled_capacity = settled_capacity
+        self.dropped = 0
+        self._items: deque[_Queued] = deque()  # in order; discarded entries are skipped
+        self._media: deque[_Entry] = deque()  # waiting media entries, oldest first
+        self._control: deque[_Entry] = deque()  # waiting droppable control entries
+        self._settled: deque[_Entry] = deque()  # waiting fates, oldest first
+        self._waiting = 0  # entries in _items not discarded
+        self._discarded = 0  # discarded entries still in _items
+        self._pending_drops = 0
+        self._pending_media = 0
+        self._pending_control = 0
+        self._pending_settled: dict[str, int] = {}
+        self._closed = False
+        self._readers = Waiters()  # readers waiting for an event
+
+    def put(self, event: SessionEvent) -> None:
+        """Queue ``event`` without blocking, applying the overflow policy."""
+        kind = type(event)
+        media = kind in _MEDIA
+        if self._waiting >= self.capacity:
+            if self._media:
+                self._discard(self._media.popleft())
+            elif media:
+                self._count_drop(event)
+                return
+        self._waiting += 1
+        if kind in _KEPT:  # never discarded: queued as is
+            self._items.append(event)
+        else:
+            entry: _Entry = [event]
+            self._items.append(entry)
+            if media:
+                self._media.append(entry)
+            elif kind is ToolCallSettled:
+                self._settled.append(entry)
+                if len(self._settled) > self.settled_capacity:
+                    self._discard(self._settled.popleft())
+            else:
+                self._control.append(entry)
+                if len(self._control) > self.control_capacity:
+                    self._discard(self._control.popleft())
+        if self._readers.futures is not None:  # the first event since readers began to wait
+            self._readers.wake()
+
+    @property
+    def closed(self) -> bool:
+        """No more events will come (those waiting can still be read)."""
+        return self._closed
+
+    def close(self) -> None:
+        """No more events will come; readers finish after the last one."""
+        self._closed = True
+        self._readers.wake()
+
+    async def get(self) -> SessionEvent | None:
+        """The next event, waiting for one; ``None`` once closed and drained."""
+        while True:
+            event = self.get_nowait()
+            if event is not None or self._closed:
+                return event
+            await self.wait()
+
+    async def wait(self) -> None:
+        """Return once an event is waiting or the buffer is closed (at once if so already)."""
+        if not (self._waiting or self._pending_drops or self._closed):
+            await self._readers.wait()
+
+    def get_nowait(self) -> SessionEvent | None:
+        """The next event if one is waiting, else ``None``."""
+        return next(self.ready(), None)
+
+    def __len__(self) -> int:
+        return self._waiting
+
+    def ready(self) -> Iterator[SessionEvent]:
+        """The events waiting, each taken off the buffer only when the caller asks for it:
+        a reader that stops early leaves the rest queued. Ends when none is waiting."""
+        items = self._items
+        while True:
+            if self._pending_drops:  # discards since the last read come first
+                yield self._take_drops()
+                continue
+            if not items:
+                return
+            queued = items.popleft()
+            if not isinstance(queued, list):  # a kept event
+                self._waiting -= 1
+                yield queued
+                continue
+            event = queued[0]
+            if event is None:
+                self._discarded -= 1
+                continue
+            self._waiting -= 1
+            kind = type(event)
+            if kind in _MEDIA:
+                self._media.popleft()  # the oldest waiting media entry is this one
+            elif kind is ToolCallSettled:
+                self._settled.popleft()
+            else:
+                self._control.popleft()
+            yield event
+
+    def _take_drops(self) -> EventsDropped:
+        dropped = EventsDropped(
+            self._pending_drops,
+            self._pending_media,
+            self._pending_control,
+            self._pending_settled,
+        )
+        self._pending_drops = self._pending_media = self._pending_control = 0
+        self._pending_settled = {}
+        return dropped
+
+    def _discard(self, entry: _Entry) -> None:
+        event = entry[0]
+        assert event is not None  # each entry is discarded once
+        entry[0] = None
+        self._waiting -= 1
+        self._discarded += 1
+        self._count_drop(event)
+        if self._discarded > 64 and self._discarded > self._waiting:  # compact, in place:
+            items = self._items  # a reader's ``ready()`` holds this deque
+            kept = [e for e in items if not isinstance(e, list) or e[0] is not None]
+            items.clear()
+            items.extend(kept)
+            self._discarded = 0
+
+    def _count_drop(self, event: SessionEvent) -> None:
+        self.dropped += 1
+        self._pending_drops += 1
+        if isinstance(event, ToolCallSettled):
+            settled = self._pending_settled
+            settled[event.outcome] = settled.get(event.outcome, 0) + 1
+        elif type(event) in _MEDIA:
+            self._pending_media += 1
+        else:
+            self._pending_control += 1

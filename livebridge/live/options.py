@@ -1,0 +1,70 @@
+"""``SessionOptions``: how a ``LiveSession`` behaves, whatever the vendor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from livebridge.live import resume
+from livebridge.live.outbox import AudioPolicy
+from livebridge.live.protocol import ProtocolOptions
+from livebridge.live.transport import TransportKind
+from livebridge.profiles import ModelProfile
+
+__all__ = ["SessionOptions"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOptions:
+    """How a ``LiveSession`` behaves; every default is the safe one.
+
+    ``audio_during_blocking`` decides what happens to microphone audio sent while a BLOCKING call
+    waits for its answer. ``"hold"`` (default) keeps up to ``held_audio_seconds`` of it and sends
+    it right after the answer: nothing is lost and the service is never sent audio during a
+    pending blocking call (reported to abort the session with 1008). ``"send"`` streams it
+    anyway (barge-in keeps working), ``"drop"`` discards it.
+
+    ``event_capacity`` bounds the events waiting for an app that reads ``events()`` slowly
+    (the oldest media goes first), ``settled_capacity`` the ``ToolCallSettled`` among them (the
+    oldest goes beyond it); the app is told of each discard by an ``EventsDropped`` that counts
+    them, fates by outcome. Observers and metrics see every fate whatever the app reads.
+
+    ``outbox_bytes`` bounds the input waiting for the socket: past it ``send_*`` waits until the
+    writer catches up. ``tls_read_buffer`` replaces asyncio's 256 KiB per-connection TLS read
+    buffer (0 keeps it). ``record`` writes every frame of every connection to that path
+    (``livebridge.recording.record``; ``.gz`` compresses), audio reduced to its length unless
+    ``record_audio="keep"``, tool arguments and results through the ``TraceObserver``'s ``redact``.
+    ``record_max_bytes`` bounds the recording: at the bound it ends with a ``truncated`` line.
+    A recording that cannot begin (the disk full, no such directory) makes ``connect`` raise
+    ``RecordingError``; one whose writing fails later stops there (observers hear
+    ``RecordingFailed``) and the session goes on unrecorded.
+
+    ``profile`` replaces the model profile chosen from the model name and the client's backend
+    (``livebridge.profiles``): for a model the table does not know, or one that behaves
+    differently from what the table says.
+    """
+
+    transport: TransportKind = "wire"
+    audio_during_blocking: AudioPolicy = "hold"
+    held_audio_seconds: float = 10.0
+    outbox_bytes: int = 1024 * 1024
+    event_capacity: int = 1024
+    settled_capacity: int = 4096
+    shutdown_grace: float = 5.0
+    reconnect_attempts: int = 5
+    go_away_margin: float = 1.0
+    keepalive: dict[str, float] = field(default_factory=resume.keepalive_settings)
+    tls_read_buffer: int = 8 * 1024
+    record: str | None = None
+    record_audio: Literal["keep", "length"] = "length"
+    record_max_bytes: int = 256 * 1024 * 1024
+    profile: ModelProfile | None = None
+
+    def protocol_options(self) -> ProtocolOptions:
+        return ProtocolOptions(
+            audio_during_blocking=self.audio_during_blocking,
+            held_audio_seconds=self.held_audio_seconds,
+            outbox_bytes=self.outbox_bytes,
+            reconnect_attempts=self.reconnect_attempts,
+            go_away_margin=self.go_away_margin,
+        )

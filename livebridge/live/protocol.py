@@ -1,0 +1,233 @@
+"""What every live protocol shares: the connection state table and the actions it asks for.
+
+A protocol is sans-I/O: the shell feeds it decoded server messages, app input and the time, and
+it answers with session events (for the app), observer events and actions (for the shell).
+Nothing here awaits, reads a clock or touches a socket.
+
+One connection at a time moves through this table (the only place the state changes; an event
+not in it raises ``ConnectionStateError`` and changes nothing)::
+
+    connecting --open--> ready --go_away--> going_away
+         ^                 |                    |
+         +------ lost -----+-------- lost ------+     (reconnect, resume with the handle)
+    any state --close--> closed                       (terminal)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol, TypeAlias
+
+from livebridge.calls.call import Call, Outcome, Partial
+from livebridge.calls.ledger import CallLedger, Outgoing
+from livebridge.calls.payloads import DEFAULT_MAX_FRAME_BYTES
+from livebridge.calls.tools import ToolRegistry
+from livebridge.errors import LivebridgeError, LocalProtocolError
+from livebridge.live import resume
+from livebridge.live.events import Closed, SessionEvent
+from livebridge.live.outbox import AudioPolicy, Outbox
+from livebridge.live.transport import ClientItem, Frames
+from livebridge.observe.observers import Event
+
+__all__ = [
+    "Action",
+    "CancelCalls",
+    "ConnectionEvent",
+    "ConnectionState",
+    "ConnectionStateError",
+    "ConnectionTable",
+    "Finish",
+    "LiveProtocol",
+    "Notify",
+    "Output",
+    "ProtocolOptions",
+    "Reconnect",
+    "Retries",
+    "RunCalls",
+    "SwitchConnection",
+    "ended_by_service",
+]
+
+ConnectionState = Literal["connecting", "ready", "going_away", "closed"]
+ConnectionEvent = Literal["open", "message", "go_away", "lost", "close"]
+
+_TABLE: Final[dict[tuple[ConnectionState, ConnectionEvent], ConnectionState]] = {
+    ("connecting", "open"): "ready",
+    ("connecting", "lost"): "connecting",
+    ("connecting", "close"): "closed",
+    ("ready", "message"): "ready",
+    ("ready", "go_away"): "going_away",
+    ("ready", "lost"): "connecting",
+    ("ready", "close"): "closed",
+    ("going_away", "message"): "going_away",
+    ("going_away", "go_away"): "going_away",  # a repeated goAway changes nothing
+    ("going_away", "lost"): "connecting",
+    ("going_away", "close"): "closed",
+    ("closed", "close"): "closed",  # closing twice is harmless
+}
+
+
+class ConnectionStateError(LocalProtocolError):
+    """The shell reported a connection event the state table does not allow; nothing changed."""
+
+
+class ConnectionTable:
+    """The state of the current connection; ``move`` is the one gate that changes it."""
+
+    __slots__ = ("state",)
+
+    def __init__(self) -> None:
+        self.state: ConnectionState = "connecting"
+
+    def move(self, event: ConnectionEvent) -> ConnectionState:
+        target = _TABLE.get((self.state, event))
+        if target is None:
+            raise ConnectionStateError(f"a connection that is {self.state} cannot take {event!r}")
+        self.state = target
+        return target
+
+
+@dataclass(frozen=True, slots=True)
+class RunCalls:
+    """Run these admitted calls as one dispatcher batch, in turn ``turn``.
+
+    ``refuse``: they arrived while the app is leaving; answer them without running them.
+    ``partials``: stream an async-generator handler's items as they come; without it they are
+    collected into one final answer (a vendor that takes one output per call).
+    """
+
+    calls: Sequence[Call]
+    turn: int
+    refuse: bool = False
+    partials: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CancelCalls:
+    """Cancel the handlers of these calls (their fate is already decided)."""
+
+    call_ids: Sequence[str]
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchConnection:
+    """Leave this connection once ``switch_ready`` is true, or at ``deadline`` at the latest."""
+
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class Notify:
+    """Give ``event`` to the observers (metrics, traces)."""
+
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class Reconnect:
+    """Open a new connection after ``delay`` seconds, resuming with the newest handle."""
+
+    reason: str
+    delay: float
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The session is over: cancel what still runs, deliver ``closed`` and stop."""
+
+    closed: Closed
+
+
+class Retries:
+    """Reconnects since a connection last opened, against ``reconnect_attempts``, and the delay
+    before each: ``delays``, else ``resume.backoff()``, made at the first reconnect (a generator
+    costs ~0.3 KB from the start, and most sessions never reconnect)."""
+
+    __slots__ = ("_delays", "_limit", "attempts")
+
+    def __init__(self, limit: int, delays: Iterator[float] | None = None) -> None:
+        self._limit = limit
+        self._delays = delays
+        self.attempts = 0
+
+    def next(self, reason: str, cause: LivebridgeError | None) -> Reconnect | Finish:
+        """One more reconnect, or the end once ``limit`` of them failed in a row."""
+        self.attempts += 1
+        if self.attempts > self._limit:
+            return Finish(Closed(f"gave up after {self.attempts - 1} reconnects", cause))
+        if self._delays is None:
+            self._delays = resume.backoff()
+        return Reconnect(reason, next(self._delays))
+
+
+def ended_by_service(cause: LivebridgeError | None) -> Finish:
+    """The service ended the session on purpose (a close code that means "do not retry")."""
+    text = f"session ended: {cause}" if cause else "the service closed the session"
+    return Finish(Closed(text, cause))
+
+
+Action: TypeAlias = RunCalls | CancelCalls | SwitchConnection | Notify
+
+
+#: What a protocol hands the shell: an event for the app, or an action.
+Output: TypeAlias = SessionEvent | Action
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolOptions:
+    """The protocol's share of ``SessionOptions`` (see there)."""
+
+    audio_during_blocking: AudioPolicy = "hold"
+    held_audio_seconds: float = 10.0
+    outbox_bytes: int = 1024 * 1024
+    reconnect_attempts: int = 5
+    go_away_margin: float = 1.0
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES  # from ``CallPolicy``: one answer frame
+
+
+class LiveProtocol(Protocol):
+    """What the session shell asks of a vendor's protocol (``GeminiLiveProtocol``,
+    ``OpenAIRealtimeProtocol``).
+
+    Every method takes the time as an argument and returns outputs; none awaits. The shell
+    sends ``frame(next_item())`` and confirms with ``sent(item)``, or hands a failed send back
+    with ``unsent(item)``; it never looks inside a message.
+    """
+
+    vendor: str
+    tools: ToolRegistry  # the app's registry as the model's profile adapted it
+    handle: str | None
+    session_id: str | None
+    outbox: Outbox
+    ledger: CallLedger  # the shell proves reads to it (``reads_proven``, ``read_through``)
+
+    @property
+    def state(self) -> ConnectionState: ...
+    @property
+    def idle(self) -> bool: ...
+    @property
+    def switch_ready(self) -> bool: ...
+    @property
+    def send_directly(self) -> bool: ...
+    @property
+    def answers_ready(self) -> bool: ...
+    def answer_seen(self, call_id: str) -> bool: ...
+    def opened(self, session_id: str | None, now: float) -> list[Output]: ...
+    def lost(
+        self, code: int | None, reason: str, now: float, *, error: LivebridgeError | None = None
+    ) -> Reconnect | Finish: ...
+    def receive(self, message: Any, now: float) -> list[Output]: ...
+    def settled(self, outcome: Outcome) -> list[Output]: ...
+    def partial(self, item: Partial) -> list[Output]: ...
+    def input_rate(self, rate: int | None) -> int: ...
+    def truncate(self, played: float) -> Frames | None: ...
+    @property
+    def input_encoding(self) -> Literal["pcm16", "pcmu"]: ...
+    def next_item(self, now: float) -> Outgoing | ClientItem | None: ...
+    def frame(self, item: Outgoing | ClientItem) -> ClientItem: ...
+    def unsent(self, item: Outgoing | ClientItem) -> None: ...
+    def sent(self, item: Outgoing | ClientItem, now: float) -> list[Output]: ...
+    def take_fates(self) -> list[Output]: ...
+    def shutdown(self) -> list[str]: ...
+    def close(self, closed: Closed, now: float) -> list[Output]: ...

@@ -1,0 +1,64 @@
+"""What every connector does to the ``websockets`` connection its SDK opened, vendor-free:
+closing it within a bound, mapping its close to ``TransportClosed``, shrinking its TLS buffer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from websockets.exceptions import ConnectionClosed
+
+from livebridge.errors import TransportClosed
+from livebridge.live import resume
+
+__all__ = ["CLOSE_SECONDS", "close", "closed", "shrink_tls_read_buffer"]
+
+#: How long a normal close waits for the server's half of the closing handshake.
+CLOSE_SECONDS = 2.0
+
+_TOO_BIG = 1009  # websockets closes with it when a frame exceeds max_size
+
+
+async def close(ws: Any) -> None:
+    """Close with 1000; a server that does not answer in time (it stopped reading) is cut off."""
+    with anyio.move_on_after(CLOSE_SECONDS):
+        await ws.close()
+        return
+    ws.transport.abort()
+
+
+def closed(exc: ConnectionClosed) -> TransportClosed:
+    """The ``TransportClosed`` for a websockets close: the server's code, or 1009 / 1006."""
+    if exc.rcvd is not None and not (exc.sent is not None and exc.sent.code == _TOO_BIG):
+        return TransportClosed(exc.rcvd.code, exc.rcvd.reason)
+    if exc.sent is not None and exc.sent.code == _TOO_BIG:
+        reason = exc.sent.reason
+        return TransportClosed(_TOO_BIG, reason, error=resume.frame_too_large(reason))
+    return TransportClosed(1006, "connection lost without a close frame")
+
+
+async def read_by_peer(ws: Any) -> None:
+    """Return once the peer has read every frame sent before this call: websocket peers answer
+    pings in order, so the pong of a ping sent now proves it. Raises ``TransportClosed``."""
+    try:
+        pong = await ws.ping()
+        await pong
+    except ConnectionClosed as exc:
+        raise closed(exc) from None
+
+
+def shrink_tls_read_buffer(transport: Any, size: int) -> bool:
+    """Give an asyncio TLS transport a ``size``-byte read buffer; False if it has none.
+
+    Safe between reads: the event loop asks for the buffer and fills it in one step.
+    """
+    protocol = getattr(transport, "_ssl_protocol", None)
+    if protocol is None or not hasattr(protocol, "_ssl_buffer"):
+        return False
+    protocol.max_size = size
+    if len(protocol._ssl_buffer) == size:  # already that size: keep it, allocate nothing
+        return True
+    buffer = bytearray(size)
+    protocol._ssl_buffer = buffer
+    protocol._ssl_buffer_view = memoryview(buffer)
+    return True

@@ -1,0 +1,336 @@
+"""Reading session recordings (``livebridge.recording.record`` writes them), streamed and checked.
+
+A recording is read line by line, never whole: a line longer than ``MAX_LINE_BYTES`` or a file
+whose decompressed size passes ``max_bytes`` (a gzip bomb, a file that is not a recording) is
+a ``RecordingError`` before it can take the memory. Each entry keeps its line's JSON as bytes
+and decodes it when asked (``Entry.data``): the objects of a decoded line take ten times its
+bytes, so a large recording is held at about its own size.
+
+Every field replay relies on is checked for its type as the line is read, so a hand-edited
+recording fails with one line naming the line and the field (``RecordingError``), never later
+inside the replay. ``t`` must be finite and at least 0; ``dataBytes`` (a reduced audio blob's
+length) at most ``MAX_AUDIO_BYTES``.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Literal, cast
+
+import msgspec
+
+from livebridge.errors import RecordingError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAX_AUDIO_BYTES",
+    "MAX_LINE_BYTES",
+    "MAX_READ_BYTES",
+    "AudioMode",
+    "Entry",
+    "Recording",
+    "read_recording",
+    "restore_audio",
+]
+
+#: The version written in the header; readers read it and every older one, and refuse newer.
+FORMAT_VERSION = 2
+#: The longest line read (a line holds one frame; the service's are about 1 MB at most).
+MAX_LINE_BYTES = 16 * 1024 * 1024
+#: The default bound on a recording's decompressed size: four times the writer's default bound.
+MAX_READ_BYTES = 1024 * 1024 * 1024
+#: The largest audio blob a reduced (``dataBytes``) entry may stand for.
+MAX_AUDIO_BYTES = 16 * 1024 * 1024
+
+#: ``keep``: audio bytes are written; ``length``: only each blob's length.
+AudioMode = Literal["keep", "length"]
+
+_EVENTS = frozenset({"open", "recv", "send", "malformed", "close", "truncated"})
+_decode = msgspec.json.decode
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One line of a recording after the header; ``data`` is decoded from ``raw`` each time."""
+
+    line: int
+    t: float
+    conn: int
+    ev: str
+    raw: bytes = field(repr=False)  # the line's JSON (``t``, ``conn`` and ``ev`` included)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The entry's fields but ``t``, ``conn`` and ``ev`` (a fresh dict on each access)."""
+        data: dict[str, Any] = _decode(self.raw)
+        for key in ("t", "conn", "ev"):
+            data.pop(key, None)
+        return data
+
+
+@dataclass(slots=True)
+class Recording:
+    """A whole recording, read and checked."""
+
+    path: str
+    audio: AudioMode
+    entries: list[Entry] = field(default_factory=list)
+    #: The ``truncated`` entry when the recording hit its size bound (it is not in ``entries``).
+    truncated: Entry | None = None
+
+    def connections(self) -> list[list[Entry]]:
+        """The entries of each connection, in order."""
+        by_conn: dict[int, list[Entry]] = {}
+        for entry in self.entries:
+            by_conn.setdefault(entry.conn, []).append(entry)
+        return [by_conn[conn] for conn in sorted(by_conn)]
+
+
+# -- the checked shape of each entry (only what replay reads) -------------------------------
+
+
+class _Call(msgspec.Struct):  # id, name and args go to the client as recorded, odd or not
+    id: Any = None
+    name: Any = None
+    args: Any = None
+
+
+class _ToolCall(msgspec.Struct):
+    functionCalls: list[_Call] | None = None
+
+
+class _Cancellation(msgspec.Struct):
+    ids: list[str] | None = None
+
+
+class _Update(msgspec.Struct):
+    resumable: bool | None = None
+    newHandle: str | None = None
+
+
+class _GoAway(msgspec.Struct):
+    timeLeft: str | None = None
+
+
+class _Received(msgspec.Struct):
+    toolCall: _ToolCall | None = None
+    toolCallCancellation: _Cancellation | None = None
+    sessionResumptionUpdate: _Update | None = None
+    goAway: _GoAway | None = None
+
+
+class _Answer(msgspec.Struct):
+    id: Any = None
+    name: Any = None
+    response: Any = None
+
+
+class _ToolResponse(msgspec.Struct):
+    functionResponses: list[_Answer] | None = None
+
+
+class _Sent(msgspec.Struct):
+    toolResponse: _ToolResponse | None = None
+
+
+class _Line(msgspec.Struct):
+    t: float
+    conn: int
+    ev: str
+
+
+class _Open(msgspec.Struct):
+    handle: str | None = None
+    session_id: str | None = None
+
+
+class _Close(msgspec.Struct):
+    by: Literal["server", "client"] = "client"
+    code: int | None = None
+    reason: str = ""
+
+
+class _Truncated(msgspec.Struct):
+    limit: int | None = None
+
+
+class _RecvLine(msgspec.Struct):
+    msg: _Received
+
+
+class _SendLine(msgspec.Struct):
+    msg: _Sent
+
+
+_SHAPES: dict[str, type[msgspec.Struct]] = {
+    "open": _Open,
+    "close": _Close,
+    "truncated": _Truncated,
+    "recv": _RecvLine,
+    "send": _SendLine,
+}
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def read_recording(path: str | os.PathLike[str], *, max_bytes: int = MAX_READ_BYTES) -> Recording:
+    """Read and check a recording; ``RecordingError`` names the line of the first problem.
+
+    ``max_bytes`` bounds the decompressed size read (a gzip bomb stops there)."""
+    name = os.fspath(path)
+    try:
+        with _open_bytes(name) as file:
+            return _read(name, _lines(name, file, max_bytes))
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise RecordingError(f"{name}: cannot read the recording: {exc}") from None
+
+
+def _read(name: str, lines: Iterator[tuple[int, bytes]]) -> Recording:
+    first = next(lines, None)
+    if first is None:
+        raise RecordingError(f"{name}: empty file, not a livebridge recording")
+    header = _json(name, 1, first[1])
+    version = header.get("livebridge_recording")
+    if not isinstance(version, int):
+        raise RecordingError(
+            f"{name}:1: not a livebridge recording (the first line has no 'livebridge_recording')"
+        )
+    if version > FORMAT_VERSION:
+        raise RecordingError(
+            f"{name}:1: recording format {version} is newer than this livebridge reads "
+            f"({FORMAT_VERSION}): upgrade livebridge"
+        )
+    audio = header.get("audio", "length")
+    if audio not in ("keep", "length"):
+        raise RecordingError(f"{name}:1: unknown audio mode {audio!r} (expected keep or length)")
+    recording = Recording(name, audio)
+    for number, text in lines:
+        if not text.strip():
+            continue
+        if recording.truncated is not None:
+            raise RecordingError(
+                f"{name}:{number}: a line after the 'truncated' line "
+                f"{recording.truncated.line}: the writer writes nothing after it"
+            )
+        entry = _entry(name, number, text)
+        if entry.ev == "truncated":
+            recording.truncated = entry
+        else:
+            recording.entries.append(entry)
+    return recording
+
+
+def _entry(name: str, number: int, text: bytes) -> Entry:
+    """One line checked: the fields replay reads have their types; the entry holds the bytes."""
+    value = _json(name, number, text)
+    try:
+        head: _Line | None = msgspec.convert(value, _Line)
+    except msgspec.ValidationError:
+        head = None
+    if head is None or head.ev not in _EVENTS:
+        raise RecordingError(
+            f"{name}:{number}: not a recording entry (needs numeric 't', integer 'conn' "
+            f"and 'ev' one of {', '.join(sorted(_EVENTS))})"
+        )
+    if not (math.isfinite(head.t) and head.t >= 0):
+        raise RecordingError(f"{name}:{number}: 't' must be a finite number >= 0, not {head.t}")
+    shape = _SHAPES.get(head.ev)
+    if shape is not None:
+        if head.ev in ("recv", "send") and not isinstance(value.get("msg"), dict):
+            raise RecordingError(f"{name}:{number}: a {head.ev} entry without a 'msg' object")
+        try:
+            msgspec.convert(value, shape)
+        except msgspec.ValidationError as exc:
+            raise RecordingError(f"{name}:{number}: {_field_error(exc)}") from None
+    if b"dataBytes" in text:
+        _check_audio(name, number, value)
+    return Entry(number, head.t, head.conn, head.ev, text)
+
+
+def _field_error(exc: msgspec.ValidationError) -> str:
+    """msgspec's "Expected `str`, got `int` - at `$.msg...`" as "msg...: expected str, got int"."""
+    message = str(exc)
+    what, _, where = message.partition(" - at `$.")
+    if not where:
+        return message
+    return f"{where.rstrip('`')}: {what[0].lower()}{what[1:]}".replace("`", "")
+
+
+def _check_audio(name: str, number: int, value: Any) -> None:
+    """Every ``dataBytes`` is a length a reader can restore: an int from 0 to MAX_AUDIO_BYTES."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            size = item.get("dataBytes")
+            if "dataBytes" in item and not (isinstance(size, int) and 0 <= size <= MAX_AUDIO_BYTES):
+                raise RecordingError(
+                    f"{name}:{number}: 'dataBytes' must be an integer from 0 to "
+                    f"{MAX_AUDIO_BYTES}, not {size!r}"
+                )
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def restore_audio(message: Any) -> Any:
+    """``message`` with each ``dataBytes`` blob turned back into that many zero bytes."""
+    if isinstance(message, dict):
+        out = {key: restore_audio(value) for key, value in message.items()}
+        size = out.pop("dataBytes", None)
+        if isinstance(size, int):
+            out["data"] = base64.b64encode(bytes(size)).decode()
+        return out
+    if isinstance(message, list):
+        return [restore_audio(item) for item in message]
+    return message
+
+
+def _lines(name: str, file: IO[bytes], max_bytes: int) -> Iterator[tuple[int, bytes]]:
+    """The file's lines, numbered from 1, each at most MAX_LINE_BYTES, all within max_bytes."""
+    total = 0
+    number = 0
+    while True:
+        line = file.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE_BYTES:
+            raise RecordingError(
+                f"{name}:{number}: a line longer than {MAX_LINE_BYTES} bytes: not a recording"
+            )
+        total += len(line)
+        if total > max_bytes:
+            raise RecordingError(
+                f"{name}:{number}: more than {max_bytes} bytes (decompressed): larger than a "
+                "recording is read (read_recording(max_bytes=...))"
+            )
+        yield number, line
+
+
+def _json(name: str, number: int, text: bytes) -> dict[str, Any]:
+    if not text.endswith(b"\n"):  # the writer ends every line: this one was cut short
+        raise RecordingError(
+            f"{name}:{number}: the file ends mid-line (was it truncated?): "
+            "remove the incomplete last line to read the rest"
+        )
+    try:
+        value = _decode(text)
+    except msgspec.DecodeError as exc:
+        raise RecordingError(f"{name}:{number}: not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise RecordingError(f"{name}:{number}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _open_bytes(name: str) -> IO[bytes]:
+    if name.endswith(".gz"):
+        return cast("IO[bytes]", gzip.open(Path(name), "rb"))
+    return open(name, "rb")

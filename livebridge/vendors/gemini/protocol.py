@@ -1,0 +1,474 @@
+"""``GeminiLiveProtocol``: one Gemini Live conversation as a sans-I/O state machine.
+
+The shell (``livebridge.live.session``) feeds it what happened, with the time as an argument:
+decoded server messages (``receive``), connections opened and lost, results of handlers, the
+app's input; it answers with session events for the app and actions for the shell (run these
+calls, cancel these, switch connection, reconnect or finish). It owns the turn counter, the
+resumption handle, the connection state table (``protocol.base``) and the call ledger, so a
+message carrying audio, a transcript and ``turnComplete`` at once is tested with plain calls.
+
+Interrupted without cancellation: the service may interrupt a turn while BLOCKING calls are
+pending and never send ``toolCallCancellation``. The calls were not withdrawn, so they keep
+running and are answered as usual; a call re-delivered with the same id is not run again (the
+ledger), and the same request re-issued under a new id is the dispatcher's to recognise.
+
+What the model does (``livebridge.profiles``) shapes three rules here. A call without an id
+(Vertex AI) is admitted under a key of the session's own (``nameless-call-N``) that never goes
+on the wire, and answered by name, in call order; its streamed items are collected into one
+answer. On a model where new input cancels a running BLOCKING call (``gemini-3.8-live``), text
+or an activity start sent while one runs cancels it here, whether or not a
+``toolCallCancellation`` follows: its fate is ``cancelled`` and nothing is sent for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal, assert_never
+
+import msgspec
+
+from livebridge import profiles
+from livebridge.calls.call import Behavior, Call, Outcome, Partial
+from livebridge.calls.ledger import CallLedger, LiveCall, Outgoing, Via
+from livebridge.calls.tools import ToolRegistry
+from livebridge.errors import ConnectionLostError, LivebridgeError
+from livebridge.live import resume
+from livebridge.live.events import (
+    AudioOut,
+    Closed,
+    GoAway,
+    InputTranscript,
+    Interrupted,
+    OutputTranscript,
+    Resumed,
+    TextOut,
+    ToolCallStarted,
+    TurnComplete,
+)
+from livebridge.live.outbox import Outbox
+from livebridge.live.protocol import (
+    CancelCalls,
+    ConnectionState,
+    ConnectionTable,
+    Finish,
+    Notify,
+    Output,
+    ProtocolOptions,
+    Reconnect,
+    Retries,
+    RunCalls,
+    SwitchConnection,
+    ended_by_service,
+)
+from livebridge.live.report import Reporter
+from livebridge.live.transport import ClientItem, Frames, Signal, Text, ToolAnswers, message_kind
+from livebridge.observe.observers import (
+    Reconnected,
+    SessionClosed,
+    SessionOpened,
+)
+from livebridge.vendors.gemini import answers as gemini_live
+from livebridge.vendors.gemini import wire
+
+__all__ = ["NAMELESS_PREFIX", "GeminiLiveProtocol"]
+
+log = logging.getLogger("livebridge.live.session")
+
+#: The start of the key a call without an id is known by inside the session.
+NAMELESS_PREFIX = "nameless-call-"
+
+
+class GeminiLiveProtocol:
+    """The decisions of one Live conversation; see the module docstring."""
+
+    vendor = "gemini"
+    #: Microphone audio rate when the app names none (any rate is accepted: the frame says it).
+    INPUT_RATE = 16_000
+
+    def __init__(
+        self,
+        tools: ToolRegistry,
+        options: ProtocolOptions | None = None,
+        *,
+        observed: bool = True,
+        delays: Iterator[float] | None = None,
+        profile: profiles.ModelProfile = profiles.DEVELOPER_DEFAULT,
+    ) -> None:
+        """``tools``: the registry as ``profile.adapt`` made it for this model;
+        ``observed``: produce ``Notify`` outputs (skip the work when nobody listens);
+        ``delays``: the waits before reconnects (default ``resume.backoff()``)."""
+        self.options = options or ProtocolOptions()
+        self.tools = tools
+        self.profile = profile
+        self.handle: str | None = None
+        self.session_id: str | None = None
+        self.turn = 0
+        self.connection = ConnectionTable()
+        self.ledger = CallLedger(
+            encode=gemini_live.encoder(profile.schedulings),
+            max_frame_bytes=self.options.max_frame_bytes,
+        )
+        self.outbox = Outbox(
+            self.options.audio_during_blocking,
+            self.options.held_audio_seconds,
+            self.options.outbox_bytes,
+        )
+        self._observed = observed
+        self._retries = Retries(self.options.reconnect_attempts, delays)
+        self._opened = False
+        self._leaving = False  # the app is leaving: calls that arrive now are answered, not run
+        self._lost: tuple[str, LivebridgeError | None] = ("connect", None)
+        self._messages = 0
+        self._last_call_message = -1
+        self._last_handle_message = -1
+        self._nameless = 0  # calls without an id admitted so far
+        self._report = Reporter(tools, observed, lambda: self.session_id)
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        return self.connection.state
+
+    @property
+    def idle(self) -> bool:
+        """No call is waiting for its fate."""
+        return self.ledger.idle
+
+    @property
+    def answers_ready(self) -> bool:
+        """An answer waits for the writer (a settled call only wakes it then)."""
+        return self.ledger.answers_ready
+
+    @property
+    def switch_ready(self) -> bool:
+        """After ``goAway``: every call is answered and the newest handle covers them all."""
+        return self.ledger.idle and self._last_handle_message > self._last_call_message
+
+    def answer_seen(self, call_id: str) -> bool:
+        """Could the model have seen this call's answer? (The re-issue rule asks.)"""
+        return self.ledger.answer_seen(call_id)
+
+    @property
+    def send_directly(self) -> bool:
+        """App audio may skip the outbox: nothing queued, no call pending."""
+        return not self.outbox and self.ledger.idle
+
+    # -- connections -----------------------------------------------------------------------
+
+    def opened(self, session_id: str | None, now: float) -> list[Output]:
+        """A connection is open and set up (resuming ``self.handle`` unless it is the first)."""
+        self.connection.move("open")
+        resumed = self._opened
+        self._opened = True
+        self._retries.attempts = 0
+        self.session_id = self.session_id or session_id
+        out: list[Output] = []
+        if not resumed and self._observed:
+            out.append(Notify(SessionOpened(self.session_id)))
+        orphaned = self.ledger.resumed(self.handle if resumed else None, now)
+        if resumed:
+            reason, error = self._lost
+            if self._observed:
+                out.append(Notify(Reconnected(self.session_id, reason)))
+            out.append(Resumed(reason, tuple(orphaned), error))
+        self._report.fates(self.ledger, out)
+        return out
+
+    def lost(
+        self, code: int | None, reason: str, now: float, *, error: LivebridgeError | None = None
+    ) -> Reconnect | Finish:
+        """The connection ended with ``code``/``reason`` (None: no close frame).
+
+        ``error``: what livebridge itself found wrong (it closed the socket). Returns whether
+        to reconnect or to finish; after ``Finish`` the shell calls ``close``.
+        """
+        decision = resume.classify_close(code, reason, after_go_away=self.state == "going_away")
+        log.info("connection closed (%s %r): %s", code, reason, decision.reason)
+        cause = error or decision.error
+        self.ledger.disconnected()
+        if not self._opened:
+            return Finish(
+                Closed(
+                    "the first connection failed",
+                    cause
+                    or ConnectionLostError(
+                        f"the first connection closed at once ({decision.reason})"
+                    ),
+                )
+            )
+        self.connection.move("lost")
+        if decision.action == "end":
+            return ended_by_service(cause)
+        if self.handle is None:
+            lost = ConnectionLostError(
+                f"the connection ended ({decision.reason}) before the service issued a "
+                "resumption handle, so the conversation cannot continue; start a new session"
+            )
+            return Finish(Closed(str(lost), lost))
+        self._lost = (decision.reason, cause)
+        if decision.reason == "go_away" and cause is None:
+            return Reconnect("go_away", 0.0)
+        return self._retries.next(decision.reason, cause)
+
+    def shutdown(self) -> list[str]:
+        """Run no new call; returns the ids still running (cancel them after the grace)."""
+        self._leaving = True
+        return self.ledger.shutdown()
+
+    def close(self, closed: Closed, now: float) -> list[Output]:
+        """The session is over: every call without a fate is orphaned, its handler cancelled."""
+        if self.state == "closed":
+            return []
+        self.connection.move("close")
+        out: list[Output] = []
+        why = f"the session ended: {closed.reason}"
+        orphaned = self._report.close(self.ledger, now, why, out)
+        if orphaned:
+            out.append(CancelCalls(orphaned))
+        self._report.flush_seen(out)
+        out.append(closed)
+        if self._observed:
+            out.append(Notify(SessionClosed(self.session_id, closed.reason)))
+        return out
+
+    # -- server messages -------------------------------------------------------------------
+
+    def receive(self, message: wire.ServerMessage, now: float) -> list[Output]:
+        """A server message arrived: every decoded message enters here."""
+        self.connection.move("message")
+        self._messages += 1
+        out: list[Output] = []
+        kinds = wire.server_kinds(message)
+        if self._observed:
+            for kind in kinds:
+                self._report.count("received", kind, out)
+        for kind in kinds:
+            match kind:
+                case "serverContent":
+                    assert message.server_content is not None
+                    self._on_content(message.server_content, message.usage_metadata, now, out)
+                case "toolCall":
+                    assert message.tool_call is not None
+                    self._on_calls(message.tool_call.function_calls, "tool_call", now, out)
+                case "toolCallCancellation":
+                    assert message.tool_call_cancellation is not None
+                    self._on_cancellation(message.tool_call_cancellation.ids, now, out)
+                case "sessionResumptionUpdate":
+                    assert message.session_resumption_update is not None
+                    self._on_handle(message.session_resumption_update)
+                case "goAway":
+                    assert message.go_away is not None
+                    self._on_go_away(message.go_away, now, out)
+                case "setupComplete" | "usageMetadata":  # usage goes with its turnComplete
+                    pass
+                case "voiceActivityDetectionSignal" | "voiceActivity":
+                    pass
+                case _:
+                    assert_never(kind)
+        self.ledger.server_message()  # after its own calls: they crossed our answers in flight
+        return out
+
+    def _on_content(
+        self,
+        content: wire.ServerContent,
+        usage: wire.UsageMetadata | None,
+        now: float,
+        out: list[Output],
+    ) -> None:
+        if content.interrupted:  # pending calls keep running: see the module docstring
+            out.append(Interrupted())
+        if content.model_turn is not None:
+            calls: list[wire.FunctionCall] = []
+            for part in content.model_turn.parts:
+                blob = part.inline_data
+                if blob is not None and blob.data:
+                    out.append(AudioOut(wire.b64decode(blob.data), wire.audio_rate(blob.mime_type)))
+                if part.text and not part.thought:
+                    out.append(TextOut(part.text))
+                if part.function_call is not None:
+                    calls.append(part.function_call)
+            if calls:
+                self._on_calls(calls, "model_turn", now, out)
+        heard = content.input_transcription
+        if heard is not None and heard.text:
+            out.append(InputTranscript(heard.text, bool(heard.finished)))
+        said = content.output_transcription
+        if said is not None and said.text:
+            out.append(OutputTranscript(said.text, bool(said.finished)))
+        if content.turn_complete:
+            self.turn += 1
+            usage_dict = wire.to_builtins(usage) if usage is not None else None
+            out.append(TurnComplete(usage_dict, content.turn_complete_reason))
+            self._report.flush_seen(out)
+
+    def _on_calls(
+        self, function_calls: Sequence[wire.FunctionCall], via: Via, now: float, out: list[Output]
+    ) -> None:
+        """Admit each call on its own: one malformed call never sinks the calls beside it."""
+        live_calls: list[LiveCall] = []
+        anonymous = False
+        for fc in function_calls:
+            # A name that is not a string matches no tool: it is answered unknown_function.
+            name = fc.name if isinstance(fc.name, str) else f"<not a name: {fc.name!r:.80}>"
+            # Without a usable id (Vertex sends none) the call is answered by name.
+            nameless = not (isinstance(fc.id, str) and fc.id)
+            if nameless and fc.id is not None and fc.id != "":
+                log.warning("call to %r with an id that is not a string (%r)", name, fc.id)
+            call_id = self._nameless_key() if nameless else fc.id
+            anonymous = anonymous or nameless
+            tool = self.tools.get(name)
+            args: Any = fc.args if fc.args is not None else {}
+            call = Call(call_id, name, args)  # args that are not an object are rejected
+            if tool is None:
+                live_calls.append(LiveCall(call, anonymous=nameless))
+            else:
+                live_calls.append(
+                    LiveCall(
+                        call, tool.behavior, tool.scheduling, tool.streaming, anonymous=nameless
+                    )
+                )
+        if not live_calls:
+            return
+        if anonymous:  # answered by name: a streamed item could not say which call it is
+            live_calls = [msgspec.structs.replace(lc, streaming=False) for lc in live_calls]
+        self._last_call_message = self._messages
+        admitted = self.ledger.receive(live_calls, now, via=via)
+        self._report.fates(self.ledger, out)
+        if not admitted:
+            return
+        behaviors: dict[str, Behavior] = {lc.call.id: lc.behavior for lc in live_calls}
+        for call in admitted:
+            out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
+        out.append(RunCalls(admitted, self.turn, refuse=self._leaving, partials=not anonymous))
+
+    def _nameless_key(self) -> str:
+        """A key for a call without an id: unique in this session, never sent."""
+        while True:
+            self._nameless += 1
+            key = f"{NAMELESS_PREFIX}{self._nameless}"
+            if self.ledger.state(key) is None:
+                return key
+
+    def _on_cancellation(self, ids: Sequence[str], now: float, out: list[Output]) -> None:
+        running = self.ledger.cancel([i for i in ids if isinstance(i, str)], now)
+        self._report.fates(self.ledger, out)
+        if running:
+            out.append(CancelCalls(running))
+
+    def _input_sent(self, now: float, out: list[Output]) -> None:
+        """New input reached the service while BLOCKING calls run: on a model that cancels
+        them for it, they are cancelled now (nothing will be sent for them)."""
+        blocking = self.ledger.blocking_ids()
+        if not blocking:
+            return
+        why = f"cancelled: new input arrived while it ran ({self.profile.family} cancels it)"
+        running = self.ledger.cancel(blocking, now, why)
+        self._report.fates(self.ledger, out)
+        if running:
+            out.append(CancelCalls(running))
+
+    def _on_handle(self, update: wire.SessionResumptionUpdate) -> None:
+        handle = update.new_handle
+        if update.resumable and isinstance(handle, str) and handle:
+            self.handle = handle
+            self.ledger.handle_issued(handle)
+            self._last_handle_message = self._messages
+
+    def _on_go_away(self, go_away: wire.GoAway, now: float, out: list[Output]) -> None:
+        try:
+            time_left = wire.parse_duration(go_away.time_left or "0s")
+        except ValueError:
+            time_left = 0.0
+        out.append(GoAway(time_left))
+        first = self.state == "ready"
+        self.connection.move("go_away")
+        if first:
+            margin = self.options.go_away_margin
+            out.append(SwitchConnection(resume.reconnect_deadline(now, time_left, margin)))
+
+    # -- handlers and the writer -----------------------------------------------------------
+
+    def settled(self, outcome: Outcome) -> list[Output]:
+        """A handler's final outcome (from the dispatcher)."""
+        self.ledger.settle(outcome)
+        out: list[Output] = []
+        self._report.fates(self.ledger, out)
+        return out
+
+    def partial(self, item: Partial) -> list[Output]:
+        """A streaming handler yielded ``item``."""
+        self.ledger.partial(item)
+        out: list[Output] = []
+        self._report.fates(self.ledger, out)
+        return out
+
+    def next_item(self, now: float) -> Outgoing | ClientItem | None:
+        """What the writer sends next: tool answers first, then the app's input in order.
+
+        Audio held during a blocking call goes out as soon as the call is answered, ahead of
+        newer input.
+        """
+        ledger = self.ledger
+        if ledger.idle:  # nothing to answer and nothing blocking: the common case
+            return self.outbox.take(blocking=False)
+        answers = ledger.drain(now)
+        if answers is not None:
+            return answers
+        return self.outbox.take(blocking=ledger.blocking_pending)
+
+    def truncate(self, played: float) -> Frames | None:
+        """Nothing: the service itself cuts the interrupted turn to what was generated."""
+        return None
+
+    @property
+    def input_encoding(self) -> Literal["pcm16", "pcmu"]:
+        """What ``send_audio`` takes: 16-bit PCM, always."""
+        return "pcm16"
+
+    def input_rate(self, rate: int | None) -> int:
+        """The rate to send app audio at: any rate the app names (the frame carries it)."""
+        return self.INPUT_RATE if rate is None else rate
+
+    def frame(self, item: Outgoing | ClientItem) -> ClientItem:
+        """What the transport sends for ``item``: answers go as one ``toolResponse``."""
+        if isinstance(item, Outgoing):
+            return ToolAnswers(item.function_responses, item.encoded)
+        return item
+
+    def unsent(self, item: Outgoing | ClientItem) -> None:
+        """``item`` did not leave (the connection ended): app input goes back to the front;
+        the ledger requeues its own answers (``disconnected``)."""
+        if not isinstance(item, Outgoing):
+            self.outbox.push_front(item)
+
+    def sent(self, item: Outgoing | ClientItem, now: float) -> list[Output]:
+        """``item`` left on the socket."""
+        out: list[Output] = []
+        if isinstance(item, Outgoing):
+            self.ledger.sent(item, now)
+            self._report.answers(item, out)
+            self._report.fates(self.ledger, out)
+            kind = "toolResponse"
+        else:
+            kind = message_kind(item)
+            if self.profile.input_cancels_blocking and _is_new_input(item):
+                self._input_sent(now, out)
+        if self._observed:
+            self._report.count("sent", kind, out)
+        return out
+
+    def take_fates(self) -> list[Output]:
+        """Fates decided since the last look (e.g. by ``drain``), as outputs."""
+        out: list[Output] = []
+        self._report.fates(self.ledger, out)
+        return out
+
+    # -- reporting -------------------------------------------------------------------------
+
+
+def _is_new_input(item: ClientItem) -> bool:
+    """Input the service takes as the user saying something new: text, or speech marked as
+    starting. (Streamed audio is the service's to judge: it cancels with a message.)"""
+    return isinstance(item, Text) or (isinstance(item, Signal) and item.kind == "activity_start")
