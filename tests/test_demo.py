@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from livebridge.cli.demo import scrape_config
 from livebridge.cli.main import main
-from livebridge.demo import scrape_config
 from livebridge.demo.driver import Exchange, run_demo, summarize
 from livebridge.demo.render import Terminal
 from livebridge.emulator import Violation

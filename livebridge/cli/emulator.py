@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from livebridge import profiles
+from livebridge.cli.replay import add_replay_options
 from livebridge.emulator.faults import Faults, MessagePredicate
 from livebridge.emulator.gemini.checker import HELD_ANSWERS_SECONDS, Violation
 from livebridge.emulator.scenario import Scenario
@@ -28,7 +29,6 @@ from livebridge.emulator.server import PROTOCOLS, Emulator
 from livebridge.emulator.shared import STANDALONE
 from livebridge.emulator.steps import load_scenario
 from livebridge.errors import UsageError
-from livebridge.recording.replay import add_replay_options
 
 __all__ = ["add_emulator_command", "parse_faults", "run_emulator"]
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn, cast
 
-__all__ = ["Parser", "build_parser", "main", "port_number"]
+__all__ = ["Parser", "build_parser", "main"]
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -37,24 +37,13 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
-def port_number(text: str) -> int:
-    """An argparse ``type`` for a TCP port: 0 (any free port) to 65535."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{port} is not a port: use 1-65535, or 0 for any free")
-    return port
-
-
 def build_parser() -> argparse.ArgumentParser:
-    # The subcommands import their option helpers from here, so they are imported late.
+    # Each subcommand module is imported only when the parser is built.
+    from livebridge.cli.demo import add_demo_command
     from livebridge.cli.emulator import add_emulator_command
     from livebridge.cli.phone import add_phone_command
+    from livebridge.cli.replay import add_replay_command
     from livebridge.cli.run import add_run_command
-    from livebridge.demo import add_demo_command
-    from livebridge.recording.replay import add_replay_command
 
     parser = Parser(
         prog="livebridge",

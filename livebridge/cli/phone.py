@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from livebridge.cli.main import port_number
+from livebridge.cli.arguments import port_number
 from livebridge.cli.run import (
     DEFAULT_MODEL,
     RunError,

@@ -23,7 +23,7 @@ from websockets.exceptions import InvalidStatus, WebSocketException
 
 from livebridge.calls.dispatch import CallPolicy
 from livebridge.calls.tools import ToolRegistry
-from livebridge.cli.main import port_number
+from livebridge.cli.arguments import port_number
 from livebridge.emulator import Emulator
 from livebridge.errors import ConnectionLostError, LiveSessionError, ModelNotFoundError
 from livebridge.live.events import (

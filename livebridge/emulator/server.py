@@ -58,7 +58,7 @@ from livebridge.vendors.gemini import wire
 if TYPE_CHECKING:
     from livebridge.emulator.gemini.replay import ReplayScenario
     from livebridge.recording.record import Recording
-    from livebridge.recording.replay import Pace
+    from livebridge.recording.report import Pace
 
 __all__ = [
     "PROTOCOLS",

@@ -24,21 +24,45 @@ recorded pace a gap between entries longer than ``MAX_GAP`` seconds is played as
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import logging
 import os
-import sys
-from dataclasses import dataclass, field
-from typing import Literal
 
 import anyio
 from google.genai import types
 
 from livebridge.calls.dispatch import CallPolicy
 from livebridge.calls.tools import ToolRegistry
-from livebridge.errors import LivebridgeError, RecordingError
 from livebridge.recording.record import Recording, read_recording
+from livebridge.recording.report import (
+    MAX_GAP as MAX_GAP,
+)
+from livebridge.recording.report import (
+    MIN_ANSWER_TIMEOUT as MIN_ANSWER_TIMEOUT,
+)
+from livebridge.recording.report import (
+    REPLAY_MODEL as REPLAY_MODEL,
+)
+from livebridge.recording.report import (
+    SLOW_FACTOR as SLOW_FACTOR,
+)
+from livebridge.recording.report import (
+    SLOW_MARGIN as SLOW_MARGIN,
+)
+from livebridge.recording.report import (
+    Divergence as Divergence,
+)
+from livebridge.recording.report import (
+    DivergenceKind as DivergenceKind,
+)
+from livebridge.recording.report import (
+    Pace as Pace,
+)
+from livebridge.recording.report import (
+    ReplayReport as ReplayReport,
+)
+from livebridge.recording.report import (
+    default_answer_timeout as default_answer_timeout,
+)
 
 __all__ = [
     "MAX_GAP",
@@ -50,98 +74,10 @@ __all__ = [
     "DivergenceKind",
     "Pace",
     "ReplayReport",
-    "add_replay_command",
     "assert_replays",
     "default_answer_timeout",
     "replay",
-    "replay_command",
 ]
-
-Pace = Literal["recorded", "fast"]
-DivergenceKind = Literal[
-    "unanswered",
-    "kind_changed",
-    "batch_split",
-    "slow",
-    "unexpected_answer",
-    "handle_changed",
-    "connection_missing",
-]
-
-#: An answer is ``slow`` past SLOW_FACTOR x its recorded latency + SLOW_MARGIN seconds.
-SLOW_FACTOR = 3.0
-SLOW_MARGIN = 1.0
-#: The default answer timeout is 10x the slowest recorded answer, and never under this.
-MIN_ANSWER_TIMEOUT = 5.0
-#: With ``pace="recorded"``, a gap between two entries longer than this (seconds) is played
-#: as this: no recording holds a replay idle for longer.
-MAX_GAP = 30.0
-#: The model name the replaying session asks for (the emulator serves any).
-REPLAY_MODEL = "gemini-live-replay"
-
-
-@dataclass(frozen=True, slots=True)
-class Divergence:
-    """One way the replayed app answered differently from the recording."""
-
-    kind: DivergenceKind
-    line: int  # the recording's line of the entry it differs from
-    call_id: str | None  # the recorded call id
-    function: str | None
-    detail: str
-
-    def __str__(self) -> str:
-        call = f" {self.function} ({self.call_id})" if self.call_id else ""
-        return f"line {self.line}: {self.kind}{call}: {self.detail}"
-
-
-@dataclass(slots=True)
-class ReplayReport:
-    """What a replay found: the divergences, and how many recorded answers were compared."""
-
-    path: str
-    answers: int = 0
-    connections: int = 0
-    recorded_connections: int = 0
-    divergences: list[Divergence] = field(default_factory=list)
-    #: The line of the recording's ``truncated`` entry (it hit its size bound), else None.
-    truncated_at: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return not self.divergences
-
-    def render(self) -> str:
-        """The report as text: a summary line, then one line per divergence."""
-        lines = [
-            f"{self.path}: {self.answers} answers on {self.connections} of "
-            f"{self.recorded_connections} connection(s) replayed, "
-            f"{len(self.divergences)} divergence(s)"
-        ]
-        if self.truncated_at is not None:
-            lines.append(
-                f"  note: the recording was cut at line {self.truncated_at} (it reached "
-                "record_max_bytes); only what it holds was replayed"
-            )
-        lines += [f"  {d}" for d in self.divergences]
-        return "\n".join(lines)
-
-
-def default_answer_timeout(recording: Recording) -> float:
-    """How long to wait for each answer: 10x the slowest recorded one, at least 5 s."""
-    issued: dict[str, float] = {}
-    slowest = 0.0
-    for entry in recording.entries:
-        message = entry.data.get("msg") or {}
-        if entry.ev == "recv":
-            for call in (message.get("toolCall") or {}).get("functionCalls") or []:
-                issued[str(call.get("id"))] = entry.t
-        elif entry.ev == "send":
-            for answer in (message.get("toolResponse") or {}).get("functionResponses") or []:
-                at = issued.get(str(answer.get("id")))
-                if at is not None:
-                    slowest = max(slowest, entry.t - at)
-    return max(MIN_ANSWER_TIMEOUT, 10 * slowest)
 
 
 async def replay(
@@ -213,90 +149,3 @@ def assert_replays(
 
 
 # -- the command ----------------------------------------------------------------------------------
-
-DESCRIPTION = """\
-Play the server side of a session recording (SessionOptions(record=...)) to the tools of a
-ToolRegistry: a real LiveSession connects over TLS to the emulator in replay mode, offline.
-Reports where the answers differ from the recorded ones: a call not answered, ok <-> error, a
-batch split differently, over 3x the recorded latency plus 1 s. Exits 0 without divergence, 1
-with divergences, 2 on bad input.
-"""
-
-
-def add_replay_command(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subcommands.add_parser(
-        "replay",
-        help="replay a recorded session to your tools and report divergences",
-        description=DESCRIPTION,
-    )
-    parser.add_argument("recording", metavar="FILE", help="a .jsonl or .jsonl.gz recording")
-    parser.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.tools:registry")
-    add_replay_options(parser)
-    parser.set_defaults(command=replay_command)
-
-
-def add_replay_options(parser: argparse.ArgumentParser) -> None:
-    """``--pace`` and ``--answer-timeout``, shared with ``livebridge emulator --replay``."""
-    parser.add_argument(
-        "--pace",
-        choices=["fast", "recorded"],
-        default="fast",
-        help="fast: server frames as soon as the client's answers allow (default); "
-        f"recorded: at the recording's relative times (a gap over {MAX_GAP:g} s is played as "
-        f"{MAX_GAP:g} s)",
-    )
-    parser.add_argument(
-        "--answer-timeout",
-        type=_seconds,
-        metavar="S",
-        help="seconds to wait for each recorded answer before calling it unanswered "
-        f"(default: 10x the slowest recorded answer, at least {MIN_ANSWER_TIMEOUT:g})",
-    )
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
-    return value
-
-
-def replay_command(args: argparse.Namespace) -> int:
-    """Run the replay; 0 without divergence, 1 with, 2 on a bad recording or target."""
-    from livebridge.cli.run import RunError, load_registry
-
-    async def run(recording: Recording, tools: ToolRegistry) -> ReplayReport:
-        return await replay(recording, tools, pace=args.pace, answer_timeout=args.answer_timeout)
-
-    handler = logging.StreamHandler(sys.stderr)  # the app's tool errors: one line each
-    handler.setFormatter(_OneLine())
-    logger = logging.getLogger("livebridge")
-    logger.addHandler(handler)
-    try:
-        recording = read_recording(args.recording)
-        tools = load_registry(args.target)
-        report = anyio.run(run, recording, tools)
-    except (RecordingError, RunError) as exc:
-        print(f"livebridge replay: {exc}", file=sys.stderr)
-        return 2
-    except LivebridgeError as exc:
-        print(f"livebridge replay: the replay failed: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        logger.removeHandler(handler)
-    print(report.render())
-    return 0 if report.ok else 1
-
-
-class _OneLine(logging.Formatter):
-    """A log record as one line: its message and the exception's type and text, no traceback."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        text = record.getMessage()
-        if record.exc_info and record.exc_info[1] is not None:
-            error = record.exc_info[1]
-            text += f": {type(error).__name__}: {error}"
-        return f"livebridge replay: {record.levelname.lower()}: {text}"

@@ -1,0 +1,68 @@
+"""The package's folders are its architecture: the import rules they stand for, checked."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "livebridge"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def load_time_imports(path: Path) -> set[str]:
+    """The modules ``path`` imports when it is loaded (not those under TYPE_CHECKING or in a
+    function, which cannot make an import cycle)."""
+    found: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name in MODULES}
+
+
+GRAPH = {name: load_time_imports(path) for name, path in MODULES.items()}
+
+
+def test_no_import_cycle() -> None:
+    assert GRAPH["livebridge.live.session"]  # the walk has edges to follow
+    done: set[str] = set()
+
+    def visit(name: str, trail: list[str]) -> None:
+        if name in trail:
+            pytest.fail("import cycle: " + " -> ".join([*trail[trail.index(name) :], name]))
+        if name in done:
+            return
+        for imported in GRAPH[name]:
+            if not name.startswith(imported + "."):  # a package's own __init__ runs first
+                visit(imported, [*trail, name])
+        done.add(name)
+
+    for name in GRAPH:
+        visit(name, [])
+
+
+def test_the_command_line_is_the_top_floor() -> None:
+    """Nothing in the library imports ``livebridge.cli``, and argparse lives only there."""
+    for name, path in MODULES.items():
+        if name.startswith("livebridge.cli") or name == "livebridge.__main__":
+            continue
+        source = path.read_text()
+        assert "livebridge.cli" not in {m for m in GRAPH[name]}, name
+        assert "import argparse" not in source, name
+        assert "from livebridge.cli" not in source, name
+
+
+def test_the_package_root_holds_few_modules() -> None:
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root) <= 10, root
