@@ -1,15 +1,9 @@
-"""``LiveSession``: the asyncio shell that runs one Live conversation and answers its tool calls.
+"""``LiveSession``: the app's handle on one Live conversation and its tool calls.
 
 Decisions live elsewhere: what a message means and what to do about it (``protocol``), which
 answers go out and when (``ledger``), how calls run (``dispatch``), how a connection is opened
-(``connectors``). The shell connects, reads, writes and runs batches. Inside one anyio task group
-it runs
-
-- a connection manager: open a connection, serve it, switch over on ``goAway``, reconnect after
-  a drop, finish when the protocol says so;
-- per connection, a reader that feeds every server message to the protocol, a writer that sends
-  what the protocol hands it, and a go-away watcher;
-- one task per ``toolCall`` batch, running the handlers through the dispatcher.
+(``connectors``), the tasks that carry it all out (``actor``). This module is what the app
+calls: connect, send input, read events, leave.
 
 Handlers outlive connections: a call keeps running across a reconnect and its answer goes to the
 new connection if the resumed session knows the call, and is dropped (``orphaned``) if not. When
@@ -18,105 +12,63 @@ the session ends for any reason, every call without a fate is orphaned and its h
 
 from __future__ import annotations
 
-import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
-from typing import Any, Literal, assert_never
+from typing import Any, Literal, Required, TypedDict, Unpack
 
 import anyio
-import anyio.lowlevel
-from anyio.abc import TaskGroup, TaskStatus
 
-from livebridge.calls.call import Outcome, Partial
-from livebridge.calls.dispatch import CallPolicy, Dispatcher
+from livebridge.calls.dispatch import CallPolicy
 from livebridge.calls.tools import ToolRegistry
-from livebridge.errors import (
-    LeaseLostError,
-    MalformedMessageError,
-    SessionClosedError,
-    TransportClosed,
-    UsageError,
-)
+from livebridge.errors import TransportClosed, UsageError
+from livebridge.live.actor import CANCEL_FLUSH_SECONDS, SessionActor
 from livebridge.live.connectors import Connector, connector_for
-from livebridge.live.events import DROPPABLE, Closed, EventBuffer, SessionEvent
+from livebridge.live.events import Closed, SessionEvent
 from livebridge.live.options import SessionOptions
 from livebridge.live.outbox import AudioPolicy
-from livebridge.live.protocol import CancelCalls, Finish, Notify, Output, RunCalls, SwitchConnection
-from livebridge.live.transport import Audio, ClientItem, Signal, Text, Transport
-from livebridge.live.wakeup import Wakeup
-from livebridge.observe.observers import Observer, emit
+from livebridge.live.transport import Audio, Signal, Text
+from livebridge.observe.observers import Observer
 from livebridge.recording.record import RecordingConnector
 from livebridge.store import Store, StoreConnector
 
-__all__ = ["AudioPolicy", "LiveSession", "SessionOptions"]
-
-log = logging.getLogger("livebridge.live.session")
-
-_ACTIONS = (RunCalls, CancelCalls, Notify, SwitchConnection)
-
-#: Scheduler turns given to frames already received before the session sends its close frame.
-_ARRIVAL_TURNS = 3
-
-#: After the grace period, how long cancelled handlers get to unwind and have their answers sent.
-_CANCEL_FLUSH_SECONDS = 1.0
+__all__ = ["AudioPolicy", "LiveSession", "SessionArgs", "SessionOptions"]
 
 #: Sessions created without options or a policy share these (frozen) ones.
 _DEFAULT_OPTIONS = SessionOptions()
 _DEFAULT_POLICY = CallPolicy()
 
 
-class LiveSession:
-    """One Live conversation with its tool calls; create it with ``LiveSession.connect``."""
+class SessionArgs(TypedDict, total=False):
+    """What ``LiveSession.connect`` takes after ``client``, each documented there."""
 
-    __slots__ = (
-        "_accepting",
-        "_answers_sent",
-        "_batches",
-        "_clock",
-        "_closed",
-        "_connector",
-        "_dispatcher",
-        "_ending",
-        "_events",
-        "_idle",
-        "_leave",
-        "_leaving",
-        "_observers",
-        "_policy",
-        "_protocol",
-        "_store",
-        "_switching",
-        "_tg",
-        "_transport",
-        "_waiting_for_room",
-        "_wake",
-        "_writing",
-        "options",
-        "tools",
-    )
+    model: str
+    tools: Required[ToolRegistry]
+    config: Any
+    policy: CallPolicy | None
+    observers: Sequence[Observer]
+    options: SessionOptions | None
+    connector: Connector | None
+    store: Store | None
+    conversation: str | None
+    clock: Callable[[], float]
 
-    def __init__(
-        self,
-        client: Any = None,
-        *,
-        model: str = "",
-        tools: ToolRegistry,
-        config: Any = None,
-        policy: CallPolicy | None = None,
-        observers: Sequence[Observer] = (),
-        options: SessionOptions | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        connector: Connector | None = None,
-        store: Store | None = None,
-        conversation: str | None = None,
-    ) -> None:
-        """Give a ``client`` (``genai.Client`` or ``openai.AsyncOpenAI``) and ``model``, or a
-        ``connector`` for any other; ``config`` is the vendor's (``connectors.connector_for``)."""
-        self.options = options or _DEFAULT_OPTIONS
-        self.tools = tools
+
+class LiveSession(SessionActor):
+    """One Live conversation with its tool calls; open it with ``LiveSession.connect``."""
+
+    __slots__ = ("tools",)
+
+    def __init__(self, client: Any = None, **args: Unpack[SessionArgs]) -> None:
+        """The session, not yet connected: the arguments are ``connect``'s."""
+        options = args.get("options") or _DEFAULT_OPTIONS
+        policy = args.get("policy") or _DEFAULT_POLICY
+        observers = args.get("observers", ())
+        tools = self.tools = args["tools"]
+        connector = args.get("connector")
         if connector is None:
+            model = args.get("model", "")
             if client is None or not model:
                 raise UsageError(
                     "LiveSession needs a client (genai.Client or openai.AsyncOpenAI) and a "
@@ -126,46 +78,35 @@ class LiveSession:
                 client,
                 model=model,
                 tools=tools,
-                config=config,
-                transport=self.options.transport,
-                keepalive=self.options.keepalive,
-                tls_read_buffer=self.options.tls_read_buffer,
-                profile=self.options.profile,
+                config=args.get("config"),
+                transport=options.transport,
+                keepalive=options.keepalive,
+                tls_read_buffer=options.tls_read_buffer,
+                profile=options.profile,
             )
-        self._observers = tuple(observers)
-        self._clock = clock
-        self._policy = policy or _DEFAULT_POLICY
-        self._protocol = connector.protocol(
+        protocol = connector.protocol(
             tools,
-            replace(self.options.protocol_options(), max_frame_bytes=self._policy.max_frame_bytes),
-            observed=bool(self._observers),
+            replace(options.protocol_options(), max_frame_bytes=policy.max_frame_bytes),
+            observed=bool(observers),
         )
-        if self.options.record is not None:
-            if self._protocol.vendor != "gemini":
+        if options.record is not None:
+            if protocol.vendor != "gemini":
                 raise UsageError(
-                    f"recording (SessionOptions.record) is Gemini-only, not {self._protocol.vendor}"
+                    f"recording (SessionOptions.record) is Gemini-only, not {protocol.vendor}"
                 )
-            connector = RecordingConnector.to_file(connector, self.options, observers)
-        self._store = StoreConnector.attach(connector, store, conversation, observers)
-        self._connector = self._store or connector
-        self._dispatcher: Dispatcher | None = None
-        self._events = EventBuffer(
-            self.options.event_capacity, settled_capacity=self.options.settled_capacity
+            connector = RecordingConnector.to_file(connector, options, observers)
+        store = StoreConnector.attach(
+            connector, args.get("store"), args.get("conversation"), observers
         )
-        self._wake = Wakeup()
-        self._answers_sent = Wakeup()  # a message of answers left: its reading is to be proven
-        self._switching = False  # a goAway switch-over waits for the calls and a handle
-        self._idle: anyio.Event | None = None  # set by the writer once no call is live
-        self._transport: Transport | None = None
-        self._tg: TaskGroup | None = None
-        self._accepting = True
-        self._leaving = False  # the app is leaving: a connection end is no longer news
-        self._closed: Closed | None = None
-        self._ending = False  # _end is settling the last calls
-        self._batches = 0  # dispatcher batches still running
-        self._writing = False  # a send is in progress (the writer's or send_audio's own)
-        self._waiting_for_room = 0  # app tasks waiting in _enqueue for a full outbox
-        self._leave: Callable[[], None] = _not_connected
+        super().__init__(
+            protocol,
+            connector,
+            store,
+            options=options,
+            policy=policy,
+            observers=observers,
+            clock=args.get("clock", time.monotonic),
+        )
 
     @property
     def handle(self) -> str | None:
@@ -193,18 +134,7 @@ class LiveSession:
     @classmethod
     @asynccontextmanager
     async def connect(
-        cls,
-        client: Any = None,
-        *,
-        model: str = "",
-        tools: ToolRegistry,
-        config: Any = None,
-        policy: CallPolicy | None = None,
-        observers: Sequence[Observer] = (),
-        options: SessionOptions | None = None,
-        connector: Connector | None = None,
-        store: Store | None = None,
-        conversation: str | None = None,
+        cls, client: Any = None, **args: Unpack[SessionArgs]
     ) -> AsyncIterator[LiveSession]:
         """Open a session; leaving the block shuts it down (see ``aclose``).
 
@@ -227,23 +157,13 @@ class LiveSession:
         :param store: where the conversation outlives this process (``MemoryStore``,
             ``RedisStore``); needs ``conversation``.
         :param conversation: the conversation's key in ``store``: another worker resumes it.
+        :param clock: the session's monotonic clock (``time.monotonic``); a test may step it.
         :raises ModelCapabilityError: a tool the model cannot run as declared (before any
             socket opens).
         :raises LiveSessionError: the first connection failed (wrong model, bad key,
             unreachable service); the subclass and its message say what to do.
         """
-        session = cls(
-            client,
-            model=model,
-            tools=tools,
-            config=config,
-            policy=policy,
-            observers=observers,
-            options=options,
-            connector=connector,
-            store=store,
-            conversation=conversation,
-        )
+        session = cls(client, **args)
         try:
             async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
                 in_use = getattr(session._policy.limiter, "in_use", None)
@@ -283,12 +203,12 @@ class LiveSession:
         late = self._protocol.shutdown()
         if late and self._dispatcher is not None:
             self._cancel(late)
-            with anyio.move_on_after(_CANCEL_FLUSH_SECONDS):
+            with anyio.move_on_after(CANCEL_FLUSH_SECONDS):
                 await self._wait_idle()
         self._leaving = True
         transport = self._transport
         if transport is not None and self._closed is None:
-            with anyio.move_on_after(_CANCEL_FLUSH_SECONDS):  # answer what arrived meanwhile
+            with anyio.move_on_after(CANCEL_FLUSH_SECONDS):  # answer what arrived meanwhile
                 await self._settle_arrivals()
             await transport.close()
         await self._end(Closed("closed by the app"))
@@ -378,287 +298,6 @@ class LiveSession:
         """Audio chunks discarded by the ``drop`` policy or an overfull hold buffer."""
         return self._protocol.outbox.audio_dropped
 
-    # -- connection management ---------------------------------------------------------------
-
-    async def _hold(
-        self, store: StoreConnector, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Hold the conversation's lease. Once it is lost the session ends: ``Closed`` with
-        the ``LeaseLostError`` (every call gets its fate), then ``connect`` raises it. No
-        journaled handler starts and nothing is written after (the store fences them)."""
-        try:
-            await store.run(task_status=task_status)
-        except LeaseLostError as exc:
-            await self._end(Closed("the conversation was taken over", error=exc))
-            raise
-
-    async def _run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        protocol = self._protocol
-        started = False
-        while self._closed is None:
-            try:
-                async with self._connector.open(protocol.handle) as transport:
-                    if self._closed is not None or self._leaving:
-                        return  # the app left while this connection was being opened
-                    self._transport = transport
-                    self._apply(protocol.opened(transport.session_id, self._clock()))
-                    self._wake.set()
-                    if not started:
-                        started = True
-                        task_status.started()
-                    ended = await self._serve(transport)
-            except TransportClosed as exc:
-                ended = exc
-            finally:
-                self._transport = None
-            if self._closed is not None or self._leaving:
-                return
-            step = protocol.lost(ended.code, ended.reason, self._clock(), error=ended.error)
-            if isinstance(step, Finish):
-                if not started:
-                    assert step.closed.error is not None
-                    raise step.closed.error
-                await self._end(step.closed)
-                return
-            await anyio.sleep(step.delay)
-
-    async def _serve(self, transport: Transport) -> TransportClosed:
-        """Read and write on one connection until it ends; returns how it ended."""
-        ended: list[TransportClosed] = []
-        async with anyio.create_task_group() as tg:
-
-            def leave(closed: TransportClosed) -> None:
-                ended.append(closed)
-                tg.cancel_scope.cancel()
-
-            def switch() -> None:
-                leave(TransportClosed(1000, "switching over after goAway"))
-
-            self._leave = switch
-            read_by_peer = getattr(transport, "read_by_peer", None)
-            self._protocol.ledger.reads_proven = read_by_peer is not None
-            if read_by_peer is not None:
-                tg.start_soon(self._guarded, self._prove_reads(read_by_peer), leave)
-            tg.start_soon(self._guarded, self._write(transport), leave)
-            await self._guarded(self._read(transport, tg), leave)  # in this task: one task fewer
-        return ended[0]
-
-    async def _prove_reads(self, read_by_peer: Callable[[], Awaitable[None]]) -> None:
-        """Tell the ledger when the server has read the answers sent: only then could the
-        model have seen them (a server message alone may have crossed them in flight)."""
-        ledger = self._protocol.ledger
-        proven = ledger.sends  # sends on an earlier connection: never proven on this one
-        while True:
-            number = ledger.sends
-            if number == proven:
-                self._answers_sent.clear()
-                await self._answers_sent.wait()
-                continue
-            await read_by_peer()
-            ledger.read_through(number)
-            proven = number
-
-    async def _guarded(
-        self, work: Coroutine[Any, Any, None], leave: Callable[[TransportClosed], None]
-    ) -> None:
-        try:
-            await work
-        except TransportClosed as exc:
-            leave(exc)
-        except OSError as exc:
-            leave(TransportClosed(None, f"network error: {exc}"))
-
-    async def _switch_when_ready(self, deadline: float) -> None:
-        """After ``goAway``: leave once every call is answered and covered by a handle.
-
-        At the deadline it leaves anyway; calls the newest handle does not know are orphaned.
-        """
-        self._switching = True  # new handles wake this task
-        try:
-            with anyio.move_on_after(max(0.0, deadline - self._clock())):
-                while not self._protocol.switch_ready:
-                    await self._wake.wait()
-        finally:
-            self._switching = False
-        self._leave()
-
-    async def _end(self, closed: Closed) -> None:
-        """The session is over: settle every call, deliver ``Closed``, stop every task."""
-        if self._closed is not None:
-            return
-        self._closed = closed
-        self._accepting = False
-        self._ending = True
-        self._apply(self._protocol.close(closed, self._clock()))
-        self._events.close()
-        if self._batches:  # let cancelled handlers unwind so their ends are counted
-            with anyio.move_on_after(_CANCEL_FLUSH_SECONDS):
-                while self._batches:
-                    await self._wake.wait()
-        if self._dispatcher is not None:  # handlers that ignored their cancellation
-            await self._dispatcher.aclose(0.0)
-        self._ending = False
-        self._wake.set()
-        if self._tg is not None:
-            self._tg.cancel_scope.cancel()
-
-    # -- reading and writing -----------------------------------------------------------------
-
-    async def _read(self, transport: Transport, connection: TaskGroup) -> None:
-        protocol = self._protocol
-        while True:
-            try:
-                message = await transport.recv()
-            except MalformedMessageError as exc:
-                log.warning("skipped a malformed server message: %s", exc)
-                continue
-            handle = protocol.handle
-            try:
-                out = protocol.receive(message, self._clock())
-            except Exception:
-                log.exception("could not handle a server message; the session goes on")
-                continue
-            self._apply(out, connection)
-            if protocol.handle != handle:
-                if self._switching:  # a new handle may let the switch-over go
-                    self._wake.set()
-                if self._store is not None and protocol.handle is not None:
-                    self._store.new_handle(protocol.handle)
-
-    async def _write(self, transport: Transport) -> None:
-        protocol = self._protocol
-        while True:
-            item = protocol.next_item(self._clock())
-            if item is None:
-                self._apply(protocol.take_fates())
-                if protocol.idle:
-                    self._set_idle()
-                self._wake.clear()  # next_item() just looked: wait for news after this
-                await self._wake.wait()
-                continue
-            self._writing = True
-            try:
-                await transport.send(protocol.frame(item))
-            except TransportClosed:
-                protocol.unsent(item)
-                raise
-            finally:
-                self._writing = False
-            sends = protocol.ledger.sends
-            self._apply(protocol.sent(item, self._clock()))
-            if protocol.ledger.sends != sends:
-                self._answers_sent.set()
-            if self._waiting_for_room and not protocol.outbox.full:
-                self._wake.set()
-
-    # -- plumbing ----------------------------------------------------------------------------
-
-    def _apply(self, outputs: list[Output], connection: TaskGroup | None = None) -> None:
-        """Deliver the protocol's events and carry out its actions."""
-        if not outputs:
-            return
-        put = self._events.put
-        changed = False  # anything but media: the writer and watchers may have work
-        for output in outputs:
-            if not isinstance(output, _ACTIONS):
-                put(output)
-                changed = changed or not isinstance(output, DROPPABLE)
-                continue
-            changed = True
-            match output:
-                case RunCalls(calls=calls, turn=turn, refuse=refuse, partials=partials):
-                    assert self._tg is not None
-                    dispatcher = self._dispatcher or self._new_dispatcher()
-                    rest = dispatcher.start(
-                        calls,
-                        turn=turn,
-                        on_settled=self._on_settled,
-                        on_partial=self._on_partial if partials else None,
-                        refuse=refuse,
-                    )
-                    if not isinstance(rest, list):  # some call is still running
-                        self._batches += 1
-                        self._tg.start_soon(self._run_batch, rest)
-                case CancelCalls(call_ids=ids):
-                    self._cancel(ids)
-                case Notify(event=event):
-                    emit(self._observers, event)
-                case SwitchConnection(deadline=deadline):
-                    assert connection is not None
-                    connection.start_soon(self._switch_when_ready, deadline)
-                case _:
-                    assert_never(output)
-        if changed:
-            self._wake.set()
-
-    def _new_dispatcher(self) -> Dispatcher:
-        """Created with the first calls: a session that never gets one never pays for it."""
-        protocol = self._protocol
-        self._dispatcher = Dispatcher(
-            protocol.tools,  # as the model's profile adapted them
-            policy=self._policy,
-            observers=self._observers,
-            session_id=protocol.session_id,
-            answer_seen=protocol.answer_seen,
-            journal=self._store.journal if self._store else None,
-        )
-        return self._dispatcher
-
-    async def _run_batch(self, rest: Coroutine[Any, Any, list[Outcome]]) -> None:
-        try:
-            await rest
-        finally:
-            self._batches -= 1
-            self._wake.set()
-
-    def _on_settled(self, outcome: Outcome) -> None:
-        self._apply(self._protocol.settled(outcome))
-        if self._protocol.answers_ready:  # else its batch still runs: nothing to send yet
-            self._wake.set()
-
-    def _on_partial(self, item: Partial) -> None:
-        self._apply(self._protocol.partial(item))
-        self._wake.set()
-
-    def _cancel(self, call_ids: Iterable[str]) -> None:
-        if self._dispatcher is not None:
-            for call_id in call_ids:
-                self._dispatcher.cancel(call_id)
-
-    async def _enqueue(self, item: ClientItem) -> None:
-        """Queue app input; waits while the outbox is full (the writer is behind)."""
-        outbox = self._protocol.outbox
-        while self._accepting and outbox.full:
-            self._waiting_for_room += 1
-            try:
-                await self._wake.wait()
-            finally:
-                self._waiting_for_room -= 1
-        if not self._accepting:
-            raise SessionClosedError(
-                "this session is closing or closed; open a new LiveSession to keep talking"
-            )
-        outbox.push(item)
-        self._wake.set()
-
-    def _set_idle(self) -> None:
-        if self._idle is not None:
-            self._idle.set()
-            self._idle = None
-
-    async def _settle_arrivals(self) -> None:
-        """Before the close frame: calls the socket has already taken in reach the reader (a
-        few scheduler turns) and are answered, so none is left open by a close we chose."""
-        for _ in range(_ARRIVAL_TURNS):
-            await anyio.lowlevel.checkpoint()
-            await self._wait_idle()
-
-    async def _wait_idle(self) -> None:
-        while not self._protocol.idle:
-            idle = self._idle = anyio.Event()
-            self._wake.set()
-            await idle.wait()
-
 
 def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The one exception inside nested single-member groups, else the group itself."""
@@ -666,7 +305,3 @@ def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
     while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
         inner = inner.exceptions[0]
     return inner
-
-
-def _not_connected() -> None:
-    raise RuntimeError("no connection is open")

@@ -1,0 +1,412 @@
+"""The session actor: the tasks that run one Live conversation behind a ``LiveSession``.
+
+Inside the session's task group it runs
+
+- a connection manager: open a connection, serve it, switch over on ``goAway``, reconnect after
+  a drop, finish when the protocol says so;
+- per connection, a reader that feeds every server message to the protocol, a writer that sends
+  what the protocol hands it, and a go-away watcher;
+- one task per ``toolCall`` batch, running the handlers through the dispatcher.
+
+What a message means and what to do about it is the protocol's (``live.protocol``); this module
+only carries it out: it delivers the protocol's events, runs and cancels calls, sends frames.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from typing import Any, assert_never
+
+import anyio
+import anyio.lowlevel
+from anyio.abc import TaskGroup, TaskStatus
+
+from livebridge.calls.call import Outcome, Partial
+from livebridge.calls.dispatch import CallPolicy, Dispatcher
+from livebridge.errors import (
+    LeaseLostError,
+    MalformedMessageError,
+    SessionClosedError,
+    TransportClosed,
+)
+from livebridge.live.connectors import Connector
+from livebridge.live.events import DROPPABLE, Closed, EventBuffer
+from livebridge.live.options import SessionOptions
+from livebridge.live.protocol import (
+    CancelCalls,
+    Finish,
+    LiveProtocol,
+    Notify,
+    Output,
+    RunCalls,
+    SwitchConnection,
+)
+from livebridge.live.transport import ClientItem, Transport
+from livebridge.live.wakeup import Wakeup
+from livebridge.observe.observers import Observer, emit
+from livebridge.store import StoreConnector
+
+__all__ = ["SessionActor"]
+
+log = logging.getLogger("livebridge.live.session")
+
+_ACTIONS = (RunCalls, CancelCalls, Notify, SwitchConnection)
+
+#: Scheduler turns given to frames already received before the session sends its close frame.
+_ARRIVAL_TURNS = 3
+
+#: After the grace period, how long cancelled handlers get to unwind and have their answers sent.
+CANCEL_FLUSH_SECONDS = 1.0
+
+
+class SessionActor:
+    """The state and tasks of one session; ``LiveSession`` is the app's handle on it."""
+
+    __slots__ = (
+        "_accepting",
+        "_answers_sent",
+        "_batches",
+        "_clock",
+        "_closed",
+        "_connector",
+        "_dispatcher",
+        "_ending",
+        "_events",
+        "_idle",
+        "_leave",
+        "_leaving",
+        "_observers",
+        "_policy",
+        "_protocol",
+        "_store",
+        "_switching",
+        "_tg",
+        "_transport",
+        "_waiting_for_room",
+        "_wake",
+        "_writing",
+        "options",
+    )
+
+    def __init__(
+        self,
+        protocol: LiveProtocol,
+        connector: Connector,
+        store: StoreConnector | None,
+        *,
+        options: SessionOptions,
+        policy: CallPolicy,
+        observers: Sequence[Observer],
+        clock: Callable[[], float],
+    ) -> None:
+        self.options = options
+        self._protocol = protocol
+        self._store = store
+        self._connector = store or connector
+        self._policy = policy
+        self._observers = tuple(observers)
+        self._clock = clock
+        self._dispatcher: Dispatcher | None = None
+        self._events = EventBuffer(
+            options.event_capacity, settled_capacity=options.settled_capacity
+        )
+        self._wake = Wakeup()
+        self._answers_sent = Wakeup()  # a message of answers left: its reading is to be proven
+        self._switching = False  # a goAway switch-over waits for the calls and a handle
+        self._idle: anyio.Event | None = None  # set by the writer once no call is live
+        self._transport: Transport | None = None
+        self._tg: TaskGroup | None = None
+        self._accepting = True
+        self._leaving = False  # the app is leaving: a connection end is no longer news
+        self._closed: Closed | None = None
+        self._ending = False  # _end is settling the last calls
+        self._batches = 0  # dispatcher batches still running
+        self._writing = False  # a send is in progress (the writer's or send_audio's own)
+        self._waiting_for_room = 0  # app tasks waiting in _enqueue for a full outbox
+        self._leave: Callable[[], None] = _not_connected
+
+    # -- connection management ---------------------------------------------------------------
+
+    async def _hold(
+        self, store: StoreConnector, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Hold the conversation's lease. Once it is lost the session ends: ``Closed`` with
+        the ``LeaseLostError`` (every call gets its fate), then ``connect`` raises it. No
+        journaled handler starts and nothing is written after (the store fences them)."""
+        try:
+            await store.run(task_status=task_status)
+        except LeaseLostError as exc:
+            await self._end(Closed("the conversation was taken over", error=exc))
+            raise
+
+    async def _run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        protocol = self._protocol
+        started = False
+        while self._closed is None:
+            try:
+                async with self._connector.open(protocol.handle) as transport:
+                    if self._closed is not None or self._leaving:
+                        return  # the app left while this connection was being opened
+                    self._transport = transport
+                    self._apply(protocol.opened(transport.session_id, self._clock()))
+                    self._wake.set()
+                    if not started:
+                        started = True
+                        task_status.started()
+                    ended = await self._serve(transport)
+            except TransportClosed as exc:
+                ended = exc
+            finally:
+                self._transport = None
+            if self._closed is not None or self._leaving:
+                return
+            step = protocol.lost(ended.code, ended.reason, self._clock(), error=ended.error)
+            if isinstance(step, Finish):
+                if not started:
+                    assert step.closed.error is not None
+                    raise step.closed.error
+                await self._end(step.closed)
+                return
+            await anyio.sleep(step.delay)
+
+    async def _serve(self, transport: Transport) -> TransportClosed:
+        """Read and write on one connection until it ends; returns how it ended."""
+        ended: list[TransportClosed] = []
+        async with anyio.create_task_group() as tg:
+
+            def leave(closed: TransportClosed) -> None:
+                ended.append(closed)
+                tg.cancel_scope.cancel()
+
+            def switch() -> None:
+                leave(TransportClosed(1000, "switching over after goAway"))
+
+            self._leave = switch
+            read_by_peer = getattr(transport, "read_by_peer", None)
+            self._protocol.ledger.reads_proven = read_by_peer is not None
+            if read_by_peer is not None:
+                tg.start_soon(self._guarded, self._prove_reads(read_by_peer), leave)
+            tg.start_soon(self._guarded, self._write(transport), leave)
+            await self._guarded(self._read(transport, tg), leave)  # in this task: one task fewer
+        return ended[0]
+
+    async def _prove_reads(self, read_by_peer: Callable[[], Awaitable[None]]) -> None:
+        """Tell the ledger when the server has read the answers sent: only then could the
+        model have seen them (a server message alone may have crossed them in flight)."""
+        ledger = self._protocol.ledger
+        proven = ledger.sends  # sends on an earlier connection: never proven on this one
+        while True:
+            number = ledger.sends
+            if number == proven:
+                self._answers_sent.clear()
+                await self._answers_sent.wait()
+                continue
+            await read_by_peer()
+            ledger.read_through(number)
+            proven = number
+
+    async def _guarded(
+        self, work: Coroutine[Any, Any, None], leave: Callable[[TransportClosed], None]
+    ) -> None:
+        try:
+            await work
+        except TransportClosed as exc:
+            leave(exc)
+        except OSError as exc:
+            leave(TransportClosed(None, f"network error: {exc}"))
+
+    async def _switch_when_ready(self, deadline: float) -> None:
+        """After ``goAway``: leave once every call is answered and covered by a handle.
+
+        At the deadline it leaves anyway; calls the newest handle does not know are orphaned.
+        """
+        self._switching = True  # new handles wake this task
+        try:
+            with anyio.move_on_after(max(0.0, deadline - self._clock())):
+                while not self._protocol.switch_ready:
+                    await self._wake.wait()
+        finally:
+            self._switching = False
+        self._leave()
+
+    async def _end(self, closed: Closed) -> None:
+        """The session is over: settle every call, deliver ``Closed``, stop every task."""
+        if self._closed is not None:
+            return
+        self._closed = closed
+        self._accepting = False
+        self._ending = True
+        self._apply(self._protocol.close(closed, self._clock()))
+        self._events.close()
+        if self._batches:  # let cancelled handlers unwind so their ends are counted
+            with anyio.move_on_after(CANCEL_FLUSH_SECONDS):
+                while self._batches:
+                    await self._wake.wait()
+        if self._dispatcher is not None:  # handlers that ignored their cancellation
+            await self._dispatcher.aclose(0.0)
+        self._ending = False
+        self._wake.set()
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+
+    # -- reading and writing -----------------------------------------------------------------
+
+    async def _read(self, transport: Transport, connection: TaskGroup) -> None:
+        protocol = self._protocol
+        while True:
+            try:
+                message = await transport.recv()
+            except MalformedMessageError as exc:
+                log.warning("skipped a malformed server message: %s", exc)
+                continue
+            handle = protocol.handle
+            try:
+                out = protocol.receive(message, self._clock())
+            except Exception:
+                log.exception("could not handle a server message; the session goes on")
+                continue
+            self._apply(out, connection)
+            if protocol.handle != handle:
+                if self._switching:  # a new handle may let the switch-over go
+                    self._wake.set()
+                if self._store is not None and protocol.handle is not None:
+                    self._store.new_handle(protocol.handle)
+
+    async def _write(self, transport: Transport) -> None:
+        protocol = self._protocol
+        while True:
+            item = protocol.next_item(self._clock())
+            if item is None:
+                self._apply(protocol.take_fates())
+                if protocol.idle:
+                    self._set_idle()
+                self._wake.clear()  # next_item() just looked: wait for news after this
+                await self._wake.wait()
+                continue
+            self._writing = True
+            try:
+                await transport.send(protocol.frame(item))
+            except TransportClosed:
+                protocol.unsent(item)
+                raise
+            finally:
+                self._writing = False
+            sends = protocol.ledger.sends
+            self._apply(protocol.sent(item, self._clock()))
+            if protocol.ledger.sends != sends:
+                self._answers_sent.set()
+            if self._waiting_for_room and not protocol.outbox.full:
+                self._wake.set()
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _apply(self, outputs: list[Output], connection: TaskGroup | None = None) -> None:
+        """Deliver the protocol's events and carry out its actions."""
+        if not outputs:
+            return
+        put = self._events.put
+        changed = False  # anything but media: the writer and watchers may have work
+        for output in outputs:
+            if not isinstance(output, _ACTIONS):
+                put(output)
+                changed = changed or not isinstance(output, DROPPABLE)
+                continue
+            changed = True
+            match output:
+                case RunCalls(calls=calls, turn=turn, refuse=refuse, partials=partials):
+                    assert self._tg is not None
+                    dispatcher = self._dispatcher or self._new_dispatcher()
+                    rest = dispatcher.start(
+                        calls,
+                        turn=turn,
+                        on_settled=self._on_settled,
+                        on_partial=self._on_partial if partials else None,
+                        refuse=refuse,
+                    )
+                    if not isinstance(rest, list):  # some call is still running
+                        self._batches += 1
+                        self._tg.start_soon(self._run_batch, rest)
+                case CancelCalls(call_ids=ids):
+                    self._cancel(ids)
+                case Notify(event=event):
+                    emit(self._observers, event)
+                case SwitchConnection(deadline=deadline):
+                    assert connection is not None
+                    connection.start_soon(self._switch_when_ready, deadline)
+                case _:
+                    assert_never(output)
+        if changed:
+            self._wake.set()
+
+    def _new_dispatcher(self) -> Dispatcher:
+        """Created with the first calls: a session that never gets one never pays for it."""
+        protocol = self._protocol
+        self._dispatcher = Dispatcher(
+            protocol.tools,  # as the model's profile adapted them
+            policy=self._policy,
+            observers=self._observers,
+            session_id=protocol.session_id,
+            answer_seen=protocol.answer_seen,
+            journal=self._store.journal if self._store else None,
+        )
+        return self._dispatcher
+
+    async def _run_batch(self, rest: Coroutine[Any, Any, list[Outcome]]) -> None:
+        try:
+            await rest
+        finally:
+            self._batches -= 1
+            self._wake.set()
+
+    def _on_settled(self, outcome: Outcome) -> None:
+        self._apply(self._protocol.settled(outcome))
+        if self._protocol.answers_ready:  # else its batch still runs: nothing to send yet
+            self._wake.set()
+
+    def _on_partial(self, item: Partial) -> None:
+        self._apply(self._protocol.partial(item))
+        self._wake.set()
+
+    def _cancel(self, call_ids: Iterable[str]) -> None:
+        if self._dispatcher is not None:
+            for call_id in call_ids:
+                self._dispatcher.cancel(call_id)
+
+    async def _enqueue(self, item: ClientItem) -> None:
+        """Queue app input; waits while the outbox is full (the writer is behind)."""
+        outbox = self._protocol.outbox
+        while self._accepting and outbox.full:
+            self._waiting_for_room += 1
+            try:
+                await self._wake.wait()
+            finally:
+                self._waiting_for_room -= 1
+        if not self._accepting:
+            raise SessionClosedError(
+                "this session is closing or closed; open a new LiveSession to keep talking"
+            )
+        outbox.push(item)
+        self._wake.set()
+
+    def _set_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.set()
+            self._idle = None
+
+    async def _settle_arrivals(self) -> None:
+        """Before the close frame: calls the socket has already taken in reach the reader (a
+        few scheduler turns) and are answered, so none is left open by a close we chose."""
+        for _ in range(_ARRIVAL_TURNS):
+            await anyio.lowlevel.checkpoint()
+            await self._wait_idle()
+
+    async def _wait_idle(self) -> None:
+        while not self._protocol.idle:
+            idle = self._idle = anyio.Event()
+            self._wake.set()
+            await idle.wait()
+
+
+def _not_connected() -> None:
+    raise RuntimeError("no connection is open")
