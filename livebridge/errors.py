@@ -5,13 +5,18 @@ session's end. Each message says what happened and what to do::
 
     LivebridgeError                   catch-all for livebridge's own errors
     ├── ToolError                     raised BY a handler: its message is safe to show the model
+    ├── UnserializableResult          a handler returned something with no JSON form
     ├── LocalProtocolError            a caller of livebridge broke a rule (a bug in that code)
     │   ├── LedgerError               the session shell or a dispatcher misused the call ledger
-    │   └── InvalidCallError          bad input to ``Dispatcher.run`` (not a ``Call``, ...)
+    │   ├── InvalidCallError          bad input to ``Dispatcher.run`` (not a ``Call``, ...)
+    │   └── ConnectionStateError      the shell reported a connection event out of order
     ├── UsageError                    the app used livebridge in a way it cannot serve
     │   ├── SessionClosedError        input sent to a session that is closing or closed
     │   ├── ModelCapabilityError      a tool the model cannot run as declared (at connect)
-    │   └── RecordingError            a recording that cannot begin, or is cut, corrupt, too new
+    │   ├── RecordingError            a recording that cannot begin, or is cut, corrupt, too new
+    │   ├── ScenarioError             an emulator scenario that cannot be played
+    │   └── RunError                  a command-line input the user can fix (one line, exit 2)
+    ├── DemoFailed                    the demo conversation could not run to its end
     ├── RemoteProtocolError           the server sent something livebridge cannot accept
     │   ├── MalformedMessageError     a frame that does not decode as a Live message
     │   ├── FrameTooLargeError        a frame over the client's size limit
@@ -40,7 +45,9 @@ from __future__ import annotations
 
 __all__ = [
     "ConnectionLostError",
+    "ConnectionStateError",
     "ConversationBusyError",
+    "DemoFailed",
     "FrameTooLargeError",
     "InvalidCallError",
     "InvalidPayloadError",
@@ -56,6 +63,8 @@ __all__ = [
     "PolicyViolationError",
     "RecordingError",
     "RemoteProtocolError",
+    "RunError",
+    "ScenarioError",
     "ServerError",
     "ServiceReportedError",
     "SessionClosedError",
@@ -64,6 +73,7 @@ __all__ = [
     "StoreUnavailableError",
     "ToolError",
     "TransportClosed",
+    "UnserializableResult",
     "UsageError",
 ]
 
@@ -85,6 +95,14 @@ class ToolError(LivebridgeError):
         self.retryable = retryable
 
 
+class UnserializableResult(LivebridgeError):
+    """A handler returned something that cannot be encoded as JSON (answered as an error)."""
+
+
+class DemoFailed(LivebridgeError):
+    """The demo conversation could not run to its end."""
+
+
 class LocalProtocolError(LivebridgeError):
     """Code calling livebridge broke one of its rules; nothing was changed."""
 
@@ -98,6 +116,10 @@ class LedgerError(LocalProtocolError):
 
 class InvalidCallError(LocalProtocolError, ValueError):
     """``Dispatcher.run`` was given something that is not a well-formed ``Call``."""
+
+
+class ConnectionStateError(LocalProtocolError):
+    """The shell reported a connection event the state table does not allow; nothing changed."""
 
 
 class UsageError(LivebridgeError):
@@ -119,6 +141,15 @@ class ModelCapabilityError(UsageError):
 class RecordingError(UsageError, ValueError):
     """A session recording cannot begin (at ``connect``) or be read; the message names the file
     (and the line)."""
+
+
+class ScenarioError(UsageError):
+    """A scenario cannot be played: a malformed step (named by its index), an unreadable file,
+    or a step the emulator's protocol does not have."""
+
+
+class RunError(UsageError):
+    """A command-line input the user can fix; its message is the one line printed."""
 
 
 class RemoteProtocolError(LivebridgeError):

@@ -19,6 +19,8 @@ from typing import Any
 
 import msgspec
 
+from livebridge.errors import UnserializableResult
+
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "MAX_ERROR_MESSAGE",
@@ -40,10 +42,6 @@ DEFAULT_MAX_FRAME_BYTES = 900_000
 
 #: Longest error message sent to the model; longer ones are cut.
 MAX_ERROR_MESSAGE = 1024
-
-
-class UnserializableResult(Exception):
-    """A handler returned something that cannot be encoded as JSON."""
 
 
 class Payload(msgspec.Struct, frozen=True, gc=False):

@@ -25,7 +25,7 @@ from livebridge.calls.dispatch import CallPolicy
 from livebridge.calls.tools import ToolRegistry
 from livebridge.cli.arguments import port_number
 from livebridge.emulator import Emulator
-from livebridge.errors import ConnectionLostError, LiveSessionError, ModelNotFoundError
+from livebridge.errors import ConnectionLostError, LiveSessionError, ModelNotFoundError, RunError
 from livebridge.live.events import (
     Closed,
     OutputTranscript,
@@ -56,10 +56,6 @@ offline against the built-in emulator instead.
 example:
   livebridge run examples.embedded:tools --emulator --text "Weather in Paris?"
 """
-
-
-class RunError(Exception):
-    """A failure the user can fix; its message is the one line printed."""
 
 
 def add_run_command(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -27,6 +27,7 @@ from livebridge.demo.script import (
     openai_model_side,
 )
 from livebridge.emulator import Emulator, TranscriptEntry, Violation
+from livebridge.errors import DemoFailed
 from livebridge.live.events import (
     AudioOut,
     Closed,
@@ -79,10 +80,6 @@ PAUSE_BETWEEN_TURNS = 0.8
 BARGE_IN_AFTER = 0.8
 #: The whole conversation must finish within this many seconds.
 DEADLINE = 60.0
-
-
-class DemoFailed(Exception):
-    """The conversation could not run to its end."""
 
 
 @dataclass(slots=True)

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from livebridge.emulator.faults import Faults
 from livebridge.emulator.gemini.checker import CallRecord, Thresholds, Violation
-from livebridge.errors import UsageError
+from livebridge.errors import ScenarioError
 from livebridge.vendors.gemini import wire
 
 __all__ = [
@@ -36,11 +36,6 @@ MAX_REASON_BYTES = 123
 #: Client frames larger than this are refused with 1007, as the service does with frames of
 #: about 1 MB (LIVE_PROTOCOL.md §7, googleapis/mcp-toolbox #3637).
 MAX_FRAME_BYTES = 1 << 20
-
-
-class ScenarioError(UsageError):
-    """A scenario cannot be played: a malformed step (named by its index), an unreadable file,
-    or a step the emulator's protocol does not have."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from livebridge.calls.call import Call, Outcome, Partial
 from livebridge.calls.ledger import CallLedger, Outgoing
 from livebridge.calls.payloads import DEFAULT_MAX_FRAME_BYTES
 from livebridge.calls.tools import ToolRegistry
-from livebridge.errors import LivebridgeError, LocalProtocolError
+from livebridge.errors import ConnectionStateError, LivebridgeError
 from livebridge.live import resume
 from livebridge.live.events import Closed, SessionEvent
 from livebridge.live.outbox import AudioPolicy, Outbox
@@ -66,10 +66,6 @@ _TABLE: Final[dict[tuple[ConnectionState, ConnectionEvent], ConnectionState]] = 
     ("going_away", "close"): "closed",
     ("closed", "close"): "closed",  # closing twice is harmless
 }
-
-
-class ConnectionStateError(LocalProtocolError):
-    """The shell reported a connection event the state table does not allow; nothing changed."""
 
 
 class ConnectionTable:
