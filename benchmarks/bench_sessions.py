@@ -336,7 +336,7 @@ class Search:
     cap: int = 1600
 
 
-QUICK_SEARCH = Search(start=8, seconds=1.0, trials=3, budget=3.0)
+QUICK_SEARCH = Search(start=8, seconds=1.0, trials=1, budget=3.0)
 FULL_SEARCH = Search(start=100, seconds=6.0, trials=3, budget=300.0)
 
 
@@ -465,7 +465,7 @@ def run(server: Server, quick: bool) -> list[str]:
     ]
     for variant, tuned, label in IDLE_SETTINGS:
         try:
-            r = run_probe(server, variant, idle, 1.0, idle=True, tuned=tuned)
+            r = run_probe(server, variant, idle, 0.3 if quick else 1.0, idle=True, tuned=tuned)
             lines.append(f"| {variant} | {label} | {r['rss_kb']:.0f} |")
         except Exception as exc:
             lines.append(f"| {variant} | {label} | failed: {str(exc)[:80]} |")
