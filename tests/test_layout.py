@@ -66,3 +66,32 @@ def test_the_command_line_is_the_top_floor() -> None:
 def test_the_package_root_holds_few_modules() -> None:
     root = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(root) <= 10, root
+
+
+def folder_list(markdown: Path) -> str:
+    """The ``livebridge/`` tree drawn in a page."""
+    text = markdown.read_text()
+    start = text.index("```\nlivebridge/\n") + 4
+    return text[start : text.index("```", start)]
+
+
+def test_the_readme_draws_every_folder_and_root_module() -> None:
+    drawn = folder_list(PACKAGE.parent / "README.md")
+    assert drawn == folder_list(PACKAGE.parent / "docs" / "architecture.md")
+    names: list[str] = []
+    stack: list[str] = []
+    for line in drawn.splitlines()[1:]:
+        depth = (len(line) - len(line.lstrip())) // 2
+        entry = line.split()[0]
+        if entry.endswith("/") or entry.endswith(".py"):
+            stack[depth - 1 :] = [entry.rstrip("/")]
+            names.append("/".join(stack))
+    present = sorted(
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*")
+        if p.name not in {"__init__.py", "__main__.py", "py.typed"}
+        and "__pycache__" not in p.parts
+        and (p.is_dir() or p.parent == PACKAGE or p.parent.name == "vendors")
+        and (p.is_dir() is False or any(p.glob("*.py")))
+    )
+    assert sorted(names) == present
