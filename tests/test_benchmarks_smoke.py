@@ -71,6 +71,7 @@ def rows(output: str, header: str) -> list[list[str]]:
     return table
 
 
+@pytest.mark.timeout(600)  # every benchmark in one process: about 100 s on a busy machine
 def test_every_benchmark_prints_its_rows() -> None:
     """One run of ``python -m benchmarks --quick`` checks every table it prints: the suite's
     longest test, so no benchmark runs a second time on its own."""

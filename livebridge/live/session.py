@@ -41,18 +41,36 @@ _DEFAULT_POLICY = CallPolicy()
 
 
 class SessionArgs(TypedDict, total=False):
-    """What ``LiveSession.connect`` takes after ``client``, each documented there."""
+    """What ``LiveSession.connect`` (and ``LiveSession(...)``) take after ``client``: each
+    parameter is stated once, here."""
 
     model: str
+    """The model name, e.g. ``"gemini-3.8-live"`` or ``"gpt-realtime"``; with the client's backend
+    it picks the model profile (``livebridge.profiles``)."""
     tools: Required[ToolRegistry]
+    """The ``ToolRegistry`` the model may call; each tool is declared with its behavior stated, as
+    the model's profile adapts it."""
     config: Any
+    """The vendor's own session config: a ``LiveConnectConfig`` (or dict) for Gemini, a dict of
+    ``session.update`` fields for OpenAI."""
     policy: CallPolicy | None
+    """The ``CallPolicy`` calls run under (parallelism, per-turn fan-out, timeouts, result and
+    frame sizes); default ``CallPolicy()``."""
     observers: Sequence[Observer]
+    """Receive every lifecycle event (``PrometheusObserver``, ``TraceObserver``, your own)."""
     options: SessionOptions | None
+    """``SessionOptions``: transport, audio during blocking calls, buffers, shutdown grace,
+    reconnects, recording, the model profile."""
     connector: Connector | None
+    """Opens connections instead of ``client`` and ``model`` (``livebridge.live.connectors``), e.g.
+    a connector of your own in tests."""
     store: Store | None
+    """Where the conversation outlives this process (``MemoryStore``, ``RedisStore``); needs
+    ``conversation``."""
     conversation: str | None
+    """The conversation's key in ``store``: another worker resumes it."""
     clock: Callable[[], float]
+    """The session's monotonic clock (``time.monotonic``); a test may step it."""
 
 
 class LiveSession(SessionActor):
@@ -136,28 +154,11 @@ class LiveSession(SessionActor):
     async def connect(
         cls, client: Any = None, **args: Unpack[SessionArgs]
     ) -> AsyncIterator[LiveSession]:
-        """Open a session; leaving the block shuts it down (see ``aclose``).
+        """Open a session; leaving the block shuts it down (see ``aclose``). The keyword
+        arguments are ``SessionArgs``' fields, each documented there.
 
         :param client: a ``google.genai.Client`` (Gemini Live, Developer API or Vertex AI) or an
             ``openai.AsyncOpenAI`` (OpenAI Realtime): the vendor follows from its type.
-        :param model: the model name, e.g. ``"gemini-3.8-live"`` or ``"gpt-realtime"``; with the
-            client's backend it picks the model profile (``livebridge.profiles``).
-        :param tools: the ``ToolRegistry`` the model may call; each tool is declared with its
-            behavior stated, as the model's profile adapts it.
-        :param config: the vendor's own session config: a ``LiveConnectConfig`` (or dict) for
-            Gemini, a dict of ``session.update`` fields for OpenAI.
-        :param policy: the ``CallPolicy`` calls run under (parallelism, per-turn fan-out,
-            timeouts, result and frame sizes); default ``CallPolicy()``.
-        :param observers: receive every lifecycle event (``PrometheusObserver``,
-            ``TraceObserver``, your own).
-        :param options: ``SessionOptions``: transport, audio during blocking calls, buffers,
-            shutdown grace, reconnects, recording, the model profile.
-        :param connector: opens connections instead of ``client`` and ``model``
-            (``livebridge.live.connectors``), e.g. a connector of your own in tests.
-        :param store: where the conversation outlives this process (``MemoryStore``,
-            ``RedisStore``); needs ``conversation``.
-        :param conversation: the conversation's key in ``store``: another worker resumes it.
-        :param clock: the session's monotonic clock (``time.monotonic``); a test may step it.
         :raises ModelCapabilityError: a tool the model cannot run as declared (before any
             socket opens).
         :raises LiveSessionError: the first connection failed (wrong model, bad key,
