@@ -62,7 +62,7 @@ from livebridge.live.protocol import (
     ended_by_service,
 )
 from livebridge.live.report import Reporter
-from livebridge.live.transport import ClientItem, Frames, Signal, Text, ToolAnswers, message_kind
+from livebridge.live.transport import ClientItem, Frames, Signal, Text, ToolAnswers
 from livebridge.observe.observers import (
     Reconnected,
     SessionClosed,
@@ -70,6 +70,7 @@ from livebridge.observe.observers import (
 )
 from livebridge.vendors.gemini import answers as gemini_live
 from livebridge.vendors.gemini import wire
+from livebridge.vendors.gemini.frames import message_kind
 
 __all__ = ["NAMELESS_PREFIX", "GeminiLiveProtocol"]
 
