@@ -177,8 +177,8 @@ Output: TypeAlias = SessionEvent | Action
 
 @dataclass(frozen=True, slots=True)
 class ProtocolOptions:
-    """The protocol's share of ``SessionOptions`` (see there for what each means); its
-    defaults are the session's."""
+    """The protocol's share of ``SessionOptions`` (see there for what each means); the
+    defaults written here are the session's too."""
 
     audio_during_blocking: AudioPolicy = "hold"
     held_audio_seconds: float = 10.0
