@@ -47,8 +47,9 @@ from benchmarks.server import (
 from livebridge import ToolRegistry
 from livebridge.live.events import AudioOut
 from livebridge.live.session import LiveSession, SessionOptions
-from livebridge.live.transport import Audio, encode_client
+from livebridge.live.transport import Audio
 from livebridge.vendors.gemini import wire
+from livebridge.vendors.gemini.frames import encode_client
 
 VARIANTS = ("livebridge", "sdk", "raw")
 #: The turn client measured next to each variant's streaming sessions.

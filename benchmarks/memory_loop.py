@@ -20,8 +20,9 @@ from livebridge import ToolRegistry
 from livebridge.live.events import TurnComplete
 from livebridge.live.protocol import ProtocolOptions
 from livebridge.live.session import LiveSession
-from livebridge.live.transport import ClientItem, Transport, encode_client
+from livebridge.live.transport import ClientItem, Transport
 from livebridge.vendors.gemini import wire
+from livebridge.vendors.gemini.frames import encode_client
 from livebridge.vendors.gemini.protocol import GeminiLiveProtocol
 
 CALLS = 8

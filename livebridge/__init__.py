@@ -49,10 +49,10 @@ if TYPE_CHECKING:
         UsageError,
     )
     from livebridge.live.session import LiveSession, SessionOptions
-    from livebridge.live.transport import client_args
     from livebridge.observe.observers import Observer, Recorder
     from livebridge.profiles import ModelProfile
     from livebridge.store import MemoryStore, RedisLimiter, RedisStore
+    from livebridge.vendors.gemini.frames import client_args
 
 #: Where each public name lives; read on first access of the name.
 _HOMES: dict[str, str] = {
@@ -109,7 +109,7 @@ _HOMES: dict[str, str] = {
     "RedisStore": "livebridge.store",
     "Tool": "livebridge.calls.tools",
     "ToolRegistry": "livebridge.calls.tools",
-    "client_args": "livebridge.live.transport",
+    "client_args": "livebridge.vendors.gemini.frames",
 }
 
 __all__ = [

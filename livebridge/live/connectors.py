@@ -2,21 +2,24 @@
 
 A ``Connector`` turns a resumption handle into an open ``Transport`` and builds the protocol that
 understands its messages; the session shell asks it for a connection whenever it (re)connects and
-never sees an SDK. A second vendor or a shared handle store is a new connector (or a wrapper
-around one), not an edit of the session. ``connector_for`` picks the vendor from the client's
-type. ``GeminiConnector`` and ``OpenAIConnector`` are imported on first use, so this package loads
-no SDK by itself.
+never sees an SDK. A shared handle store is a wrapper around a connector, not an edit of the
+session. ``connector_for`` picks the vendor from the client's type in ``VENDORS``; each connector
+is imported on first use, so this package loads no SDK by itself.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import UsageError
-from livebridge.live.protocol import LiveProtocol, ProtocolOptions
+from livebridge.live.options import TLS_READ_BUFFER
+from livebridge.live.protocol import ProtocolOptions
+from livebridge.live.skeleton import LiveProtocol
 from livebridge.live.transport import Transport, TransportKind
 from livebridge.profiles import ModelProfile
 
@@ -24,7 +27,29 @@ if TYPE_CHECKING:
     from livebridge.vendors.gemini.connector import GeminiConnector
     from livebridge.vendors.openai.connector import OpenAIConnector
 
-__all__ = ["Connector", "GeminiConnector", "OpenAIConnector", "connector_for", "vendor_of"]
+__all__ = [
+    "VENDORS",
+    "Connector",
+    "GeminiConnector",
+    "OpenAIConnector",
+    "connector_for",
+    "vendor_of",
+]
+
+#: Each vendor by name: the async client class of its SDK (``package.Class``: read from the
+#: client's classes, so no SDK is imported to tell) and its connector as ``module:Class``,
+#: imported on first use. A new vendor is its folder under ``livebridge/vendors/`` and one line.
+VENDORS: Final[Mapping[str, tuple[str, str]]] = MappingProxyType(
+    {
+        "gemini": ("google.genai.Client", "livebridge.vendors.gemini.connector:GeminiConnector"),
+        "openai": ("openai.AsyncOpenAI", "livebridge.vendors.openai.connector:OpenAIConnector"),
+    }
+)
+#: Synchronous clients of a vendor SDK, refused with a word on the async one to use instead.
+_SYNC_CLIENTS: Final = {
+    "openai.AzureOpenAI": "openai.AsyncOpenAI",
+    "openai.OpenAI": "openai.AsyncOpenAI",
+}
 
 
 class Connector(Protocol):
@@ -44,21 +69,34 @@ class Connector(Protocol):
         ...
 
 
+def _is(cls: type, spec: str) -> bool:
+    """Is ``cls`` the class ``spec`` (``package.Class``) names, from any module of the package?"""
+    package, _, name = spec.rpartition(".")
+    module = cls.__module__
+    return cls.__name__ == name and (module == package or module.startswith(package + "."))
+
+
 def vendor_of(client: Any) -> str | None:
-    """``"gemini"`` for a ``genai.Client``, ``"openai"`` for an ``openai.AsyncOpenAI`` (or a
-    subclass), else None. Reads the class's module: neither SDK is imported to tell."""
+    """The name in ``VENDORS`` whose client ``client`` is (or subclasses), else None: e.g.
+    ``"gemini"`` for a ``genai.Client``, ``"openai"`` for an ``openai.AsyncOpenAI``. Reads the
+    class's module: no SDK is imported to tell."""
     for cls in type(client).__mro__:
-        package = cls.__module__.split(".", 1)[0]
-        if package == "openai" and cls.__name__ in ("AsyncOpenAI", "AsyncAzureOpenAI"):
-            return "openai"
-        if package == "openai" and cls.__name__ in ("OpenAI", "AzureOpenAI"):
-            raise UsageError(
-                f"LiveSession needs openai.AsyncOpenAI, not openai.{cls.__name__}: the realtime "
-                "connection is asynchronous"
-            )
-        if cls.__module__.startswith("google.genai") and cls.__name__ == "Client":
-            return "gemini"
+        for vendor, (client_class, _) in VENDORS.items():
+            if _is(cls, client_class):
+                return vendor
+        for sync, wanted in _SYNC_CLIENTS.items():
+            if _is(cls, sync):
+                raise UsageError(
+                    f"LiveSession needs {wanted}, not {sync}: the realtime connection is "
+                    "asynchronous"
+                )
     return None
+
+
+def _load(path: str) -> Any:
+    """The object a ``module:Name`` path names, its module imported now."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def connector_for(
@@ -69,33 +107,25 @@ def connector_for(
     config: Any = None,
     transport: TransportKind = "wire",
     keepalive: Mapping[str, float] | None = None,
-    tls_read_buffer: int = 8 * 1024,
+    tls_read_buffer: int = TLS_READ_BUFFER,
     profile: ModelProfile | None = None,
 ) -> Connector:
-    """The connector for ``client``'s vendor.
+    """The connector for ``client``'s vendor, from ``VENDORS``.
 
     ``config`` is the vendor's own: a ``LiveConnectConfig`` (or dict) for Gemini, a
     ``session.update`` session dict for OpenAI (merged over livebridge's defaults).
     ``profile`` replaces the model profile the connector would choose (``livebridge.profiles``).
+    Adding a vendor is one line in ``VENDORS`` (and its folder under ``livebridge/vendors/``):
+    its connector takes these same arguments.
     """
     vendor = vendor_of(client)
-    factory: Callable[..., Connector]
-    if vendor == "gemini":
-        from livebridge.vendors.gemini.connector import GeminiConnector as factory
-    elif vendor == "openai":
-        from livebridge.vendors.openai.connector import OpenAIConnector as factory
-
-        if config is not None and not isinstance(config, Mapping):
-            raise UsageError(
-                f"OpenAI Realtime takes config as a dict of session fields (session.update), "
-                f"not {type(config).__name__}"
-            )
-    else:
+    if vendor is None:
         raise UsageError(
             f"LiveSession cannot tell the vendor of a {type(client).__module__}."
-            f"{type(client).__name__}: pass a google.genai.Client or an openai.AsyncOpenAI, "
+            f"{type(client).__name__}: pass a {', '.join(c for c, _ in VENDORS.values())} "
             "or a connector"
         )
+    factory: Callable[..., Connector] = _load(VENDORS[vendor][1])
     return factory(
         client,
         model=model,
@@ -109,12 +139,8 @@ def connector_for(
 
 
 def __getattr__(name: str) -> Any:
-    if name == "GeminiConnector":
-        from livebridge.vendors.gemini.connector import GeminiConnector
-
-        return GeminiConnector
-    if name == "OpenAIConnector":
-        from livebridge.vendors.openai.connector import OpenAIConnector
-
-        return OpenAIConnector
+    """The vendors' connectors (``GeminiConnector``, ...), imported on first use."""
+    for _, connector in VENDORS.values():
+        if connector.endswith(":" + name):
+            return _load(connector)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

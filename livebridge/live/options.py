@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
 
 from livebridge.live import resume
 from livebridge.live.outbox import AudioPolicy
@@ -11,7 +11,12 @@ from livebridge.live.protocol import ProtocolOptions
 from livebridge.live.transport import TransportKind
 from livebridge.profiles import ModelProfile
 
-__all__ = ["SessionOptions"]
+__all__ = ["TLS_READ_BUFFER", "SessionOptions"]
+
+#: The TLS read buffer each connection gets in place of asyncio's 256 KiB (0 keeps asyncio's).
+TLS_READ_BUFFER: Final = 8 * 1024
+#: The protocol's share of the options, whose defaults are written there, once.
+_PROTOCOL: Final = ProtocolOptions()
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,22 +50,23 @@ class SessionOptions:
     """
 
     transport: TransportKind = "wire"
-    audio_during_blocking: AudioPolicy = "hold"
-    held_audio_seconds: float = 10.0
-    outbox_bytes: int = 1024 * 1024
+    audio_during_blocking: AudioPolicy = _PROTOCOL.audio_during_blocking
+    held_audio_seconds: float = _PROTOCOL.held_audio_seconds
+    outbox_bytes: int = _PROTOCOL.outbox_bytes
     event_capacity: int = 1024
     settled_capacity: int = 4096
     shutdown_grace: float = 5.0
-    reconnect_attempts: int = 5
-    go_away_margin: float = 1.0
+    reconnect_attempts: int = _PROTOCOL.reconnect_attempts
+    go_away_margin: float = _PROTOCOL.go_away_margin
     keepalive: dict[str, float] = field(default_factory=resume.keepalive_settings)
-    tls_read_buffer: int = 8 * 1024
+    tls_read_buffer: int = TLS_READ_BUFFER
     record: str | None = None
     record_audio: Literal["keep", "length"] = "length"
     record_max_bytes: int = 256 * 1024 * 1024
     profile: ModelProfile | None = None
 
     def protocol_options(self) -> ProtocolOptions:
+        """The protocol's share (its ``max_frame_bytes`` is the session's ``CallPolicy``'s)."""
         return ProtocolOptions(
             audio_during_blocking=self.audio_during_blocking,
             held_audio_seconds=self.held_audio_seconds,

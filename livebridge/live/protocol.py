@@ -2,7 +2,8 @@
 
 A protocol is sans-I/O: the shell feeds it decoded server messages, app input and the time, and
 it answers with session events (for the app), observer events and actions (for the shell).
-Nothing here awaits, reads a clock or touches a socket.
+Nothing here awaits, reads a clock or touches a socket. The code every vendor's protocol shares
+on top of these is ``LiveProtocol`` (``livebridge.live.skeleton``).
 
 One connection at a time moves through this table (the only place the state changes; an event
 not in it raises ``ConnectionStateError`` and changes nothing)::
@@ -17,18 +18,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
-from livebridge.calls.call import Call, Outcome, Partial
-from livebridge.calls.ledger import CallLedger, Outgoing
+from livebridge.calls.call import Call
 from livebridge.calls.payloads import DEFAULT_MAX_FRAME_BYTES
-from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import ConnectionStateError, LivebridgeError
 from livebridge.live import resume
 from livebridge.live.events import Closed, SessionEvent
-from livebridge.live.outbox import AudioPolicy, Outbox
-from livebridge.live.transport import ClientItem, Frames
+from livebridge.live.outbox import AudioPolicy
 from livebridge.observe.observers import Event
+
+if TYPE_CHECKING:
+    from livebridge.live.skeleton import LiveProtocol
 
 __all__ = [
     "Action",
@@ -172,7 +173,8 @@ Output: TypeAlias = SessionEvent | Action
 
 @dataclass(frozen=True, slots=True)
 class ProtocolOptions:
-    """The protocol's share of ``SessionOptions`` (see there)."""
+    """The protocol's share of ``SessionOptions`` (see there for what each means); the
+    defaults written here are the session's too."""
 
     audio_during_blocking: AudioPolicy = "hold"
     held_audio_seconds: float = 10.0
@@ -182,48 +184,11 @@ class ProtocolOptions:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES  # from ``CallPolicy``: one answer frame
 
 
-class LiveProtocol(Protocol):
-    """What the session shell asks of a vendor's protocol (``GeminiLiveProtocol``,
-    ``OpenAIRealtimeProtocol``).
+def __getattr__(name: str) -> Any:
+    """``LiveProtocol``, the skeleton the vendors' protocols fill in, lives in
+    ``livebridge.live.skeleton`` (which builds on this module); it is found here as well."""
+    if name == "LiveProtocol":
+        from livebridge.live.skeleton import LiveProtocol
 
-    Every method takes the time as an argument and returns outputs; none awaits. The shell
-    sends ``frame(next_item())`` and confirms with ``sent(item)``, or hands a failed send back
-    with ``unsent(item)``; it never looks inside a message.
-    """
-
-    vendor: str
-    tools: ToolRegistry  # the app's registry as the model's profile adapted it
-    handle: str | None
-    session_id: str | None
-    outbox: Outbox
-    ledger: CallLedger  # the shell proves reads to it (``reads_proven``, ``read_through``)
-
-    @property
-    def state(self) -> ConnectionState: ...
-    @property
-    def idle(self) -> bool: ...
-    @property
-    def switch_ready(self) -> bool: ...
-    @property
-    def send_directly(self) -> bool: ...
-    @property
-    def answers_ready(self) -> bool: ...
-    def answer_seen(self, call_id: str) -> bool: ...
-    def opened(self, session_id: str | None, now: float) -> list[Output]: ...
-    def lost(
-        self, code: int | None, reason: str, now: float, *, error: LivebridgeError | None = None
-    ) -> Reconnect | Finish: ...
-    def receive(self, message: Any, now: float) -> list[Output]: ...
-    def settled(self, outcome: Outcome) -> list[Output]: ...
-    def partial(self, item: Partial) -> list[Output]: ...
-    def input_rate(self, rate: int | None) -> int: ...
-    def truncate(self, played: float) -> Frames | None: ...
-    @property
-    def input_encoding(self) -> Literal["pcm16", "pcmu"]: ...
-    def next_item(self, now: float) -> Outgoing | ClientItem | None: ...
-    def frame(self, item: Outgoing | ClientItem) -> ClientItem: ...
-    def unsent(self, item: Outgoing | ClientItem) -> None: ...
-    def sent(self, item: Outgoing | ClientItem, now: float) -> list[Output]: ...
-    def take_fates(self) -> list[Output]: ...
-    def shutdown(self) -> list[str]: ...
-    def close(self, closed: Closed, now: float) -> list[Output]: ...
+        return LiveProtocol
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -47,7 +47,7 @@ from livebridge.errors import MalformedMessageError, RecordingError, TransportCl
 from livebridge.live import secrets
 from livebridge.live.connectors import Connector
 from livebridge.live.protocol import LiveProtocol, ProtocolOptions
-from livebridge.live.transport import ClientItem, Transport, encode_client
+from livebridge.live.transport import ClientItem, Transport
 from livebridge.observe.observers import Observer, RecordingFailed, RecordingTruncated, emit
 from livebridge.observe.trace import Redact, TraceObserver
 from livebridge.recording.read import FORMAT_VERSION as FORMAT_VERSION
@@ -57,6 +57,7 @@ from livebridge.recording.read import Recording as Recording
 from livebridge.recording.read import read_recording as read_recording
 from livebridge.recording.read import restore_audio as restore_audio
 from livebridge.vendors.gemini import wire
+from livebridge.vendors.gemini.frames import encode_client
 
 __all__ = [
     "DEFAULT_MAX_BYTES",

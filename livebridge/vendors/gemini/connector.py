@@ -41,7 +41,6 @@ from livebridge.live.transport import (
     ToolAnswers,
     Transport,
     TransportKind,
-    encode_client,
 )
 from livebridge.live.websocket import CLOSE_SECONDS as CLOSE_SECONDS
 from livebridge.live.websocket import close as _close
@@ -50,6 +49,7 @@ from livebridge.live.websocket import read_by_peer as _read_by_peer
 from livebridge.live.websocket import shrink_tls_read_buffer
 from livebridge.vendors.gemini import wire
 from livebridge.vendors.gemini.answers import to_sdk
+from livebridge.vendors.gemini.frames import encode_client
 from livebridge.vendors.gemini.protocol import GeminiLiveProtocol
 
 __all__ = [

@@ -3,8 +3,9 @@
 The shell (``livebridge.live.session``) feeds it what happened, with the time as an argument:
 decoded server messages (``receive``), connections opened and lost, results of handlers, the
 app's input; it answers with session events for the app and actions for the shell (run these
-calls, cancel these, switch connection, reconnect or finish). It owns the turn counter, the
-resumption handle, the connection state table (``protocol.base``) and the call ledger, so a
+calls, cancel these, switch connection, reconnect or finish). ``LiveProtocol``
+(``livebridge.live.skeleton``) holds what every vendor shares: the turn counter, the resumption
+handle, the connection state table and the call ledger; this class reads Gemini's messages, so a
 message carrying audio, a transcript and ``turnComplete`` at once is tested with plain calls.
 
 Interrupted without cancellation: the service may interrupt a turn while BLOCKING calls are
@@ -22,15 +23,14 @@ or an activity start sent while one runs cancels it here, whether or not a
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, assert_never
 
 import msgspec
 
 from livebridge import profiles
-from livebridge.calls.call import Behavior, Call, Outcome, Partial
-from livebridge.calls.ledger import CallLedger, LiveCall, Outgoing, Via
+from livebridge.calls.call import Behavior, Call
+from livebridge.calls.ledger import LiveCall, Outgoing, Via
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import ConnectionLostError, LivebridgeError
 from livebridge.live import resume
@@ -41,48 +41,37 @@ from livebridge.live.events import (
     InputTranscript,
     Interrupted,
     OutputTranscript,
-    Resumed,
     TextOut,
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.live.outbox import Outbox
 from livebridge.live.protocol import (
     CancelCalls,
-    ConnectionState,
-    ConnectionTable,
     Finish,
-    Notify,
     Output,
     ProtocolOptions,
     Reconnect,
-    Retries,
     RunCalls,
     SwitchConnection,
-    ended_by_service,
 )
-from livebridge.live.report import Reporter
-from livebridge.live.transport import ClientItem, Frames, Signal, Text, ToolAnswers, message_kind
-from livebridge.observe.observers import (
-    Reconnected,
-    SessionClosed,
-    SessionOpened,
-)
+from livebridge.live.resume import CloseDecision
+from livebridge.live.skeleton import LiveProtocol, log
+from livebridge.live.transport import ClientItem, Frames, Signal, Text, ToolAnswers
 from livebridge.vendors.gemini import answers as gemini_live
 from livebridge.vendors.gemini import wire
+from livebridge.vendors.gemini.frames import client_kinds
 
 __all__ = ["NAMELESS_PREFIX", "GeminiLiveProtocol"]
-
-log = logging.getLogger("livebridge.live.session")
 
 #: The start of the key a call without an id is known by inside the session.
 NAMELESS_PREFIX = "nameless-call-"
 
 
-class GeminiLiveProtocol:
+class GeminiLiveProtocol(LiveProtocol):
     """The decisions of one Live conversation; see the module docstring."""
 
     vendor = "gemini"
+    client_kinds = staticmethod(client_kinds)
     #: Microphone audio rate when the app names none (any rate is accepted: the frame says it).
     INPUT_RATE = 16_000
 
@@ -91,147 +80,53 @@ class GeminiLiveProtocol:
         tools: ToolRegistry,
         options: ProtocolOptions | None = None,
         *,
+        profile: profiles.ModelProfile = profiles.DEVELOPER_DEFAULT,
         observed: bool = True,
         delays: Iterator[float] | None = None,
-        profile: profiles.ModelProfile = profiles.DEVELOPER_DEFAULT,
     ) -> None:
-        """``tools``: the registry as ``profile.adapt`` made it for this model;
-        ``observed``: produce ``Notify`` outputs (skip the work when nobody listens);
-        ``delays``: the waits before reconnects (default ``resume.backoff()``)."""
-        self.options = options or ProtocolOptions()
-        self.tools = tools
-        self.profile = profile
-        self.handle: str | None = None
-        self.session_id: str | None = None
-        self.turn = 0
-        self.connection = ConnectionTable()
-        self.ledger = CallLedger(
+        """``profile``: the model's (``livebridge.profiles``); the rest as ``LiveProtocol``."""
+        super().__init__(
+            tools,
+            options,
+            observed=observed,
+            delays=delays,
             encode=gemini_live.encoder(profile.schedulings),
-            max_frame_bytes=self.options.max_frame_bytes,
         )
-        self.outbox = Outbox(
-            self.options.audio_during_blocking,
-            self.options.held_audio_seconds,
-            self.options.outbox_bytes,
-        )
-        self._observed = observed
-        self._retries = Retries(self.options.reconnect_attempts, delays)
-        self._opened = False
-        self._leaving = False  # the app is leaving: calls that arrive now are answered, not run
-        self._lost: tuple[str, LivebridgeError | None] = ("connect", None)
+        self.profile = profile
         self._messages = 0
         self._last_call_message = -1
         self._last_handle_message = -1
         self._nameless = 0  # calls without an id admitted so far
-        self._report = Reporter(tools, observed, lambda: self.session_id)
-
-    # -- queries ---------------------------------------------------------------------------
-
-    @property
-    def state(self) -> ConnectionState:
-        return self.connection.state
-
-    @property
-    def idle(self) -> bool:
-        """No call is waiting for its fate."""
-        return self.ledger.idle
-
-    @property
-    def answers_ready(self) -> bool:
-        """An answer waits for the writer (a settled call only wakes it then)."""
-        return self.ledger.answers_ready
 
     @property
     def switch_ready(self) -> bool:
         """After ``goAway``: every call is answered and the newest handle covers them all."""
         return self.ledger.idle and self._last_handle_message > self._last_call_message
 
-    def answer_seen(self, call_id: str) -> bool:
-        """Could the model have seen this call's answer? (The re-issue rule asks.)"""
-        return self.ledger.answer_seen(call_id)
-
-    @property
-    def send_directly(self) -> bool:
-        """App audio may skip the outbox: nothing queued, no call pending."""
-        return not self.outbox and self.ledger.idle
-
     # -- connections -----------------------------------------------------------------------
 
-    def opened(self, session_id: str | None, now: float) -> list[Output]:
-        """A connection is open and set up (resuming ``self.handle`` unless it is the first)."""
-        self.connection.move("open")
-        resumed = self._opened
-        self._opened = True
-        self._retries.attempts = 0
-        self.session_id = self.session_id or session_id
-        out: list[Output] = []
-        if not resumed and self._observed:
-            out.append(Notify(SessionOpened(self.session_id)))
-        orphaned = self.ledger.resumed(self.handle if resumed else None, now)
-        if resumed:
-            reason, error = self._lost
-            if self._observed:
-                out.append(Notify(Reconnected(self.session_id, reason)))
-            out.append(Resumed(reason, tuple(orphaned), error))
-        self._report.fates(self.ledger, out)
-        return out
+    def _classify(self, code: int | None, reason: str) -> CloseDecision:
+        return resume.classify_close(code, reason, after_go_away=self.state == "going_away")
 
-    def lost(
-        self, code: int | None, reason: str, now: float, *, error: LivebridgeError | None = None
-    ) -> Reconnect | Finish:
-        """The connection ended with ``code``/``reason`` (None: no close frame).
+    def _first_failure(
+        self, code: int | None, reason: str, decision: CloseDecision, error: LivebridgeError | None
+    ) -> LivebridgeError:
+        closed = f"the first connection closed at once ({decision.reason})"
+        return error or decision.error or ConnectionLostError(closed)
 
-        ``error``: what livebridge itself found wrong (it closed the socket). Returns whether
-        to reconnect or to finish; after ``Finish`` the shell calls ``close``.
-        """
-        decision = resume.classify_close(code, reason, after_go_away=self.state == "going_away")
-        log.info("connection closed (%s %r): %s", code, reason, decision.reason)
-        cause = error or decision.error
-        self.ledger.disconnected()
-        if not self._opened:
-            return Finish(
-                Closed(
-                    "the first connection failed",
-                    cause
-                    or ConnectionLostError(
-                        f"the first connection closed at once ({decision.reason})"
-                    ),
-                )
-            )
-        self.connection.move("lost")
-        if decision.action == "end":
-            return ended_by_service(cause)
+    def _reconnect(
+        self, decision: CloseDecision, cause: LivebridgeError | None
+    ) -> Reconnect | Finish | None:
+        """No handle yet: nothing to resume. After ``goAway``: reconnect at once."""
         if self.handle is None:
             lost = ConnectionLostError(
                 f"the connection ended ({decision.reason}) before the service issued a "
                 "resumption handle, so the conversation cannot continue; start a new session"
             )
             return Finish(Closed(str(lost), lost))
-        self._lost = (decision.reason, cause)
         if decision.reason == "go_away" and cause is None:
             return Reconnect("go_away", 0.0)
-        return self._retries.next(decision.reason, cause)
-
-    def shutdown(self) -> list[str]:
-        """Run no new call; returns the ids still running (cancel them after the grace)."""
-        self._leaving = True
-        return self.ledger.shutdown()
-
-    def close(self, closed: Closed, now: float) -> list[Output]:
-        """The session is over: every call without a fate is orphaned, its handler cancelled."""
-        if self.state == "closed":
-            return []
-        self.connection.move("close")
-        out: list[Output] = []
-        why = f"the session ended: {closed.reason}"
-        orphaned = self._report.close(self.ledger, now, why, out)
-        if orphaned:
-            out.append(CancelCalls(orphaned))
-        self._report.flush_seen(out)
-        out.append(closed)
-        if self._observed:
-            out.append(Notify(SessionClosed(self.session_id, closed.reason)))
-        return out
+        return None
 
     # -- server messages -------------------------------------------------------------------
 
@@ -335,7 +230,7 @@ class GeminiLiveProtocol:
             live_calls = [msgspec.structs.replace(lc, streaming=False) for lc in live_calls]
         self._last_call_message = self._messages
         admitted = self.ledger.receive(live_calls, now, via=via)
-        self._report.fates(self.ledger, out)
+        self._fates(out)
         if not admitted:
             return
         behaviors: dict[str, Behavior] = {lc.call.id: lc.behavior for lc in live_calls}
@@ -353,11 +248,11 @@ class GeminiLiveProtocol:
 
     def _on_cancellation(self, ids: Sequence[str], now: float, out: list[Output]) -> None:
         running = self.ledger.cancel([i for i in ids if isinstance(i, str)], now)
-        self._report.fates(self.ledger, out)
+        self._fates(out)
         if running:
             out.append(CancelCalls(running))
 
-    def _input_sent(self, now: float, out: list[Output]) -> None:
+    def _cancel_blocking(self, now: float, out: list[Output]) -> None:
         """New input reached the service while BLOCKING calls run: on a model that cancels
         them for it, they are cancelled now (nothing will be sent for them)."""
         blocking = self.ledger.blocking_ids()
@@ -365,7 +260,7 @@ class GeminiLiveProtocol:
             return
         why = f"cancelled: new input arrived while it ran ({self.profile.family} cancels it)"
         running = self.ledger.cancel(blocking, now, why)
-        self._report.fates(self.ledger, out)
+        self._fates(out)
         if running:
             out.append(CancelCalls(running))
 
@@ -388,35 +283,7 @@ class GeminiLiveProtocol:
             margin = self.options.go_away_margin
             out.append(SwitchConnection(resume.reconnect_deadline(now, time_left, margin)))
 
-    # -- handlers and the writer -----------------------------------------------------------
-
-    def settled(self, outcome: Outcome) -> list[Output]:
-        """A handler's final outcome (from the dispatcher)."""
-        self.ledger.settle(outcome)
-        out: list[Output] = []
-        self._report.fates(self.ledger, out)
-        return out
-
-    def partial(self, item: Partial) -> list[Output]:
-        """A streaming handler yielded ``item``."""
-        self.ledger.partial(item)
-        out: list[Output] = []
-        self._report.fates(self.ledger, out)
-        return out
-
-    def next_item(self, now: float) -> Outgoing | ClientItem | None:
-        """What the writer sends next: tool answers first, then the app's input in order.
-
-        Audio held during a blocking call goes out as soon as the call is answered, ahead of
-        newer input.
-        """
-        ledger = self.ledger
-        if ledger.idle:  # nothing to answer and nothing blocking: the common case
-            return self.outbox.take(blocking=False)
-        answers = ledger.drain(now)
-        if answers is not None:
-            return answers
-        return self.outbox.take(blocking=ledger.blocking_pending)
+    # -- audio and the writer --------------------------------------------------------------
 
     def truncate(self, played: float) -> Frames | None:
         """Nothing: the service itself cuts the interrupted turn to what was generated."""
@@ -431,41 +298,13 @@ class GeminiLiveProtocol:
         """The rate to send app audio at: any rate the app names (the frame carries it)."""
         return self.INPUT_RATE if rate is None else rate
 
-    def frame(self, item: Outgoing | ClientItem) -> ClientItem:
-        """What the transport sends for ``item``: answers go as one ``toolResponse``."""
-        if isinstance(item, Outgoing):
-            return ToolAnswers(item.function_responses, item.encoded)
-        return item
+    def _answer_item(self, answers: Outgoing) -> ClientItem:
+        """Answers go as one ``toolResponse``."""
+        return ToolAnswers(answers.function_responses, answers.encoded)
 
-    def unsent(self, item: Outgoing | ClientItem) -> None:
-        """``item`` did not leave (the connection ended): app input goes back to the front;
-        the ledger requeues its own answers (``disconnected``)."""
-        if not isinstance(item, Outgoing):
-            self.outbox.push_front(item)
-
-    def sent(self, item: Outgoing | ClientItem, now: float) -> list[Output]:
-        """``item`` left on the socket."""
-        out: list[Output] = []
-        if isinstance(item, Outgoing):
-            self.ledger.sent(item, now)
-            self._report.answers(item, out)
-            self._report.fates(self.ledger, out)
-            kind = "toolResponse"
-        else:
-            kind = message_kind(item)
-            if self.profile.input_cancels_blocking and _is_new_input(item):
-                self._input_sent(now, out)
-        if self._observed:
-            self._report.count("sent", kind, out)
-        return out
-
-    def take_fates(self) -> list[Output]:
-        """Fates decided since the last look (e.g. by ``drain``), as outputs."""
-        out: list[Output] = []
-        self._report.fates(self.ledger, out)
-        return out
-
-    # -- reporting -------------------------------------------------------------------------
+    def _input_sent(self, item: ClientItem, now: float, out: list[Output]) -> None:
+        if self.profile.input_cancels_blocking and _is_new_input(item):
+            self._cancel_blocking(now, out)
 
 
 def _is_new_input(item: ClientItem) -> bool:

@@ -87,6 +87,11 @@ class OpenAIConnector:
         setup_timeout: float = SETUP_SECONDS,
         profile: profiles.ModelProfile | None = None,
     ) -> None:
+        if config is not None and not isinstance(config, Mapping):
+            raise UsageError(
+                f"OpenAI Realtime takes config as a dict of session fields (session.update), "
+                f"not {type(config).__name__}"
+            )
         if profile is not None and profile.vendor != "openai":
             raise UsageError(f"an AsyncOpenAI needs an OpenAI model profile, not {profile.family}")
         self._client = client

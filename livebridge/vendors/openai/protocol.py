@@ -1,8 +1,8 @@
 """``OpenAIRealtimeProtocol``: one OpenAI Realtime (GA) conversation as a sans-I/O state machine.
 
-The same interface as ``GeminiLiveProtocol`` (``protocol.base.LiveProtocol``): decoded server
-events (``openai_wire.ServerEvent``) and the time in, session events and actions out. What
-differs, and why:
+The same skeleton as ``GeminiLiveProtocol`` (``livebridge.live.skeleton.LiveProtocol``):
+decoded server events (``openai_wire.ServerEvent``) and the time in, session events and actions
+out. What differs, and why:
 
 - **When calls run.** A call is a ``function_call`` output item, complete at
   ``response.function_call_arguments.done`` / ``response.output_item.done``, but those are also
@@ -45,12 +45,12 @@ differs, and why:
   ``Resumed(fresh=True)``: it must send again whatever the model needs to know.
 - **Frames.** Each output is its own frame; one that would exceed ``max_frame_bytes`` is
   answered with a ``result_too_large`` error instead.
-- **Audio** is PCM16 mono at 24 kHz both ways, the only ``audio/pcm`` rate the API takes.
+- **Audio** is PCM16 mono at 24 kHz both ways, the only ``audio/pcm`` rate the API takes, or
+  μ-law (``livebridge.vendors.openai.audio``).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 from typing import Literal
 
@@ -58,46 +58,26 @@ import msgspec
 
 from livebridge.calls import outcomes, payloads
 from livebridge.calls.call import Call, Outcome, Partial
-from livebridge.calls.ledger import CallLedger, LiveCall, Outgoing
+from livebridge.calls.ledger import LiveCall, Outgoing
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import ConnectionLostError, LivebridgeError, RemoteProtocolError
 from livebridge.live.events import (
-    AudioOut,
-    Closed,
     ErrorReported,
     InputTranscript,
     Interrupted,
     OutputTranscript,
-    Resumed,
     TextOut,
     ToolCallSettled,
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.live.outbox import Outbox
-from livebridge.live.protocol import (
-    CancelCalls,
-    ConnectionState,
-    ConnectionTable,
-    Finish,
-    Notify,
-    Output,
-    ProtocolOptions,
-    Reconnect,
-    Retries,
-    RunCalls,
-    ended_by_service,
-)
-from livebridge.live.report import Reporter
+from livebridge.live.protocol import Notify, Output, ProtocolOptions, RunCalls
+from livebridge.live.resume import CloseDecision
+from livebridge.live.skeleton import LiveProtocol, log
 from livebridge.live.transport import ClientItem, Frames
-from livebridge.observe.observers import (
-    CallSettled,
-    Reconnected,
-    SessionClosed,
-    SessionOpened,
-)
-from livebridge.vendors.gemini import wire
+from livebridge.observe.observers import CallSettled
 from livebridge.vendors.openai import wire as openai_wire
+from livebridge.vendors.openai.audio import Speech
 from livebridge.vendors.openai.calls import HeldCall, Repeat, ResponseCalls
 from livebridge.vendors.openai.errors import classify_close, service_error
 from livebridge.vendors.openai.responses import Continuation
@@ -105,13 +85,9 @@ from livebridge.vendors.openai.wire import ServerEvent
 
 __all__ = ["ACTIVE_RESPONSE", "OpenAIRealtimeProtocol"]
 
-log = logging.getLogger("livebridge.live.session")
-
 #: The error code of a ``response.create`` sent while a response is in progress: tolerated.
 ACTIVE_RESPONSE = "conversation_already_has_active_response"
 
-#: ``audio/pcmu`` (G.711 μ-law): 8 kHz, a byte a sample.
-G711_RATE = 8000
 _UNBOUNDED = 1 << 40  # the ledger's frame budget: each output is its own frame (see settled)
 _FRESH = "fresh session"  # the ledger's reason for calls a new conversation does not know
 #: The ledger's reasons, in this vendor's words.
@@ -125,47 +101,39 @@ _LIVE = frozenset({"running", "settled", "ready"})
 _ADDED = ("conversation.item.added", "conversation.item.created")
 
 
-class OpenAIRealtimeProtocol:
+class OpenAIRealtimeProtocol(LiveProtocol):
     """The decisions of one OpenAI Realtime conversation; see the module docstring."""
 
     vendor = "openai"
+    client_kinds = staticmethod(openai_wire.client_kinds)
+    fresh_on_reconnect = True  # no resumption handle: ``handle`` stays None
+    reasons = _REASONS
 
     def __init__(
         self,
         tools: ToolRegistry,
         options: ProtocolOptions | None = None,
         *,
+        g711: tuple[bool, bool] = (False, False),
         observed: bool = True,
         delays: Iterator[float] | None = None,
-        g711: tuple[bool, bool] = (False, False),
     ) -> None:
-        """``observed``: produce ``Notify`` outputs; ``delays``: waits before reconnects;
-        ``g711``: (input, output) configured as ``audio/pcmu`` (8 kHz μ-law) rather than PCM."""
-        self._g711_in, self._g711_out = g711
-        self._speaking_item: str | None = None  # the assistant item of the latest audio
-        self.options = options or ProtocolOptions()
-        self.tools = tools
-        self.handle: str | None = None  # OpenAI Realtime has no resumption handle
-        self.session_id: str | None = None
-        self.turn = 0
-        self.active_response_errors = 0
-        self.connection = ConnectionTable()
-        self.ledger = CallLedger(encode=openai_wire.answer, max_frame_bytes=_UNBOUNDED)
-        self.outbox = Outbox(
-            self.options.audio_during_blocking,
-            self.options.held_audio_seconds,
-            self.options.outbox_bytes,
+        """``g711``: (input, output) configured as ``audio/pcmu`` (8 kHz μ-law) rather than
+        PCM; the rest as ``LiveProtocol``."""
+        super().__init__(
+            tools,
+            options,
+            observed=observed,
+            delays=delays,
+            encode=openai_wire.answer,
+            frame_budget=_UNBOUNDED,
         )
-        self._observed = observed
-        self._retries = Retries(self.options.reconnect_attempts, delays)
-        self._opened = False
-        self._leaving = False
-        self._lost: tuple[str, LivebridgeError | None] = ("connect", None)
+        self.speech = Speech(g711)
+        self.active_response_errors = 0
         self.calls = ResponseCalls()  # calls of responses not done yet; ids with a fate
         self.continuation = Continuation()
         self._stranded: list[HeldCall] = []  # calls of responses cut by a lost connection
         self._heard: set[str] = set()  # input items whose transcript arrived as deltas
-        self._report = Reporter(tools, observed, lambda: self.session_id)
         self._handlers: dict[str, Callable[[ServerEvent, float, list[Output]], None]] = {
             "session.created": self._on_session,
             "response.created": self._on_response_created,
@@ -183,101 +151,41 @@ class OpenAIRealtimeProtocol:
             "error": self._on_error,
         }
 
-    # -- queries ---------------------------------------------------------------------------
-
-    @property
-    def state(self) -> ConnectionState:
-        return self.connection.state
-
     @property
     def idle(self) -> bool:
         """No call is waiting for its fate and no ``response.create`` is owed."""
         return self.ledger.idle and not self.continuation.owed
 
-    @property
-    def answers_ready(self) -> bool:
-        """An answer waits for the writer (a settled call only wakes it then)."""
-        return self.ledger.answers_ready
-
-    @property
-    def switch_ready(self) -> bool:
-        return self.ledger.idle  # no goAway on OpenAI: asked only of a switch never started
-
-    @property
-    def send_directly(self) -> bool:
-        return not self.outbox and self.ledger.idle
-
-    def answer_seen(self, call_id: str) -> bool:
-        return self.ledger.answer_seen(call_id)
-
     # -- connections -----------------------------------------------------------------------
 
-    def opened(self, session_id: str | None, now: float) -> list[Output]:
-        """A connection is open with the session configured: always a new conversation."""
-        self.connection.move("open")
-        resumed = self._opened
-        self._opened = True
-        self._retries.attempts = 0
-        self.continuation.reset()
-        self.session_id = self.session_id or session_id
-        out: list[Output] = []
-        if not resumed and self._observed:
-            out.append(Notify(SessionOpened(self.session_id)))
-        orphaned = self.ledger.resumed(None, now)
-        self._report.fates(self.ledger, out, reasons=_REASONS)
-        orphaned += self._report_stranded(out)
-        if resumed:
-            reason, error = self._lost
-            if self._observed:
-                out.append(Notify(Reconnected(self.session_id, reason)))
-            out.append(Resumed(reason, tuple(orphaned), error, fresh=True))
-        return out
+    def _classify(self, code: int | None, reason: str) -> CloseDecision:
+        return classify_close(code, reason)
 
-    def lost(
-        self, code: int | None, reason: str, now: float, *, error: LivebridgeError | None = None
-    ) -> Reconnect | Finish:
-        """The connection ended; reconnect (a new, empty conversation) or finish."""
-        decision = classify_close(code, reason)
-        log.info("connection closed (%s %r): %s", code, reason, decision.reason)
-        cause = error or decision.error
-        self.ledger.disconnected()
+    def _first_failure(
+        self, code: int | None, reason: str, decision: CloseDecision, error: LivebridgeError | None
+    ) -> LivebridgeError:
+        return error or ConnectionLostError(
+            f"Could not open an OpenAI Realtime session ({code}: {reason or 'no reason'}). "
+            "Check the network path and the base URL (OPENAI_BASE_URL).",
+            code=code,
+            reason=reason,
+        )
+
+    def _dropped(self) -> None:
+        """The server's conversation is gone, with its responses in progress."""
         self._stranded += self.calls.drop_all()
         self.continuation.reset()
-        if not self._opened:  # nothing was lost yet: say why connecting failed
-            lost = ConnectionLostError(
-                f"Could not open an OpenAI Realtime session ({code}: {reason or 'no reason'}). "
-                "Check the network path and the base URL (OPENAI_BASE_URL).",
-                code=code,
-                reason=reason,
-            )
-            return Finish(Closed("the first connection failed", error or lost))
-        self.connection.move("lost")
-        if decision.action == "end":
-            return ended_by_service(cause)
-        self._lost = (decision.reason, cause)
-        return self._retries.next(decision.reason, cause)
 
-    def shutdown(self) -> list[str]:
-        self._leaving = True
-        return self.ledger.shutdown()
+    def _reopen(self, resumed: bool, now: float, out: list[Output]) -> list[str]:
+        """Always a new conversation: no call carries over."""
+        self.continuation.reset()
+        orphaned = self.ledger.resumed(None, now)
+        self._fates(out)
+        return orphaned + self._report_stranded(out)
 
-    def close(self, closed: Closed, now: float) -> list[Output]:
-        """The session is over: every call without a fate is orphaned, its handler cancelled."""
-        if self.state == "closed":
-            return []
-        self.connection.move("close")
-        out: list[Output] = []
-        why = f"the session ended: {closed.reason}"
-        orphaned = self._report.close(self.ledger, now, why, out, reasons=_REASONS)
+    def _closing(self, why: str, out: list[Output]) -> None:
         self._stranded += self.calls.drop_all()
         self._report_stranded(out, why)
-        if orphaned:
-            out.append(CancelCalls(orphaned))
-        self._report.flush_seen(out)
-        out.append(closed)
-        if self._observed:
-            out.append(Notify(SessionClosed(self.session_id, closed.reason)))
-        return out
 
     # -- server events ---------------------------------------------------------------------
 
@@ -401,7 +309,7 @@ class OpenAIRealtimeProtocol:
             LiveCall(Call(held.call_id, held.name or "<no name>", held.args())) for held in calls
         ]
         admitted = self.ledger.receive(live_calls, now)
-        self._report.fates(self.ledger, out, reasons=_REASONS)
+        self._fates(out)
         if not admitted:
             return
         for call in admitted:
@@ -435,13 +343,9 @@ class OpenAIRealtimeProtocol:
         return CallSettled(self.session_id, self.turn, call, "BLOCKING", outcome, now, known)
 
     def _on_audio(self, event: ServerEvent, now: float, out: list[Output]) -> None:
-        if event.item_id:
-            self._speaking_item = event.item_id
-        if event.delta:
-            if self._g711_out:
-                out.append(AudioOut(wire.b64decode(event.delta), G711_RATE, "pcmu"))
-            else:
-                out.append(AudioOut(wire.b64decode(event.delta), openai_wire.OUTPUT_RATE))
+        audio = self.speech.output(event.item_id, event.delta)
+        if audio is not None:
+            out.append(audio)
 
     def _on_text(self, event: ServerEvent, now: float, out: list[Output]) -> None:
         if event.delta:
@@ -505,10 +409,7 @@ class OpenAIRealtimeProtocol:
                 response=response,
                 result_bytes=payloads.encoded_size(response),
             )
-        self.ledger.settle(outcome)
-        out: list[Output] = []
-        self._report.fates(self.ledger, out, reasons=_REASONS)
-        return out
+        return super().settled(outcome)
 
     def partial(self, item: Partial) -> list[Output]:
         """Not produced on OpenAI (``RunCalls.partials`` is off); dropped if it ever comes."""
@@ -518,35 +419,14 @@ class OpenAIRealtimeProtocol:
     def truncate(self, played: float) -> Frames | None:
         """``conversation.item.truncate`` of the latest assistant audio at ``played`` seconds
         (what the user heard), so the conversation holds only what was heard."""
-        if self._speaking_item is None:
-            return None
-        message = {
-            "type": "conversation.item.truncate",
-            "item_id": self._speaking_item,
-            "content_index": 0,
-            "audio_end_ms": max(0, round(played * 1000)),
-        }
-        self._speaking_item = None
-        return Frames([message], "conversation.item.truncate")
+        return self.speech.truncate(played)
 
     @property
     def input_encoding(self) -> Literal["pcm16", "pcmu"]:
-        """What ``send_audio`` takes: 16-bit PCM, or μ-law bytes for ``audio/pcmu``."""
-        return "pcmu" if self._g711_in else "pcm16"
+        return self.speech.encoding
 
     def input_rate(self, rate: int | None) -> int:
-        """24 kHz, the one rate OpenAI Realtime takes for ``audio/pcm`` (8 kHz for
-        ``audio/pcmu``)."""
-        if self._g711_in:
-            if rate is None or rate == G711_RATE:
-                return G711_RATE
-            raise ValueError(f"audio/pcmu is 8 kHz μ-law, not {rate} Hz")
-        if rate is None or rate == openai_wire.INPUT_RATE:
-            return openai_wire.INPUT_RATE
-        raise ValueError(
-            f"OpenAI Realtime takes 16-bit PCM at {openai_wire.INPUT_RATE} Hz only, not {rate} "
-            "Hz: resample the audio to 24 kHz before send_audio"
-        )
+        return self.speech.input_rate(rate)
 
     def next_item(self, now: float) -> Outgoing | ClientItem | None:
         """Answers first, then the owed ``response.create`` (once no response is in
@@ -566,36 +446,13 @@ class OpenAIRealtimeProtocol:
             return create
         return self.outbox.take(blocking=ledger.blocking_pending)
 
-    def frame(self, item: Outgoing | ClientItem) -> ClientItem:
+    def _answer_item(self, answers: Outgoing) -> ClientItem:
         """Answers go as one ``conversation.item.create`` frame per call."""
-        if isinstance(item, Outgoing):
-            return Frames(item.function_responses, "conversation.item.create")
-        return item
+        return Frames(answers.function_responses, "conversation.item.create")
 
-    def unsent(self, item: Outgoing | ClientItem) -> None:
-        if not isinstance(item, Outgoing | Frames):
-            self.outbox.push_front(item)
-
-    def sent(self, item: Outgoing | ClientItem, now: float) -> list[Output]:
-        out: list[Output] = []
-        if isinstance(item, Outgoing):
-            self.ledger.sent(item, now)
-            self._report.answers(item, out)
-            self._report.fates(self.ledger, out, reasons=_REASONS)
-            kinds = ["conversation.item.create"] * len(item.function_responses)
-        else:
-            if isinstance(item, Frames) and item.kind == "response.create":
-                self.continuation.sent(item)
-            kinds = openai_wire.client_kinds(item)
-        if self._observed:
-            for kind in kinds:
-                self._report.count("sent", kind, out)
-        return out
-
-    def take_fates(self) -> list[Output]:
-        out: list[Output] = []
-        self._report.fates(self.ledger, out, reasons=_REASONS)
-        return out
+    def _input_sent(self, item: ClientItem, now: float, out: list[Output]) -> None:
+        if isinstance(item, Frames) and item.kind == "response.create":
+            self.continuation.sent(item)
 
     # -- reporting -------------------------------------------------------------------------
 
