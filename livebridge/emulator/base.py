@@ -14,8 +14,8 @@ from typing import Any, Protocol
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from livebridge.emulator.contract import Ending
 from livebridge.emulator.frames import ending_of
-from livebridge.emulator.gemini.checker import Ending
 from livebridge.emulator.shared import Shared, cap_reason
 
 __all__ = ["INTERNAL_ERROR", "Connection", "Verdict"]

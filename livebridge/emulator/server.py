@@ -38,13 +38,13 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 
 from livebridge import profiles
-from livebridge.emulator.faults import Faults
-from livebridge.emulator.gemini.checker import (
+from livebridge.emulator.contract import (
     HELD_ANSWERS_SECONDS,
     SERIAL_GAP_SECONDS,
     Thresholds,
     Violation,
 )
+from livebridge.emulator.faults import Faults
 from livebridge.emulator.gemini.connection import EmulatedSession
 from livebridge.emulator.model import RuleModel
 from livebridge.emulator.openai import handshake

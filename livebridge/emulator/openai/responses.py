@@ -25,7 +25,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from livebridge.emulator.base import Connection
-from livebridge.emulator.gemini.checker import Answer, CallRecord
+from livebridge.emulator.contract import Answer, CallRecord
 from livebridge.emulator.openai import codec
 from livebridge.emulator.openai.checker import RealtimeChecker, ResponseKind
 from livebridge.emulator.shared import ScenarioError, Shared, UserTurn

@@ -41,6 +41,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolCallCancellation",
+    "ToolResponse",
     "Transcription",
     "UsageMetadata",
     "VoiceActivity",
