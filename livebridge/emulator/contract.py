@@ -10,6 +10,7 @@ still open when the connection ends.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -172,6 +173,37 @@ class CallChecker:
         """Report a violation of ``kind`` (severity: as in ``SEVERITIES`` unless given)."""
         severity = severity or self.SEVERITIES[kind]
         self.sink(Violation(kind, text, offending, self.session, severity))
+
+    def check_held(
+        self, message: dict[str, Any], flagged: set[str], waited: float, what: str, since: str
+    ) -> None:
+        """``held_answers`` (once a batch, ``flagged`` remembers): ``what`` came ``waited``
+        seconds after ``since``, past ``Thresholds.held_answers``."""
+        held = self.thresholds.held_answers
+        if held is not None and waited > held and "held" not in flagged:
+            flagged.add("held")
+            self.flag(
+                "held_answers",
+                f"{what} sent {waited:.1f} s after {since} (more than {held:g} s): the model "
+                "waited in silence; answer fast calls without waiting on slow ones, and time "
+                "slow ones out sooner",
+                message,
+            )
+
+    def check_serial(
+        self, message: dict[str, Any], times: list[float], what: str, advice: str
+    ) -> None:
+        """``serial_answers``: the answers of ``what`` came at ``times`` (the first: when the
+        calls could run), each at least ``Thresholds.serial_gap`` after the one before, the
+        shape of a loop awaiting each call in turn."""
+        gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+        if min(gaps) >= self.thresholds.serial_gap:
+            spread = ", ".join(f"{gap * 1000:.0f}" for gap in gaps)
+            self.flag(
+                "serial_answers",
+                f"{what} were answered one after another (gaps of {spread} ms): {advice}",
+                message,
+            )
 
     def finish(self, ending: Ending) -> None:
         """The connection ended: every call still open was never answered.

@@ -320,17 +320,8 @@ class Checker(CallChecker):
         batch = self._batches[number]
         batch.answer_times.append((now, count))
         blocking = [self.calls[i] for i in batch.ids if self.calls[i].blocking]
-        held = self.thresholds.held_answers
-        waited = now - batch.issued_at
-        if held is not None and waited > held and "held" not in batch.flagged:
-            batch.flagged.add("held")
-            self.flag(
-                "held_answers",
-                f"blocking answers of batch {number} sent {waited:.1f} s after the toolCall "
-                f"(more than {held:g} s): the model waited in silence; answer fast calls "
-                "without waiting on slow ones, and time slow ones out sooner",
-                message,
-            )
+        what = f"blocking answers of batch {number}"
+        self.check_held(message, batch.flagged, now - batch.issued_at, what, "the toolCall")
         if len(batch.answer_times) == 2:
             self.flag(
                 "split_batch",
@@ -340,15 +331,12 @@ class Checker(CallChecker):
         if any(record.open for record in blocking) or len(blocking) < 2:
             return
         times = [batch.issued_at] + [at for at, _ in batch.answer_times]
-        gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
-        one_per_message = all(n == 1 for _, n in batch.answer_times)
-        if one_per_message and len(gaps) >= 2 and min(gaps) >= self.thresholds.serial_gap:
-            spread = ", ".join(f"{gap * 1000:.0f}" for gap in gaps)
-            self.flag(
-                "serial_answers",
-                f"the {len(blocking)} calls of batch {number} were answered one after another "
-                f"(gaps of {spread} ms): run them concurrently and answer them in one message",
+        if all(n == 1 for _, n in batch.answer_times) and len(times) >= 3:
+            self.check_serial(
                 message,
+                times,
+                f"the {len(blocking)} calls of batch {number}",
+                "run them concurrently and answer them in one message",
             )
 
     def _record(self, record: CallRecord, response: wire.FunctionResponse) -> None:

@@ -15,7 +15,6 @@ call's life reads the same on both vendors; the timing checks' bounds (``Thresho
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from collections.abc import Callable
@@ -326,27 +325,16 @@ class RealtimeChecker(CallChecker):
             return
         now = self.clock()
         batch.answer_times.append(now)
-        held, waited = self.thresholds.held_answers, now - batch.done_at
-        if held is not None and waited > held and "held" not in batch.flagged:
-            batch.flagged.add("held")
-            self.flag(
-                "held_answers",
-                f"outputs of response {batch.response_id} sent {waited:.1f} s after its "
-                f"response.done (more than {held:g} s): the model waited in silence; answer "
-                "fast calls without waiting on slow ones, and time slow ones out sooner",
-                message,
-            )
+        what = f"outputs of response {batch.response_id}"
+        self.check_held(message, batch.flagged, now - batch.done_at, what, "its response.done")
         if len(batch.ids) < 2 or any(self.calls[i].open for i in batch.ids):
             return
-        gaps = [b - a for a, b in itertools.pairwise([batch.done_at, *batch.answer_times])]
-        if min(gaps) >= self.thresholds.serial_gap:
-            spread = ", ".join(f"{gap * 1000:.0f}" for gap in gaps)
-            self.flag(
-                "serial_answers",
-                f"the {len(batch.ids)} calls of response {batch.response_id} were answered one "
-                f"after another (gaps of {spread} ms): run them concurrently",
-                message,
-            )
+        self.check_serial(
+            message,
+            [batch.done_at, *batch.answer_times],
+            f"the {len(batch.ids)} calls of response {batch.response_id}",
+            "run them concurrently",
+        )
 
     # internals ---------------------------------------------------------------------------------
 
