@@ -99,9 +99,11 @@ class ModelOutput(Connection):
         """Send one server event (a text frame), through the configured faults."""
         payload = {"event_id": codec.new_id("event"), **message}
         frame = codec.frame_of(payload)
-        item = payload.get("item") or {}
-        tool_call = (
-            payload["type"] == "response.output_item.done" and item.get("type") == "function_call"
+        item = payload.get("item")
+        tool_call = (  # a scenario's raw events may lack any of these
+            payload.get("type") == "response.output_item.done"
+            and isinstance(item, dict)
+            and item.get("type") == "function_call"
         )
         await self.send_frame(payload, frame, recorded=codec.sent_copy(frame), tool_call=tool_call)
 
