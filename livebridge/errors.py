@@ -19,6 +19,7 @@ session's end. Each message says what happened and what to do::
     ├── DemoFailed                    the demo conversation could not run to its end
     ├── RemoteProtocolError           the server sent something livebridge cannot accept
     │   ├── MalformedMessageError     a frame that does not decode as a Live message
+    │   │   └── WireError             (``vendors.gemini.wire``) a client frame the service refuses
     │   ├── FrameTooLargeError        a frame over the client's size limit
     │   └── ServiceReportedError      an ``error`` event (OpenAI Realtime): reported, not fatal
     ├── StoreError                    the conversation store (``livebridge.store``) failed us

@@ -1,15 +1,9 @@
 """Live servers of our own (Gemini Live; OpenAI Realtime with ``protocol="openai"``), for tests,
 the demo and users' offline tests."""
 
+from livebridge.emulator.contract import Answer, CallRecord, Thresholds, Violation
 from livebridge.emulator.faults import Faults
-from livebridge.emulator.gemini.checker import (
-    SEVERITIES,
-    VIOLATION_KINDS,
-    Answer,
-    CallRecord,
-    Thresholds,
-    Violation,
-)
+from livebridge.emulator.gemini.checker import SEVERITIES, VIOLATION_KINDS
 from livebridge.emulator.gemini.connection import EmulatedSession
 from livebridge.emulator.model import RuleModel
 from livebridge.emulator.openai import REALTIME_SEVERITIES, RealtimeSession

@@ -1,38 +1,61 @@
 """What every emulated connection does alike, whatever protocol it speaks: run the model's side
-and the read loop in one task group, guard background work, wait on state changes, close.
+and the read loop in one task group, guard background work, wait on state changes, send through
+the faults, queue the user's turns, close.
 
 A protocol's connection subclasses ``Connection`` and supplies ``handle_frame`` (one client frame)
-and a ``checker`` with ``finish(ending)`` (the verdict on the calls left open).
+and a ``checker`` (a ``CallChecker``: the calls, and the verdict on those left open).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from typing import Any
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from livebridge.emulator.contract import Answer, CallChecker, CallRecord, Ending
 from livebridge.emulator.frames import ending_of
-from livebridge.emulator.gemini.checker import Ending
-from livebridge.emulator.shared import Shared, cap_reason
+from livebridge.emulator.shared import Shared, UserTurn, cap_reason
 
-__all__ = ["INTERNAL_ERROR", "Connection", "Verdict"]
+__all__ = [
+    "FRAME_SECONDS",
+    "INTERNAL_ERROR",
+    "MAX_WAITING_TURNS",
+    "Connection",
+    "Verdict",
+    "frame_count",
+    "pace",
+]
 
 INTERNAL_ERROR = "Internal error occurred."
+#: Model audio goes out in frames of this many seconds, at real-time pace.
+FRAME_SECONDS = 0.04
+#: User turns the model has not taken yet, kept at most (the oldest goes first).
+MAX_WAITING_TURNS = 64
+
+#: What a connection needs of its checker (its old name).
+Verdict = CallChecker
 
 
-class Verdict(Protocol):
-    """The part of a checker the connection needs: judge the calls left open at the end."""
+def frame_count(seconds: float) -> int:
+    """How many ``FRAME_SECONDS`` frames ``seconds`` of model audio take (at least one)."""
+    return max(1, round(seconds / FRAME_SECONDS))
 
-    def finish(self, ending: Ending) -> None: ...
+
+async def pace(start: float, index: int) -> None:
+    """Wait until frame ``index + 1`` is due, frames ``FRAME_SECONDS`` apart from ``start`` (the
+    loop's clock): real-time pace, however long sending took."""
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(max(0.0, start + (index + 1) * FRAME_SECONDS - loop.time()))
 
 
 class Connection:
     """The server side of one accepted websocket, protocol aside."""
 
-    checker: Verdict
+    checker: CallChecker
 
     def __init__(self, shared: Shared, ws: ServerConnection, session_id: str) -> None:
         self.shared = shared
@@ -47,6 +70,29 @@ class Connection:
         self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._aborted = False
+        self.turns: asyncio.Queue[UserTurn] = asyncio.Queue(MAX_WAITING_TURNS)
+
+    @property
+    def pending_calls(self) -> list[CallRecord]:
+        """Calls issued and not yet answered, cancelled or superseded."""
+        return self.checker.pending()
+
+    @property
+    def answered(self) -> dict[str, Answer]:
+        """Answers received so far, by call id."""
+        calls = self.checker.calls.values()
+        return {record.id: record.answer for record in calls if record.answer is not None}
+
+    def queue_turn(self, turn: UserTurn) -> None:
+        """Queue a user turn; past ``MAX_WAITING_TURNS`` the oldest goes (reading never waits)."""
+        if self.turns.full():
+            self.turns.get_nowait()
+        self.turns.put_nowait(turn)
+
+    def lost(self, record: dict[str, Any]) -> bool:
+        """Whether the ``drop_client`` fault loses this client frame (as recorded)."""
+        drop = self.shared.faults.drop_client
+        return drop is not None and drop(record)
 
     async def handle_frame(self, frame: str | bytes) -> None:
         """Act on one client frame."""
@@ -126,6 +172,39 @@ class Connection:
                 await self.handle_frame(frame)
             except ConnectionClosed:
                 continue  # the connection ended while answering: the next recv says how
+
+    async def send_frame(
+        self,
+        payload: dict[str, Any],
+        frame: bytes | str,
+        *,
+        recorded: dict[str, Any] | None = None,
+        tool_call: bool = False,
+    ) -> None:
+        """Send one server frame through the faults: ``delay`` before it, ``drop`` by its
+        ``payload`` (recorded all the same, marked ``dropped``), and the cut after a tool call.
+        ``recorded``: what the transcript keeps of it (default: ``payload``)."""
+        faults = self.shared.faults
+        recorded = payload if recorded is None else recorded
+        async with self._send_lock:
+            if faults.delay:
+                await asyncio.sleep(faults.delay)
+            dropped = faults.drop is not None and faults.drop(payload)
+            self.shared.record(
+                "server", self.id, {**recorded, "dropped": True} if dropped else recorded
+            )
+            if not dropped:
+                await self.ws.send(frame)
+            if faults.abort_after_tool_call and tool_call and not self._aborted:
+                self.abort()
+
+    async def ping_then(self, then: Callable[[asyncio.Future[float]], None]) -> None:
+        """Ping the client and call ``then`` with the pong's future once it settles (the
+        pong came: the client has read everything sent before the ping; or the connection
+        ended first). Nothing is called when the ping cannot be sent."""
+        with contextlib.suppress(ConnectionClosed):
+            pong = asyncio.ensure_future(await self.ws.ping())
+            pong.add_done_callback(then)
 
     async def send_raw(self, frame: bytes | str) -> None:
         """Send ``frame`` exactly as given: for testing how clients take malformed messages."""

@@ -8,7 +8,7 @@ from typing import Any
 
 from websockets.exceptions import ConnectionClosed
 
-from livebridge.emulator.gemini.checker import Ending
+from livebridge.emulator.contract import Ending
 from livebridge.emulator.shared import MAX_FRAME_BYTES
 from livebridge.vendors.gemini import wire
 

@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
-from livebridge.emulator.gemini.checker import Answer, CallRecord
+from livebridge.emulator.contract import Answer, CallRecord
 from livebridge.emulator.gemini.connection import EmulatedSession, UserTurn
 from livebridge.emulator.openai.connection import RealtimeSession
 from livebridge.emulator.shared import ScenarioError

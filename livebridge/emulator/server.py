@@ -16,36 +16,39 @@ import asyncio
 import concurrent.futures
 import itertools
 import os
-import random
-import re
 import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import parse_qs
 
 from google import genai
 from google.genai import types
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.protocol import State
 
 from livebridge import profiles
-from livebridge.emulator.faults import Faults
-from livebridge.emulator.gemini.checker import (
+from livebridge.emulator.contract import (
     HELD_ANSWERS_SECONDS,
     SERIAL_GAP_SECONDS,
     Thresholds,
     Violation,
 )
+from livebridge.emulator.faults import Faults
 from livebridge.emulator.gemini.connection import EmulatedSession
+from livebridge.emulator.gemini.handshake import (
+    SESSION_NOT_FOUND,
+    Route,
+    model_not_found,
+    open_session,
+    refused_declarations,
+    route,
+)
 from livebridge.emulator.model import RuleModel
 from livebridge.emulator.openai import handshake
 from livebridge.emulator.openai.connection import RealtimeSession
@@ -53,7 +56,6 @@ from livebridge.emulator.scenario import Conversation, Scenario
 from livebridge.emulator.shared import Retention, ServiceOptions, Shared, TranscriptEntry, trim
 from livebridge.emulator.tls import Certificates, create_certificates
 from livebridge.errors import UsageError
-from livebridge.vendors.gemini import wire
 
 if TYPE_CHECKING:
     from livebridge.emulator.gemini.replay import ReplayScenario
@@ -74,7 +76,6 @@ __all__ = [
 Protocol = Literal["gemini", "openai"]
 PROTOCOLS: tuple[Protocol, ...] = ("gemini", "openai")
 
-SESSION_NOT_FOUND = "BidiGenerateContent session not found"
 #: The largest frame the server reads; frames over ``MAX_FRAME_BYTES`` (1 MiB) are already
 #: refused with 1007, and anything over this is cut off by the websocket layer with 1009.
 READ_LIMIT = 16 << 20
@@ -83,80 +84,6 @@ READ_LIMIT = 16 << 20
 OPEN_TIMEOUT = 10.0
 #: How long reading ``violations`` waits for a connection the client closed to be judged.
 SETTLE_SECONDS = 5.0
-
-_PATH = re.compile(
-    r"^/+ws/google\.ai\.generativelanguage\.(?P<version>v1(?:alpha|beta)?)\."
-    r"GenerativeService\.BidiGenerateContent(?P<constrained>Constrained)?$"
-)
-#: Vertex AI's path, which google-genai uses with ``vertexai=True`` (an API key: express mode).
-_VERTEX_PATH = re.compile(
-    r"^/+ws/google\.cloud\.aiplatform\.(?P<version>v1(?:beta1)?)\."
-    r"LlmBidiService/BidiGenerateContent$"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """What the opening handshake asked for: the API version, the backend, the credential."""
-
-    api_version: str
-    constrained: bool
-    auth: str
-    credential: str
-    backend: profiles.Backend = "developer"
-
-
-def model_not_found(model: str, api_version: str) -> str:
-    """The service's close reason for a model it does not serve (cut to 123 bytes on close)."""
-    return (
-        f"Request trace id: {random.getrandbits(64):016x}, [ORIGINAL ERROR] generic::not_found: "
-        f"models/{model} is not found for API version {api_version}, or is not supported for "
-        "bidiGenerateContent."
-    )
-
-
-def refused_declarations(setup: wire.Setup, profile: profiles.ModelProfile) -> str | None:
-    """The close reason for a setup declaring a behavior the model refuses, if any.
-
-    ``gemini-3.8-live-extended-thinking`` runs NON_BLOCKING calls only and refuses a BLOCKING
-    declaration (google-gemini/gemini-skills PR #81: "blocking mode is not supported"); the
-    wording of the refusal is the emulator's, in the form of the service's 1007 reasons.
-    """
-    for tool in setup.tools or []:
-        for declaration in tool.function_declarations or []:
-            behavior = declaration.behavior or profile.undeclared_behavior
-            if behavior not in profile.behaviors and behavior == "BLOCKING":
-                return (  # the name last: a close reason is cut at 123 bytes
-                    f"Request contains an invalid argument. {profile.family} runs NON_BLOCKING "
-                    f"calls only; BLOCKING: {declaration.name}"
-                )
-    return None
-
-
-def route(path: str, headers: Headers) -> Route | tuple[HTTPStatus, str]:
-    """Accept the paths and credential forms the real service accepts, or say why not."""
-    path_only, _, query_string = path.partition("?")
-    backend: profiles.Backend = "developer"
-    match = _PATH.match(path_only)
-    if match is None:
-        match, backend = _VERTEX_PATH.match(path_only), "vertex"
-    if match is None:
-        return HTTPStatus.NOT_FOUND, f"Not found: {path_only}"
-    constrained = backend == "developer" and bool(match["constrained"])
-    query = parse_qs(query_string)
-    credentials: list[tuple[str, str | None]] = [
-        ("x-goog-api-key", headers.get("x-goog-api-key")),
-        ("key", next(iter(query.get("key", [])), None)),
-        ("access_token", next(iter(query.get("access_token", [])), None)),
-    ]
-    authorization = headers.get("Authorization", "")
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() in ("token", "bearer") and token:
-        credentials.append(("authorization", token))
-    for auth, credential in credentials:
-        if credential:
-            return Route(match["version"], constrained, auth, credential, backend)
-    return HTTPStatus.UNAUTHORIZED, "Missing API key: pass x-goog-api-key, ?key= or ?access_token="
 
 
 class Emulator:
@@ -487,48 +414,17 @@ class Emulator:
         )
         self._keep(self.sessions, session)
         try:
-            if await self._setup(session):
+            opened = await open_session(
+                session,
+                models=self.models,
+                profile_of=self.profile_of,
+                handles=self._shared.handles,
+            )
+            if opened:
                 await session.converse(lambda: self._play(session))
         finally:
             if not session.finished:  # the setup failed: no call was ever issued
                 session.finish("server_close")
-
-    async def _setup(self, session: EmulatedSession) -> bool:
-        try:
-            frame = await session.ws.recv()
-        except ConnectionClosed:
-            return False
-        message = await session.decode(frame)
-        if message is None:
-            return False
-        if message.setup is None:
-            reason = "Invalid JSON payload received. The first message must be setup."
-            session.checker.flag("malformed_message", reason, wire.to_builtins(message))
-            await session.close(1007, reason)
-            return False
-        model = profiles.bare_model_name(message.setup.model)
-        if self.models is not None and model not in self.models:
-            await session.close(1008, model_not_found(model, session.api_version))
-            return False
-        profile = self.profile_of(model, session.backend)
-        refusal = refused_declarations(message.setup, profile)
-        if refusal is not None:
-            session.checker.flag("unsupported_behavior", refusal, wire.to_builtins(message.setup))
-            await session.close(1007, refusal)
-            return False
-        handle = (
-            message.setup.session_resumption.handle if message.setup.session_resumption else None
-        )
-        known = None
-        if handle:
-            known = self._shared.handles.get(handle)
-            if known is None:
-                await session.close(1008, SESSION_NOT_FOUND)
-                return False
-        session.start(message.setup, known, handle, profile)
-        setup_complete = wire.SetupComplete(session_id=session.id)
-        await session.send(wire.ServerMessage(setup_complete=setup_complete))
-        return True
 
     async def _handle_realtime(self, ws: ServerConnection) -> None:
         assert ws.request is not None

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from livebridge.emulator.contract import CallRecord, Thresholds, Violation
 from livebridge.emulator.faults import Faults
-from livebridge.emulator.gemini.checker import CallRecord, Thresholds, Violation
 from livebridge.errors import ScenarioError
 from livebridge.vendors.gemini import wire
 

@@ -2,8 +2,8 @@
 
 The server side issues, cancels and withdraws calls; every ``toolResponse`` is fed in and checked,
 and the connection's end is reported with how it ended. Each breach becomes a ``Violation``
-carrying the offending message. A call's life is one table, ``TRANSITIONS``: the checker changes a
-call's state only through it, and a move the table does not hold raises and changes nothing.
+carrying the offending message. A call moves only through the contract's table
+(``livebridge.emulator.contract``: ``TRANSITIONS``, ``move``), which the OpenAI checker shares.
 
 Calls issued without ids (Vertex AI, ``nameless``) are known by a key of the checker's own, and
 an answer without an id is matched by name to the oldest open one of that function, as the
@@ -18,8 +18,23 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from livebridge.emulator.contract import (
+    HELD_ANSWERS_SECONDS,
+    SERIAL_GAP_SECONDS,
+    TRANSITIONS,
+    Answer,
+    CallChecker,
+    CallEvent,
+    CallRecord,
+    CallState,
+    Ending,
+    Severity,
+    Thresholds,
+    Violation,
+    move,
+)
 from livebridge.errors import LocalProtocolError
 from livebridge.vendors.gemini import wire
 
@@ -31,18 +46,16 @@ __all__ = [
     "TRANSITIONS",
     "VIOLATION_KINDS",
     "Answer",
+    "CallEvent",
     "CallRecord",
+    "CallState",
     "Checker",
+    "Ending",
+    "Severity",
     "Thresholds",
     "Violation",
     "move",
 ]
-
-Severity = Literal["error", "warning"]
-CallState = Literal["pending", "streaming", "answered", "cancelled", "superseded", "withdrawn"]
-CallEvent = Literal["answer", "stream", "cancel", "supersede", "withdraw"]
-#: How a connection ended, as far as the contract is concerned.
-Ending = Literal["client_close", "client_crash", "server_close"]
 
 #: Every kind of violation the checker reports, with its severity. An error breaks the contract
 #: (the model stalls, or gets an answer it cannot use); a warning costs time or fidelity.
@@ -71,97 +84,16 @@ SEVERITIES: dict[str, Severity] = {
 }
 VIOLATION_KINDS = tuple(SEVERITIES)
 
-#: A call's life: (state, event) -> next state. Nothing else moves a call.
-TRANSITIONS: dict[tuple[CallState, CallEvent], CallState] = {
-    ("pending", "answer"): "answered",
-    ("pending", "stream"): "streaming",
-    ("pending", "cancel"): "cancelled",
-    ("pending", "supersede"): "superseded",
-    ("pending", "withdraw"): "withdrawn",
-    ("streaming", "stream"): "streaming",
-    ("streaming", "answer"): "answered",
-    ("streaming", "cancel"): "cancelled",
-    ("streaming", "supersede"): "superseded",
-    ("streaming", "withdraw"): "withdrawn",
-    # The service dropped the call without telling the client; a late answer is no fault.
-    ("withdrawn", "answer"): "answered",
-    ("withdrawn", "stream"): "withdrawn",
-    ("withdrawn", "supersede"): "superseded",
-    ("superseded", "answer"): "answered",
-    ("superseded", "stream"): "superseded",
-}
-
 #: Seconds after the client was seen to read a ``toolCall`` (its pong to the ping sent right
 #: behind it) during which its audio is taken to have been in flight: the app had not yet seen
 #: the call. Measured from the pong, so a loaded client is not blamed for its own lag.
 AUDIO_IN_FLIGHT = 0.25
-#: Default bounds of the timing checks (``Thresholds``), in seconds.
-HELD_ANSWERS_SECONDS = 8.0
-SERIAL_GAP_SECONDS = 0.05
 
 # A payload that reads like a failure: "… failed and returned no result.", "Error: …".
 _FAILURE_TEXT = re.compile(
     r"\b(fail(ed|s|ure)?|errors?|exception|traceback|could ?n[o']t|unable to|timed? ?out)\b",
     re.IGNORECASE,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Thresholds:
-    """The timing checks' bounds, in seconds.
-
-    ``held_answers``: a BLOCKING answer later than this after its ``toolCall`` was held (None:
-    not checked). ``serial_gap``: answers of one ``toolCall`` sent one per message, each at least
-    this long after the one before, are the shape of a loop awaiting each call in turn.
-    """
-
-    held_answers: float | None = HELD_ANSWERS_SECONDS
-    serial_gap: float = SERIAL_GAP_SECONDS
-
-
-@dataclass(frozen=True, slots=True)
-class Violation:
-    """One breach of the contract by the client."""
-
-    kind: str
-    message: str
-    offending: dict[str, Any] | None
-    session: str
-    severity: Severity = "error"
-
-
-@dataclass(slots=True)
-class Answer:
-    """Everything the client sent for one call id (every streamed response for NON_BLOCKING)."""
-
-    id: str
-    name: str | None
-    response: dict[str, Any] | None
-    scheduling: str | None = None
-    will_continue: bool | None = None
-    parts: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class CallRecord:
-    """One call the server issued and what became of it."""
-
-    id: str
-    name: str
-    args: dict[str, Any]
-    blocking: bool
-    batch: int
-    state: CallState = "pending"
-    answer: Answer | None = None
-    reissue_of: str | None = None
-    issued_at: float = 0.0  # the checker's clock when the server sent it
-    read_at: float | None = None  # when the client was seen to have read it (its pong)
-    nameless: bool = False  # issued without an id: answered by name, in call order
-    cancel_read: bool = False  # the client was seen to read its cancellation (its pong)
-
-    @property
-    def open(self) -> bool:
-        return self.state in ("pending", "streaming")
 
 
 @dataclass(slots=True)
@@ -174,8 +106,12 @@ class _Batch:
     flagged: set[str] = field(default_factory=set)
 
 
-class Checker:
+class Checker(CallChecker):
     """Tracks the calls of one connection and reports the client's violations to ``sink``."""
+
+    SEVERITIES = SEVERITIES
+    SERVER_CLOSED = " before the server closed"
+    CROSSED = ": it crossed the client's close"
 
     def __init__(
         self,
@@ -188,14 +124,11 @@ class Checker:
         clock: Callable[[], float] = time.monotonic,
         call_ids: bool = True,
     ) -> None:
-        self.session = session
-        self.sink = sink
+        super().__init__(session, sink, thresholds=thresholds, clock=clock)
         #: The service sends ids with its calls (else an answer without one is matched by name).
         self.call_ids = call_ids
         self.check_audio_during_blocking = check_audio_during_blocking
-        self.thresholds = thresholds or Thresholds()
-        self.clock = clock
-        self.calls: dict[str, CallRecord] = copy.deepcopy(known) if known else {}
+        self.calls = copy.deepcopy(known) if known else {}
         self._batches: dict[int, _Batch] = {}
         self._audio_flagged: set[int] = set()
         self._nameless = itertools.count(1)
@@ -259,9 +192,6 @@ class Checker:
         """The service dropped these calls without a cancellation (an interrupted turn)."""
         self._move_open(ids, "withdraw")
 
-    def pending(self) -> list[CallRecord]:
-        return [record for record in self.calls.values() if record.open]
-
     def resolved_answer(self, call_id: str) -> Answer | None:
         """The answer that settled ``call_id`` (its own, or that of a re-issue of it)."""
         record = self.calls[call_id]
@@ -317,40 +247,6 @@ class Checker:
             self.flag(
                 "audio_during_blocking", "audio streamed while a blocking call is pending", message
             )
-
-    def flag(
-        self,
-        kind: str,
-        text: str,
-        offending: dict[str, Any] | None,
-        severity: Severity | None = None,
-    ) -> None:
-        """Report a violation of ``kind`` (severity: as in ``SEVERITIES`` unless given)."""
-        self.sink(Violation(kind, text, offending, self.session, severity or SEVERITIES[kind]))
-
-    def finish(self, ending: Ending) -> None:
-        """The connection ended: every call still open was never answered.
-
-        A client that crashed (1011, or a drop without a close frame) is one ``client_crash``; a
-        normal client close leaves each open call ``unanswered`` (an error); when the server
-        closed, or the call crossed the client's close (it was never seen to read it), the client
-        had no chance to answer, so ``unanswered`` is only a warning.
-        """
-        pending = self.pending()
-        if not pending:
-            return
-        if ending == "client_crash":
-            names = ", ".join(f"{r.id} ({r.name})" for r in pending)
-            self.flag("client_crash", f"the client crashed with calls pending: {names}", None)
-            return
-        for record in pending:
-            text = f"call {record.id} ({record.name}) never answered"
-            if ending == "server_close":
-                self.flag("unanswered", text + " before the server closed", None, "warning")
-            elif record.read_at is None:
-                self.flag("unanswered", text + ": it crossed the client's close", None, "warning")
-            else:
-                self.flag("unanswered", text, None)
 
     # internals ---------------------------------------------------------------------------------
 
@@ -424,17 +320,8 @@ class Checker:
         batch = self._batches[number]
         batch.answer_times.append((now, count))
         blocking = [self.calls[i] for i in batch.ids if self.calls[i].blocking]
-        held = self.thresholds.held_answers
-        waited = now - batch.issued_at
-        if held is not None and waited > held and "held" not in batch.flagged:
-            batch.flagged.add("held")
-            self.flag(
-                "held_answers",
-                f"blocking answers of batch {number} sent {waited:.1f} s after the toolCall "
-                f"(more than {held:g} s): the model waited in silence; answer fast calls "
-                "without waiting on slow ones, and time slow ones out sooner",
-                message,
-            )
+        what = f"blocking answers of batch {number}"
+        self.check_held(message, batch.flagged, now - batch.issued_at, what, "the toolCall")
         if len(batch.answer_times) == 2:
             self.flag(
                 "split_batch",
@@ -444,15 +331,12 @@ class Checker:
         if any(record.open for record in blocking) or len(blocking) < 2:
             return
         times = [batch.issued_at] + [at for at, _ in batch.answer_times]
-        gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
-        one_per_message = all(n == 1 for _, n in batch.answer_times)
-        if one_per_message and len(gaps) >= 2 and min(gaps) >= self.thresholds.serial_gap:
-            spread = ", ".join(f"{gap * 1000:.0f}" for gap in gaps)
-            self.flag(
-                "serial_answers",
-                f"the {len(blocking)} calls of batch {number} were answered one after another "
-                f"(gaps of {spread} ms): run them concurrently and answer them in one message",
+        if all(n == 1 for _, n in batch.answer_times) and len(times) >= 3:
+            self.check_serial(
                 message,
+                times,
+                f"the {len(blocking)} calls of batch {number}",
+                "run them concurrently and answer them in one message",
             )
 
     def _record(self, record: CallRecord, response: wire.FunctionResponse) -> None:
@@ -479,14 +363,6 @@ class Checker:
         for record in filter(None, map(self.calls.get, ids)):
             if record.open:
                 move(record, event)
-
-
-def move(record: CallRecord, event: CallEvent) -> None:
-    """The one place a call changes state; a move the table lacks raises, changing nothing."""
-    following = TRANSITIONS.get((record.state, event))
-    if following is None:
-        raise LocalProtocolError(f"call {record.id}: cannot {event} a {record.state} call")
-    record.state = following
 
 
 def _is_opaque_error(response: dict[str, Any] | None) -> bool:

@@ -1,9 +1,10 @@
-"""One emulated Live connection: reads client frames, sends server frames, keeps the turn state.
+"""One emulated Live connection: the client's messages in, the checks on them, the user's turns.
 
-The model's side holds "the floor" while a turn is open; a pending BLOCKING call keeps it open (no
-``turnComplete``), barge-in takes it away. Scenarios drive it through ``Conversation``; what the
-service does on its own (re-issues, NON_BLOCKING reports, resumption updates) lives here, all of it
-in the connection's one task group.
+Each client frame is decoded as the service would (one it refuses closes the connection with
+1007), judged by the contract checker, and acted on: answers settle calls (a NON_BLOCKING one is
+reported to the model as its ``scheduling`` says), text and audio become user turns (with the
+service's voice activity detection), activity signals barge in. The model's side lives in
+``ModelTurns`` (``livebridge.emulator.gemini.turns``).
 
 What the model does is its profile's (``livebridge.profiles``, the table the client reads too):
 what an undeclared function means, whether calls carry ids (Vertex AI: not), whether new input
@@ -13,35 +14,26 @@ which answer fields the backend refuses.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import random
 import time
-from typing import Any, Literal
+from typing import Any
 
 from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed
 
 from livebridge import profiles
-from livebridge.emulator.base import INTERNAL_ERROR, Connection
+from livebridge.emulator.base import FRAME_SECONDS, INTERNAL_ERROR, MAX_WAITING_TURNS
 from livebridge.emulator.frames import Rejection, read_frame
-from livebridge.emulator.gemini.checker import Answer, CallRecord, Checker
-from livebridge.emulator.shared import (
-    Report,
-    Shared,
-    TranscriptEntry,
-    UserTurn,
-    cap_reason,
-    new_call_id,
-    usage_metadata,
-)
+from livebridge.emulator.gemini.checker import CallRecord, Checker
+from livebridge.emulator.gemini.turns import DEADLINE_EXPIRED, CallsOnInterrupt, ModelTurns
+from livebridge.emulator.shared import Report, Shared, TranscriptEntry, UserTurn, cap_reason
 from livebridge.emulator.speech import spoken
 from livebridge.emulator.voice import VoiceActivity, tone
 from livebridge.vendors.gemini import wire
 
 __all__ = [
     "DEADLINE_EXPIRED",
+    "FRAME_SECONDS",
     "INTERNAL_ERROR",
+    "MAX_WAITING_TURNS",
     "CallsOnInterrupt",
     "EmulatedSession",
     "Report",
@@ -51,25 +43,15 @@ __all__ = [
     "tone",
 ]
 
-DEADLINE_EXPIRED = "Deadline expired before operation could complete."
 MEDIA_CHUNKS_DEPRECATED = (
     "realtime_input.media_chunks is deprecated. Use audio, video, or text instead."
 )
-FRAME_SECONDS = 0.04
-#: User turns the model has not taken yet, kept at most (the oldest goes first).
-MAX_WAITING_TURNS = 64
-
-#: What an interruption does to the turn's open calls: cancel them (``toolCallCancellation``),
-#: withdraw them silently (as the service has been seen to), or keep them open.
-CallsOnInterrupt = Literal["cancel", "withdraw", "keep"]
 #: The rate of client audio whose mime type names none (the service assumes 16 kHz input).
 INPUT_AUDIO_RATE = 16_000
 
 
-class EmulatedSession(Connection):
+class EmulatedSession(ModelTurns):
     """The server side of one accepted connection."""
-
-    checker: Checker
 
     def __init__(
         self,
@@ -82,54 +64,16 @@ class EmulatedSession(Connection):
         auth: str,
         backend: profiles.Backend = "developer",
     ) -> None:
-        super().__init__(shared, ws, session_id)
+        vertex = backend == "vertex"
+        profile = profiles.VERTEX_DEFAULT if vertex else profiles.DEVELOPER_DEFAULT
+        super().__init__(shared, ws, session_id, profile)
         self.path = path
         self.api_version = api_version
         self.auth = auth
         self.backend: profiles.Backend = backend
-        vertex = backend == "vertex"
-        self.profile = profiles.VERTEX_DEFAULT if vertex else profiles.DEVELOPER_DEFAULT
-        self.setup = wire.Setup()
         self.resumed_from: str | None = None
         self.checker = self._new_checker(None)
-        self.declarations: dict[str, wire.FunctionDeclaration] = {}
-        self.turns: asyncio.Queue[UserTurn] = asyncio.Queue(MAX_WAITING_TURNS)
-        self.reports: list[Report] = []
-        self.generation = 0
-        self.floor_owner: str | None = None
-        self._reissued: set[str] = set()
-        self._turn_calls: list[str] = []
-        self._response_tokens = 0
-        self._prompt_tokens = 0
         self.voice = VoiceActivity()
-
-    @property
-    def pending_calls(self) -> list[CallRecord]:
-        """Calls issued and not yet answered, cancelled or superseded."""
-        return self.checker.pending()
-
-    @property
-    def answered(self) -> dict[str, Answer]:
-        """Answers received so far, by call id."""
-        calls = self.checker.calls.values()
-        return {record.id: record.answer for record in calls if record.answer is not None}
-
-    @property
-    def model(self) -> str:
-        """The model name of the setup, without ``models/``."""
-        return self.setup.model.removeprefix("models/")
-
-    @property
-    def turn_open(self) -> bool:
-        return self.floor_owner is not None
-
-    @property
-    def modality(self) -> str:
-        config = self.setup.generation_config
-        modalities = (
-            config.response_modalities if config else None
-        ) or self.setup.response_modalities
-        return (modalities or ["AUDIO"])[0].upper()
 
     def start(
         self,
@@ -190,258 +134,6 @@ class EmulatedSession(Connection):
                     "warning",
                 )
 
-    def is_blocking(self, name: str) -> bool:
-        """Whether the model waits for this function's answer, as the service decides it."""
-        declaration = self.declarations.get(name)
-        behavior = declaration.behavior if declaration is not None else None
-        if behavior not in self.profile.behaviors:  # undeclared, or one the model lacks
-            behavior = self.profile.undeclared_behavior
-            if behavior not in self.profile.behaviors:
-                behavior = self.profile.default_behavior
-        return behavior == "BLOCKING"
-
-    async def send(self, message: wire.ServerMessage) -> None:
-        """Send one server frame (binary, camelCase), through the configured faults."""
-        payload = wire.to_builtins(message)
-        faults = self.shared.faults
-        async with self._send_lock:
-            if faults.delay:
-                await asyncio.sleep(faults.delay)
-            dropped = faults.drop is not None and faults.drop(payload)
-            self.shared.record(
-                "server", self.id, {**payload, "dropped": True} if dropped else payload
-            )
-            if not dropped:
-                await self.ws.send(wire.encode(payload))
-            if faults.abort_after_tool_call and message.tool_call and not self._aborted:
-                self.abort()
-
-    async def open_turn(self, owner: str) -> None:
-        """Take the floor for ``owner`` (waits while someone else holds it)."""
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.floor_owner in (None, owner))
-            if self.floor_owner == owner:
-                return
-            self.floor_owner = owner
-            self._turn_calls = []
-            self._response_tokens = 0
-        if self.shared.options.reissue_next_turn:
-            await self._reissue_left_over(owner)
-
-    async def _reissue_left_over(self, owner: str) -> None:
-        """Ask again, under new ids, the BLOCKING calls an interruption left unanswered.
-
-        The service has been seen to drop a pending call when a turn is interrupted without a
-        ``toolCallCancellation`` (LIVE_PROTOCOL.md §7, Gemini forum thread 196216); the model then
-        asks the same question in its next turn (DESIGN.md: a re-issue).
-        """
-        for record in list(self.checker.calls.values()):
-            root = record.reissue_of or record.id
-            if record.state != "withdrawn" or not record.blocking or root in self._reissued:
-                continue
-            self._reissued.add(root)
-            await self._send_tool_call(owner, [(record.name, record.args)], reissue_of=root)
-
-    async def complete_turn(
-        self,
-        owner: str,
-        usage: wire.UsageMetadata | None = None,
-        *,
-        interrupted: bool = False,
-        wait: bool = True,
-    ) -> None:
-        """End ``owner``'s turn: ``turnComplete`` with usage.
-
-        It waits while a BLOCKING call of the turn is unanswered, as the service does (no
-        ``turnComplete`` until then, LIVE_PROTOCOL.md §4 [CB]), unless ``wait`` is False.
-        """
-        if wait and not interrupted:
-            await self.wait_until(lambda: self.floor_owner != owner or not self._turn_blocked())
-        if self.floor_owner != owner:
-            return
-        if not interrupted:
-            await self.send(
-                wire.ServerMessage(server_content=wire.ServerContent(generation_complete=True))
-            )
-        await self.send(
-            wire.ServerMessage(
-                server_content=wire.ServerContent(turn_complete=True),
-                usage_metadata=usage
-                or usage_metadata(self._prompt_tokens, self._response_tokens, self.modality),
-            )
-        )
-        await self._release_floor()
-        if self.setup.session_resumption is not None:
-            await self.resumption_update(resumable=True)
-
-    async def _release_floor(self) -> None:
-        async with self._cond:
-            self.floor_owner = None
-            self._cond.notify_all()
-        self.shared.notify()
-
-    def _turn_blocked(self) -> bool:
-        calls = self.checker.calls
-        return any(calls[i].blocking and calls[i].open for i in self._turn_calls)
-
-    async def say(self, owner: str, text: str) -> None:
-        """Model text: ``outputTranscription`` in an AUDIO session, a text part otherwise."""
-        await self.open_turn(owner)
-        self._response_tokens += max(1, len(text) // 4)
-        if self.modality == "AUDIO":
-            content = wire.ServerContent(output_transcription=wire.Transcription(text=text))
-        else:
-            content = wire.ServerContent(
-                model_turn=wire.Content(parts=[wire.Part(text=text)], role="model")
-            )
-        await self.send(wire.ServerMessage(server_content=content))
-
-    async def speak(self, owner: str, seconds: float, rate: int = 24000) -> None:
-        """Model audio in 40 ms frames at real-time pace; stops early when interrupted."""
-        await self.open_turn(owner)
-        generation = self.generation
-        frame = tone(FRAME_SECONDS, rate)
-        blob_mime = f"audio/pcm;rate={rate}"
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        for index in range(max(1, round(seconds / FRAME_SECONDS))):
-            if self.generation != generation or self.floor_owner != owner:
-                return
-            blob = wire.Blob(mime_type=blob_mime, data=wire.b64encode(frame))
-            content = wire.ServerContent(
-                model_turn=wire.Content(parts=[wire.Part(inline_data=blob)], role="model")
-            )
-            await self.send(wire.ServerMessage(server_content=content))
-            self._response_tokens += 1
-            await asyncio.sleep(max(0.0, start + (index + 1) * FRAME_SECONDS - loop.time()))
-
-    async def interrupt(self, calls: CallsOnInterrupt, *, complete: bool = True) -> None:
-        """The model's output is cut: ``interrupted``, then what ``calls`` says to the turn's
-        open calls, then ``turnComplete`` (or, with ``complete=False``, the turn just ends).
-
-        The service normally cancels the turn's calls, but has been seen to drop them without a
-        ``toolCallCancellation`` (LIVE_PROTOCOL.md §7, Gemini forum thread 196216); the
-        ``generationComplete`` docstring says an interrupted turn ends "interrupted >
-        turn_complete" (§3).
-        """
-        owner = self.floor_owner
-        if owner is None:
-            return
-        self.generation += 1
-        await self.send(wire.ServerMessage(server_content=wire.ServerContent(interrupted=True)))
-        ids = [i for i in self._turn_calls if self.checker.calls[i].open]
-        if ids and calls == "cancel":
-            await self.cancel_calls(ids)
-        elif ids and calls == "withdraw":
-            self.checker.withdraw(ids)
-        if complete:
-            await self.complete_turn(owner, interrupted=True)
-        else:
-            await self._release_floor()
-
-    async def barge_in(self) -> None:
-        """The user spoke over the model: interrupt as the options say."""
-        cancel = self.shared.options.cancel_on_interrupt
-        await self.interrupt("cancel" if cancel else "withdraw")
-
-    async def cancel_calls(self, ids: list[str]) -> None:
-        """``toolCallCancellation`` for these calls; a call issued without an id cannot be
-        named in one: it is cancelled all the same, with nothing sent."""
-        self.checker.cancel(ids)
-        calls = self.checker.calls
-        named = [i for i in ids if i not in calls or not calls[i].nameless]
-        if named:
-            cancellation = wire.ToolCallCancellation(ids=named)
-            await self.send(wire.ServerMessage(tool_call_cancellation=cancellation))
-            with contextlib.suppress(ConnectionClosed):  # the pong: the client read it
-                pong = asyncio.ensure_future(await self.ws.ping())
-                pong.add_done_callback(lambda _: self.checker.cancellation_read(named))
-        await self._changed()
-
-    async def issue_calls(
-        self,
-        owner: str,
-        calls: list[tuple[str, dict[str, Any]]],
-        ids: list[str | None] | None = None,
-        *,
-        reissue_of: str | None = None,
-    ) -> list[str]:
-        """Send one ``toolCall`` (under ``ids`` where given; ``reissue_of``: asking again)."""
-        await self.open_turn(owner)
-        return await self._send_tool_call(owner, calls, ids=ids, reissue_of=reissue_of)
-
-    async def _send_tool_call(
-        self,
-        owner: str,
-        calls: list[tuple[str, dict[str, Any]]],
-        *,
-        ids: list[str | None] | None = None,
-        reissue_of: str | None = None,
-    ) -> list[str]:
-        chosen = ids or [None] * len(calls)
-        nameless = not self.profile.call_ids  # Vertex: answered by name, in call order
-        new_id = self.checker.nameless_key if nameless else new_call_id
-        specs = [
-            (call_id or new_id(), name, args, self.is_blocking(name))
-            for call_id, (name, args) in zip(chosen, calls, strict=True)
-        ]
-        batch = self.checker.issue(specs, reissue_of=reissue_of, nameless=nameless)
-        self._turn_calls.extend(spec[0] for spec in specs)
-        function_calls = [
-            wire.FunctionCall(id=None if nameless else i, name=n, args=a) for i, n, a, _ in specs
-        ]
-        await self.send(wire.ServerMessage(tool_call=wire.ToolCall(function_calls=function_calls)))
-        with contextlib.suppress(ConnectionClosed):  # the pong proves the client read the call
-            pong = asyncio.ensure_future(await self.ws.ping())
-            pong.add_done_callback(lambda _: self._read_by_client(batch))
-        if self.setup.session_resumption is not None:
-            await self.resumption_update(resumable=False)
-        reissue_after = self.shared.options.reissue_after
-        if reissue_after is not None and reissue_of is None:
-            for call_id, _, _, blocking in specs:
-                if blocking:
-                    self.spawn(self._reissue(owner, call_id, reissue_after))
-        await self._changed()
-        return [spec[0] for spec in specs]
-
-    def _read_by_client(self, batch: int) -> None:
-        self.checker.read(batch)
-        self.shared.notify()
-
-    async def _reissue(self, owner: str, root: str, delay: float) -> None:
-        current = root
-        while True:
-            await asyncio.sleep(delay)
-            record = self.checker.calls[current]
-            if not record.open or self.floor_owner != owner:
-                return
-            (current,) = await self._send_tool_call(
-                owner, [(record.name, record.args)], reissue_of=root
-            )
-
-    async def resumption_update(self, *, resumable: bool = True) -> str | None:
-        """Send ``sessionResumptionUpdate``; never resumable while calls are pending."""
-        if resumable and not self.checker.pending():
-            handle = f"emu-{random.getrandbits(64):016x}"
-            # No call is open, and settled records never change: a shallow copy is a snapshot.
-            self.shared.keep_handle(handle, dict(self.checker.calls))
-            update = wire.SessionResumptionUpdate(new_handle=handle, resumable=True)
-        else:
-            handle = None
-            update = wire.SessionResumptionUpdate(new_handle="", resumable=False)
-        await self.send(wire.ServerMessage(session_resumption_update=update))
-        return handle
-
-    async def go_away(self, time_left: str) -> None:
-        """Send ``goAway``, then close 1011 when ``time_left`` runs out."""
-        seconds = wire.parse_duration(time_left)
-        await self.send(wire.ServerMessage(go_away=wire.GoAway(time_left=time_left)))
-        self.spawn(self._close_later(seconds, 1011, DEADLINE_EXPIRED))
-
-    async def _close_later(self, seconds: float, code: int, reason: str) -> None:
-        await asyncio.sleep(seconds)
-        await self.close(code, reason)
-
     async def handle_frame(self, frame: str | bytes) -> None:
         message = await self.decode(frame)
         if message is not None:
@@ -455,8 +147,7 @@ class EmulatedSession(Connection):
             self.checker.flag(result.kind, result.reason, result.offending)
             await self.close(1007, result.reason)
             return None
-        drop = self.shared.faults.drop_client
-        return None if drop is not None and drop(record) else result
+        return None if self.lost(record) else result
 
     async def _reject(
         self, reason: str, offending: dict[str, Any], kind: str = "malformed_message"
@@ -530,7 +221,7 @@ class EmulatedSession(Connection):
         self._prompt_tokens += sum(len(text) // 4 + 1 for text in texts)
         if content.turn_complete:
             await self._new_input()
-            self._heard(UserTurn("text", " ".join(texts)))
+            self.queue_turn(UserTurn("text", " ".join(texts)))
             await self._changed()
 
     async def _new_input(self) -> None:
@@ -546,7 +237,7 @@ class EmulatedSession(Connection):
         if realtime.text is not None:
             self._prompt_tokens += len(realtime.text) // 4 + 1
             await self._new_input()
-            self._heard(UserTurn("text", realtime.text))
+            self.queue_turn(UserTurn("text", realtime.text))
         elif realtime.activity_start is not None:
             self.voice.manual = True
             await self._new_input()
@@ -590,10 +281,4 @@ class EmulatedSession(Connection):
     async def _end_audio_turn(self, *, force: bool) -> None:
         spoken = self.voice.end(force=force)
         if spoken is not None:
-            self._heard(UserTurn("audio", None, spoken))
-
-    def _heard(self, turn: UserTurn) -> None:
-        """Queue a user turn; past ``MAX_WAITING_TURNS`` the oldest goes (reading never waits)."""
-        if self.turns.full():
-            self.turns.get_nowait()
-        self.turns.put_nowait(turn)
+            self.queue_turn(UserTurn("audio", None, spoken))

@@ -9,21 +9,21 @@ was in (a ``response.create`` sent early, user speech detected while the calls r
 seen them all and continues nothing: the batch still owes its continuation. A refused
 ``response.create`` (a response is in progress) changed nothing and counts for nothing, and an
 out-of-band one (``response.conversation: "none"``) writes to no conversation: neither is a
-continuation. Calls move through the Gemini checker's table (``TRANSITIONS``), so a call's life
-reads the same on both vendors; the timing checks (``Thresholds``) are the Gemini checker's too.
+continuation. Calls move through the contract's table (``livebridge.emulator.contract``), so a
+call's life reads the same on both vendors; the timing checks' bounds (``Thresholds``) are shared.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from livebridge.emulator.gemini.checker import (
+from livebridge.emulator.contract import (
     Answer,
+    CallChecker,
     CallRecord,
     Ending,
     Severity,
@@ -93,8 +93,12 @@ def answer_payload(output: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"output": value}
 
 
-class RealtimeChecker:
+class RealtimeChecker(CallChecker):
     """Tracks the calls of one connection and reports the client's violations to ``sink``."""
+
+    SEVERITIES = REALTIME_SEVERITIES
+    UNANSWERED = "unanswered_call"
+    CROSSED = ": its response.done crossed the client's close"
 
     def __init__(
         self,
@@ -104,11 +108,7 @@ class RealtimeChecker:
         thresholds: Thresholds | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.session = session
-        self.sink = sink
-        self.thresholds = thresholds or Thresholds()
-        self.clock = clock
-        self.calls: dict[str, CallRecord] = {}
+        super().__init__(session, sink, thresholds=thresholds, clock=clock)
         self._batches: dict[str, _Batch] = {}
 
     # server side -------------------------------------------------------------------------------
@@ -202,9 +202,6 @@ class RealtimeChecker:
         batch = self._latest()
         return [self.calls[call_id] for call_id in batch.ids] if batch else []
 
-    def pending(self) -> list[CallRecord]:
-        return [record for record in self.calls.values() if record.open]
-
     def resolved_answer(self, call_id: str) -> Answer | None:
         record = self.calls[call_id]
         return record.answer if record.state == "answered" else None
@@ -297,17 +294,6 @@ class RealtimeChecker:
             )
         return "nothing"
 
-    def flag(
-        self,
-        kind: str,
-        text: str,
-        offending: dict[str, Any] | None,
-        severity: Severity | None = None,
-    ) -> None:
-        """Report a violation of ``kind`` (severity: as in ``REALTIME_SEVERITIES`` unless given)."""
-        severity = severity or REALTIME_SEVERITIES[kind]
-        self.sink(Violation(kind, text, offending, self.session, severity))
-
     def finish(self, ending: Ending) -> None:
         """The connection ended: open calls were never answered, complete batches never
         continued. When the server closed, or the calls' ``response.done`` crossed the
@@ -315,21 +301,11 @@ class RealtimeChecker:
         answer: warnings only. A missing continuation is an error however the connection
         ended once the client answered a ping after the batch's last output (it had its
         chance); before that, a close by the server may have crossed it: a warning."""
-        pending = self.pending()
-        if ending == "client_crash" and pending:
-            names = ", ".join(f"{r.id} ({r.name})" for r in pending)
-            self.flag("client_crash", f"the client crashed with calls pending: {names}", None)
+        crashed = ending == "client_crash" and bool(self.pending())
+        super().finish(ending)
+        if crashed:
             return
         server_closed = ending == "server_close"
-        for record in pending:
-            text = f"call {record.id} ({record.name}) never answered"
-            if server_closed:
-                self.flag("unanswered_call", text, None, "warning")
-            elif record.read_at is None:
-                text += ": its response.done crossed the client's close"
-                self.flag("unanswered_call", text, None, "warning")
-            else:
-                self.flag("unanswered_call", text, None)
         for batch in self._batches.values():
             if self._complete(batch) and not batch.continued:
                 self.flag(
@@ -349,27 +325,16 @@ class RealtimeChecker:
             return
         now = self.clock()
         batch.answer_times.append(now)
-        held, waited = self.thresholds.held_answers, now - batch.done_at
-        if held is not None and waited > held and "held" not in batch.flagged:
-            batch.flagged.add("held")
-            self.flag(
-                "held_answers",
-                f"outputs of response {batch.response_id} sent {waited:.1f} s after its "
-                f"response.done (more than {held:g} s): the model waited in silence; answer "
-                "fast calls without waiting on slow ones, and time slow ones out sooner",
-                message,
-            )
+        what = f"outputs of response {batch.response_id}"
+        self.check_held(message, batch.flagged, now - batch.done_at, what, "its response.done")
         if len(batch.ids) < 2 or any(self.calls[i].open for i in batch.ids):
             return
-        gaps = [b - a for a, b in itertools.pairwise([batch.done_at, *batch.answer_times])]
-        if min(gaps) >= self.thresholds.serial_gap:
-            spread = ", ".join(f"{gap * 1000:.0f}" for gap in gaps)
-            self.flag(
-                "serial_answers",
-                f"the {len(batch.ids)} calls of response {batch.response_id} were answered one "
-                f"after another (gaps of {spread} ms): run them concurrently",
-                message,
-            )
+        self.check_serial(
+            message,
+            [batch.done_at, *batch.answer_times],
+            f"the {len(batch.ids)} calls of response {batch.response_id}",
+            "run them concurrently",
+        )
 
     # internals ---------------------------------------------------------------------------------
 

@@ -55,8 +55,7 @@ class RealtimeSession(ModelOutput):
     async def handle_frame(self, frame: str | bytes) -> None:
         record, result = codec.read_event(frame)
         self.shared.record("client", self.id, record)
-        drop = self.shared.faults.drop_client
-        if drop is not None and drop(record):
+        if self.lost(record):
             return
         if isinstance(result, codec.EventError):
             await self._refused(record, result)

@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import msgspec
 from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed
 
-from livebridge.emulator.base import Connection
-from livebridge.emulator.gemini.checker import Answer, CallRecord
+from livebridge.emulator.base import FRAME_SECONDS, MAX_WAITING_TURNS, Connection, frame_count, pace
 from livebridge.emulator.openai import codec
 from livebridge.emulator.openai.checker import RealtimeChecker, ResponseKind
 from livebridge.emulator.shared import ScenarioError, Shared, UserTurn
@@ -35,10 +32,6 @@ from livebridge.vendors.gemini import wire
 
 __all__ = ["FRAME_SECONDS", "MAX_ITEMS", "MAX_WAITING_TURNS", "ModelOutput", "Origin"]
 
-#: Model audio goes out in frames of this many seconds, at real-time pace.
-FRAME_SECONDS = 0.04
-#: User turns the model has not taken yet, kept at most (the oldest goes first).
-MAX_WAITING_TURNS = 64
 #: Conversation items remembered for ``retrieve``/``truncate``/``delete``; past this the oldest
 #: is forgotten (asking for it then gets ``item_not_found``).
 MAX_ITEMS = 1024
@@ -84,7 +77,6 @@ class ModelOutput(Connection):
         self.session: dict[str, Any] = codec.default_session(model, f"sess_{session_id}")
         self.config = msgspec.convert(self.session, codec.SessionConfig)
         self.declarations: dict[str, wire.FunctionDeclaration] = {}
-        self.turns: asyncio.Queue[UserTurn] = asyncio.Queue(MAX_WAITING_TURNS)
         self.active: _Response | None = None
         self._items: dict[str, dict[str, Any]] = {}
         self._last_item: str | None = None
@@ -101,38 +93,19 @@ class ModelOutput(Connection):
         """``AUDIO`` or ``TEXT``, as the Gemini side names them."""
         return "AUDIO" if "audio" in (self.config.output_modalities or ["audio"]) else "TEXT"
 
-    @property
-    def pending_calls(self) -> list[CallRecord]:
-        return self.checker.pending()
-
-    @property
-    def answered(self) -> dict[str, Answer]:
-        calls = self.checker.calls.values()
-        return {record.id: record.answer for record in calls if record.answer is not None}
-
     # sending -----------------------------------------------------------------------------------
 
     async def send(self, message: dict[str, Any]) -> None:
         """Send one server event (a text frame), through the configured faults."""
         payload = {"event_id": codec.new_id("event"), **message}
-        faults = self.shared.faults
-        async with self._send_lock:
-            if faults.delay:
-                await asyncio.sleep(faults.delay)
-            dropped = faults.drop is not None and faults.drop(payload)
-            frame = codec.frame_of(payload)
-            sent = codec.sent_copy(frame)
-            self.shared.record("server", self.id, {**sent, "dropped": True} if dropped else sent)
-            if not dropped:
-                await self.ws.send(frame)
-            item = payload.get("item") or {}
-            if (
-                faults.abort_after_tool_call
-                and payload["type"] == "response.output_item.done"
-                and item.get("type") == "function_call"
-                and not self._aborted
-            ):
-                self.abort()
+        frame = codec.frame_of(payload)
+        item = payload.get("item")
+        tool_call = (  # a scenario's raw events may lack any of these
+            payload.get("type") == "response.output_item.done"
+            and isinstance(item, dict)
+            and item.get("type") == "function_call"
+        )
+        await self.send_frame(payload, frame, recorded=codec.sent_copy(frame), tool_call=tool_call)
 
     async def send_error(self, error: codec.EventError, client_event_id: str | None) -> None:
         await self.send(codec.error_event(error, client_event_id))
@@ -168,7 +141,7 @@ class ModelOutput(Connection):
                 turn = UserTurn("audio", None, self._fresh_audio)
             else:
                 turn = UserTurn("text", " ".join(self._fresh))
-            self._queue_turn(turn)
+            self.queue_turn(turn)
         self._fresh, self._fresh_audio = [], 0.0
         await self._changed()
         if kind == "early":
@@ -216,12 +189,6 @@ class ModelOutput(Connection):
         usage = {"total_tokens": 1, "input_tokens": 1, "output_tokens": 0}
         await self.send(codec.event("response.done", response=body("completed", usage)))
 
-    def _queue_turn(self, turn: UserTurn) -> None:
-        """Queue a user turn; past ``MAX_WAITING_TURNS`` the oldest goes (reading never waits)."""
-        if self.turns.full():
-            self.turns.get_nowait()
-        self.turns.put_nowait(turn)
-
     def _response_object(
         self, response: _Response, status: str, reason: str | None = None
     ) -> dict[str, Any]:
@@ -268,9 +235,7 @@ class ModelOutput(Connection):
     async def after_pong(self, then: Callable[[], None]) -> None:
         """Ping the client and run ``then`` once its pong is back: the client has read
         everything sent before the ping."""
-        with contextlib.suppress(ConnectionClosed):
-            pong = asyncio.ensure_future(await self.ws.ping())
-            pong.add_done_callback(lambda ack: self._ponged(ack, then))
+        await self.ping_then(lambda ack: self._ponged(ack, then))
 
     def _ponged(self, ack: asyncio.Future[float], then: Callable[[], None]) -> None:
         if not ack.cancelled() and ack.exception() is None:
@@ -397,9 +362,8 @@ class ModelOutput(Connection):
             return
         message = await self._message(response)
         frame = base64.b64encode(self._voice_frame(rate)).decode()
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        for index in range(max(1, round(seconds / FRAME_SECONDS))):
+        start = asyncio.get_running_loop().time()
+        for index in range(frame_count(seconds)):
             if self.active is not response or response.ending:
                 return
             await self.send(
@@ -409,7 +373,7 @@ class ModelOutput(Connection):
             )
             message.audio_bytes += len(frame)
             response.tokens += 1
-            await asyncio.sleep(max(0.0, start + (index + 1) * FRAME_SECONDS - loop.time()))
+            await pace(start, index)
 
     async def issue_calls(
         self,
