@@ -20,6 +20,8 @@ import pytest
 from livebridge.cli.emulator import parse_faults
 from livebridge.cli.main import main
 
+from .helpers import GEMINI_ENV_KEYS, environment_lines
+
 CLI = [sys.executable, "-m", "livebridge.cli.main"]
 
 #: A plain google-genai program: asks for Berlin's weather and answers with ``ANSWERS``.
@@ -111,7 +113,7 @@ class Vendor:
 
     name: str
     flags: tuple[str, ...]  # what picks the vendor on the command line
-    #: Exactly what the emulator prints (Gemini: one key variable; google-genai warns at two).
+    #: Exactly what the emulator prints.
     env_keys: frozenset[str]
     sdk_prefixes: tuple[str, ...]  # the SDK's own variables, dropped from the program's env
     program: str  # answers every call it is asked
@@ -129,7 +131,7 @@ VENDORS = [
     Vendor(
         name="gemini",
         flags=(),
-        env_keys=frozenset({"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY"}),
+        env_keys=GEMINI_ENV_KEYS,
         sdk_prefixes=("GOOGLE_", "GEMINI_"),
         program=PROGRAM,
         scenario_end=({"model": {}},),
@@ -157,20 +159,6 @@ VENDORS = [
         check_report=_openai_report,
     ),
 ]
-
-
-async def environment_lines(
-    server: asyncio.subprocess.Process, keys: frozenset[str]
-) -> dict[str, str]:
-    """The ``KEY=VALUE`` lines the emulator prints first."""
-    assert server.stdout is not None
-    env: dict[str, str] = {}
-    while len(env) < len(keys):
-        line = (await asyncio.wait_for(server.stdout.readline(), 60)).decode().strip()
-        name, _, value = line.partition("=")
-        assert name in keys, line
-        env[name] = value
-    return env
 
 
 async def run_program(
