@@ -1,16 +1,25 @@
-"""The connector seam: a session runs on any ``Connector``, e.g. one keeping handles elsewhere."""
+"""The connector seam: a session runs on any ``Connector``, e.g. one keeping handles elsewhere;
+every vendor's connector keeps its client's API key out of the logs."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+import ssl
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pytest
+from google import genai
+from google.genai import types
 
 import livebridge
 from livebridge import LiveSession
 from livebridge.calls.tools import ToolRegistry
 from livebridge.emulator import Conversation, Emulator
 from livebridge.live.connectors import Connector
-from livebridge.live.events import Resumed, TextOut
+from livebridge.live.events import Resumed, TextOut, TurnComplete
 from livebridge.live.protocol import LiveProtocol, ProtocolOptions
 from livebridge.live.transport import Transport
 from livebridge.vendors.gemini.connector import GeminiConnector
@@ -59,3 +68,58 @@ async def test_a_wrapping_connector_sees_every_resumption_handle() -> None:
     assert issued[0] is not None
     assert connector.opened == [None, issued[0]]
     assert events[-1] == TextOut("resumed")
+
+
+@dataclass(frozen=True, slots=True)
+class Keyed:
+    """How one vendor's client is given an API key, and the handshake header that carries it."""
+
+    protocol: Literal["gemini", "openai"]
+    key: str
+    client: Callable[[Emulator, str], Any]
+    model: str
+    config: Any
+    header: str
+
+
+def _gemini_client(emu: Emulator, key: str) -> genai.Client:
+    trust = ssl.create_default_context(cafile=emu.ca_file)
+    options = types.HttpOptions(base_url=emu.base_url, async_client_args={"ssl": trust})
+    return genai.Client(api_key=key, http_options=options)
+
+
+KEYED = [
+    Keyed(
+        "gemini",
+        "AIzaSyRECOGNIZABLE-livebridge-test-key-0123456789",
+        _gemini_client,
+        MODEL,
+        TEXT_CONFIG,
+        "x-goog-api-key",
+    ),
+    Keyed(
+        "openai",
+        "sk-livebridge-secret-4821",
+        lambda emu, key: emu.openai_client(api_key=key),
+        "gpt-realtime",
+        {"output_modalities": ["text"]},
+        "authorization",
+    ),
+]
+
+
+@pytest.mark.parametrize("vendor", KEYED, ids=[v.protocol for v in KEYED])
+async def test_the_api_key_never_appears_in_a_log_line(
+    vendor: Keyed, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)  # every logger, the websockets client's included
+    async with Emulator(protocol=vendor.protocol) as emu:
+        client = vendor.client(emu, vendor.key)
+        async with LiveSession.connect(
+            client, model=vendor.model, tools=livebridge.ToolRegistry(), config=vendor.config
+        ) as session:
+            await session.send_text("hello")
+            await collect_until(session, lambda e: isinstance(e, TurnComplete))
+    lines = [record.getMessage() for record in caplog.records]
+    assert any(vendor.header in line.lower() for line in lines)  # the header was logged...
+    assert not [line for line in lines if vendor.key in line]  # ...without the key

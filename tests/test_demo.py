@@ -1,4 +1,5 @@
-"""``livebridge demo``: the scripted conversation end to end, its JSON, its terminal output."""
+"""``livebridge demo``: the scripted conversation end to end on each vendor, its JSON, its terminal
+output."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import urllib.request
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +20,48 @@ import pytest
 
 from livebridge.cli.demo import scrape_config
 from livebridge.cli.main import main
-from livebridge.demo.driver import Exchange, run_demo, summarize
+from livebridge.demo.driver import DemoRun, Exchange, Vendor, run_demo, summarize
 from livebridge.demo.render import Terminal
-from livebridge.emulator import Violation
+from livebridge.emulator import TranscriptEntry, Violation
 from tests.system_packages import require
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
+VENDORS: list[Vendor] = ["gemini", "openai"]
+
+
+def _gemini_summary(summary: dict[str, Any]) -> None:
+    assert summary["connections"] == 2
+    assert summary["transcript"]["function_calls"] == summary["calls"]
+    booking = summary["turns"][1]["calls"][0]
+    assert booking["behavior"] == "NON_BLOCKING" and booking["responses"] > 1
+    assert any("resumed on a new connection" in n for n in summary["turns"][3]["notices"])
+
+
+def _openai_summary(summary: dict[str, Any]) -> None:
+    assert summary["calls"] == 8
+    assert summary["connections"] == 1
+    booking = summary["turns"][1]["calls"][0]  # no NON_BLOCKING on OpenAI: one answer
+    assert booking["name"] == "book_table" and booking["responses"] == 1
+    assert "reference JN-4821" in " ".join(summary["turns"][1]["replies"])
+    barge_in = summary["turns"][2]
+    assert [c["outcome"] for c in barge_in["calls"]] == ["cancelled", "ok"]
+    assert barge_in["calls"][0]["responses"] == 0  # its response was cancelled: never answered
+
+
+#: What each vendor's run of the same conversation shows beyond the shared contract.
+SUMMARY_CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "gemini": _gemini_summary,
+    "openai": _openai_summary,
+}
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
 def test_demo_json_reports_the_whole_contract_and_no_violation(
-    capsys: pytest.CaptureFixture[str],
+    vendor: Vendor, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["demo", "--json", "--fast"])
+    code = main(["demo", "--json", "--fast", "--vendor", vendor])
     summary = json.loads(capsys.readouterr().out)
 
     assert code == 0
@@ -39,22 +71,38 @@ def test_demo_json_reports_the_whole_contract_and_no_violation(
     outcomes = summary["outcomes"]
     assert outcomes["error"] == 1 and outcomes["timeout"] == 1 and outcomes["cancelled"] == 1
     assert summary["calls"] == sum(outcomes.values())
-    assert summary["connections"] == 2
-    assert summary["transcript"]["function_calls"] == summary["calls"]
     assert summary["metrics_url"].startswith("http://127.0.0.1:")
     turnaround = summary["turnaround_ms"]
     assert 0 < turnaround["p50"] <= turnaround["p95"] <= turnaround["max"]
     first = summary["turns"][0]
     assert len(first["calls"]) == 5
     assert first["serial_ms"] > first["turnaround_ms"]  # the batch ran concurrently
-    booking = summary["turns"][1]["calls"][0]
-    assert booking["behavior"] == "NON_BLOCKING" and booking["responses"] > 1
-    assert any("resumed on a new connection" in n for n in summary["turns"][3]["notices"])
+    SUMMARY_CHECKS[vendor](summary)
 
 
-async def test_demo_counts_match_the_emulator_transcript() -> None:
-    run = await run_demo(pace=0.2)
+def _gemini_finals(transcript: Sequence[TranscriptEntry]) -> Counter[str]:
+    """Final function responses by call id (a streamed call's partial answers aside)."""
+    return Counter(
+        response["id"]
+        for entry in transcript
+        if entry.direction == "client" and "toolResponse" in entry.message
+        for response in entry.message["toolResponse"]["functionResponses"]
+        if not response.get("willContinue")
+    )
 
+
+def _openai_finals(transcript: Sequence[TranscriptEntry]) -> Counter[str]:
+    """``function_call_output`` items by call id."""
+    return Counter(
+        entry.message["item"]["call_id"]
+        for entry in transcript
+        if entry.direction == "client"
+        and entry.message.get("type") == "conversation.item.create"
+        and entry.message["item"].get("type") == "function_call_output"
+    )
+
+
+def _gemini_counts(run: DemoRun, final: Counter[str]) -> None:
     issued = [
         call["id"]
         for entry in run.transcript
@@ -79,11 +127,37 @@ async def test_demo_counts_match_the_emulator_transcript() -> None:
     assert summary["transcript"]["function_responses"] == len(responses)
     assert summary["transcript"]["cancelled_calls"] == len(withdrawn)
     # Every call that was not withdrawn got exactly one final answer.
-    final = Counter(r["id"] for r in responses if not r.get("willContinue"))
     assert set(final) == set(issued) - withdrawn
-    assert set(final.values()) == {1}
-    assert summary["answered_calls"] == len(final)
     assert summary["outcomes"]["cancelled"] == len(withdrawn)
+
+
+def _openai_counts(run: DemoRun, final: Counter[str]) -> None:
+    assert len(final) == 7
+    assert run.summary["transcript"]["cancelled_calls"] == 1
+
+
+#: Per vendor: the final answers on its wire, and what else its transcript must agree with.
+TRANSCRIPT_CHECKS: dict[
+    str,
+    tuple[
+        Callable[[Sequence[TranscriptEntry]], Counter[str]],
+        Callable[[DemoRun, Counter[str]], None],
+    ],
+] = {
+    "gemini": (_gemini_finals, _gemini_counts),
+    "openai": (_openai_finals, _openai_counts),
+}
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_demo_counts_match_the_emulator_transcript(vendor: Vendor) -> None:
+    run = await run_demo(pace=0.2, vendor=vendor)
+    finals, counts = TRANSCRIPT_CHECKS[vendor]
+
+    final = finals(run.transcript)
+    assert set(final.values()) == {1}
+    assert run.summary["answered_calls"] == len(final)
+    counts(run, final)
     assert [v for v in run.violations if v.severity == "error"] == []
 
 

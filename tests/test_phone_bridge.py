@@ -1,9 +1,13 @@
-"""A phone call end to end over real sockets: the simulated caller, the bridge, the emulator."""
+"""A phone call end to end over real sockets: the simulated caller, the bridge, the emulator (both
+vendors where a call goes the same way on each)."""
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import pytest
@@ -16,6 +20,7 @@ from livebridge.live.options import SessionOptions
 from livebridge.observe.observers import CallOrphaned, CallSettled, CallStarted, Recorder
 from livebridge.phone.bridge import BargedIn, CallEnded, DtmfPressed, FrameSkipped, PhoneEvent
 from livebridge.phone.caller import SimulatedCaller, speech, tone
+from livebridge.phone.playout import FRAME_BYTES
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -74,10 +79,70 @@ async def test_a_call_with_parallel_tool_calls(emulator: Emulator) -> None:
     assert [e.outcome.kind for e in recorder.of(CallSettled)] == ["ok", "ok"]
 
 
-async def test_barge_in_during_model_audio_clears_at_once(emulator: Emulator) -> None:
+@dataclass(frozen=True, slots=True)
+class Line:
+    """An emulator of one vendor for the calls both vendors take alike."""
+
+    vendor: str
+    emulator: Emulator
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["gemini", "openai"])
+async def line(request: pytest.FixtureRequest, emulator: Emulator) -> AsyncIterator[Line]:
+    if request.param == "gemini":
+        yield Line("gemini", emulator)
+        return
+    async with Emulator(PhoneScript(reply_seconds=1.5), protocol="openai") as emu:
+        yield Line("openai", emu)
+
+
+def sent_by_client(emu: Emulator, before: int) -> list[dict[str, Any]]:
+    return [e.message for e in emu.transcript[before:] if e.direction == "client"]
+
+
+def _ulaw_both_ways(emu: Emulator, before: int, answer_heard: float) -> None:
+    """OpenAI takes and plays μ-law as is (audio/pcmu)."""
+    assert abs(answer_heard - 1.5) < 0.05  # the whole answer, at 8 kHz: no resampling
+    sent = sent_by_client(emu, before)
+    (update,) = [m for m in sent if m.get("type") == "session.update"]
+    formats = {d: update["session"]["audio"][d]["format"] for d in ("input", "output")}
+    assert formats == {"input": {"type": "audio/pcmu"}, "output": {"type": "audio/pcmu"}}
+    appended = [m["audio"] for m in sent if m.get("type") == "input_audio_buffer.append"]
+    assert appended and all(len(base64.b64decode(a)) == FRAME_BYTES for a in appended)
+
+
+def _truncated_at_what_was_heard(emu: Emulator, before: int, barge: BargedIn) -> None:
+    """OpenAI is told how much of the answer the caller heard."""
+    (truncate,) = [
+        m for m in sent_by_client(emu, before) if m.get("type") == "conversation.item.truncate"
+    ]
+    assert truncate["content_index"] == 0
+    assert truncate["audio_end_ms"] == round(barge.played * 1000)
+    assert 300 <= truncate["audio_end_ms"] < 1000  # what the caller heard before speaking
+    served = [e.message.get("type") for e in emu.transcript[before:] if e.direction != "client"]
+    assert "conversation.item.truncated" in served and "error" not in served
+
+
+#: What a whole call shows on each vendor's wire, after the bridge's part.
+CALL_CHECKS: dict[str, Callable[[Emulator, int, float], None]] = {
+    "gemini": lambda emu, before, heard: None,
+    "openai": _ulaw_both_ways,
+}
+#: The least of the 0.6 s goodbye each vendor's path must play.
+GOODBYE_HEARD = {"gemini": 0.5, "openai": 0.55}
+#: What a barge-in shows on each vendor's wire, after the bridge's part.
+BARGE_IN_CHECKS: dict[str, Callable[[Emulator, int, BargedIn], None]] = {
+    "gemini": lambda emu, before, barge: None,
+    "openai": _truncated_at_what_was_heard,
+}
+
+
+async def test_barge_in_during_model_audio_clears_at_once(line: Line) -> None:
+    emu = line.emulator
+    before = len(emu.transcript)
     events: list[PhoneEvent] = []
     async with (
-        phone_line(emulator, phone_tools(0.05), listeners=[events.append]) as (_, url),
+        phone_line(emu, phone_tools(0.05), listeners=[events.append]) as (_, url),
         SimulatedCaller.dial(url) as caller,
     ):
         await caller.say(speech(QUESTION))
@@ -88,14 +153,18 @@ async def test_barge_in_during_model_audio_clears_at_once(emulator: Emulator) ->
         await caller.wait_until(lambda: bool(caller.cleared), WAIT)
         assert caller.cleared[0] - spoke < 0.2
         assert caller.buffered == 0.0
+        assert caller.heard_seconds < 1.0
     (barge,) = [e for e in events if isinstance(e, BargedIn)]
     assert barge.unheard > 0.0
+    BARGE_IN_CHECKS[line.vendor](emu, before, barge)
 
 
-async def test_end_call_hangs_up_after_the_goodbye_was_heard(emulator: Emulator) -> None:
+async def test_end_call_hangs_up_after_the_goodbye_was_heard(line: Line) -> None:
+    emu = line.emulator
+    before = len(emu.transcript)
     events: list[PhoneEvent] = []
     async with (
-        phone_line(emulator, phone_tools(0.05), listeners=[events.append]) as (_, url),
+        phone_line(emu, phone_tools(0.05), listeners=[events.append]) as (_, url),
         SimulatedCaller.dial(url) as caller,
     ):
         await caller.say(speech(QUESTION))
@@ -105,7 +174,7 @@ async def test_end_call_hangs_up_after_the_goodbye_was_heard(emulator: Emulator)
         await caller.wait_until(lambda: caller.closed_at is not None, WAIT)
     assert caller.close_code == 1000
     goodbye = caller.heard_seconds - heard_before
-    assert goodbye >= 0.5  # the whole goodbye (0.6 s) played, not cut off
+    assert goodbye >= GOODBYE_HEARD[line.vendor]  # the whole goodbye played, not cut off
     (ended,) = [e for e in events if isinstance(e, CallEnded)]
     assert ended.reason == "hung_up"
     (mark,) = ended.marks  # the mark sent before end_call ran ...
@@ -114,6 +183,7 @@ async def test_end_call_hangs_up_after_the_goodbye_was_heard(emulator: Emulator)
     assert mark in echoed  # ... came back before the stream closed
     assert echoed[mark] <= caller.closed_at
     assert caller.heard[-1].end <= caller.closed_at + 0.03
+    CALL_CHECKS[line.vendor](emu, before, heard_before)
 
 
 async def test_the_caller_hanging_up_mid_call_gives_every_call_a_fate(emulator: Emulator) -> None:

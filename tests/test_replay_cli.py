@@ -20,7 +20,8 @@ from livebridge.demo.driver import CONFIG, MODEL, run_demo
 from livebridge.emulator import Emulator
 from livebridge.recording.record import FORMAT_VERSION, read_recording
 from livebridge.recording.replay import assert_replays
-from tests.emulator.test_cli import CLI, environment_lines
+from tests.emulator.helpers import environment_lines
+from tests.emulator.test_cli import CLI
 from tests.replay_tools import a_recording, answer, demo_tools, tool_call
 from tests.test_readme import block, offline_environment
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 from collections.abc import AsyncIterator
@@ -14,6 +15,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from livebridge.emulator import Emulator
 
 MODEL = "gemini-live-2.5-flash-preview"
+#: Exactly what ``livebridge emulator`` prints: one key variable (google-genai warns when it sees
+#: two).
+GEMINI_ENV_KEYS = frozenset({"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY"})
 PATH = "/ws/google.ai.generativelanguage.{version}.GenerativeService.BidiGenerateContent"
 
 
@@ -100,3 +104,17 @@ async def recv_until(ws: ClientConnection, key: str) -> dict[str, Any]:
         message = await recv_json(ws)
         if key in message:
             return message
+
+
+async def environment_lines(
+    server: asyncio.subprocess.Process, keys: frozenset[str] = GEMINI_ENV_KEYS
+) -> dict[str, str]:
+    """The ``KEY=VALUE`` lines ``livebridge emulator`` prints first."""
+    assert server.stdout is not None
+    env: dict[str, str] = {}
+    while len(env) < len(keys):
+        line = (await asyncio.wait_for(server.stdout.readline(), 60)).decode().strip()
+        name, _, value = line.partition("=")
+        assert name in keys, line
+        env[name] = value
+    return env

@@ -1,4 +1,5 @@
-"""``livebridge emulator`` in a subprocess; a separate program uses only the printed environment."""
+"""``livebridge emulator`` in a subprocess for each vendor; a separate program uses only the
+printed environment, and the verdict comes out at the end."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from livebridge.cli.emulator import parse_faults
 from livebridge.cli.main import main
+
+from .helpers import GEMINI_ENV_KEYS, environment_lines
 
 CLI = [sys.executable, "-m", "livebridge.cli.main"]
 
@@ -43,59 +48,6 @@ async def main():
 asyncio.run(main())
 """
 PROGRAM = PROGRAM_TEMPLATE.replace("ANSWERS", "answers")
-
-
-async def test_printed_environment_points_a_program_at_the_emulator(tmp_path: Path) -> None:
-    scenario = tmp_path / "scenario.json"
-    scenario.write_text(
-        json.dumps(
-            [
-                {"expect_turn": {}},
-                {"tool_call": [["get_weather", {"city": "Berlin"}]]},
-                {"wait_answers": {}},
-                {"say": "Berlin is cold."},
-                {"turn_complete": {}},
-                {"model": {}},
-            ]
-        )
-    )
-    server = await asyncio.create_subprocess_exec(
-        *CLI,
-        "emulator",
-        "--scenario",
-        str(scenario),
-        stdout=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert server.stdout is not None
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "GEMINI_"))}
-        env.update(await environment_lines(server))
-        program = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", PROGRAM, env=env, stdout=asyncio.subprocess.PIPE
-        )
-        out, _ = await asyncio.wait_for(program.communicate(), 60)
-        assert program.returncode == 0
-        assert out.decode().strip() == "Berlin is cold."
-    finally:
-        server.terminate()
-        assert await asyncio.wait_for(server.wait(), 30) == 0
-
-
-async def environment_lines(server: asyncio.subprocess.Process) -> dict[str, str]:
-    """The ``KEY=VALUE`` lines the emulator prints first."""
-    assert server.stdout is not None
-    env: dict[str, str] = {}
-    while len(env) < len(ENV_KEYS):
-        line = (await asyncio.wait_for(server.stdout.readline(), 60)).decode().strip()
-        name, _, value = line.partition("=")
-        assert name in ENV_KEYS, line
-        env[name] = value
-    return env
-
-
-#: Exactly what it prints: one key variable (google-genai warns when it sees two).
-ENV_KEYS = {"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY"}
-
 #: The same program, answering a call the server never issued besides the real ones.
 BOGUS_ID_PROGRAM = PROGRAM_TEMPLATE.replace(
     "ANSWERS",
@@ -104,40 +56,199 @@ BOGUS_ID_PROGRAM = PROGRAM_TEMPLATE.replace(
 )
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-async def test_a_bogus_id_is_reported_live_in_the_summary_and_in_the_report(
-    tmp_path: Path, signum: int
+#: A plain ``openai`` program: asks for Berlin's weather, answers each call (``EXTRA`` adds
+#: more outputs), sends one ``response.create``, prints the model's text.
+OPENAI_PROGRAM_TEMPLATE = """
+import asyncio, json
+import openai
+
+TOOL = {"type": "function", "name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+
+async def main():
+    async with openai.AsyncOpenAI().realtime.connect(model="gpt-realtime") as conn:
+        await conn.session.update(session={"type": "realtime", "output_modalities": ["text"],
+                                           "tools": [TOOL]})
+        await conn.conversation.item.create(item={"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": "weather in Berlin"}]})
+        await conn.response.create()
+        async for event in conn:
+            if event.type == "response.done" and event.response.output[0].type == "function_call":
+                for call in event.response.output:
+                    for call_id in [call.call_id, *EXTRA]:
+                        await conn.conversation.item.create(item={"type": "function_call_output",
+                            "call_id": call_id, "output": json.dumps({"output": "cold"})})
+                await conn.response.create()
+            elif event.type == "response.output_text.done":
+                print(event.text)
+            elif event.type == "response.done":
+                break
+
+asyncio.run(main())
+"""
+
+
+def _gemini_report(summary: list[str], written: dict[str, Any]) -> None:
+    assert summary[1].split() == ["error", "unknown_id", "1"]
+    assert summary[-1] == "FAIL: the client broke the contract"
+    offending = written["violations"][0]["offending"]["toolResponse"]["functionResponses"][0]
+    assert offending["id"] == "function-call-0"
+    directions = {entry["direction"] for entry in written["transcript"]}
+    assert directions == {"client", "server"}
+
+
+def _openai_report(summary: list[str], written: dict[str, Any]) -> None:
+    created = [
+        entry["message"]["response"]
+        for entry in written["transcript"]
+        if entry["message"].get("type") == "response.created"
+    ]
+    assert len(created) == 2  # as sent: not as the responses ended later
+    assert all(r["status"] == "in_progress" and r["output"] == [] for r in created)
+
+
+@dataclass(frozen=True, slots=True)
+class Vendor:
+    """What differs between ``livebridge emulator`` for one vendor and for the other."""
+
+    name: str
+    flags: tuple[str, ...]  # what picks the vendor on the command line
+    #: Exactly what the emulator prints.
+    env_keys: frozenset[str]
+    sdk_prefixes: tuple[str, ...]  # the SDK's own variables, dropped from the program's env
+    program: str  # answers every call it is asked
+    scenario_end: tuple[dict[str, Any], ...]  # steps after the model's reply
+    bad_program: str  # answers one call too many
+    bad_flags: tuple[str, ...]
+    violation: str  # the kind of violation the bad program commits
+    live_line: str  # how the emulator reports it at once
+    signals: tuple[int, ...]  # what stops the emulator after it
+    model: str
+    check_report: Callable[[list[str], dict[str, Any]], None]  # what else the report says
+
+
+VENDORS = [
+    Vendor(
+        name="gemini",
+        flags=(),
+        env_keys=GEMINI_ENV_KEYS,
+        sdk_prefixes=("GOOGLE_", "GEMINI_"),
+        program=PROGRAM,
+        scenario_end=({"model": {}},),
+        bad_program=BOGUS_ID_PROGRAM,
+        bad_flags=(),
+        violation="unknown_id",
+        live_line="violation error: unknown_id [s1] answer for unknown call id",
+        signals=(signal.SIGINT, signal.SIGTERM),
+        model="gemini-live",
+        check_report=_gemini_report,
+    ),
+    Vendor(
+        name="openai",
+        flags=("--protocol", "openai"),
+        env_keys=frozenset({"OPENAI_BASE_URL", "OPENAI_API_KEY", "SSL_CERT_FILE"}),
+        sdk_prefixes=("OPENAI_",),
+        program=OPENAI_PROGRAM_TEMPLATE.replace("EXTRA", "[]"),
+        scenario_end=(),
+        bad_program=OPENAI_PROGRAM_TEMPLATE.replace("EXTRA", "[call.call_id]"),
+        bad_flags=("--held-answers", "30"),
+        violation="duplicate_answer",
+        live_line="violation error: duplicate_answer [s1] second output for call",
+        signals=(signal.SIGINT,),
+        model="gpt-realtime",
+        check_report=_openai_report,
+    ),
+]
+
+
+async def run_program(
+    vendor: Vendor, server: asyncio.subprocess.Process, program: str
+) -> tuple[int, str, str]:
+    """Run ``program`` with only the emulator's printed environment for its SDK."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(vendor.sdk_prefixes)}
+    env.update(await environment_lines(server, vendor.env_keys))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        program,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+@pytest.mark.parametrize("vendor", VENDORS, ids=[v.name for v in VENDORS])
+async def test_printed_environment_points_a_program_at_the_emulator(
+    vendor: Vendor, tmp_path: Path
+) -> None:
+    scenario = tmp_path / "scenario.json"
+    steps = [
+        {"expect_turn": {}},
+        {"tool_call": [["get_weather", {"city": "Berlin"}]]},
+        {"wait_answers": {}},
+        {"say": "Berlin is cold."},
+        {"turn_complete": {}},
+        *vendor.scenario_end,
+    ]
+    scenario.write_text(json.dumps(steps))
+    server = await asyncio.create_subprocess_exec(
+        *CLI,
+        "emulator",
+        *vendor.flags,
+        "--strict",
+        "--scenario",
+        str(scenario),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        code, out, err = await run_program(vendor, server, vendor.program)
+        assert code == 0, err
+        assert out.strip() == "Berlin is cold."
+    finally:
+        server.send_signal(signal.SIGTERM)
+        summary, _ = await asyncio.wait_for(server.communicate(), 30)
+    assert server.returncode == 0
+    assert summary.decode().splitlines()[-1] == "PASS: no violations"
+
+
+@pytest.mark.parametrize(
+    ("vendor", "signum"),
+    [(v, s) for v in VENDORS for s in v.signals],
+    ids=[f"{v.name}-{signal.Signals(s).name}" for v in VENDORS for s in v.signals],
+)
+async def test_a_violation_is_reported_live_in_the_summary_and_in_the_report(
+    vendor: Vendor, signum: int, tmp_path: Path
 ) -> None:
     report = tmp_path / "report.json"
     server = await asyncio.create_subprocess_exec(
-        *CLI, "emulator", "--strict", "--report", str(report), stdout=asyncio.subprocess.PIPE
+        *CLI,
+        "emulator",
+        *vendor.flags,
+        "--strict",
+        "--report",
+        str(report),
+        *vendor.bad_flags,
+        stdout=asyncio.subprocess.PIPE,
     )
     assert server.stdout is not None
     try:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "GEMINI_"))}
-        env.update(await environment_lines(server))
-        program = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", BOGUS_ID_PROGRAM, env=env, stderr=asyncio.subprocess.PIPE
-        )
-        _, err = await asyncio.wait_for(program.communicate(), 60)
-        assert program.returncode == 0, err.decode()
+        code, _, err = await run_program(vendor, server, vendor.bad_program)
+        assert code == 0, err
         live = (await asyncio.wait_for(server.stdout.readline(), 60)).decode()
-        assert live.startswith("violation error: unknown_id [s1] answer for unknown call id")
+        assert live.startswith(vendor.live_line)
     finally:
         server.send_signal(signum)
         out, _ = await asyncio.wait_for(server.communicate(), 30)
     assert server.returncode == 1  # --strict, and there was a violation
     summary = out.decode().splitlines()
     assert summary[0] == "summary: 1 connection(s), 1 violation(s) (1 error(s), 0 warning(s))"
-    assert summary[1].split() == ["error", "unknown_id", "1"]
-    assert summary[-1] == "FAIL: the client broke the contract"
     written = json.loads(report.read_text())
-    assert [(v["kind"], v["session"]) for v in written["violations"]] == [("unknown_id", "s1")]
-    offending = written["violations"][0]["offending"]["toolResponse"]["functionResponses"][0]
-    assert offending["id"] == "function-call-0"
-    directions = {entry["direction"] for entry in written["transcript"]}
-    assert directions == {"client", "server"}
-    assert written["sessions"][0]["model"] == "gemini-live"
+    assert [(v["kind"], v["session"]) for v in written["violations"]] == [(vendor.violation, "s1")]
+    assert written["sessions"][0]["model"] == vendor.model
+    vendor.check_report(summary, written)
 
 
 @pytest.fixture
