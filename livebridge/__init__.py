@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         TransportClosed,
         UnserializableResult,
         UsageError,
+        WireError,
     )
     from livebridge.live.session import LiveSession, SessionOptions
     from livebridge.observe.observers import Observer, Recorder
@@ -96,6 +97,7 @@ _HOMES: dict[str, str] = {
             "TransportClosed",
             "UnserializableResult",
             "UsageError",
+            "WireError",
         ],
         "livebridge.errors",
     ),
@@ -161,6 +163,7 @@ __all__ = [
     "TransportClosed",
     "UnserializableResult",
     "UsageError",
+    "WireError",
     "client_args",
     "emulator",
 ]

@@ -19,7 +19,7 @@ session's end. Each message says what happened and what to do::
     ├── DemoFailed                    the demo conversation could not run to its end
     ├── RemoteProtocolError           the server sent something livebridge cannot accept
     │   ├── MalformedMessageError     a frame that does not decode as a Live message
-    │   │   └── WireError             (``vendors.gemini.wire``) a client frame the service refuses
+    │   │   └── WireError             a client frame the service would refuse (the emulator)
     │   ├── FrameTooLargeError        a frame over the client's size limit
     │   └── ServiceReportedError      an ``error`` event (OpenAI Realtime): reported, not fatal
     ├── StoreError                    the conversation store (``livebridge.store``) failed us
@@ -76,6 +76,7 @@ __all__ = [
     "TransportClosed",
     "UnserializableResult",
     "UsageError",
+    "WireError",
 ]
 
 
@@ -159,6 +160,18 @@ class RemoteProtocolError(LivebridgeError):
 
 class MalformedMessageError(RemoteProtocolError, ValueError):
     """A server frame that does not decode as a Live message."""
+
+
+class WireError(MalformedMessageError):
+    """A client message the real service would reject (the emulator's codec); ``reason``
+    mirrors its close reason.
+
+    A ``MalformedMessageError``, so a ``ValueError`` too (``except ValueError`` still catches it).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class FrameTooLargeError(RemoteProtocolError):

@@ -47,6 +47,21 @@ def test_every_exception_class_is_exported_from_errors_and_the_package() -> None
     assert all(issubclass(getattr(errors, name), errors.LivebridgeError) for name in classes)
 
 
+def test_every_exception_class_anywhere_is_in_the_one_tree() -> None:
+    defined = {
+        value
+        for name in public_modules()
+        for value in vars(importlib.import_module(name)).values()
+        if inspect.isclass(value)
+        and issubclass(value, BaseException)
+        and value.__module__.startswith("livebridge")
+    }
+    assert len(defined) > len(errors.__all__) // 2
+    for cls in defined:
+        assert issubclass(cls, errors.LivebridgeError), f"{cls.__qualname__} is outside the tree"
+        assert getattr(errors, cls.__name__, None) is cls, f"{cls.__name__} not in errors"
+
+
 def test_the_emulator_is_reachable_from_the_package() -> None:
     assert livebridge.emulator.Emulator is not None
     assert "emulator" in dir(livebridge)

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import msgspec
 
-from livebridge.errors import MalformedMessageError
+from livebridge.errors import WireError
 from livebridge.vendors.gemini.messages import (
     SERVER_KINDS,
     ActivityMarker,
@@ -136,17 +136,6 @@ _OPAQUE_KEYS = frozenset(
         "example",
     }
 )
-
-
-class WireError(MalformedMessageError):
-    """A client message the real service would reject; ``reason`` mirrors its close reason.
-
-    A ``MalformedMessageError``, so a ``ValueError`` too (``except ValueError`` still catches it).
-    """
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def encode(message: msgspec.Struct | dict[str, Any]) -> bytes:
