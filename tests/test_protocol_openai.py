@@ -513,7 +513,7 @@ def test_session_closing_orphans_running_calls() -> None:
     assert of(out, CancelCalls) == [CancelCalls(["c1"])]
     (settled,) = of(out, ToolCallSettled)
     assert settled.outcome == "orphaned" and "closed by the app" in (settled.reason or "")
-    assert out[-2] == Closed("closed by the app")
+    assert out[-1] == Closed("closed by the app")  # the last word; observers get its view
 
 
 def test_audio_is_24_khz_only() -> None:

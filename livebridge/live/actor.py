@@ -31,7 +31,7 @@ from livebridge.errors import (
     TransportClosed,
 )
 from livebridge.live.connectors import Connector
-from livebridge.live.events import DROPPABLE, Closed, EventBuffer
+from livebridge.live.events import DROPPABLE, Closed, EventBuffer, Resumed
 from livebridge.live.options import SessionOptions
 from livebridge.live.protocol import (
     CancelCalls,
@@ -44,7 +44,7 @@ from livebridge.live.protocol import (
 )
 from livebridge.live.transport import ClientItem, Transport
 from livebridge.live.wakeup import Wakeup
-from livebridge.observe.observers import Observer, emit
+from livebridge.observe.observers import Observer, emit, record_of
 from livebridge.store import StoreConnector
 
 __all__ = ["SessionActor"]
@@ -52,6 +52,8 @@ __all__ = ["SessionActor"]
 log = logging.getLogger("livebridge.live.session")
 
 _ACTIONS = (RunCalls, CancelCalls, Notify, SwitchConnection)
+#: App events the observers also hear, in their own words (``observers.record_of``).
+_VIEWED = (Resumed, Closed)
 
 #: Scheduler turns given to frames already received before the session sends its close frame.
 _ARRIVAL_TURNS = 3
@@ -310,7 +312,12 @@ class SessionActor:
         for output in outputs:
             if not isinstance(output, _ACTIONS):
                 put(output)
-                changed = changed or not isinstance(output, DROPPABLE)
+                if not isinstance(output, DROPPABLE):
+                    changed = True
+                    if self._observers and isinstance(output, _VIEWED):
+                        record = record_of(output, self._protocol.session_id)
+                        if record is not None:
+                            emit(self._observers, record)
                 continue
             changed = True
             match output:

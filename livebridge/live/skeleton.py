@@ -50,7 +50,7 @@ from livebridge.live.protocol import (
 from livebridge.live.report import Reporter
 from livebridge.live.resume import CloseDecision
 from livebridge.live.transport import ClientItem, Frames
-from livebridge.observe.observers import Reconnected, SessionClosed, SessionOpened
+from livebridge.observe.observers import SessionOpened
 
 __all__ = ["LiveProtocol"]
 
@@ -149,8 +149,6 @@ class LiveProtocol(ABC):
         orphaned = self._reopen(resumed, now, out)
         if resumed:
             reason, error = self._lost
-            if self._observed:
-                out.append(Notify(Reconnected(self.session_id, reason)))
             out.append(Resumed(reason, tuple(orphaned), error, fresh=self.fresh_on_reconnect))
         self._fates(out)
         return out
@@ -195,9 +193,7 @@ class LiveProtocol(ABC):
         if orphaned:
             out.append(CancelCalls(orphaned))
         self._report.flush_seen(out)
-        out.append(closed)
-        if self._observed:
-            out.append(Notify(SessionClosed(self.session_id, closed.reason)))
+        out.append(closed)  # observers hear it as ``SessionClosed`` (``observers.record_of``)
         return out
 
     # -- handlers and the writer -----------------------------------------------------------

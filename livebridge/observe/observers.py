@@ -1,5 +1,9 @@
 """Lifecycle events of calls, turns and sessions, delivered to observers.
 
+A session's own life has one vocabulary: the app's ``Resumed`` and ``Closed`` events. The
+observers' ``Reconnected`` and ``SessionClosed`` are their views (``record_of``), made by the
+session shell as it delivers them; nothing emits them a second time.
+
 The core emits these and knows nothing of what listens: metrics, traces and the app's own
 hooks are all observers. An observer that raises is logged and never disturbs a call.
 """
@@ -12,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias
 
 from livebridge.calls.call import Behavior, Call, Outcome
+from livebridge.live.events import Closed, Resumed
 
 __all__ = [
     "AnswerSent",
@@ -34,6 +39,7 @@ __all__ = [
     "SessionOpened",
     "StoreOperation",
     "emit",
+    "record_of",
 ]
 
 
@@ -203,6 +209,16 @@ Event: TypeAlias = (
     | StoreOperation
     | LeaseChanged
 )
+
+
+def record_of(event: object, session_id: str | None) -> Event | None:
+    """The observers' view of an app event, if it has one: ``Resumed`` is a ``Reconnected``,
+    ``Closed`` a ``SessionClosed``."""
+    if isinstance(event, Closed):
+        return SessionClosed(session_id, event.reason)
+    if isinstance(event, Resumed):
+        return Reconnected(session_id, event.reason)
+    return None
 
 
 class Observer(Protocol):
