@@ -24,7 +24,20 @@ from livebridge.errors import InvalidCallError
 if TYPE_CHECKING:
     from livebridge.store.base import Ticket
 
-__all__ = ["Batch", "Pending", "Plan", "Rejoin", "Run", "Settle", "Wait", "check_calls"]
+__all__ = [
+    "ABANDON_GRACE",
+    "Batch",
+    "Pending",
+    "Plan",
+    "Rejoin",
+    "Run",
+    "Settle",
+    "Wait",
+    "check_calls",
+]
+
+#: Seconds a handler gets after its deadline to end before it is abandoned.
+ABANDON_GRACE = 0.25
 
 
 class Pending(msgspec.Struct, eq=False):
@@ -151,6 +164,35 @@ class Batch:
     def results(self) -> list[Outcome]:
         assert not self.left, "every call settles before run() returns"
         return self.outcomes  # type: ignore[return-value]
+
+    async def until_settled(
+        self,
+        loop_time: Callable[[], float],
+        abandon: Callable[[Batch, int, Pending, Tool], None],
+    ) -> None:
+        """Wait until every call has its outcome; ``abandon`` each handler still running
+        ``ABANDON_GRACE`` seconds past its deadline (on the loop's clock, ``loop_time``).
+
+        asyncio's event and timeout, not anyio's: this runs for every batch whose handlers
+        suspend (benchmarks/PROFILE.md, Hot core).
+        """
+        while self.left:
+            self.done = self.done or asyncio.Event()
+            overdue = [
+                pending.deadline
+                for i, (pending, _) in self.runs.items()
+                if self.outcomes[i] is None
+            ]
+            deadline = min(overdue, default=math.inf) + ABANDON_GRACE
+            try:
+                async with asyncio.timeout_at(None if deadline == math.inf else deadline):
+                    await self.done.wait()
+            except TimeoutError:
+                pass
+            now = loop_time()
+            for index, (pending, tool) in list(self.runs.items()):
+                if self.outcomes[index] is None and pending.deadline + ABANDON_GRACE <= now:
+                    abandon(self, index, pending, tool)
 
 
 def check_calls(calls: Sequence[Call]) -> None:

@@ -106,6 +106,13 @@ class ThreadSlots:
         self._loop = asyncio.get_running_loop()
         self._state: _Slot = "waiting"
 
+    async def run(self, body: Callable[[], Any], threads: anyio.CapacityLimiter) -> Any:
+        """Run ``body`` in a worker thread of ``threads``; cancelled, the caller stops waiting
+        at once while the thread runs on, holding the slots until it returns."""
+        return await anyio.to_thread.run_sync(
+            self.wrap(body), abandon_on_cancel=True, limiter=threads
+        )
+
     def wrap(self, body: Callable[[], Any]) -> Callable[[], Any]:
         def in_thread() -> Any:
             with self._lock:
