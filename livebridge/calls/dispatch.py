@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 import anyio
 import msgspec
 
-from livebridge.calls import limits, outcomes, plans, results
+from livebridge.calls import outcomes, plans, results
 from livebridge.calls.call import (
     Call,
     CallContext,
@@ -46,12 +46,12 @@ from livebridge.calls.call import (
     is_failure,
 )
 from livebridge.calls.eager import EagerStarter
-from livebridge.calls.limits import Limits
+from livebridge.calls.lingering import reap
 from livebridge.calls.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait, check_calls
 from livebridge.calls.policy import CallPolicy
 from livebridge.calls.repeats import Request, Requests, served_by_key
 from livebridge.calls.results import deliver
-from livebridge.calls.threads import SlotLimiter, ThreadSlots, acquire_each
+from livebridge.calls.threads import LocalSlots, SlotLimiter, ThreadSlots, acquire_each
 from livebridge.calls.tools import Tool, ToolRegistry
 from livebridge.observe.observers import (
     BatchSettled,
@@ -72,7 +72,6 @@ log = logging.getLogger("livebridge.calls.dispatch")
 OnSettled = Callable[[Outcome], None]
 OnPartial = Callable[[Partial], None]
 ABANDON_GRACE = plans.ABANDON_GRACE
-
 
 _canonical = msgspec.json.Encoder(order="sorted").encode
 _asdict = msgspec.structs.asdict
@@ -111,7 +110,7 @@ class Dispatcher:
         self._answer_seen = answer_seen or (lambda call_id: True)
         # Is a request decided (a repeat is new, ``classify``)? All seen: once it has an outcome.
         self._is_decided = self._decided if answer_seen else _has_outcome
-        self._limits = Limits(policy)
+        self._limiter = LocalSlots(policy.max_parallel)
         # Worker threads for sync handlers: their own pool, not anyio's process-wide default.
         self._threads = anyio.CapacityLimiter(policy.max_parallel)
         self._ledger_size = ledger_size
@@ -119,6 +118,7 @@ class Dispatcher:
         self._running: dict[str, Pending] = {}
         self._requests: Requests[Pending] = Requests(ledger_size, self._is_decided)
         self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
+        self._limiters_by_tool: dict[str, tuple[SlotLimiter, ...]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._starter: EagerStarter | None = None
         self._loop_time: Callable[[], float] = time.monotonic
@@ -147,16 +147,7 @@ class Dispatcher:
 
         Those left ignored their cancellation; they are logged and keep their slots.
         """
-        if not self._tasks:
-            return 0
-        _, left = await asyncio.wait(set(self._tasks), timeout=max(grace, 0.0))
-        if left:
-            for task in left:
-                task.cancel()
-            _, left = await asyncio.wait(left, timeout=ABANDON_GRACE)
-        if left:
-            log.warning("%d tool handler(s) still running after cancellation; abandoned", len(left))
-        return len(left)
+        return await reap(self._tasks, grace)
 
     async def run(
         self,
@@ -261,7 +252,7 @@ class Dispatcher:
         """One plan per call; registers each call that runs or waits (synchronous)."""
         firsts: dict[Hashable, Pending] = {}
         plan_one = partial(self._plan_one, batch, firsts, self._loop_time())
-        return list(map(plan_one, range(len(batch.calls)), batch.calls))  # the loop runs in C
+        return list(map(plan_one, range(len(batch.calls)), batch.calls))  # PROFILE.md: Hot core
 
     def _plan_one(
         self, batch: Batch, firsts: dict[Hashable, Pending], now: float, index: int, call: Call
@@ -416,6 +407,13 @@ class Dispatcher:
 
     # -- running a handler ----------------------------------------------------------------
 
+    def _limiters(self, tool: Tool) -> tuple[SlotLimiter, ...]:
+        """Per-tool, then process-wide, then this dispatcher's (acquired in that order; three
+        different objects, so that ``index`` finds where an acquisition stopped)."""
+        candidates = (tool.limiter, self.policy.limiter, self._limiter)
+        limiters = self._limiters_by_tool[tool.name] = tuple(x for x in candidates if x is not None)
+        return limiters
+
     async def _execute(
         self,
         batch: Batch,
@@ -443,15 +441,20 @@ class Dispatcher:
             if pending.cancel_requested:  # cancelled before it started: never run
                 return
             try:
-                limiters = self._limits.of(tool)
-                held = limits.take_free(limiters, pending)  # as a rule, every one
-                if held == len(limiters):
-                    acquired = limiters
-                else:  # one is busy: the ones before it are held, it is waited for
-                    acquired = list(limiters[:held])
-                    await acquire_each(limiters[held:], pending, acquired, pending.arm)
+                limiters = self._limiters_by_tool.get(tool.name) or self._limiters(tool)
+                try:  # as a rule, each one is free at once
+                    for limiter in limiters:
+                        limiter.acquire_on_behalf_of_nowait(pending)
+                except anyio.WouldBlock:  # busy: the ones before it are held, it is waited for
+                    acquired = list(limiters[: limiters.index(limiter)])
+                    await acquire_each(limiters[len(acquired) :], pending, acquired, pending.arm)
                     if pending.outcome is not None:  # settled while waiting for a slot
                         return
+                except BaseException:  # it failed: the ones before it are held, given back
+                    acquired = limiters[: limiters.index(limiter)]
+                    raise
+                else:
+                    acquired = limiters
                 if ticket is not None:  # its deadline runs once its entry is written, not before
                     await ticket.begin()
                     pending.arm()  # (start() leaves a journaled call's alone)
@@ -481,7 +484,8 @@ class Dispatcher:
                 outcome = results.success(call, tool, value, latency, max_bytes)
             finally:
                 if slots is None or slots.leave():
-                    limits.release(acquired, pending)
+                    for limiter in reversed(acquired):
+                        limiter.release_on_behalf_of(pending)
         finally:
             if outcome is None:
                 scope = pending.scope
