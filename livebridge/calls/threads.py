@@ -55,8 +55,8 @@ class LocalSlots:
     """A ``SlotLimiter`` of one event loop: a count of free slots, then a first-come queue.
 
     The dispatcher's own ``max_parallel``: what ``anyio.CapacityLimiter`` does for that one
-    use, for a third of its work per call (no set of borrowers, no check that one borrower
-    does not take two slots; every borrower here is one call, which takes one, once).
+    use, with less work per call (benchmarks/PROFILE.md): no set of borrowers, no check that
+    one borrower does not take two slots; every borrower here is one call, which takes one, once.
     """
 
     __slots__ = ("_free", "_waiting")
