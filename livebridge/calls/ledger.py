@@ -206,7 +206,7 @@ class CallLedger:
         dispatcher answers it from its cache). After ``shutdown()`` calls are still received:
         the dispatcher answers them ``session_closing`` without running them.
         """
-        if not all(map(_call_id, calls)) or any(map(_streaming, calls)):  # in C: no loop
+        if not all(map(_call_id, calls)) or any(map(_streaming, calls)):  # PROFILE.md: Hot core
             _check(calls)
         lives, live = self._lives, self._live
         seq, epoch, vias = self._seq, self._epoch, (via,)
