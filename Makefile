@@ -49,7 +49,7 @@ suite: $(STAMP)
 # tiers run once, in `make test`.
 INTERPRETER_TESTS := tests/test_wire.py tests/test_protocol.py tests/test_protocol_openai.py \
 	tests/test_payloads.py tests/test_frames.py tests/test_calls.py tests/test_tools.py \
-	tests/test_events.py tests/test_wakeup.py tests/test_local_slots.py \
+	tests/test_events.py tests/test_wakeup.py tests/test_local_slots.py tests/test_eager.py \
 	tests/test_dispatch.py tests/test_dispatch_fates.py tests/test_dispatch_inline.py \
 	tests/test_dispatch_properties.py tests/test_dispatch_repeats.py \
 	tests/test_ledger.py tests/test_ledger_delivery.py tests/test_ledger_live.py \

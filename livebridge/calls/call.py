@@ -6,7 +6,6 @@ vendor encoders turn them into wire messages.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args
 
@@ -49,9 +48,11 @@ DEDUP_REASONS: tuple[DedupReason, ...] = get_args(DedupReason)
 _FAILURES: frozenset[OutcomeKind] = frozenset({"error", "timeout", "cancelled", "rejected"})
 _ANSWERS: frozenset[OutcomeKind] = frozenset({"ok", "duplicate", "orphaned"})
 
-#: Is this kind a failure? A failed outcome is never served to a later request: the request
-#: runs again. (The set's own ``__contains__``: asked for every repeat, it runs no frame.)
-is_failure: Callable[[OutcomeKind], bool] = _FAILURES.__contains__
+
+def is_failure(kind: OutcomeKind) -> bool:
+    """Is this kind a failure? A failed outcome is never served to a later request: the request
+    runs again."""
+    return kind in _FAILURES
 
 
 class Call(msgspec.Struct, frozen=True, gc=False):
@@ -109,7 +110,7 @@ class Outcome(msgspec.Struct, frozen=True, gc=False):
 
     ``response`` is exactly what goes on the wire: ``{"output": ...}`` or ``{"error": {...}}``
     (empty for the end of a stream whose items were already sent as partials). A msgspec
-    Struct rather than a dataclass: one is built per call, and this is ten times cheaper.
+    Struct, as every record built per call is (benchmarks/PROFILE.md, Hot core).
     """
 
     call_id: str

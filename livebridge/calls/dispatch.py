@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 import anyio
 import msgspec
 
-from livebridge.calls import outcomes, payloads
+from livebridge.calls import outcomes, plans, results
 from livebridge.calls.call import (
     Call,
     CallContext,
@@ -43,13 +43,14 @@ from livebridge.calls.call import (
     Outcome,
     OutcomeKind,
     Partial,
-    Result,
     is_failure,
 )
 from livebridge.calls.eager import EagerStarter
+from livebridge.calls.lingering import reap
 from livebridge.calls.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait, check_calls
 from livebridge.calls.policy import CallPolicy
 from livebridge.calls.repeats import Request, Requests, served_by_key
+from livebridge.calls.results import deliver
 from livebridge.calls.threads import LocalSlots, SlotLimiter, ThreadSlots, acquire_each
 from livebridge.calls.tools import Tool, ToolRegistry
 from livebridge.observe.observers import (
@@ -70,17 +71,12 @@ log = logging.getLogger("livebridge.calls.dispatch")
 
 OnSettled = Callable[[Outcome], None]
 OnPartial = Callable[[Partial], None]
-
-#: Seconds a handler gets after its deadline to end before it is abandoned.
-ABANDON_GRACE = 0.25
+ABANDON_GRACE = plans.ABANDON_GRACE
 
 _canonical = msgspec.json.Encoder(order="sorted").encode
 _asdict = msgspec.structs.asdict
 #: Is a remembered request settled? Its first call's outcome, if any (an Outcome is truthy).
 _has_outcome = operator.attrgetter("first.outcome")
-#: A stream whose items were all sent as partials; a Result, so that ``_success`` tells both
-#: apart from a plain value with one test.
-_STREAM_END = Result(object())
 
 
 class Dispatcher:
@@ -151,16 +147,7 @@ class Dispatcher:
 
         Those left ignored their cancellation; they are logged and keep their slots.
         """
-        if not self._tasks:
-            return 0
-        _, left = await asyncio.wait(set(self._tasks), timeout=max(grace, 0.0))
-        if left:
-            for task in left:
-                task.cancel()
-            _, left = await asyncio.wait(left, timeout=ABANDON_GRACE)
-        if left:
-            log.warning("%d tool handler(s) still running after cancellation; abandoned", len(left))
-        return len(left)
+        return await reap(self._tasks, grace)
 
     async def run(
         self,
@@ -246,7 +233,7 @@ class Dispatcher:
 
     async def _rest(self, batch: Batch) -> list[Outcome]:
         try:
-            await self._until_settled(batch)
+            await batch.until_settled(self._loop_time, self._abandon)
         finally:
             if batch.left:  # cancelled: every call still gets its fate
                 self._withdraw(batch)
@@ -265,7 +252,7 @@ class Dispatcher:
         """One plan per call; registers each call that runs or waits (synchronous)."""
         firsts: dict[Hashable, Pending] = {}
         plan_one = partial(self._plan_one, batch, firsts, self._loop_time())
-        return list(map(plan_one, range(len(batch.calls)), batch.calls))  # the loop runs in C
+        return list(map(plan_one, range(len(batch.calls)), batch.calls))  # PROFILE.md: Hot core
 
     def _plan_one(
         self, batch: Batch, firsts: dict[Hashable, Pending], now: float, index: int, call: Call
@@ -377,33 +364,9 @@ class Dispatcher:
             )
             emit(self._observers, event)
         if batch.on_settled is not None:
-            _deliver(batch.on_settled, outcome)
+            deliver(batch.on_settled, outcome)
         if not batch.left and batch.done is not None:  # last: the delivered answer leaves first
             batch.done.set()
-
-    async def _until_settled(self, batch: Batch) -> None:
-        """Wait until every call has its outcome; abandon handlers overdue past the grace.
-
-        asyncio's event and timeout, not anyio's: this runs for every batch whose handlers
-        suspend, and costs a third as much. (Deadlines are on the loop's clock either way.)
-        """
-        while batch.left:
-            batch.done = batch.done or asyncio.Event()
-            overdue = [
-                pending.deadline
-                for i, (pending, _) in batch.runs.items()
-                if batch.outcomes[i] is None
-            ]
-            deadline = min(overdue, default=math.inf) + ABANDON_GRACE
-            try:
-                async with asyncio.timeout_at(None if deadline == math.inf else deadline):
-                    await batch.done.wait()
-            except TimeoutError:
-                pass
-            now = self._loop_time()
-            for index, (pending, tool) in list(batch.runs.items()):
-                if batch.outcomes[index] is None and pending.deadline + ABANDON_GRACE <= now:
-                    self._abandon(batch, index, pending, tool)
 
     def _abandon(self, batch: Batch, index: int, pending: Pending, tool: Tool) -> None:
         call = pending.call
@@ -448,8 +411,7 @@ class Dispatcher:
         """Per-tool, then process-wide, then this dispatcher's (acquired in that order; three
         different objects, so that ``index`` finds where an acquisition stopped)."""
         candidates = (tool.limiter, self.policy.limiter, self._limiter)
-        limiters = tuple(x for x in candidates if x is not None)
-        self._limiters_by_tool[tool.name] = limiters
+        limiters = self._limiters_by_tool[tool.name] = tuple(x for x in candidates if x is not None)
         return limiters
 
     async def _execute(
@@ -470,6 +432,7 @@ class Dispatcher:
         thread, which gives them back when it really returns (``ThreadSlots``).
         """
         call = pending.call
+        max_bytes = self.policy.max_result_bytes
         started = 0.0
         acquired: Sequence[SlotLimiter] = ()
         slots: ThreadSlots | None = None
@@ -507,20 +470,18 @@ class Dispatcher:
                 elif tool.kind == "sync":
                     pending.arm()
                     slots = ThreadSlots(acquired, pending)
-                    body = slots.wrap(partial(tool.handler, **kwargs))
-                    value = await anyio.to_thread.run_sync(
-                        body, abandon_on_cancel=True, limiter=self._threads
-                    )
+                    value = await slots.run(partial(tool.handler, **kwargs), self._threads)
                 else:
                     pending.arm()
                     # Items stream only where the model takes partial answers.
                     on_partial = batch.on_partial if tool.streaming else None
-                    value = await self._stream(call, tool, kwargs, on_partial)
+                    value = await results.stream(call, tool, kwargs, on_partial, max_bytes)
             except Exception as exc:
                 latency = self._clock() - started if started else 0.0
-                outcome = self._ended(pending, tool, exc, latency)
+                outcome = results.ended(pending, tool, exc, latency, self.policy.timeout)
             else:  # it returned (the early ends return above)
-                outcome = self._success(call, tool, value, self._clock() - started)
+                latency = self._clock() - started
+                outcome = results.success(call, tool, value, latency, max_bytes)
             finally:
                 if slots is None or slots.leave():
                     for limiter in reversed(acquired):
@@ -530,76 +491,10 @@ class Dispatcher:
                 scope = pending.scope
                 if scope is not None and scope.cancel_called:  # the scope's cancellation, leaving
                     latency = self._clock() - started if started else 0.0
-                    outcome = self._ended(pending, tool, None, latency)
+                    outcome = results.ended(pending, tool, None, latency, self.policy.timeout)
                 else:
                     outcome = outcomes.cancelled(call, 0.0)
             if pending.finish(outcome, self._running):
                 self._settle(batch, index, outcome)
             if ticket is not None and pending.outcome is not None:  # what the model was answered
                 ticket.settled(pending.outcome)
-
-    def _ended(
-        self, pending: Pending, tool: Tool, failure: Exception | None, latency: float
-    ) -> Outcome:
-        """A handler that ended without a result: cancelled, timed out, or it raised ``failure``
-        (in a cancelled scope, whatever it raised is the cancellation's)."""
-        call, scope = pending.call, pending.scope
-        if failure is None or (scope is not None and scope.cancel_called):
-            if pending.cancel_requested:
-                return outcomes.cancelled(call, latency)
-            seconds = tool.timeout or self.policy.timeout
-            return outcomes.timeout(call, tool.name, seconds, latency, tool.scheduling)
-        return outcomes.failure(
-            call, tool.name, failure, latency, expose=tool.expose_errors, sched=tool.scheduling
-        )
-
-    async def _stream(
-        self, call: Call, tool: Tool, kwargs: dict[str, Any], on_partial: OnPartial | None
-    ) -> Any:
-        items: list[Any] = []
-        stream = tool.handler(**kwargs)
-        try:
-            async for item in stream:
-                if on_partial is None:
-                    items.append(item.value if isinstance(item, Result) else item)
-                    continue
-                value, scheduling = item, tool.scheduling
-                if isinstance(item, Result):
-                    value, scheduling = item.value, item.scheduling or scheduling
-                payload = payloads.output(value, self.policy.max_result_bytes)
-                _deliver(on_partial, Partial(call.id, tool.name, payload.response, scheduling))
-        finally:
-            await stream.aclose()
-        return items if on_partial is None else _STREAM_END
-
-    def _success(self, call: Call, tool: Tool, value: Any, latency: float) -> Outcome:
-        scheduling = tool.scheduling
-        if isinstance(value, Result):
-            if value is _STREAM_END:
-                return Outcome(call.id, tool.name, "ok", {}, latency, 2, scheduling=scheduling)
-            value, scheduling = value.value, value.scheduling or scheduling
-        try:
-            payload = payloads.output(value, self.policy.max_result_bytes)
-        except payloads.UnserializableResult as exc:
-            return outcomes.failure(
-                call, tool.name, exc, latency, expose=tool.expose_errors, sched=tool.scheduling
-            )
-        return Outcome(
-            call.id,
-            tool.name,
-            "ok",
-            payload.response,
-            latency,
-            payload.result_bytes,
-            payload.truncated,
-            payload.original_bytes,
-            None,
-            scheduling,
-        )
-
-
-def _deliver(callback: Callable[[Any], None], item: Any) -> None:
-    try:
-        callback(item)
-    except Exception:
-        log.exception("callback %r failed on %r", callback, item)

@@ -20,6 +20,22 @@ of the task they share; the one that suspends takes the task and its scope with 
 that was cancelled or given a deadline by a coroutine that then finished is not shared on: the
 next coroutine gets a fresh task and scope. So a cancel scope costs what a task costs: once
 per coroutine that suspends, once per batch for those that do not.
+
+Why private asyncio internals, and only here. Running a step *as* a task that the event loop
+is not stepping needs ``asyncio.tasks._enter_task`` and ``_leave_task`` (what the loop itself
+calls around each step): there is no public way to share one task, and the cancel scope
+entered in it, between coroutines. The public eager start (``asyncio.eager_task_factory``,
+``asyncio.Task(..., eager_start=True)``, Python 3.12 and later; nothing on 3.11) makes a task
+per coroutine, and each call would then enter an anyio scope of its own, which measured
+several times dearer than this start (benchmarks/PROFILE.md, Hot core). The scope is entered
+in the spare task before its coroutine exists and exited by the task's carrier when the
+coroutine ends, which no ``with`` block can span: so ``CancelScope.__enter__`` and
+``__exit__`` are called by hand, in that order, in the task that owns the scope, as a
+``with`` block would. Nothing else in livebridge touches these
+internals; ``tests/test_eager.py`` checks them on every supported interpreter (the Makefile's
+``INTERPRETER_TESTS``). The spare task is built with ``asyncio.Task`` itself, not the loop's
+task factory: an eager factory would run the spare's empty first step at once, and it would
+finish before any coroutine was given to it.
 """
 
 from __future__ import annotations
@@ -209,7 +225,7 @@ class EagerStarter:
     def _renew(self) -> tuple[_Carrier, asyncio.Task[Any], anyio.CancelScope]:
         """A new spare task, its scope entered as that task (which stays current)."""
         carrier = _Carrier()
-        task = self._loop.create_task(carrier)
+        task = asyncio.Task(carrier, loop=self._loop)  # never eager, whatever the loop's factory
         scope = self._new_scope()
         self._become(task)
         scope.__enter__()

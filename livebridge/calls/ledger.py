@@ -15,12 +15,9 @@ only place they change; an event not in it raises ``LedgerError`` and changes no
        +------ orphan ---> orphaned  <---------+   (resumed without it, closed)
 
 ``answered``, ``cancelled`` and ``orphaned`` are the fates: every life ends in exactly one.
-A BLOCKING call is released when every call of its batch (the BLOCKING calls of one
-``receive()``) has settled or been cancelled, so the whole batch goes out in one message.
-A NON_BLOCKING call is released as soon as it settles; its streamed items go out as they come.
-A call that came without an id (``LiveCall.anonymous``: Vertex AI) is answered by name, so two
-such calls to one function are answered in the order they came: one waits, settled, until every
-earlier one of that name is released or has ended.
+When a settled call is released (its whole BLOCKING batch at once, a NON_BLOCKING call at
+once, a call without an id after the earlier ones of its name) and how answers are cut into
+frames of at most ``max_frame_bytes`` is the answer queue's part (``livebridge.calls.delivery``).
 
 Identity rules:
 - an id that is still live is never run twice: a second delivery is dropped;
@@ -39,15 +36,7 @@ later server message on the connection counts (``server_message()``). ``answer_s
 the dispatcher, which treats an identical call whose first answer was not seen as a re-issue of
 it rather than a new request.
 
-Frames are bounded: one ``toolResponse`` never encodes to more than ``max_frame_bytes``, every
-answer measured, errors and rejections too. The results of a BLOCKING batch, which go out
-together, are cut to fit, fairly (the largest first, down to a common cap); a batch too large
-for one frame even so (thousands of calls in one turn) is *split*: its answers go out whole, in
-call order, over as many frames as they need. NON_BLOCKING answers that do not fit wait for the
-next message.
-
-Per-call records are ``gc=False`` msgspec Structs (never part of a reference cycle): the history
-keeps thousands of them, and tracked survivors make the garbage collector run often and slowly.
+The records and the state table live in ``livebridge.calls.lives``; they are re-exported here.
 """
 
 from __future__ import annotations
@@ -56,18 +45,28 @@ import itertools
 import operator
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, NoReturn, TypeAlias
+from typing import NoReturn
 
-import msgspec
-
-from livebridge.calls import frames, payloads
-from livebridge.calls.call import (
-    AnswerEncoder,
-    Behavior,
-    Call,
-    Outcome,
-    Partial,
-    Scheduling,
+from livebridge.calls import payloads
+from livebridge.calls.call import AnswerEncoder, Call, Outcome, Partial
+from livebridge.calls.delivery import Delivery
+from livebridge.calls.lives import (
+    FATE_OF,
+    LIVE_STATES,
+    SETTLED,
+    Answered,
+    BlockingBatch,
+    CallState,
+    Event,
+    Fate,
+    FateKind,
+    Life,
+    LiveCall,
+    Notice,
+    NoticeKind,
+    Outgoing,
+    Via,
+    move,
 )
 from livebridge.errors import LedgerError as LedgerError
 
@@ -86,124 +85,10 @@ __all__ = [
     "Via",
 ]
 
-CallState = Literal["running", "settled", "ready", "answered", "cancelled", "orphaned"]
-FateKind = Literal["answered", "cancelled", "orphaned"]
-Via = Literal["tool_call", "model_turn"]
-NoticeKind = Literal["duplicate_delivery", "unknown_cancel", "late_cancel", "dropped_result"]
-_Event: TypeAlias = Literal["settle", "partial", "release", "send", "cancel", "orphan"]
-
-_TRANSITIONS: dict[tuple[CallState, _Event], CallState] = {
-    ("running", "partial"): "running",
-    ("running", "settle"): "settled",
-    ("settled", "release"): "ready",
-    ("ready", "send"): "answered",
-    ("running", "cancel"): "cancelled",
-    ("settled", "cancel"): "cancelled",
-    ("ready", "cancel"): "cancelled",
-    ("running", "orphan"): "orphaned",
-    ("settled", "orphan"): "orphaned",
-    ("ready", "orphan"): "orphaned",
-    # A handler that ends after its call was withdrawn: accepted, nothing is sent.
-    ("cancelled", "partial"): "cancelled",
-    ("cancelled", "settle"): "cancelled",
-    ("orphaned", "partial"): "orphaned",
-    ("orphaned", "settle"): "orphaned",
-}
-# Two moves every call takes, looked up once; their callers check the state they leave.
-_SETTLED = _TRANSITIONS["running", "settle"]
-_READY = _TRANSITIONS["settled", "release"]
-_FATE_OF: dict[_Event, FateKind] = {"send": "answered", "cancel": "cancelled", "orphan": "orphaned"}
-_LIVE_STATES: frozenset[CallState] = frozenset({"running", "settled", "ready"})
 _MAX_HANDLES = 16
 DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
-_ENVELOPE_BYTES = 64  # the message around the responses, with room to spare
 _call_id = operator.attrgetter("call.id")
 _streaming = operator.attrgetter("streaming")
-
-
-class LiveCall(msgspec.Struct, frozen=True, gc=False):
-    """A call as received, with what the registry says about its tool."""
-
-    call: Call
-    behavior: Behavior = "BLOCKING"
-    scheduling: Scheduling | None = None  # the tool's default, NON_BLOCKING only
-    streaming: bool = False  # the handler is an async generator (NON_BLOCKING only)
-    #: The call came without an id: ``call.id`` is the session's own key, never sent.
-    anonymous: bool = False
-
-
-class Answered(msgspec.Struct, frozen=True, gc=False):
-    """One response put in an ``Outgoing`` message; ``outcome`` is None for a streamed item."""
-
-    call_id: str
-    name: str
-    behavior: Behavior
-    outcome: Outcome | None
-    turnaround: float  # seconds from the call's receipt to this send
-
-
-class Outgoing(msgspec.Struct, frozen=True, gc=False):
-    """One ``toolResponse`` to send now; confirm it with ``CallLedger.sent()``.
-
-    ``function_responses`` are wire dicts from the ledger's encoder; for Live, send them with
-    ``session.send_tool_response(function_responses=gemini_live.to_sdk(...))``, or send
-    ``gemini_live.tool_response(...)`` on a raw socket.
-    """
-
-    function_responses: list[dict[str, Any]]
-    answered: list[Answered]
-    #: ``function_responses`` as one JSON array, when ``drain`` measured them in one encode:
-    #: a transport that sends JSON sends these bytes as they are (no second encode).
-    encoded: bytes | None = None
-
-
-class Fate(msgspec.Struct, frozen=True, gc=False):
-    """How one delivery of a call ended; each delivery gets exactly one."""
-
-    call_id: str
-    name: str
-    behavior: Behavior
-    fate: FateKind
-    reason: str
-    outcome: Outcome | None  # the answer sent, or the result that was withheld (if any)
-    received_at: float
-    ended_at: float
-
-
-class Notice(msgspec.Struct, frozen=True, gc=False):
-    """Something worth a log line that changed no call's fate (duplicates, late cancels...)."""
-
-    kind: NoticeKind
-    call_id: str
-    detail: str
-
-
-class _Life(msgspec.Struct, eq=False, gc=False):
-    call: Call
-    behavior: Behavior
-    scheduling: Scheduling | None
-    streaming: bool
-    received_at: float
-    seq: int
-    epoch: int
-    via: tuple[Via, ...]
-    batch: _Batch | None = None
-    state: CallState = "running"
-    outcome: Outcome | None = None
-    acknowledged: bool = False  # its answer was sent and a later server message arrived
-    anonymous: bool = False  # answered by name: in order among its function's anonymous calls
-
-
-class _Batch(msgspec.Struct, gc=False):
-    """The BLOCKING calls of one message, answered together once none is running; by id, so
-    that lives and their batch form no reference cycle (freed once the history forgets them)."""
-
-    ids: list[str]
-    running: int  # counted down as its calls leave running: releasing needs no scan per settle
-    split: bool = False  # too large for one frame: its answers go out over several, in order
-
-
-_Item: TypeAlias = tuple[_Life, Outcome | Partial]  # an answer queued to send; a tuple is cheapest
 
 
 class CallLedger:
@@ -225,19 +110,14 @@ class CallLedger:
         if max_frame_bytes < 1024:
             raise ValueError("max_frame_bytes must be at least 1024")
         self._history = history
-        self._encode = encode
-        self._max_frame_bytes = max_frame_bytes
+        self._delivery = Delivery(encode, max_frame_bytes)
         #: Answered on this connection, not yet known to be read: (send number, life).
-        self._unacknowledged: list[tuple[int, _Life]] = []
+        self._unacknowledged: list[tuple[int, Life]] = []
         self._sends = 0  # messages of answers sent so far, on every connection
         #: The shell proves reads with ``read_through()``: a server message alone proves none.
         self.reads_proven = False
-        self._lives: dict[str, _Life] = {}  # the newest life of each id
-        self._live: dict[str, _Life] = {}  # lives without a fate yet, in arrival order
-        self._ready: list[_Item] = []
-        self._stale = False  # an answer queued may be of a call that ended since: drain filters
-        self._backlog = False  # the last drain left answers queued: drain goes unit by unit
-        self._in_flight: tuple[Outgoing, list[_Item]] | None = None  # drained, not yet sent()
+        self._lives: dict[str, Life] = {}  # the newest life of each id
+        self._live: dict[str, Life] = {}  # lives without a fate yet, in arrival order
         self._fates: deque[Fate] = deque(maxlen=history)
         self._untaken = 0  # fates not yet returned by take_fates()
         self._notices: list[Notice] = []
@@ -245,8 +125,6 @@ class CallLedger:
         self._epoch = 0  # connections opened so far; twins are matched within one
         self._handles: OrderedDict[str, int] = OrderedDict()  # handle -> mark, newest last
         self._connected = True
-        #: Anonymous lives not yet released nor ended, by function name, oldest first.
-        self._unreleased: dict[str, deque[_Life]] = {}
 
     # -- queries --------------------------------------------------------------------------
 
@@ -268,7 +146,7 @@ class CallLedger:
     @property
     def answers_ready(self) -> bool:
         """Answers wait for ``drain()`` (some may be of calls that ended meanwhile)."""
-        return bool(self._ready)
+        return bool(self._delivery.ready)
 
     @property
     def blocking_pending(self) -> bool:
@@ -328,11 +206,11 @@ class CallLedger:
         dispatcher answers it from its cache). After ``shutdown()`` calls are still received:
         the dispatcher answers them ``session_closing`` without running them.
         """
-        if not all(map(_call_id, calls)) or any(map(_streaming, calls)):  # in C: no loop
+        if not all(map(_call_id, calls)) or any(map(_streaming, calls)):  # PROFILE.md: Hot core
             _check(calls)
         lives, live = self._lives, self._live
         seq, epoch, vias = self._seq, self._epoch, (via,)
-        batch = _Batch([], 0)  # the BLOCKING calls admitted (unused if there are none)
+        batch = BlockingBatch([], 0)  # the BLOCKING calls admitted (unused if there are none)
         dropped: set[str] = set()  # ids dropped from this message so far
         admitted: list[Call] = []
         for live_call in calls:
@@ -342,14 +220,14 @@ class CallLedger:
                 continue
             behavior = live_call.behavior
             if behavior == "BLOCKING":  # validated above: it does not stream
-                life = _Life(call, behavior, None, False, now, seq, epoch, vias, batch)
+                life = Life(call, behavior, None, False, now, seq, epoch, vias, batch)
                 batch.ids.append(call.id)
             else:
                 scheduling, streaming = live_call.scheduling, live_call.streaming
-                life = _Life(call, behavior, scheduling, streaming, now, seq, epoch, vias)
+                life = Life(call, behavior, scheduling, streaming, now, seq, epoch, vias)
             if live_call.anonymous:
                 life.anonymous = True
-                self._unreleased.setdefault(call.name, deque()).append(life)
+                self._delivery.admit_anonymous(life)
             seq += 1
             lives[call.id] = life
             live[call.id] = life
@@ -363,9 +241,9 @@ class CallLedger:
         life = self._lives.get(item.call_id) or _never_received(item.call_id)
         if life.state == "running" and not life.streaming:
             raise LedgerError(f"call {item.call_id}: {life.call.name} is not a streaming tool")
-        self._move(life, "partial")
+        move(life, "partial")
         if life.state == "running":
-            self._ready.append((life, item))
+            self._delivery.ready.append((life, item))
         else:
             self._note("dropped_result", life, f"item for a {life.state} call dropped")
 
@@ -381,19 +259,19 @@ class CallLedger:
         if outcome.kind == "orphaned":
             raise LedgerError(f"call {outcome.call_id}: only the ledger orphans calls")
         if life.state != "running":  # withdrawn meanwhile (or an illegal move: it raises)
-            self._move(life, "settle")
+            move(life, "settle")
             life.outcome = outcome
             self._note("dropped_result", life, f"result for a {life.state} call dropped")
             return
-        life.state = _SETTLED
+        life.state = SETTLED
         life.outcome = outcome
         batch = life.batch
         if batch is None:
-            self._release((life,), None)
+            self._delivery.release((life,), None)
             return
-        batch.running -= 1  # as ``_move`` does for a call leaving running
+        batch.running -= 1  # as ``move`` does for a call leaving running
         if not batch.running:
-            self._release(map(self._lives.get, batch.ids), batch)
+            self._delivery.release(map(self._lives.get, batch.ids), batch)
 
     def cancel(
         self, call_ids: Iterable[str], now: float, why: str = "cancelled by the server"
@@ -410,7 +288,7 @@ class CallLedger:
             if life is None:
                 self._notices.append(Notice("unknown_cancel", call_id, "cancel for unknown id"))
                 continue
-            if life.state not in _LIVE_STATES:
+            if life.state not in LIVE_STATES:
                 self._note("late_cancel", life, f"cancel for a call already {life.state}")
                 continue
             if life.state == "running":
@@ -418,7 +296,7 @@ class CallLedger:
             self._end([life], "cancel", why, now)
             batch = life.batch
             if batch is not None and not batch.running:  # the rest of its batch may go now
-                self._release(map(self._lives.get, batch.ids), batch)
+                self._delivery.release(map(self._lives.get, batch.ids), batch)
         return running
 
     def handle_issued(self, handle: str) -> None:
@@ -464,7 +342,7 @@ class CallLedger:
         """
         self._connected = False
         self._unacknowledged = []  # the connection ended before anything confirmed them
-        self._requeue_in_flight()
+        self._delivery.requeue_in_flight()
 
     def resumed(self, handle: str | None, now: float) -> list[str]:
         """A socket opened with ``handle`` (None: a fresh session); returns the orphaned ids.
@@ -479,7 +357,7 @@ class CallLedger:
         orphaned = [life.call.id for life in unknown]
         if handle is None:
             self._handles.clear()
-        self._requeue_in_flight()
+        self._delivery.requeue_in_flight()
         self._unacknowledged = []
         self._epoch += 1
         self._connected = True
@@ -498,7 +376,7 @@ class CallLedger:
         Closing twice is harmless. Results that arrive later are dropped.
         """
         self._connected = False
-        self._in_flight = None
+        self._delivery.in_flight = None
         orphaned = list(self._live)
         self._end(list(self._live.values()), "orphan", "session closed", now)
         return orphaned
@@ -509,47 +387,7 @@ class CallLedger:
         None when nothing is ready, no socket is open, or the previous message awaits
         ``sent()``: one message is in flight at a time. What did not fit stays queued.
         """
-        if not self._connected or self._in_flight is not None or not self._ready:
-            return None
-        ready = self._ready
-        if self._stale:  # drop the answers of calls cancelled or orphaned since they queued
-            self._stale = False
-            self._ready = ready = [item for item in ready if item[0].state in _LIVE_STATES]
-            if not ready:
-                return None
-        budget = self._max_frame_bytes - _ENVELOPE_BYTES
-        # Commonly all fits, measured in the one encode that is sent; if not (or not last
-        # time): unit by unit, and the transport encodes what was taken.
-        taken, encoded = ready, None
-        if not self._backlog:
-            responses = self._encoded(ready)
-            encoded = frames.encode(responses)
-            if frames.array_size(encoded) > budget:
-                encoded = None
-        if encoded is None:
-            taken, responses, split = frames.take(ready, _unit_of, self._encoded, budget)
-            if split:  # the rest of its batch follows, answer by answer, in the next frames
-                batch = taken[-1][0].batch
-                assert batch is not None  # only a batch is a unit of several answers
-                batch.split = True
-            for life, answer in taken:
-                if isinstance(answer, Outcome):  # cut to fit, it is the answer sent
-                    life.outcome = answer
-        self._ready = ready[len(taken) :]
-        self._backlog = bool(self._ready)
-        answered = [
-            Answered(
-                life.call.id,
-                life.call.name,
-                life.behavior,
-                answer if isinstance(answer, Outcome) else None,
-                now - life.received_at,
-            )
-            for life, answer in taken
-        ]
-        outgoing = Outgoing(responses, answered, encoded)
-        self._in_flight = (outgoing, taken)
-        return outgoing
+        return self._delivery.drain(now) if self._connected else None
 
     def sent(self, outgoing: Outgoing, now: float) -> None:
         """The message from ``drain()`` left on the socket: its final answers are answered.
@@ -557,15 +395,7 @@ class CallLedger:
         A call cancelled or orphaned while its answer was being written keeps that fate.
         If the socket closes first, ``disconnected()`` puts the message back in the queue.
         """
-        in_flight = self._in_flight
-        if in_flight is None or in_flight[0] is not outgoing:
-            raise LedgerError("sent() must confirm the message drain() returned last")
-        self._in_flight = None
-        answered = [
-            life
-            for life, answer in in_flight[1]
-            if life.state == "ready" and isinstance(answer, Outcome)
-        ]
+        answered = self._delivery.sent(outgoing)
         self._end(answered, "send", "sent", now)
         self._sends += 1
         number = self._sends
@@ -573,14 +403,14 @@ class CallLedger:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _drops(self, previous: _Life, via: Via, start: int, dropped: set[str]) -> bool:
+    def _drops(self, previous: Life, via: Via, start: int, dropped: set[str]) -> bool:
         """Whether a delivery of an id already known is dropped (noted): repeated in this
         message (admitted at or after ``start``, or in ``dropped``), still live, or a twin."""
         call_id = previous.call.id
         if previous.seq >= start or call_id in dropped:
             self._note("duplicate_delivery", previous, "id repeated in one message")
             return True
-        live = previous.state in _LIVE_STATES
+        live = previous.state in LIVE_STATES
         twin = previous.epoch == self._epoch and via not in previous.via
         if not (live or twin):
             return False  # a re-issue: a new life
@@ -590,44 +420,23 @@ class CallLedger:
         dropped.add(call_id)
         return True
 
-    def _encoded(self, items: Sequence[_Item]) -> list[dict[str, Any]]:
-        encode = self._encode
-        return [
-            encode(
-                answer,
-                behavior=life.behavior,
-                scheduling=life.scheduling,
-                streaming=life.streaming,
-                anonymous=life.anonymous,
-            )
-            for life, answer in items
-        ]
-
-    def _move(self, life: _Life, event: _Event) -> None:
-        target = _TRANSITIONS.get((life.state, event))
-        if target is None:
-            raise LedgerError(f"call {life.call.id}: cannot {event} a call that is {life.state}")
-        if life.state == "running" and target != "running" and life.batch is not None:
-            life.batch.running -= 1
-        life.state = target
-
-    def _end(self, lives: list[_Life], event: _Event, why: str, now: float) -> None:
+    def _end(self, lives: list[Life], event: Event, why: str, now: float) -> None:
         """Give each of ``lives`` its fate by ``event``."""
-        fate, live, fates, history = _FATE_OF[event], self._live, self._fates, self._history
+        fate, live, fates, history = FATE_OF[event], self._live, self._fates, self._history
         # Look for ended lives to forget after each one only if these can pass the mark.
         prune = len(self._lives) - len(live) + len(lives) - history > history // 4
         for life in lives:
-            self._move(life, event)
+            move(life, event)
             call, outcome, received = life.call, life.outcome, life.received_at
             del live[call.id]
             fates.append(Fate(call.id, call.name, life.behavior, fate, why, outcome, received, now))
             if life.anonymous and event != "send":  # sent ones left the queue when released
-                self._leave_queue(life)
+                self._delivery.leave_queue(life)
             if prune:
                 self._forget_old()
         self._untaken += len(lives)
         if event != "send":  # answers of theirs may be queued: ``drain`` drops them
-            self._stale = True
+            self._delivery.stale = True
 
     def _forget_old(self) -> None:
         """Drop the oldest ended lives beyond ``history`` (pending ones are always kept)."""
@@ -640,67 +449,8 @@ class CallLedger:
         ):
             del lives[call_id]
 
-    def _release(self, lives: Iterable[_Life | None], batch: _Batch | None) -> None:
-        """Queue the answers of ``lives`` settled in ``batch`` (not withdrawn, not re-issued),
-        in call order; an anonymous call whose function has an earlier one waiting stays."""
-        ready = self._ready
-        names: set[str] | None = None
-        for life in lives:
-            if life is not None and life.batch is batch and life.state == "settled":
-                if life.anonymous:
-                    name = life.call.name
-                    queue = self._unreleased[name]
-                    if queue[0] is not life:
-                        continue  # released when the earlier ones of its function are
-                    queue.popleft()
-                    if names is None:
-                        names = set()
-                    names.add(name)
-                outcome = life.outcome
-                assert outcome is not None  # a settled call has one
-                life.state = _READY
-                ready.append((life, outcome))
-        if names is not None:
-            for name in names:
-                self._release_waiting(name)
-
-    def _release_waiting(self, name: str) -> None:
-        """Queue the anonymous calls of ``name`` that were waiting only for earlier ones: the
-        service matches answers without ids by name and order."""
-        queue = self._unreleased[name]
-        while queue and queue[0].state == "settled":
-            head = queue[0]
-            if head.batch is not None and head.batch.running:
-                break  # its batch still runs: the batch releases it
-            queue.popleft()
-            assert head.outcome is not None  # a settled call has one
-            head.state = _READY
-            self._ready.append((head, head.outcome))
-        if not queue:
-            del self._unreleased[name]
-
-    def _leave_queue(self, life: _Life) -> None:
-        """An anonymous call ended before its answer was queued: the next of its name may go."""
-        name = life.call.name
-        queue = self._unreleased.get(name)
-        if queue is None or life not in queue:
-            return
-        queue.remove(life)
-        self._release_waiting(name)
-
-    def _requeue_in_flight(self) -> None:
-        if self._in_flight is not None:
-            self._ready[:0] = self._in_flight[1]
-            self._in_flight = None
-
-    def _note(self, kind: NoticeKind, life: _Life, detail: str) -> None:
+    def _note(self, kind: NoticeKind, life: Life, detail: str) -> None:
         self._notices.append(Notice(kind, life.call.id, detail))
-
-
-def _unit_of(life: _Life) -> _Batch | None:
-    """The answers that share a frame with this one's: its batch, unless the batch is split."""
-    batch = life.batch
-    return None if batch is None or batch.split else batch
 
 
 def _check(calls: Sequence[LiveCall]) -> None:

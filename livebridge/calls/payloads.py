@@ -45,7 +45,7 @@ MAX_ERROR_MESSAGE = 1024
 
 
 class Payload(msgspec.Struct, frozen=True, gc=False):
-    """A response dict and what it costs on the wire (built once per call: a Struct, cheap)."""
+    """A response dict and its size on the wire (built once per call)."""
 
     response: dict[str, Any]
     result_bytes: int

@@ -3,14 +3,13 @@
 Planning is synchronous and pure of I/O: each call of a batch gets one ``Plan``, dispatched
 with an exhaustive ``match`` (``assert_never`` makes mypy name every place a new plan must go).
 Plans are msgspec Structs untracked by the garbage collector (``gc=False``; none can be part
-of a reference cycle): one is built per call, at an eighth of a frozen dataclass's cost.
+of a reference cycle), as every record built per call is (benchmarks/PROFILE.md, Hot core).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -24,7 +23,20 @@ from livebridge.errors import InvalidCallError
 if TYPE_CHECKING:
     from livebridge.store.base import Ticket
 
-__all__ = ["Batch", "Pending", "Plan", "Rejoin", "Run", "Settle", "Wait", "check_calls"]
+__all__ = [
+    "ABANDON_GRACE",
+    "Batch",
+    "Pending",
+    "Plan",
+    "Rejoin",
+    "Run",
+    "Settle",
+    "Wait",
+    "check_calls",
+]
+
+#: Seconds a handler gets after its deadline to end before it is abandoned.
+ABANDON_GRACE = 0.25
 
 
 class Pending(msgspec.Struct, eq=False):
@@ -34,7 +46,7 @@ class Pending(msgspec.Struct, eq=False):
     cancelled before that is never run. The scope gets its ``deadline`` only once the call
     first suspends (``Dispatcher.start`` arms it when the job comes back suspended): until
     then no timeout can fire, and a handler that finishes without suspending never arms a
-    timer. A Struct (built in C, one per call); compared by identity.
+    timer. Compared by identity.
     """
 
     call: Call
@@ -105,8 +117,6 @@ class Rejoin(msgspec.Struct, frozen=True, gc=False):
 
 Plan: TypeAlias = Settle | Run | Wait | Rejoin
 
-_call_id = operator.attrgetter("id")
-
 
 class Batch:
     """One ``run()``: its calls, and each call's outcome once settled (exactly once)."""
@@ -152,15 +162,40 @@ class Batch:
         assert not self.left, "every call settles before run() returns"
         return self.outcomes  # type: ignore[return-value]
 
+    async def until_settled(
+        self,
+        loop_time: Callable[[], float],
+        abandon: Callable[[Batch, int, Pending, Tool], None],
+    ) -> None:
+        """Wait until every call has its outcome; ``abandon`` each handler still running
+        ``ABANDON_GRACE`` seconds past its deadline (on the loop's clock, ``loop_time``).
+
+        asyncio's event and timeout, not anyio's: this runs for every batch whose handlers
+        suspend, and deadlines are on the loop's clock either way (benchmarks/PROFILE.md).
+        """
+        while self.left:
+            self.done = self.done or asyncio.Event()
+            overdue = [
+                pending.deadline
+                for i, (pending, _) in self.runs.items()
+                if self.outcomes[i] is None
+            ]
+            deadline = min(overdue, default=math.inf) + ABANDON_GRACE
+            try:
+                async with asyncio.timeout_at(None if deadline == math.inf else deadline):
+                    await self.done.wait()
+            except TimeoutError:
+                pass
+            now = loop_time()
+            for index, (pending, tool) in list(self.runs.items()):
+                if self.outcomes[index] is None and pending.deadline + ABANDON_GRACE <= now:
+                    abandon(self, index, pending, tool)
+
 
 def check_calls(calls: Sequence[Call]) -> None:
     """Raise ``InvalidCallError`` for an item that is not a ``Call`` with a usable id: such a
     call could never be answered, so a batch holding one is refused before anything runs."""
-    if set(map(type, calls)) == {Call}:  # the usual batch, checked in C: no loop in Python
-        ids = list(map(_call_id, calls))
-        if set(map(type, ids)) == {str} and "" not in ids:
-            return
-    for position, call in enumerate(calls):  # the call that is wrong, for its error
+    for position, call in enumerate(calls):
         if not isinstance(call, Call):
             what = f"calls[{position}] is a {type(call).__name__}, not a livebridge.Call"
             raise InvalidCallError(what)

@@ -95,8 +95,10 @@ class Requests(Generic[F]):
         self._stale = stale
         self._by_key: OrderedDict[Hashable, Request[F]] = OrderedDict()
         self._check_above = min(capacity, PRUNE_ABOVE)  # below it, a put checks nothing
-        #: The newest request of ``key``, if remembered (the dict's own ``get``: no frame).
-        self.get: Callable[[Hashable], Request[F] | None] = self._by_key.get
+
+    def get(self, key: Hashable) -> Request[F] | None:
+        """The newest request of ``key``, if remembered."""
+        return self._by_key.get(key)
 
     def __len__(self) -> int:
         return len(self._by_key)

@@ -55,8 +55,8 @@ class LocalSlots:
     """A ``SlotLimiter`` of one event loop: a count of free slots, then a first-come queue.
 
     The dispatcher's own ``max_parallel``: what ``anyio.CapacityLimiter`` does for that one
-    use, for a third of its work per call (no set of borrowers, no check that one borrower
-    does not take two slots; every borrower here is one call, which takes one, once).
+    use, with less work per call (benchmarks/PROFILE.md): no set of borrowers, no check that
+    one borrower does not take two slots; every borrower here is one call, which takes one, once.
     """
 
     __slots__ = ("_free", "_waiting")
@@ -105,6 +105,13 @@ class ThreadSlots:
         self._lock = threading.Lock()
         self._loop = asyncio.get_running_loop()
         self._state: _Slot = "waiting"
+
+    async def run(self, body: Callable[[], Any], threads: anyio.CapacityLimiter) -> Any:
+        """Run ``body`` in a worker thread of ``threads``; cancelled, the caller stops waiting
+        at once while the thread runs on, holding the slots until it returns."""
+        return await anyio.to_thread.run_sync(
+            self.wrap(body), abandon_on_cancel=True, limiter=threads
+        )
 
     def wrap(self, body: Callable[[], Any]) -> Callable[[], Any]:
         def in_thread() -> Any:

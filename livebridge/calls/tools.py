@@ -119,17 +119,14 @@ class Tool:
 
 
 class ToolRegistry:
-    """The set of tools one application exposes to the model.
-
-    Build a new registry per variant rather than copying one: ``get`` is bound to this
-    registry's own table, so a ``copy.copy`` or ``copy.deepcopy`` would still look tools up here.
-    """
+    """The set of tools one application exposes to the model."""
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
-        #: The tool registered under a name, if any (the dict's own ``get``: asked once or
-        #: twice per call, it runs no Python frame).
-        self.get: Callable[[str], Tool | None] = self._tools.get
+
+    def get(self, name: str) -> Tool | None:
+        """The tool registered under ``name``, if any."""
+        return self._tools.get(name)
 
     @overload
     def tool(self, fn: F, /) -> F: ...

@@ -61,7 +61,7 @@ class Outbox:
         self.held_audio_seconds = held_audio_seconds
         self.limit_bytes = limit_bytes
         self.audio_dropped = 0
-        # Created on first use: an empty deque preallocates ~0.5 KB, and most sessions never
+        # Created on first use: an empty deque preallocates a block, and most sessions never
         # queue (audio goes straight to the socket) or hold anything.
         self._queue: deque[ClientItem] | None = None
         self._queued = 0

@@ -139,7 +139,7 @@ class Finish:
 class Retries:
     """Reconnects since a connection last opened, against ``reconnect_attempts``, and the delay
     before each: ``delays``, else ``resume.backoff()``, made at the first reconnect (a generator
-    costs ~0.3 KB from the start, and most sessions never reconnect)."""
+    holds memory from the start, and most sessions never reconnect)."""
 
     __slots__ = ("_delays", "_limit", "attempts")
 

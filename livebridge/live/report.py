@@ -89,7 +89,7 @@ class Reporter:
         if not ledger.waiting:
             return
         fates = ledger.take_fates()
-        if _ANSWERED.issuperset(map(_KIND, fates)):  # only answers (just sent): one pass in C
+        if _ANSWERED.issuperset(map(_KIND, fates)):  # only answers (just sent)
             fates = []
         for fate in fates:
             if fate.fate == "answered":

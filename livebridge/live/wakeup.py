@@ -13,16 +13,16 @@ class Waiters:
     """Tasks waiting for news: ``wait()`` until the next ``wake()``, which wakes them all.
 
     Built for the hot path and for idle sessions: one future per waiting task and nothing else
-    (an ``asyncio.Event`` keeps a deque that preallocates ~0.5 KB, and made afresh per wait it
-    costs three times as much). Each waiter awaits its own future, so cancelling one waiter
-    never wakes or cancels the others.
+    (an ``asyncio.Event`` keeps a deque of its own, and is dearer made afresh per wait:
+    benchmarks/PROFILE.md). Each waiter awaits its own future, so cancelling one waiter never
+    wakes or cancels the others.
     """
 
     __slots__ = ("futures",)
 
     def __init__(self) -> None:
         #: One per waiting task; None while none waits (an attribute, not ``__bool__``: hot
-        #: paths test it before they call ``wake()``, and a test costs a tenth of a call).
+        #: paths test it before they call ``wake()``; benchmarks/PROFILE.md, Hot core).
         self.futures: list[asyncio.Future[None]] | None = None
 
     def wake(self) -> None:

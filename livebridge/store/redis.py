@@ -313,8 +313,8 @@ class _Direct:
 
 async def bounded(work: Awaitable[T], seconds: float, where: str, operation: str) -> T:
     """Await one Redis operation within ``seconds``; any failure is one clear
-    ``StoreUnavailableError`` naming ``where`` and the operation. (``asyncio.timeout``: a
-    third of the cost of an anyio scope on this path, which runs once per journaled call.)"""
+    ``StoreUnavailableError`` naming ``where`` and the operation. (``asyncio.timeout`` rather
+    than an anyio scope: this runs once per journaled call; benchmarks/PROFILE.md.)"""
     from redis.exceptions import RedisError
 
     try:

@@ -31,7 +31,7 @@ def client_args(ssl: ssl_module.SSLContext | None = None) -> dict[str, Any]:
 
     ``genai.Client(http_options=types.HttpOptions(async_client_args=livebridge.client_args()))``
     gives every Live websocket: no permessage-deflate (Live frames are mostly base64 audio, which
-    barely compresses; deflate costs about 50 KB of memory per session and CPU on every frame),
+    barely compresses; deflate costs memory per session and CPU on every frame),
     keepalive from ``resume.keepalive_settings()`` and a ``MAX_MESSAGE_BYTES`` message limit. The
     SDK passes these to ``websockets`` and drops them for its HTTP client. ``ssl`` is the
     context to trust (default: the SDK's own).

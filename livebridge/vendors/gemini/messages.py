@@ -293,8 +293,8 @@ SERVER_KINDS: Final[tuple[ServerKind, ...]] = get_args(ServerKind)
 
 
 def server_kinds(message: ServerMessage) -> tuple[ServerKind, ...]:
-    """The kinds of the fields set in ``message``, in ``SERVER_KINDS`` order (all in C: this
-    runs for every frame)."""
+    """The kinds of the fields set in ``message``, in ``SERVER_KINDS`` order (this runs for
+    every frame: benchmarks/PROFILE.md, Hot core)."""
     return tuple(compress(SERVER_KINDS, map(is_not, _server_fields(message), repeat(None))))
 
 

@@ -1,0 +1,166 @@
+"""What the call ledger records: each delivery's life, the moves between its states, and the
+records it hands out (``LiveCall`` in; ``Outgoing``, ``Fate``, ``Notice`` out).
+
+The states and the rules that move a life between them are described in ``livebridge.calls.ledger``;
+``TRANSITIONS`` is the only table of them. Per-call records are ``gc=False`` msgspec Structs
+(never part of a reference cycle): the history keeps thousands of them, and tracked survivors
+make the garbage collector run often and slowly.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+
+from livebridge.calls.call import Behavior, Call, Outcome, Partial, Scheduling
+from livebridge.errors import LedgerError
+
+__all__ = [
+    "FATE_OF",
+    "LIVE_STATES",
+    "READY",
+    "SETTLED",
+    "TRANSITIONS",
+    "Answered",
+    "BlockingBatch",
+    "CallState",
+    "Event",
+    "Fate",
+    "FateKind",
+    "Item",
+    "Life",
+    "LiveCall",
+    "Notice",
+    "NoticeKind",
+    "Outgoing",
+    "Via",
+    "move",
+]
+
+CallState = Literal["running", "settled", "ready", "answered", "cancelled", "orphaned"]
+FateKind = Literal["answered", "cancelled", "orphaned"]
+Via = Literal["tool_call", "model_turn"]
+NoticeKind = Literal["duplicate_delivery", "unknown_cancel", "late_cancel", "dropped_result"]
+Event: TypeAlias = Literal["settle", "partial", "release", "send", "cancel", "orphan"]
+
+TRANSITIONS: dict[tuple[CallState, Event], CallState] = {
+    ("running", "partial"): "running",
+    ("running", "settle"): "settled",
+    ("settled", "release"): "ready",
+    ("ready", "send"): "answered",
+    ("running", "cancel"): "cancelled",
+    ("settled", "cancel"): "cancelled",
+    ("ready", "cancel"): "cancelled",
+    ("running", "orphan"): "orphaned",
+    ("settled", "orphan"): "orphaned",
+    ("ready", "orphan"): "orphaned",
+    # A handler that ends after its call was withdrawn: accepted, nothing is sent.
+    ("cancelled", "partial"): "cancelled",
+    ("cancelled", "settle"): "cancelled",
+    ("orphaned", "partial"): "orphaned",
+    ("orphaned", "settle"): "orphaned",
+}
+# Two moves every call takes, looked up once; their callers check the state they leave.
+SETTLED = TRANSITIONS["running", "settle"]
+READY = TRANSITIONS["settled", "release"]
+FATE_OF: dict[Event, FateKind] = {"send": "answered", "cancel": "cancelled", "orphan": "orphaned"}
+LIVE_STATES: frozenset[CallState] = frozenset({"running", "settled", "ready"})
+
+
+class LiveCall(msgspec.Struct, frozen=True, gc=False):
+    """A call as received, with what the registry says about its tool."""
+
+    call: Call
+    behavior: Behavior = "BLOCKING"
+    scheduling: Scheduling | None = None  # the tool's default, NON_BLOCKING only
+    streaming: bool = False  # the handler is an async generator (NON_BLOCKING only)
+    #: The call came without an id: ``call.id`` is the session's own key, never sent.
+    anonymous: bool = False
+
+
+class Answered(msgspec.Struct, frozen=True, gc=False):
+    """One response put in an ``Outgoing`` message; ``outcome`` is None for a streamed item."""
+
+    call_id: str
+    name: str
+    behavior: Behavior
+    outcome: Outcome | None
+    turnaround: float  # seconds from the call's receipt to this send
+
+
+class Outgoing(msgspec.Struct, frozen=True, gc=False):
+    """One ``toolResponse`` to send now; confirm it with ``CallLedger.sent()``.
+
+    ``function_responses`` are wire dicts from the ledger's encoder; for Live, send them with
+    ``session.send_tool_response(function_responses=gemini_live.to_sdk(...))``, or send
+    ``gemini_live.tool_response(...)`` on a raw socket.
+    """
+
+    function_responses: list[dict[str, Any]]
+    answered: list[Answered]
+    #: ``function_responses`` as one JSON array, when ``drain`` measured them in one encode:
+    #: a transport that sends JSON sends these bytes as they are (no second encode).
+    encoded: bytes | None = None
+
+
+class Fate(msgspec.Struct, frozen=True, gc=False):
+    """How one delivery of a call ended; each delivery gets exactly one."""
+
+    call_id: str
+    name: str
+    behavior: Behavior
+    fate: FateKind
+    reason: str
+    outcome: Outcome | None  # the answer sent, or the result that was withheld (if any)
+    received_at: float
+    ended_at: float
+
+
+class Notice(msgspec.Struct, frozen=True, gc=False):
+    """Something worth a log line that changed no call's fate (duplicates, late cancels...)."""
+
+    kind: NoticeKind
+    call_id: str
+    detail: str
+
+
+class Life(msgspec.Struct, eq=False, gc=False):
+    """One delivery of a call id, from its receipt to its fate (``CallState``)."""
+
+    call: Call
+    behavior: Behavior
+    scheduling: Scheduling | None
+    streaming: bool
+    received_at: float
+    seq: int
+    epoch: int
+    via: tuple[Via, ...]
+    batch: BlockingBatch | None = None
+    state: CallState = "running"
+    outcome: Outcome | None = None
+    acknowledged: bool = False  # its answer was sent and a later server message arrived
+    anonymous: bool = False  # answered by name: in order among its function's anonymous calls
+
+
+class BlockingBatch(msgspec.Struct, gc=False):
+    """The BLOCKING calls of one message, answered together once none is running; by id, so
+    that lives and their batch form no reference cycle (freed once the history forgets them)."""
+
+    ids: list[str]
+    running: int  # counted down as its calls leave running: releasing needs no scan per settle
+    split: bool = False  # too large for one frame: its answers go out over several, in order
+
+
+#: An answer queued to send, with the life it answers.
+Item: TypeAlias = tuple[Life, Outcome | Partial]
+
+
+def move(life: Life, event: Event) -> None:
+    """Move ``life`` by ``event`` as ``TRANSITIONS`` says; raise ``LedgerError`` if it cannot."""
+    target = TRANSITIONS.get((life.state, event))
+    if target is None:
+        raise LedgerError(f"call {life.call.id}: cannot {event} a call that is {life.state}")
+    if life.state == "running" and target != "running" and life.batch is not None:
+        life.batch.running -= 1
+    life.state = target

@@ -1,0 +1,103 @@
+"""What a handler's end is answered with: its value, its stream, or how it failed, as an Outcome.
+
+The dispatcher runs a handler; these functions turn what came back into the call's one
+``Outcome`` (a value bounded by ``max_result_bytes``, a streamed item delivered as a
+``Partial``, an exception, a timeout or a cancellation), following the contract table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from livebridge.calls import outcomes, payloads
+from livebridge.calls.call import Call, Outcome, Partial, Result
+from livebridge.calls.plans import Pending
+from livebridge.calls.tools import Tool
+
+__all__ = ["STREAM_END", "deliver", "ended", "stream", "success"]
+
+log = logging.getLogger("livebridge.calls.dispatch")
+
+#: A stream whose items were all sent as partials; a Result, so that ``success`` tells both
+#: apart from a plain value with one test.
+STREAM_END = Result(object())
+
+
+def success(call: Call, tool: Tool, value: Any, latency: float, max_result_bytes: int) -> Outcome:
+    """A handler returned ``value`` (a ``Result`` may carry its own scheduling)."""
+    scheduling = tool.scheduling
+    if isinstance(value, Result):
+        if value is STREAM_END:
+            return Outcome(call.id, tool.name, "ok", {}, latency, 2, scheduling=scheduling)
+        value, scheduling = value.value, value.scheduling or scheduling
+    try:
+        payload = payloads.output(value, max_result_bytes)
+    except payloads.UnserializableResult as exc:
+        return outcomes.failure(
+            call, tool.name, exc, latency, expose=tool.expose_errors, sched=tool.scheduling
+        )
+    return Outcome(
+        call.id,
+        tool.name,
+        "ok",
+        payload.response,
+        latency,
+        payload.result_bytes,
+        payload.truncated,
+        payload.original_bytes,
+        None,
+        scheduling,
+    )
+
+
+def ended(
+    pending: Pending, tool: Tool, failure: Exception | None, latency: float, timeout: float
+) -> Outcome:
+    """A handler that ended without a result: cancelled, timed out (after ``timeout`` seconds,
+    the policy's unless the tool has its own), or it raised ``failure`` (in a cancelled scope,
+    whatever it raised is the cancellation's)."""
+    call, scope = pending.call, pending.scope
+    if failure is None or (scope is not None and scope.cancel_called):
+        if pending.cancel_requested:
+            return outcomes.cancelled(call, latency)
+        seconds = tool.timeout or timeout
+        return outcomes.timeout(call, tool.name, seconds, latency, tool.scheduling)
+    return outcomes.failure(
+        call, tool.name, failure, latency, expose=tool.expose_errors, sched=tool.scheduling
+    )
+
+
+async def stream(
+    call: Call,
+    tool: Tool,
+    kwargs: dict[str, Any],
+    on_partial: Callable[[Partial], None] | None,
+    max_result_bytes: int,
+) -> Any:
+    """Run an async-generator handler: each item goes to ``on_partial`` as it comes (then the
+    value is ``STREAM_END``), or, without it, the items are collected into one list."""
+    items: list[Any] = []
+    generator = tool.handler(**kwargs)
+    try:
+        async for item in generator:
+            if on_partial is None:
+                items.append(item.value if isinstance(item, Result) else item)
+                continue
+            value, scheduling = item, tool.scheduling
+            if isinstance(item, Result):
+                value, scheduling = item.value, item.scheduling or scheduling
+            payload = payloads.output(value, max_result_bytes)
+            deliver(on_partial, Partial(call.id, tool.name, payload.response, scheduling))
+    finally:
+        await generator.aclose()
+    return items if on_partial is None else STREAM_END
+
+
+def deliver(callback: Callable[[Any], None], item: Any) -> None:
+    """Hand ``item`` to the owner's callback; a callback that fails is logged, never raised."""
+    try:
+        callback(item)
+    except Exception:
+        log.exception("callback %r failed on %r", callback, item)

@@ -1,0 +1,180 @@
+"""The eager start (``livebridge.calls.eager``) on the running interpreter's asyncio internals.
+
+It swaps the current task with ``asyncio.tasks._enter_task``/``_leave_task`` and enters and
+exits anyio cancel scopes by hand; where asyncio keeps the current task differs between Python
+versions, so these run on every supported interpreter (the Makefile's ``INTERPRETER_TESTS``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Coroutine
+from typing import Any
+
+import anyio
+import pytest
+
+from livebridge.calls.eager import EagerStarter
+
+
+class Holder:
+    """What ``start`` tells the scope its coroutine runs in."""
+
+    def __init__(self) -> None:
+        self.scope: anyio.CancelScope | None = None
+
+
+class Seen:
+    """What a coroutine saw in its first step and after it resumed."""
+
+    def __init__(self) -> None:
+        self.first: asyncio.Task[Any] | None = None
+        self.later: asyncio.Task[Any] | None = None
+
+
+async def finishes(seen: Seen) -> str:
+    seen.first = asyncio.current_task()
+    return "done"
+
+
+async def suspends(seen: Seen, go: asyncio.Event) -> str:
+    seen.first = asyncio.current_task()
+    await go.wait()
+    seen.later = asyncio.current_task()
+    return "done"
+
+
+def start_all(
+    starter: EagerStarter, coroutines: list[tuple[Coroutine[Any, Any, Any], Holder]]
+) -> list[asyncio.Task[Any] | None]:
+    token = starter.enter()
+    try:
+        return [starter.start(coroutine, holder) for coroutine, holder in coroutines]
+    finally:
+        starter.exit(token)
+
+
+async def test_a_first_step_runs_as_a_task_of_its_own_and_the_caller_is_current_after() -> None:
+    caller = asyncio.current_task()
+    starter = EagerStarter()
+    seen, holder = Seen(), Holder()
+    assert start_all(starter, [(finishes(seen), holder)]) == [None]
+    assert seen.first is not None and seen.first is not caller
+    assert asyncio.current_task() is caller
+    assert holder.scope is not None and not holder.scope.cancel_called
+
+
+async def test_coroutines_that_finish_at_once_share_one_task_and_one_scope() -> None:
+    starter = EagerStarter()
+    seen = [Seen(), Seen(), Seen()]
+    holders = [Holder(), Holder(), Holder()]
+    assert (
+        start_all(starter, [(finishes(s), h) for s, h in zip(seen, holders, strict=True)])
+        == [None] * 3
+    )
+    assert seen[0].first is seen[1].first is seen[2].first
+    assert holders[0].scope is holders[1].scope is holders[2].scope
+
+
+async def test_one_that_suspends_keeps_its_task_and_the_next_gets_another() -> None:
+    caller = asyncio.current_task()
+    starter = EagerStarter()
+    go = asyncio.Event()
+    first, second = Seen(), Seen()
+    started = [(suspends(first, go), Holder()), (finishes(second), Holder())]
+    task, after = start_all(starter, started)
+    assert task is not None and after is None
+    assert first.first is task and second.first is not task
+    assert asyncio.current_task() is caller
+    go.set()
+    assert await task == "done"
+    assert first.later is task
+
+
+async def test_the_scope_given_cancels_its_coroutine_quietly_as_a_with_block_would() -> None:
+    starter = EagerStarter()
+    seen, holder = Seen(), Holder()
+    [task] = start_all(starter, [(suspends(seen, asyncio.Event()), holder)])
+    assert task is not None and holder.scope is not None
+    holder.scope.cancel()
+    assert await task is None  # the scope swallowed its own cancellation
+    assert seen.later is None and not task.cancelled()
+
+
+async def test_a_scope_given_a_deadline_is_not_shared_on() -> None:
+    starter = EagerStarter()
+    holders = [Holder(), Holder()]
+
+    async def sets_deadline(holder: Holder) -> None:
+        assert holder.scope is not None
+        holder.scope.deadline = 0.0
+
+    start_all(starter, [(sets_deadline(holders[0]), holders[0]), (finishes(Seen()), holders[1])])
+    assert holders[0].scope is not None and holders[1].scope is not None
+    assert holders[0].scope is not holders[1].scope
+    assert holders[1].scope.deadline == float("inf")
+
+
+async def test_a_first_step_that_raises_raises_in_the_caller_who_is_current_again() -> None:
+    caller = asyncio.current_task()
+    starter = EagerStarter()
+
+    async def fails() -> None:
+        raise LookupError("first step")
+
+    with pytest.raises(LookupError, match="first step"):
+        start_all(starter, [(fails(), Holder())])
+    assert asyncio.current_task() is caller
+    assert start_all(starter, [(finishes(Seen()), Holder())]) == [None]  # it still starts
+
+
+async def test_a_cancellation_before_the_tasks_first_step_reaches_the_coroutine() -> None:
+    starter = EagerStarter()
+    reached = asyncio.Event()
+
+    async def waits() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            reached.set()
+            raise
+
+    [task] = start_all(starter, [(waits(), Holder())])
+    assert task is not None
+    task.cancel()  # before the loop ran the task at all
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert reached.is_set()
+
+
+async def test_resume_gives_the_caller_back_between_starts() -> None:
+    caller = asyncio.current_task()
+    starter = EagerStarter()
+    seen: list[asyncio.Task[Any] | None] = []
+    token = starter.enter()
+    try:
+        starter.start(finishes(Seen()), Holder())
+        starter.resume()
+        seen.append(asyncio.current_task())
+        starter.start(finishes(Seen()), Holder())
+    finally:
+        starter.exit(token)
+    assert seen == [caller] and asyncio.current_task() is caller
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="asyncio.eager_task_factory is 3.12+")
+async def test_a_loop_with_an_eager_task_factory_runs_a_suspended_coroutine_to_its_end() -> None:
+    loop = asyncio.get_running_loop()
+    loop.set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined,unused-ignore]
+    try:
+        starter = EagerStarter()
+        go = asyncio.Event()
+        seen = Seen()
+        [task] = start_all(starter, [(suspends(seen, go), Holder())])
+        assert task is not None and not task.done()
+        go.set()
+        assert await task == "done"
+        assert seen.later is task
+    finally:
+        loop.set_task_factory(None)
