@@ -47,16 +47,12 @@ suite: $(STAMP)
 # task, how tasks are scheduled) differs between Python versions: these suites run on each, e.g.
 # `make suite-interpreter PYTHON=python3.13 VENV=.venv-3.13`. The install, browser and valgrind
 # tiers run once, in `make test`.
-INTERPRETER_TESTS := tests/test_wire.py tests/test_protocol.py tests/test_protocol_openai.py \
-	tests/test_payloads.py tests/test_frames.py tests/test_calls.py tests/test_tools.py \
-	tests/test_events.py tests/test_wakeup.py tests/test_local_slots.py tests/test_eager.py \
-	tests/test_dispatch.py tests/test_dispatch_fates.py tests/test_dispatch_inline.py \
-	tests/test_dispatch_properties.py tests/test_dispatch_repeats.py \
-	tests/test_ledger.py tests/test_ledger_delivery.py tests/test_ledger_live.py \
-	tests/test_ledger_nameless.py tests/test_ledger_stateful.py \
-	tests/test_session.py tests/test_session_backpressure.py tests/test_session_exits.py \
-	tests/test_session_interrupt.py tests/test_session_metrics.py tests/test_session_openai.py \
-	tests/test_session_repeats.py tests/test_session_wire.py tests/adapters
+INTERPRETER_TESTS := tests/calls tests/adapters \
+	tests/vendors/test_wire.py tests/vendors/test_protocol.py tests/vendors/test_protocol_openai.py \
+	tests/live/test_events.py tests/live/test_wakeup.py \
+	tests/live/test_session.py tests/live/test_session_backpressure.py tests/live/test_session_exits.py \
+	tests/live/test_session_interrupt.py tests/live/test_session_metrics.py \
+	tests/live/test_session_openai.py tests/live/test_session_repeats.py tests/live/test_session_wire.py
 suite-interpreter: $(STAMP)
 	$(BIN)/pytest -q -n $(WORKERS) --dist worksteal $(INTERPRETER_TESTS)
 

@@ -7,7 +7,7 @@ same requests (as a model re-issuing them after a takeover) through a real ``Dis
 leave. Meanwhile Redis is frozen (SIGSTOP) for up to 2.5 leases, or killed and started
 again empty. Reported: handler runs, double executions (a request run twice while Redis kept
 its data: must be 0), fates per admitted call, and the process's RSS over the run.
-``tests/test_store_faults.py`` runs the same world for a few fixed seeds.
+``tests/store/test_store_faults.py`` runs the same world for a few fixed seeds.
 """
 
 from __future__ import annotations

@@ -95,3 +95,11 @@ def test_the_readme_draws_every_folder_and_root_module() -> None:
         and (p.is_dir() is False or any(p.glob("*.py")))
     )
     assert sorted(names) == present
+
+
+def test_the_tests_mirror_the_folders() -> None:
+    tests = PACKAGE.parent / "tests"
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    package = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert package <= folders  # every concept has its tests' folder
+    assert folders - package == {"adapters", "voice_agent"}  # the adapters, the browser example

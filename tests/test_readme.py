@@ -80,7 +80,7 @@ RUN_BY = {
     ("docs/performance.md", "Performance"): "test_performance_client_line",
     ("docs/deployment.md", "Many sessions in one process"): "test_performance_client_line",
     ("docs/recording.md", "Recording a session"): "test_recording_snippet_writes_a_recording",
-    ("docs/recording.md", "Replaying it"): "tests/test_replay_cli.py",
+    ("docs/recording.md", "Replaying it"): "tests/recording/test_replay_cli.py",
     (
         "docs/store.md",
         "Many workers: conversations on Redis",

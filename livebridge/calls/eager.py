@@ -32,7 +32,7 @@ in the spare task before its coroutine exists and exited by the task's carrier w
 coroutine ends, which no ``with`` block can span: so ``CancelScope.__enter__`` and
 ``__exit__`` are called by hand, in that order, in the task that owns the scope, as a
 ``with`` block would. Nothing else in livebridge touches these
-internals; ``tests/test_eager.py`` checks them on every supported interpreter (the Makefile's
+internals; ``tests/calls/test_eager.py`` checks them on every supported interpreter (the Makefile's
 ``INTERPRETER_TESTS``). The spare task is built with ``asyncio.Task`` itself, not the loop's
 task factory: an eager factory would run the spare's empty first step at once, and it would
 finish before any coroutine was given to it.

@@ -16,7 +16,7 @@ from livebridge.cli.main import main
 from livebridge.demo.phone import QUESTION
 from livebridge.phone.caller import SimulatedCaller, speech
 from livebridge.phone.server import stream_url, twiml
-from tests.test_cli_errors import OFFLINE, REPOSITORY, busy_port, livebridge, one_line_failure
+from tests.cli.test_cli_errors import OFFLINE, REPOSITORY, busy_port, livebridge, one_line_failure
 
 __all__ = ["busy_port"]  # the fixture, shared
 

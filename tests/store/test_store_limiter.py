@@ -23,11 +23,11 @@ from livebridge.live.events import ToolCallSettled, TurnComplete
 from livebridge.store import RedisLimiter
 from tests.redis_server import RedisServer, redis_server
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until, errors, of_type
-from tests.test_store_session import Booking
+from tests.store.test_store_session import Booking
 
 __all__ = ["redis_server"]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def worker(*args: str) -> subprocess.Popen[str]:

@@ -21,7 +21,7 @@ from livebridge.recording.replay import (
 )
 from tests.replay_tools import a_recording, answer, broken_weather, demo_tools, replaced, tool_call
 
-SHIPPED = Path(__file__).parent / "data" / "demo_recording.jsonl"
+SHIPPED = Path(__file__).parent.parent / "data" / "demo_recording.jsonl"
 
 
 def calls_of(path: Path, name: str) -> dict[str, int]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 OFFLINE = {
     k: v
     for k, v in os.environ.items()

@@ -25,7 +25,7 @@ from tests.emulator.test_cli import CLI
 from tests.replay_tools import a_recording, answer, demo_tools, tool_call
 from tests.test_readme import block, offline_environment
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 SHIPPED = REPOSITORY / "tests" / "data" / "demo_recording.jsonl"
 
 

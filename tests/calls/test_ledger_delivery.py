@@ -13,7 +13,7 @@ from livebridge.calls.ledger import Outgoing
 from livebridge.live.transport import ToolAnswers
 from livebridge.vendors.gemini import answers as gemini_live
 from livebridge.vendors.gemini.frames import encode_client
-from tests.test_ledger import blocking, new_ledger, non_blocking, ok, send, sent_ids
+from tests.calls.test_ledger import blocking, new_ledger, non_blocking, ok, send, sent_ids
 
 # -- acknowledgement: could the model have seen an answer? -------------------------------------
 

@@ -25,7 +25,7 @@ from livebridge.demo.render import Terminal
 from livebridge.emulator import TranscriptEntry, Violation
 from tests.system_packages import require
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 VENDORS: list[Vendor] = ["gemini", "openai"]

@@ -20,8 +20,8 @@ from livebridge.recording.record import read_recording
 from livebridge.recording.replay import replay
 from tests.replay_tools import a_recording, answer, demo_tools, tool_call
 
-SHIPPED = Path(__file__).parent / "data" / "demo_recording.jsonl"
-REPOSITORY = Path(__file__).resolve().parent.parent
+SHIPPED = Path(__file__).parent.parent / "data" / "demo_recording.jsonl"
+REPOSITORY = Path(__file__).resolve().parents[2]
 #: Peak RSS (MiB) of a child that imports the reader, then (optionally) reads one file.
 MEASURE = """
 import resource, sys

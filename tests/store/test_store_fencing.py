@@ -24,8 +24,8 @@ from livebridge.store import Entry, Journal, MemoryStore, RedisStore, Store
 from livebridge.store.base import request_digest
 from tests.redis_server import RedisServer, redis_server
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until
-from tests.test_store_journal import admit
-from tests.test_store_session import Booking
+from tests.store.test_store_journal import admit
+from tests.store.test_store_session import Booking
 
 __all__ = ["redis_server"]
 

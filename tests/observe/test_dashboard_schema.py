@@ -26,7 +26,7 @@ from grafana_foundation_sdk.models.dashboard import (
     RowPanel,
 )
 
-DASHBOARD = Path(__file__).resolve().parent.parent / "grafana" / "dashboards" / "livebridge.json"
+DASHBOARD = Path(__file__).resolve().parents[2] / "grafana" / "dashboards" / "livebridge.json"
 
 register_default_plugins()
 

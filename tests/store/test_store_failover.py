@@ -23,7 +23,7 @@ from tests.redis_server import RedisServer, redis_server
 
 __all__ = ["redis_server"]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ENV_KEYS = {"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY"}
 TEXT = "Book a table in Paris tonight"
 

@@ -18,7 +18,7 @@ from livebridge.store import Entry, Journal, MemoryStore, RedisStore
 from livebridge.store.journal import MAX_DEFERRED
 from tests.redis_server import RedisServer, redis_server
 from tests.session_helpers import MODEL, TEXT_CONFIG, client_messages, collect_until
-from tests.test_store_session import Booking
+from tests.store.test_store_session import Booking
 
 __all__ = ["redis_server"]
 

@@ -15,7 +15,7 @@ from livebridge.vendors.gemini.wire import parse_duration
 from tests.depth import TOO_DEEP_FOR_ANY_PYTHON
 
 #: Real and captured Live messages, each with its public source (see the file's "source" fields).
-SAMPLES = Path(__file__).parent / "data" / "live_wire_samples.jsonl"
+SAMPLES = Path(__file__).parent.parent / "data" / "live_wire_samples.jsonl"
 SERVER_EXAMPLES: list[dict[str, Any]] = [
     {"setupComplete": {"sessionId": "abc"}},
     {

@@ -32,7 +32,7 @@ from livebridge.phone.twilio import StreamStarted
 from tests.prometheus_server import PrometheusServer
 from tests.workloads import TOOL_NAMES, drive_workload
 
-GRAFANA = Path(__file__).resolve().parent.parent / "grafana"
+GRAFANA = Path(__file__).resolve().parents[2] / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "livebridge.json"
 #: Grafana's variables, as Grafana would expand them for "All" over the last minute.
 VARIABLES = {

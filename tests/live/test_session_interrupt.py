@@ -17,7 +17,7 @@ import livebridge
 from livebridge.emulator import Emulator
 from livebridge.live.events import Interrupted, SessionEvent, ToolCallSettled, ToolCallStarted
 
-from .session_helpers import client_messages, collect_until, open_session
+from tests.session_helpers import client_messages, collect_until, open_session
 
 
 async def test_interrupted_without_cancellation_runs_the_call_once_and_answers_every_id() -> None:

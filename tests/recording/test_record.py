@@ -23,7 +23,7 @@ from livebridge.observe.trace import TraceObserver
 from livebridge.recording.record import FORMAT_VERSION, read_recording, restore_audio
 from tests.session_helpers import collect_until, open_session
 
-SHIPPED = Path(__file__).parent / "data" / "demo_recording.jsonl"
+SHIPPED = Path(__file__).parent.parent / "data" / "demo_recording.jsonl"
 SECRET = "AIzaRecordingTestKey0123456789"
 
 
