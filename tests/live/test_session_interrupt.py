@@ -16,7 +16,6 @@ import anyio
 import livebridge
 from livebridge.emulator import Emulator
 from livebridge.live.events import Interrupted, SessionEvent, ToolCallSettled, ToolCallStarted
-
 from tests.session_helpers import client_messages, collect_until, open_session
 
 
