@@ -103,3 +103,9 @@ def test_the_tests_mirror_the_folders() -> None:
     package = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert package <= folders  # every concept has its tests' folder
     assert folders - package == {"adapters", "voice_agent"}  # the adapters, the browser example
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_every_module_is_at_most_500_lines(name: str) -> None:
+    lines = MODULES[name].read_text().count("\n")
+    assert lines <= 500, f"{name} has {lines} lines: split it by concept"
