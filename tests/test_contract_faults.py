@@ -23,6 +23,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from livebridge import CallPolicy, LiveSession, SessionOptions
+from livebridge.calls.tools import ToolRegistry
 from livebridge.emulator import Emulator
 from livebridge.emulator.gemini.checker import Violation
 from livebridge.emulator.gemini.connection import TranscriptEntry
@@ -45,7 +46,14 @@ from tests.session_helpers import TEXT_CONFIG, of_type
 #: The seeds of the full run (CI's fixed budget); each is its own test, ``-k "seed_N]"`` picks
 #: one. ``LIVEBRIDGE_FAULT_SEEDS=START:STOP`` sweeps another range, for a deeper search.
 CI_SEEDS = "0:40"
-SEEDS = range(*(int(n) for n in os.environ.get("LIVEBRIDGE_FAULT_SEEDS", CI_SEEDS).split(":")))
+
+
+def seed_range(ci_seeds: str) -> range:
+    """The seeds to run: ``LIVEBRIDGE_FAULT_SEEDS`` if set, else CI's ``START:STOP``."""
+    return range(*(int(n) for n in os.environ.get("LIVEBRIDGE_FAULT_SEEDS", ci_seeds).split(":")))
+
+
+SEEDS = seed_range(CI_SEEDS)
 #: Seeds whose cases hold every invariant on today's code: a quick guard for every change.
 SMOKE_SEEDS = (9, 26, 27, 31)
 
@@ -91,7 +99,10 @@ class Run:
     error: BaseException | None
 
 
-async def run_case(case: Case) -> Run:
+def set_up(
+    case: Case,
+) -> tuple[World, ToolRegistry, CollectorRegistry, PrometheusObserver, CallPolicy]:
+    """The case's world, its tools, a metrics registry with its observer, and the policy."""
     world = World(case)
     tools = world.registry()
     registry = CollectorRegistry()
@@ -102,6 +113,11 @@ async def run_case(case: Case) -> Run:
         timeout=TIMEOUTS["act"],
         max_result_bytes=case.max_result_bytes,
     )
+    return world, tools, registry, metrics, policy
+
+
+async def run_case(case: Case) -> Run:
+    world, tools, registry, metrics, policy = set_up(case)
     options = SessionOptions(
         transport=case.transport, shutdown_grace=GRACE, reconnect_attempts=2, go_away_margin=0.5
     )
@@ -274,13 +290,18 @@ def _one_fate_per_admission(run: Run) -> Iterator[str]:
             )
 
 
-def _metrics_agree(run: Run) -> Iterator[str]:
+def gauges_at_zero(run: Run) -> Iterator[str]:
+    """Once the session ended, no call is in flight and no session is active."""
     registry = run.registry
-    in_flight = registry.get_sample_value("livebridge_tool_calls_in_flight")
-    if in_flight != 0:
+    if (in_flight := registry.get_sample_value("livebridge_tool_calls_in_flight")) != 0:
         yield f"livebridge_tool_calls_in_flight is {in_flight} after the session ended"
     if (active := registry.get_sample_value("livebridge_sessions_active")) != 0:
         yield f"livebridge_sessions_active is {active} after the session ended"
+
+
+def _metrics_agree(run: Run) -> Iterator[str]:
+    registry = run.registry
+    yield from gauges_at_zero(run)
     counted: Counter[str] = Counter()
     for metric in registry.collect():
         for sample in metric.samples:
@@ -392,14 +413,18 @@ def _asked_ids(message: dict[str, Any]) -> Iterator[str]:
 # -- the tests ---------------------------------------------------------------------------------
 
 
+def judge(description: str, broken: list[str], notes: list[str]) -> None:
+    """Fail with the case, every broken invariant and the world's notes, if any broke."""
+    lines = "\n".join(f"  - {b}" for b in broken)
+    notes_text = "\n".join(f"  note: {n}" for n in notes)
+    assert not broken, f"{description}\n{lines}\n{notes_text}"
+
+
 async def check_seed(seed: int) -> None:
     case = draw_case(seed)
     print(case.describe())
     run = await run_case(case)
-    broken = broken_invariants(run)
-    notes = "\n".join(f"  note: {n}" for n in run.world.notes)
-    lines = "\n".join(f"  - {b}" for b in broken)
-    assert not broken, f"{case.describe()}\n{lines}\n{notes}"
+    judge(case.describe(), broken_invariants(run), run.world.notes)
 
 
 @pytest.mark.timeout(90)

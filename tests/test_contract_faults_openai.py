@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from livebridge import CallPolicy, LiveSession, SessionOptions, ToolRegistry
 from livebridge.emulator import Conversation, Emulator
@@ -38,12 +36,11 @@ from livebridge.live.events import (
     TurnComplete,
 )
 from livebridge.live.protocol import Output, ProtocolOptions
-from livebridge.observe.metrics import PrometheusObserver
 from livebridge.vendors.openai import wire as openai_wire
 from livebridge.vendors.openai.calls import MAX_HELD_ARGUMENT_CHARS
 from livebridge.vendors.openai.connector import OpenAIConnector
 from livebridge.vendors.openai.protocol import OpenAIRealtimeProtocol
-from tests.fault_world import CLOSE_REASONS, END, MODES, TIMEOUTS, CallPlan, Case, World
+from tests.fault_world import CLOSE_REASONS, END, MODES, CallPlan, Case, World
 from tests.session_helpers import of_type
 from tests.test_contract_faults import (
     GRACE,
@@ -54,10 +51,14 @@ from tests.test_contract_faults import (
     _timing,
     _unserializable_results_are_errors,
     drive,
+    gauges_at_zero,
+    judge,
+    seed_range,
+    set_up,
 )
 
 CI_SEEDS = "0:36"
-SEEDS = range(*(int(n) for n in os.environ.get("LIVEBRIDGE_FAULT_SEEDS", CI_SEEDS).split(":")))
+SEEDS = seed_range(CI_SEEDS)
 
 SERVER_FAULTS = (
     "none",
@@ -241,16 +242,7 @@ async def leave_responses_open(world: World, conv: Conversation) -> None:
 
 
 async def run_case(case: Case) -> tuple[Run, WatchedProtocol]:
-    world = World(case)
-    tools = world.registry()
-    registry = CollectorRegistry()
-    metrics = PrometheusObserver(registry, functions=tools.names())
-    policy = CallPolicy(
-        max_parallel=case.max_parallel,
-        max_calls_per_turn=8,
-        timeout=TIMEOUTS["act"],
-        max_result_bytes=case.max_result_bytes,
-    )
+    world, tools, registry, metrics, policy = set_up(case)
     options = SessionOptions(transport=case.transport, shutdown_grace=GRACE, reconnect_attempts=2)
     connections: list[Conversation] = []
 
@@ -339,10 +331,7 @@ def _cancelled_responses_never_run(run: Run) -> Iterator[str]:
 
 def _metrics_agree(run: Run) -> Iterator[str]:
     registry = run.registry
-    if (in_flight := registry.get_sample_value("livebridge_tool_calls_in_flight")) != 0:
-        yield f"livebridge_tool_calls_in_flight is {in_flight} after the session ended"
-    if (active := registry.get_sample_value("livebridge_sessions_active")) != 0:
-        yield f"livebridge_sessions_active is {active} after the session ended"
+    yield from gauges_at_zero(run)
     counted = sum(
         int(s.value)
         for m in registry.collect()
@@ -423,10 +412,7 @@ async def check_seed(seed: int) -> None:
     case = draw_case(seed)
     print(case.describe())
     run, protocol = await run_case(case)
-    broken = broken_invariants(run, protocol)
-    notes = "\n".join(f"  note: {n}" for n in run.world.notes)
-    lines = "\n".join(f"  - {b}" for b in broken)
-    assert not broken, f"{case.describe()}\n{lines}\n{notes}"
+    judge(case.describe(), broken_invariants(run, protocol), run.world.notes)
 
 
 @pytest.mark.timeout(90)
