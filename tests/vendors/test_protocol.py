@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from livebridge import ToolRegistry
 from livebridge.calls.call import Call, Outcome
 from livebridge.calls.ledger import Outgoing
 from livebridge.live.events import (
@@ -35,7 +34,6 @@ from livebridge.live.protocol import (
     ConnectionTable,
     Finish,
     Notify,
-    Output,
     ProtocolOptions,
     Reconnect,
     RunCalls,
@@ -52,22 +50,7 @@ from livebridge.observe.observers import (
 from livebridge.vendors.gemini import wire
 from livebridge.vendors.gemini.protocol import GeminiLiveProtocol
 from tests.depth import TOO_DEEP_FOR_ANY_PYTHON
-
-
-def registry() -> ToolRegistry:
-    tools = ToolRegistry()
-
-    @tools.tool
-    async def lookup(city: str) -> str:
-        """Look a city up."""
-        return city
-
-    @tools.tool(behavior="NON_BLOCKING")
-    async def remind(text: str) -> str:
-        """Set a reminder."""
-        return text
-
-    return tools
+from tests.vendors.protocol_helpers import of, registry
 
 
 def message(**fields: Any) -> wire.ServerMessage:
@@ -75,7 +58,7 @@ def message(**fields: Any) -> wire.ServerMessage:
 
 
 def opened(handle: str | None = "h0") -> GeminiLiveProtocol:
-    protocol = GeminiLiveProtocol(registry(), delays=iter([0.5] * 100))
+    protocol = GeminiLiveProtocol(registry(reminders=True), delays=iter([0.5] * 100))
     protocol.opened("s1", now=0.0)
     if handle:
         protocol.receive(
@@ -92,10 +75,6 @@ def tool_call(*calls: tuple[Any, Any, Any]) -> wire.ServerMessage:
 
 def ok(call_id: str, name: str = "lookup") -> Outcome:
     return Outcome(call_id, name, "ok", {"output": "done"}, 0.1)
-
-
-def of(outputs: list[Output], kind: type[Any]) -> list[Any]:
-    return [o for o in outputs if isinstance(o, kind)]
 
 
 def test_audio_transcript_and_turn_complete_in_one_message() -> None:
@@ -278,7 +257,9 @@ def test_closes_that_end_the_session(code: int, reason: str, expected: str) -> N
 
 def test_reconnects_until_the_attempts_run_out() -> None:
     protocol = GeminiLiveProtocol(
-        registry(), ProtocolOptions(reconnect_attempts=2), delays=iter([0.1, 0.2, 0.4])
+        registry(reminders=True),
+        ProtocolOptions(reconnect_attempts=2),
+        delays=iter([0.1, 0.2, 0.4]),
     )
     protocol.opened("s", 0.0)
     protocol.receive(message(sessionResumptionUpdate={"newHandle": "h", "resumable": True}), 0)
@@ -290,7 +271,7 @@ def test_reconnects_until_the_attempts_run_out() -> None:
 
 
 def test_default_reconnect_delays_back_off_exponentially() -> None:
-    protocol = GeminiLiveProtocol(registry(), ProtocolOptions(reconnect_attempts=3))
+    protocol = GeminiLiveProtocol(registry(reminders=True), ProtocolOptions(reconnect_attempts=3))
     protocol.opened("s", 0.0)
     protocol.receive(message(sessionResumptionUpdate={"newHandle": "h", "resumable": True}), 0)
     first, second = protocol.lost(1006, "", 1.0), protocol.lost(1006, "", 2.0)
@@ -299,7 +280,7 @@ def test_default_reconnect_delays_back_off_exponentially() -> None:
 
 
 def test_first_connection_failure_finishes_with_an_error() -> None:
-    protocol = GeminiLiveProtocol(registry())
+    protocol = GeminiLiveProtocol(registry(reminders=True))
     step = protocol.lost(1006, "", 0.0)
     assert isinstance(step, Finish)
     assert step.closed.error is not None
@@ -307,10 +288,10 @@ def test_first_connection_failure_finishes_with_an_error() -> None:
 
 
 def test_first_open_reports_the_session_and_counts_nothing_unobserved() -> None:
-    protocol = GeminiLiveProtocol(registry(), observed=False)
+    protocol = GeminiLiveProtocol(registry(reminders=True), observed=False)
     assert protocol.opened("abc", 0.0) == []
     assert protocol.receive(message(serverContent={"turnComplete": True}), 1) == [TurnComplete()]
-    observed = GeminiLiveProtocol(registry())
+    observed = GeminiLiveProtocol(registry(reminders=True))
     assert observed.opened("abc", 0.0) == [Notify(SessionOpened("abc"))]
 
 
@@ -330,7 +311,7 @@ def test_audio_is_held_while_a_blocking_call_waits_and_sent_after_its_answer() -
 
 
 def test_a_message_while_not_connected_is_refused_and_changes_nothing() -> None:
-    protocol = GeminiLiveProtocol(registry())
+    protocol = GeminiLiveProtocol(registry(reminders=True))
     with pytest.raises(ConnectionStateError, match="connecting"):
         protocol.receive(message(serverContent={"turnComplete": True}), 0.0)
     assert (protocol.state, protocol.turn) == ("connecting", 0)

@@ -10,7 +10,6 @@ from typing import Any
 import msgspec
 import pytest
 
-from livebridge import ToolRegistry
 from livebridge.calls.call import Outcome, UnreadableArguments
 from livebridge.calls.ledger import Outgoing
 from livebridge.errors import (
@@ -50,17 +49,7 @@ from livebridge.vendors.openai.calls import (
     MAX_RESPONSE_ARGUMENT_CHARS,
 )
 from livebridge.vendors.openai.protocol import OpenAIRealtimeProtocol
-
-
-def registry() -> ToolRegistry:
-    tools = ToolRegistry()
-
-    @tools.tool
-    async def lookup(city: str) -> str:
-        """Look a city up."""
-        return city
-
-    return tools
+from tests.vendors.protocol_helpers import of, registry
 
 
 def event(**fields: Any) -> openai_wire.ServerEvent:
@@ -133,10 +122,6 @@ def response(
     done = {"id": response_id, "status": status, "status_details": details, "output": items}
     out += protocol.receive(event(type="response.done", response=done), now)
     return out
-
-
-def of(outputs: list[Output], kind: type[Any]) -> list[Any]:
-    return [o for o in outputs if isinstance(o, kind)]
 
 
 def ok(call_id: str) -> Outcome:
