@@ -42,7 +42,6 @@ The records and the state table live in ``livebridge.calls.lives``; they are re-
 from __future__ import annotations
 
 import itertools
-import operator
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from typing import NoReturn
@@ -87,8 +86,6 @@ __all__ = [
 
 _MAX_HANDLES = 16
 DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
-_call_id = operator.attrgetter("call.id")
-_streaming = operator.attrgetter("streaming")
 
 
 class CallLedger:
@@ -206,8 +203,7 @@ class CallLedger:
         dispatcher answers it from its cache). After ``shutdown()`` calls are still received:
         the dispatcher answers them ``session_closing`` without running them.
         """
-        if not all(map(_call_id, calls)) or any(map(_streaming, calls)):  # PROFILE.md: Hot core
-            _check(calls)
+        _check(calls)
         lives, live = self._lives, self._live
         seq, epoch, vias = self._seq, self._epoch, (via,)
         batch = BlockingBatch([], 0)  # the BLOCKING calls admitted (unused if there are none)
