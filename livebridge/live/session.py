@@ -13,7 +13,7 @@ the session ends for any reason, every call without a fate is orphaned and its h
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from typing import Any, Literal, Required, TypedDict, Unpack
@@ -80,6 +80,7 @@ class LiveSession(SessionActor):
 
     def __init__(self, client: Any = None, **args: Unpack[SessionArgs]) -> None:
         """The session, not yet connected: the arguments are ``connect``'s."""
+        _check_arguments(args)
         options = args.get("options") or _DEFAULT_OPTIONS
         policy = args.get("policy") or _DEFAULT_POLICY
         observers = args.get("observers", ())
@@ -298,6 +299,17 @@ class LiveSession(SessionActor):
     def audio_dropped(self) -> int:
         """Audio chunks discarded by the ``drop`` policy or an overfull hold buffer."""
         return self._protocol.outbox.audio_dropped
+
+
+def _check_arguments(args: Mapping[str, object]) -> None:
+    """A misspelt or missing argument is a ``TypeError`` naming it, as for any signature:
+    ``**args`` alone would ignore a typo. (``__required_keys__`` cannot tell under postponed
+    annotations on Python 3.11, so the one required key is named here.)"""
+    unknown = sorted(args.keys() - SessionArgs.__annotations__.keys())
+    if unknown:
+        raise TypeError(f"LiveSession got an unexpected keyword argument {unknown[0]!r}")
+    if "tools" not in args:
+        raise TypeError("LiveSession is missing the keyword argument 'tools'")
 
 
 def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:

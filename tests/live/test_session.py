@@ -462,6 +462,20 @@ async def test_wrong_model_raises_at_connect() -> None:
                 await collect_until(session, lambda e: isinstance(e, Closed))
 
 
+async def test_a_misspelt_or_missing_argument_is_a_type_error_before_any_socket() -> None:
+    async with Emulator(models=[MODEL]) as emu:
+        tools = livebridge.ToolRegistry()
+        with pytest.raises(TypeError, match="unexpected keyword argument 'polcy'"):
+            async with LiveSession.connect(  # type: ignore[call-arg]
+                emu.client(), model=MODEL, tools=tools, polcy=CallPolicy()
+            ):
+                pass
+        with pytest.raises(TypeError, match="missing the keyword argument 'tools'"):
+            async with LiveSession.connect(emu.client(), model=MODEL):  # type: ignore[call-arg]
+                pass
+        assert emu.connections_served == 0  # refused before a socket opened
+
+
 # -- bad input from the server -----------------------------------------------------------------
 
 
