@@ -36,12 +36,12 @@ from livebridge.live.options import SessionOptions
 from livebridge.live.protocol import (
     CancelCalls,
     Finish,
-    LiveProtocol,
     Notify,
     Output,
     RunCalls,
     SwitchConnection,
 )
+from livebridge.live.skeleton import LiveProtocol
 from livebridge.live.transport import ClientItem, Transport
 from livebridge.live.wakeup import Wakeup
 from livebridge.observe.observers import Observer, emit, record_of

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 from livebridge.calls.call import Call
 from livebridge.calls.payloads import DEFAULT_MAX_FRAME_BYTES
@@ -28,9 +28,6 @@ from livebridge.live.events import Closed, SessionEvent
 from livebridge.live.outbox import AudioPolicy
 from livebridge.observe.observers import Event
 
-if TYPE_CHECKING:
-    from livebridge.live.skeleton import LiveProtocol
-
 __all__ = [
     "Action",
     "CancelCalls",
@@ -39,7 +36,6 @@ __all__ = [
     "ConnectionStateError",
     "ConnectionTable",
     "Finish",
-    "LiveProtocol",
     "Notify",
     "Output",
     "ProtocolOptions",
@@ -182,13 +178,3 @@ class ProtocolOptions:
     reconnect_attempts: int = 5
     go_away_margin: float = 1.0
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES  # from ``CallPolicy``: one answer frame
-
-
-def __getattr__(name: str) -> Any:
-    """``LiveProtocol``, the skeleton the vendors' protocols fill in, lives in
-    ``livebridge.live.skeleton`` (which builds on this module); it is found here as well."""
-    if name == "LiveProtocol":
-        from livebridge.live.skeleton import LiveProtocol
-
-        return LiveProtocol
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -46,7 +46,8 @@ from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import MalformedMessageError, RecordingError, TransportClosed
 from livebridge.live import secrets
 from livebridge.live.connectors import Connector
-from livebridge.live.protocol import LiveProtocol, ProtocolOptions
+from livebridge.live.protocol import ProtocolOptions
+from livebridge.live.skeleton import LiveProtocol
 from livebridge.live.transport import ClientItem, Transport
 from livebridge.observe.observers import Observer, RecordingFailed, RecordingTruncated, emit
 from livebridge.observe.trace import Redact, TraceObserver

@@ -41,7 +41,8 @@ from livebridge.errors import (
 )
 from livebridge.live import resume
 from livebridge.live.connectors import Connector
-from livebridge.live.protocol import LiveProtocol, ProtocolOptions
+from livebridge.live.protocol import ProtocolOptions
+from livebridge.live.skeleton import LiveProtocol
 from livebridge.live.transport import Transport
 from livebridge.observe.observers import LeaseChanged, LeaseEvent, Observer, emit
 from livebridge.store.base import Store, new_owner

@@ -20,7 +20,8 @@ from livebridge.calls.tools import ToolRegistry
 from livebridge.emulator import Conversation, Emulator
 from livebridge.live.connectors import Connector
 from livebridge.live.events import Resumed, TextOut, TurnComplete
-from livebridge.live.protocol import LiveProtocol, ProtocolOptions
+from livebridge.live.protocol import ProtocolOptions
+from livebridge.live.skeleton import LiveProtocol
 from livebridge.live.transport import Transport
 from livebridge.vendors.gemini.connector import GeminiConnector
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until
