@@ -106,6 +106,7 @@ def test_the_tests_mirror_the_folders() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_every_module_is_at_most_500_lines(name: str) -> None:
+def test_no_module_outgrows_review(name: str) -> None:
+    """A review mark, not a reason to cut a concept in two: past it, a module is read again."""
     lines = MODULES[name].read_text().count("\n")
-    assert lines <= 500, f"{name} has {lines} lines: split it by concept"
+    assert lines <= 800, f"{name} has {lines} lines: read it again for a second concept"
