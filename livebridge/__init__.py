@@ -167,7 +167,7 @@ __all__ = [
     "client_args",
     "emulator",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str) -> Any:
