@@ -41,6 +41,8 @@ VARIABLES = {
     "$__range": "1h",
     "${function}": ".*",
     "$function": ".*",
+    "$job": ".*",
+    "$instance": ".*",
 }
 METRIC = re.compile(r"\blivebridge_[a-z_]+")
 WORKLOAD_ROUNDS = 3
@@ -100,6 +102,16 @@ def test_dashboard_is_importable_as_is() -> None:
     datasource_uids = {value["uid"] for key, value in all_strings(dashboard) if key == "datasource"}
     assert datasource_uids == {"${datasource}"}, "no hard-coded datasource"
     assert "__inputs" not in dashboard
+
+
+def test_every_query_follows_the_job_and_instance_variables() -> None:
+    # One dashboard for many workers and deployments: each series is narrowed by both.
+    dashboard = load_dashboard()
+    names = [v["name"] for v in dashboard["templating"]["list"]]
+    assert names[:3] == ["datasource", "job", "instance"]
+    for title, expr in queries(dashboard):
+        for selector in re.findall(r"livebridge_[a-z_]+(\{[^}]*\})?", expr):
+            assert 'job=~"$job"' in selector and 'instance=~"$instance"' in selector, title
 
 
 def test_readme_maps_every_panel_to_its_metric() -> None:
@@ -189,11 +201,15 @@ def test_every_dashboard_query_returns_data_from_real_prometheus() -> None:
                 if variable["type"] != "query":
                     continue
                 query = variable["query"]["query"]
-                match = re.fullmatch(r"label_values\((\w+),\s*(\w+)\)", query)
+                match = re.fullmatch(r"label_values\((\w+)(\{[^}]*\})?,\s*(\w+)\)", query)
                 assert match, query
-                metric, label = match.groups()
+                metric, selector, label = match.groups()
                 assert metric in exported
-                values = prometheus.get(f"/api/v1/label/{label}/values", **{"match[]": metric})
-                assert set(TOOL_NAMES) <= set(values), values
+                series = expand(metric + (selector or ""))
+                values = prometheus.get(f"/api/v1/label/{label}/values", **{"match[]": series})
+                if label == "function":
+                    assert set(TOOL_NAMES) <= set(values), values
+                else:  # job and instance: the one scraped worker
+                    assert len(values) == 1, (label, values)
         finally:
             prometheus.close()
