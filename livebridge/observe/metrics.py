@@ -21,7 +21,7 @@ from prometheus_client import (
     Histogram,
 )
 
-from livebridge.calls.call import Behavior, DedupReason, Outcome, OutcomeKind
+from livebridge.calls.call import Behavior, Outcome
 from livebridge.observe.observers import (
     AnswerSent,
     BatchStarted,
@@ -54,6 +54,7 @@ __all__ = [
     "STORE_ERRORS",
     "STORE_OPERATIONS",
     "STORE_SECONDS_BUCKETS",
+    "ZERO_OUTCOMES",
     "ASGIApp",
     "MetricsServer",
     "PrometheusObserver",
@@ -162,6 +163,9 @@ MESSAGE_KINDS = frozenset(
         "error.conversation_already_has_active_response",
     }
 )
+
+#: The outcomes a failure ratio divides by, exported at 0 for every known function.
+ZERO_OUTCOMES = ("ok", "error", "timeout")
 
 #: Without an explicit ``functions`` list, at most this many distinct names get their own label.
 MAX_FUNCTION_LABELS = 256
@@ -294,27 +298,21 @@ class PrometheusObserver:
         self._zeros()
 
     def _zeros(self) -> None:
-        """Export every series whose labels are known in advance at 0: a counter that never
-        fired reads 0 (a rate of 0 on a dashboard), not "no data"."""
+        """Export at 0 the series that ratios and alerts read before anything happened (calls
+        by outcome, orphans, reconnects, lease events): a rate of 0, not "no data". Rarer series
+        (rejections, dedups, truncations, cancellations, store errors by operation) appear with
+        their first event, so a registry's idle scrape stays small."""
         for reason in sorted(RECONNECT_REASONS | {OTHER}):
             self.reconnects.labels(reason)
         for event in sorted(LEASE_EVENTS):
             self.leases.labels(event)
-        for operation in sorted(STORE_OPERATIONS):
-            for error in sorted(STORE_ERRORS):
-                self.store_errors.labels(operation, error)
         if self._functions is None:
             return
         for function in sorted(self._functions | {OTHER}):
-            for outcome in get_args(OutcomeKind):
+            for outcome in ZERO_OUTCOMES:
                 for behavior in get_args(Behavior):
                     self.calls.labels(function, outcome, behavior)
-            for reason in sorted(REJECTION_REASONS | {OTHER}):
-                self.rejections.labels(function, reason)
-            for dedup in get_args(DedupReason):
-                self.dedups.labels(function, dedup)
-            for counter in (self.truncations, self.cancellations, self.orphans):
-                counter.labels(function)
+            self.orphans.labels(function)
 
     def on_event(self, event: Event) -> None:
         match event:
