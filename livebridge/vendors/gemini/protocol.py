@@ -32,7 +32,7 @@ from livebridge import profiles
 from livebridge.calls.call import Behavior, Call
 from livebridge.calls.ledger import LiveCall, Outgoing, Via
 from livebridge.calls.tools import ToolRegistry
-from livebridge.errors import ConnectionLostError, LivebridgeError
+from livebridge.errors import ConnectionLostError, LivebridgeError, LiveSessionError
 from livebridge.live import resume
 from livebridge.live.events import (
     AudioOut,
@@ -111,8 +111,19 @@ class GeminiLiveProtocol(LiveProtocol):
     def _first_failure(
         self, code: int | None, reason: str, decision: CloseDecision, error: LivebridgeError | None
     ) -> LivebridgeError:
-        closed = f"the first connection closed at once ({decision.reason})"
-        return error or decision.error or ConnectionLostError(closed)
+        if error is not None:
+            return error
+        if decision.error is not None and decision.action != "resume":
+            return decision.error  # says what to fix (model, key, payload): true on any connect
+        # A loss that would be resumed mid-session: nothing was ever connected to resume.
+        kind = type(decision.error) if isinstance(decision.error, LiveSessionError) else None
+        return (kind or ConnectionLostError)(
+            f"Could not open a Gemini Live session ({decision.reason}: "
+            f"{reason or 'no reason'}). Nothing was connected yet; check the network path, the "
+            "base URL (GOOGLE_GEMINI_BASE_URL) and the service status.",
+            code=code,
+            reason=reason,
+        )
 
     def _reconnect(
         self, decision: CloseDecision, cause: LivebridgeError | None
