@@ -26,6 +26,7 @@ from livebridge.errors import TransportClosed, UsageError
 from livebridge.live.actor import CANCEL_FLUSH_SECONDS, SessionActor
 from livebridge.live.connectors import Connector, connector_for
 from livebridge.live.events import Closed, SessionEvent
+from livebridge.live.exchange import ExchangeTracker
 from livebridge.live.options import SessionOptions
 from livebridge.live.outbox import AudioPolicy
 from livebridge.live.transport import Audio, Signal, Text
@@ -285,6 +286,17 @@ class LiveSession(SessionActor):
             if events.closed:  # and every event was read
                 return
             await events.wait()
+
+    async def exchange(self) -> AsyncIterator[SessionEvent]:
+        """The events of one exchange: what the model says and does about the last input, its
+        late NON_BLOCKING answers and the model's reply to them included. Ends after the
+        ``TurnComplete`` that leaves no call open and no reply due (or after ``Closed``):
+        read it once per input (``livebridge.live.exchange`` has the rules)."""
+        tracker = ExchangeTracker(self.tools)
+        while (event := await self._events.get()) is not None:
+            yield event
+            if tracker.feed(event):
+                return
 
     async def next_event(self) -> SessionEvent | None:
         """The next event, or ``None`` once the session ended and every event was read."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,23 +81,3 @@ def test_live_emulator_in_each_asyncio_mode(tmp_path: Path, mode: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{2 * RUNS + 1} passed" in result.stdout
 
-
-def test_the_docs_example_runs_as_written_in_strict_mode(tmp_path: Path) -> None:
-    """docs/emulator.md's test file and pytest.ini, copied as a user would: one pass, no warning."""
-    page = (Path(__file__).resolve().parents[2] / "docs" / "emulator.md").read_text()
-    section = page[page.index("## With pytest") :]
-    code = re.search(r"```python\n# test_agent.py\n(.*?)```", section, re.DOTALL)
-    ini = re.search(r"```ini\n(.*?)```", section, re.DOTALL)
-    assert code and ini, "the With pytest section shows a test file and its pytest.ini"
-    (tmp_path / "test_agent.py").write_text(code.group(1))
-    (tmp_path / "pytest.ini").write_text(ini.group(1))  # no asyncio_mode: the default, strict
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_agent.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 passed" in result.stdout and "warning" not in result.stdout.lower(), result.stdout
