@@ -80,4 +80,3 @@ def test_live_emulator_in_each_asyncio_mode(tmp_path: Path, mode: str) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{2 * RUNS + 1} passed" in result.stdout
-
