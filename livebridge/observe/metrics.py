@@ -35,6 +35,7 @@ from livebridge.observe.observers import (
     SessionClosed,
     SessionOpened,
     StoreOperation,
+    TurnMeasured,
 )
 from livebridge.observe.scrape import ASGIApp as ASGIApp
 from livebridge.observe.scrape import MetricsServer as MetricsServer
@@ -54,6 +55,7 @@ __all__ = [
     "STORE_ERRORS",
     "STORE_OPERATIONS",
     "STORE_SECONDS_BUCKETS",
+    "TOKEN_BUCKETS",
     "ZERO_OUTCOMES",
     "ASGIApp",
     "MetricsServer",
@@ -89,6 +91,8 @@ SECONDS_BUCKETS = (
 )
 CALLS_PER_TURN_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64)
 RESULT_BYTES_BUCKETS = (64, 256, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576)
+#: Tokens of one turn or one session: a short reply to a long conversation.
+TOKEN_BUCKETS = (10, 30, 100, 300, 1000, 3000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
 
 REJECTION_REASONS = frozenset(
     {
@@ -190,6 +194,7 @@ class PrometheusObserver:
         self._functions = None if functions is None else frozenset(functions)
         self._seen_functions: set[str] = set()
         self._running: set[tuple[str | None, str]] = set()
+        self._session_tokens: dict[str | None, list[int]] = {}
         self._lock = threading.Lock()
         r = self.registry
         self.calls = Counter(
@@ -259,6 +264,26 @@ class PrometheusObserver:
             registry=r,
         )
         self.sessions = Gauge("livebridge_sessions_active", "Open Live sessions.", registry=r)
+        self.first_output = Histogram(
+            "livebridge_turn_first_output_seconds",
+            "From the end of the user's turn to the model's first audio or text.",
+            buckets=SECONDS_BUCKETS,
+            registry=r,
+        )
+        self.turn_tokens = Histogram(
+            "livebridge_turn_tokens",
+            "Tokens the service counted for one model turn, by direction.",
+            ["direction"],
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.session_tokens = Histogram(
+            "livebridge_session_tokens",
+            "Tokens of a whole session (observed when it closes), by direction.",
+            ["direction"],
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
         self.reconnects = Counter(
             "livebridge_session_reconnects",
             "Sessions moved to a new socket, by reason.",
@@ -341,6 +366,13 @@ class PrometheusObserver:
                 self.sessions.inc()
             case SessionClosed():
                 self.sessions.dec()
+                with self._lock:
+                    spent = self._session_tokens.pop(event.session_id, None)
+                if spent is not None:
+                    self.session_tokens.labels("input").observe(spent[0])
+                    self.session_tokens.labels("output").observe(spent[1])
+            case TurnMeasured():
+                self._turn(event)
             case Reconnected():
                 self.reconnects.labels(_bounded(event.reason, RECONNECT_REASONS)).inc()
             case MessageSeen():
@@ -358,6 +390,19 @@ class PrometheusObserver:
                 self.leases.labels(_bounded(event.event, LEASE_EVENTS)).inc()
                 if event.interrupted:
                     self.interrupted.inc(event.interrupted)
+
+    def _turn(self, event: TurnMeasured) -> None:
+        if event.first_output is not None:
+            self.first_output.observe(event.first_output)
+        if event.input_tokens is None and event.output_tokens is None:
+            return
+        taken, given = event.input_tokens or 0, event.output_tokens or 0
+        self.turn_tokens.labels("input").observe(taken)
+        self.turn_tokens.labels("output").observe(given)
+        with self._lock:
+            spent = self._session_tokens.setdefault(event.session_id, [0, 0])
+            spent[0] += taken
+            spent[1] += given
 
     def function_label(self, name: str, *, known: bool = True) -> str:
         """The ``function`` label for ``name``: itself if it is a known tool, else ``other``."""

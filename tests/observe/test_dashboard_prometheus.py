@@ -18,7 +18,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from livebridge.calls.call import DedupReason
 from livebridge.observe.metrics import REJECTION_REASONS, PrometheusObserver, serve
-from livebridge.observe.observers import LeaseChanged, StoreOperation
+from livebridge.observe.observers import (
+    LeaseChanged,
+    SessionClosed,
+    SessionOpened,
+    StoreOperation,
+    TurnMeasured,
+)
 from livebridge.phone.bridge import (
     BargedIn,
     CallAnswered,
@@ -167,6 +173,17 @@ def drive_store(observer: PrometheusObserver) -> None:
         observer.on_event(event)
 
 
+def drive_turns(observer: PrometheusObserver) -> None:
+    """A session of two timed turns with the service's token counts."""
+    for event in (
+        SessionOpened("s1"),
+        TurnMeasured("s1", 0.62, 120, 40),
+        TurnMeasured("s1", None, 180, 25),
+        SessionClosed("s1", "closed"),
+    ):
+        observer.on_event(event)
+
+
 def scrape(url: str) -> set[str]:
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
@@ -186,6 +203,7 @@ def test_every_dashboard_query_returns_data_from_real_prometheus() -> None:
                 anyio.run(drive_workload, [observer])
                 drive_phone_calls(phone)
                 drive_store(observer)
+                drive_turns(observer)
                 prometheus.wait_scraped_after(time.time())
 
             exported = scrape(endpoint.url)

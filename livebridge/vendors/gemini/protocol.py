@@ -190,8 +190,10 @@ class GeminiLiveProtocol(LiveProtocol):
             for part in content.model_turn.parts:
                 blob = part.inline_data
                 if blob is not None and blob.data:
+                    self._model_output(now)
                     out.append(AudioOut(wire.b64decode(blob.data), wire.audio_rate(blob.mime_type)))
                 if part.text and not part.thought:
+                    self._model_output(now)
                     out.append(TextOut(part.text))
                 if part.function_call is not None:
                     calls.append(part.function_call)
@@ -202,11 +204,21 @@ class GeminiLiveProtocol(LiveProtocol):
             out.append(InputTranscript(heard.text, bool(heard.finished)))
         said = content.output_transcription
         if said is not None and said.text:
+            self._model_output(now)
             out.append(OutputTranscript(said.text, bool(said.finished)))
         if content.turn_complete:
             self.turn += 1
             usage_dict = wire.to_builtins(usage) if usage is not None else None
             out.append(TurnComplete(usage_dict, content.turn_complete_reason))
+            tokens = (
+                (None, None)
+                if usage is None
+                else (
+                    usage.prompt_token_count,
+                    usage.response_token_count,
+                )
+            )
+            self._model_turn_ended(tokens, out)
             self._report.flush_seen(out)
 
     def _on_calls(
