@@ -101,6 +101,7 @@ class LiveSession(SessionActor):
                 transport=options.transport,
                 keepalive=options.keepalive,
                 tls_read_buffer=options.tls_read_buffer,
+                connect_timeout=options.connect_timeout,
                 profile=options.profile,
             )
         protocol = connector.protocol(
