@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from livebridge.errors import (
         ConnectionLostError,
         ConnectionStateError,
+        ConnectTimeoutError,
         ConversationBusyError,
         DemoFailed,
         FrameTooLargeError,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         ServerError,
         ServiceReportedError,
         SessionClosedError,
+        SessionEndedError,
         SessionNotFoundError,
         StoreError,
         StoreUnavailableError,
@@ -66,6 +68,7 @@ _HOMES: dict[str, str] = {
     "Dispatcher": "livebridge.calls.dispatch",
     **dict.fromkeys(
         [
+            "ConnectTimeoutError",
             "ConnectionLostError",
             "ConnectionStateError",
             "ConversationBusyError",
@@ -90,6 +93,7 @@ _HOMES: dict[str, str] = {
             "ServerError",
             "ServiceReportedError",
             "SessionClosedError",
+            "SessionEndedError",
             "SessionNotFoundError",
             "StoreError",
             "StoreUnavailableError",
@@ -118,6 +122,7 @@ __all__ = [
     "Call",
     "CallContext",
     "CallPolicy",
+    "ConnectTimeoutError",
     "ConnectionLostError",
     "ConnectionStateError",
     "ConversationBusyError",
@@ -153,6 +158,7 @@ __all__ = [
     "ServerError",
     "ServiceReportedError",
     "SessionClosedError",
+    "SessionEndedError",
     "SessionNotFoundError",
     "SessionOptions",
     "StoreError",
