@@ -90,6 +90,7 @@ RUN_BY = {
     ("docs/index.md", "A session in a few lines"): "tests/test_docs.py",
     ("docs/models.md", "Choosing and overriding the profile"): "tests/test_docs.py",
     ("docs/phone.md", "In your own server"): "tests/test_docs.py",
+    ("docs/configuration.md", "When the session ends"): "tests/test_docs.py",
 }
 
 
