@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from livebridge.live.session import LiveSession, SessionOptions
     from livebridge.observe.observers import Observer, Recorder
     from livebridge.profiles import ModelProfile
-    from livebridge.store import MemoryStore, RedisLimiter, RedisStore
+    from livebridge.store import MemoryStore, PostgresStore, RedisLimiter, RedisStore
     from livebridge.vendors.gemini.frames import client_args
 
 #: Where each public name lives; read on first access of the name.
@@ -107,6 +107,7 @@ _HOMES: dict[str, str] = {
     "LiveSession": "livebridge.live.session",
     "SessionOptions": "livebridge.live.session",
     "MemoryStore": "livebridge.store",
+    "PostgresStore": "livebridge.store",
     "RedisLimiter": "livebridge.store",
     "RedisStore": "livebridge.store",
     "Tool": "livebridge.calls.tools",
@@ -142,6 +143,7 @@ __all__ = [
     "Outcome",
     "Partial",
     "PolicyViolationError",
+    "PostgresStore",
     "Recorder",
     "RecordingError",
     "RedisLimiter",

@@ -1,8 +1,11 @@
-"""A worker process for the failover tests: one LiveSession of a conversation stored in Redis.
+"""A worker process for the failover tests: one LiveSession of a conversation stored in Redis
+or PostgreSQL.
 
-    python -m tests.store_worker REDIS_URL CONVERSATION TEXT RUNS_FILE [--greet] [--hang]
-        [--wait-lease]
+    python -m tests.store_worker STORE_URL CONVERSATION TEXT RUNS_FILE [--greet] [--hang]
+        [--wait-lease] [--prefix=TABLES]
 
+A ``postgresql://`` STORE_URL is a ``PostgresStore`` (tables under ``--prefix``), any other a
+``RedisStore``.
 It points google-genai at the emulator through the environment (the lines ``livebridge
 emulator`` prints), sends TEXT, prints one JSON line per tool call event, and exits 0 after
 the model's turn completes (``--greet``: after a first turn, so a handle is stored).
@@ -25,7 +28,7 @@ from google.genai import types
 from livebridge import LiveSession, ToolRegistry
 from livebridge.errors import ConversationBusyError, LivebridgeError
 from livebridge.live.events import ToolCallSettled, ToolCallStarted, TurnComplete
-from livebridge.store import RedisStore
+from livebridge.store import PostgresStore, RedisStore, Store
 
 LEASE_TTL = 5.0
 
@@ -52,7 +55,7 @@ def registry(runs: str, hang: bool) -> ToolRegistry:
     return tools
 
 
-async def greet(session: LiveSession, store: RedisStore, conversation: str) -> None:
+async def greet(session: LiveSession, store: Store, conversation: str) -> None:
     """Say hello, and wait until the handle issued after that turn is in the store."""
     await session.send_text("Hello")
     async for event in session.events():
@@ -67,7 +70,12 @@ async def greet(session: LiveSession, store: RedisStore, conversation: str) -> N
 async def main(argv: list[str]) -> int:
     url, conversation, text, runs = [a for a in argv if not a.startswith("--")]
     flags = {a for a in argv if a.startswith("--")}
-    store = RedisStore(url, lease_ttl=LEASE_TTL)
+    tables = [a.partition("=")[2] for a in flags if a.startswith("--prefix=")]
+    store: Store
+    if url.startswith("postgresql://"):
+        store = PostgresStore(url, lease_ttl=LEASE_TTL, prefix=(tables or ["livebridge"])[0])
+    else:
+        store = RedisStore(url, lease_ttl=LEASE_TTL)
     config = types.LiveConnectConfig(response_modalities=[types.Modality.TEXT])
     tools = registry(runs, "--hang" in flags)
     stored = (await store.load(conversation)).handle

@@ -1,4 +1,5 @@
-"""Failover across processes: the emulator, two workers and Redis, each in its own process.
+"""Failover across processes: the emulator, two workers and the store (Redis or PostgreSQL),
+each in its own process.
 
 The first worker is killed (SIGKILL) while its non-idempotent handler runs; the second is
 refused while the dead one's lease is live, then takes over, resumes the stored handle, and
@@ -19,9 +20,10 @@ from typing import Any
 
 import pytest
 
+from tests.postgres_server import PostgresServer, postgres_server, prefix
 from tests.redis_server import RedisServer, redis_server
 
-__all__ = ["redis_server"]
+__all__ = ["postgres_server", "redis_server"]
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_KEYS = {"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY"}
@@ -68,11 +70,32 @@ def emulator(tmp_path: Path) -> Iterator[EmulatorProcess]:
         emu.kill()
 
 
+@pytest.fixture(params=["redis", "postgres"])
+def store(request: pytest.FixtureRequest) -> list[str]:
+    """The store's URL, then the worker flags it needs."""
+    if request.param == "postgres":
+        postgres: PostgresServer = request.getfixturevalue("postgres_server")
+        return [postgres.url, f"--prefix={prefix()}"]
+    redis: RedisServer = request.getfixturevalue("redis_server")
+    return [redis.url]
+
+
 def worker(
-    emu: EmulatorProcess, redis: RedisServer, runs: Path, *flags: str
+    emu: EmulatorProcess, store: list[str], runs: Path, *flags: str
 ) -> subprocess.Popen[str]:
+    url, *options = store
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.store_worker", redis.url, "user-42", TEXT, str(runs), *flags],
+        [
+            sys.executable,
+            "-m",
+            "tests.store_worker",
+            url,
+            "user-42",
+            TEXT,
+            str(runs),
+            *options,
+            *flags,
+        ],
         cwd=ROOT,
         env=emu.env,
         stdout=subprocess.PIPE,
@@ -87,10 +110,10 @@ def lines(output: str) -> list[dict[str, Any]]:
 
 @pytest.mark.serial
 def test_kill_mid_call_then_the_next_worker_takes_over(
-    emulator: EmulatorProcess, redis_server: RedisServer, tmp_path: Path
+    emulator: EmulatorProcess, store: list[str], tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs.txt"
-    first = worker(emulator, redis_server, runs, "--greet", "--hang")
+    first = worker(emulator, store, runs, "--greet", "--hang")
     try:
         assert first.stdout is not None
         seen: list[dict[str, Any]] = []
@@ -103,13 +126,13 @@ def test_kill_mid_call_then_the_next_worker_takes_over(
         first.kill()
         first.communicate(timeout=30)
 
-    busy = worker(emulator, redis_server, runs)
+    busy = worker(emulator, store, runs)
     _, err = busy.communicate(timeout=60)
     assert busy.returncode == 3
     assert err.splitlines()[-1].startswith("busy: conversation 'user-42' is held by")
     assert "retry after that" in err and "Traceback" not in err
 
-    second = worker(emulator, redis_server, runs, "--wait-lease")
+    second = worker(emulator, store, runs, "--wait-lease")
     out, err = second.communicate(timeout=120)
     assert second.returncode == 0, err
     report = emulator.stop()
