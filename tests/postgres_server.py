@@ -3,9 +3,9 @@
 Uses the ``postgresql`` package (``/usr/lib/postgresql/<version>/bin``; CI installs it in
 ``.ci/run``). ``initdb`` and ``postgres`` refuse to run as root, so as root (CI, containers)
 the cluster belongs to the ``postgres`` user the package creates. ``initdb`` runs once per
-process: each cluster starts from a copy of that pristine one. The server runs in a process
-group of its own, so ``pause()`` (SIGSTOP) freezes the postmaster and every backend, and
-``kill()`` is a crash. ``standby()`` makes a streaming replica with ``pg_basebackup -R``.
+process: each cluster starts from a copy of that pristine one. ``pause()`` (SIGSTOP) freezes
+the postmaster and every backend (each backend is a session of its own: signalled one by one),
+and ``kill()`` is a crash. ``standby()`` makes a streaming replica with ``pg_basebackup -R``.
 
 ``postgres_server`` is one cluster for a whole test session; tests keep apart by table prefix
 (``prefix()``), never by a cluster each.
@@ -138,7 +138,6 @@ class PostgresServer:
                 [str(self.bin / "postgres"), "-D", str(self.data), "-p", str(self.port), *options],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                process_group=0,
                 **_as_postgres(),
             )
         deadline = time.monotonic() + 60
@@ -163,22 +162,27 @@ class PostgresServer:
             return cursor.fetchall() if cursor.description else []
 
     def pause(self) -> None:
-        """Freeze the server, every backend included (SIGSTOP to its process group)."""
-        assert self.process is not None
-        os.killpg(self.process.pid, signal.SIGSTOP)
+        """Freeze the server, every backend included (SIGSTOP, the postmaster first)."""
+        self._signal(signal.SIGSTOP)
 
     def resume(self) -> None:
-        assert self.process is not None
-        os.killpg(self.process.pid, signal.SIGCONT)
+        self._signal(signal.SIGCONT)
 
     def kill(self) -> None:
         """Crash it (SIGKILL to every process of the server) and wait until it is gone."""
         if self.process is not None and self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGCONT)
-                os.killpg(self.process.pid, signal.SIGKILL)
+            self._signal(signal.SIGKILL)
             self.process.wait(timeout=30)
         self.process = None
+
+    def _signal(self, number: int) -> None:
+        assert self.process is not None
+        postmaster = self.process.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(postmaster, number)  # first: it forks no new backend meanwhile
+        for pid in _children(postmaster):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, number)
 
     def standby(self, name: str = "standby") -> PostgresServer:
         """A streaming replica of this server (``pg_basebackup -R``), started and streaming."""
@@ -220,6 +224,19 @@ class PostgresServer:
     def log(self) -> str:
         path = self.home / "postgres.log"
         return path.read_text(errors="replace")[-3000:] if path.exists() else ""
+
+
+def _children(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == parent:
+            found.append(int(stat.parent.name))
+    return found
 
 
 @pytest.fixture(scope="session")
