@@ -9,9 +9,10 @@ A ``postgresql://`` STORE_URL is a ``PostgresStore`` (tables under ``--prefix``)
 It points google-genai at the emulator through the environment (the lines ``livebridge
 emulator`` prints), sends TEXT, prints one JSON line per tool call event, and exits 0 after
 the model's turn completes (``--greet``: after a first turn, so a handle is stored).
-``book_table`` (not idempotent) appends a line to RUNS_FILE each
-time its body runs; with ``--hang`` it then waits forever (to be killed mid-call). A live lease
-of another worker: one line on stderr and exit 3, or with ``--wait-lease`` retry until it lapses.
+``book_table`` (not idempotent) appends a line to RUNS_FILE each time its body runs (city,
+pid, its idempotency key and fence); with ``--hang`` it then waits forever (to be killed
+mid-call). A live lease of another worker: one line on stderr and exit 3, or with
+``--wait-lease`` retry until it lapses.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from google import genai
 from google.genai import types
 
 from livebridge import LiveSession, ToolRegistry
+from livebridge.calls.call import CallContext
 from livebridge.errors import ConversationBusyError, LivebridgeError
 from livebridge.live.events import ToolCallSettled, ToolCallStarted, TurnComplete
 from livebridge.store import PostgresStore, RedisStore, Store
@@ -41,10 +43,10 @@ def registry(runs: str, hang: bool) -> ToolRegistry:
     tools = ToolRegistry()
 
     @tools.tool(timeout=60.0)
-    async def book_table(city: str) -> dict[str, Any]:
+    async def book_table(city: str, context: CallContext) -> dict[str, Any]:
         """Book a table for tonight (not idempotent: it charges a deposit)."""
         with open(runs, "a") as file:  # noqa: ASYNC230 (on disk before the test kills us)
-            file.write(f"{city} {os.getpid()}\n")
+            file.write(f"{city} {os.getpid()} {context.idempotency_key} {context.fence}\n")
             file.flush()
             os.fsync(file.fileno())
         say(event="running", city=city)

@@ -46,6 +46,7 @@ from livebridge.calls.call import (
     is_failure,
 )
 from livebridge.calls.eager import EagerStarter
+from livebridge.calls.keys import RequestKeys
 from livebridge.calls.lingering import reap
 from livebridge.calls.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait, check_calls
 from livebridge.calls.policy import CallPolicy
@@ -118,6 +119,7 @@ class Dispatcher:
         self._running: dict[str, Pending] = {}
         self._requests: Requests[Pending] = Requests(ledger_size, self._is_decided)
         self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
+        self._keys = RequestKeys(journal.conversation if journal else None, ledger_size)
         self._limiters_by_tool: dict[str, tuple[SlotLimiter, ...]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._starter: EagerStarter | None = None
@@ -319,6 +321,13 @@ class Dispatcher:
             if isinstance(admitted, Outcome):  # answered from the journal of a previous owner
                 return Settle(admitted)
             ticket = admitted
+        if tool.context_parameter is not None:  # its key now, in plan order; its context later
+            failed = request.first.outcome if request is not None else None
+            retry = failed is not None and is_failure(failed.kind)
+            epoch = self._journal.seq if self._journal else 0
+            kwargs[tool.context_parameter] = self._keys.key(
+                tool.name, canonical, epoch, retry=retry
+            )
         pending = Pending(call, now + (tool.timeout or policy.timeout))
         self._running[call.id] = pending
         firsts[key] = pending
@@ -458,9 +467,12 @@ class Dispatcher:
                 if ticket is not None:  # its deadline runs once its entry is written, not before
                     await ticket.begin()
                     pending.arm()  # (start() leaves a journaled call's alone)
-                if tool.context_parameter is not None:
-                    context = CallContext(call.id, tool.name, batch.turn, self.session_id)
-                    kwargs[tool.context_parameter] = context
+                if (name := tool.context_parameter) is not None:  # (it holds the key till now)
+                    fence = self._journal.lease.epoch if self._journal else None
+                    key = kwargs[name]
+                    kwargs[name] = CallContext(
+                        call.id, tool.name, batch.turn, self.session_id, key, fence
+                    )
                 started = self._clock()
                 if self._observers:
                     event = CallStarted(self.session_id, batch.turn, call, tool.behavior, started)

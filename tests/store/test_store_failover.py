@@ -3,7 +3,9 @@ each in its own process.
 
 The first worker is killed (SIGKILL) while its non-idempotent handler runs; the second is
 refused while the dead one's lease is live, then takes over, resumes the stored handle, and
-answers the model's re-issued call ``outcome_unknown`` instead of running it again.
+answers the model's re-issued call ``outcome_unknown`` instead of running it again. When the
+store lost the ``started`` entry (as a promoted Redis replica can), the second worker runs the
+call again: with the same idempotency key, for the side effect to dedupe, and a higher fence.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+import redis
 
 from tests.postgres_server import PostgresServer, postgres_server, prefix
 from tests.redis_server import RedisServer, redis_server
@@ -137,7 +141,8 @@ def test_kill_mid_call_then_the_next_worker_takes_over(
     assert second.returncode == 0, err
     report = emulator.stop()
 
-    assert runs.read_text().splitlines() == [f"Paris {first.pid}"]  # ran once in total
+    (run,) = runs.read_text().splitlines()  # ran once in total
+    assert run.split()[:2] == ["Paris", str(first.pid)]
     events = lines(out)
     loaded = events[0]
     assert loaded["event"] == "loaded" and loaded["handle"]
@@ -174,3 +179,45 @@ def test_kill_mid_call_then_the_next_worker_takes_over(
         ("client_crash", sessions[0])
     ]
     assert killed_call in report["violations"][0]["message"]
+
+
+def forget_journal(store: list[str]) -> None:
+    """Lose the conversation's journal, as a Redis failover to a lagging replica can."""
+    url, *options = store
+    if url.startswith("postgresql://"):
+        (tables,) = [o.partition("=")[2] for o in options if o.startswith("--prefix=")]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"UPDATE {tables}_call SET forgotten = true".encode())
+    else:
+        with redis.Redis.from_url(url) as client:
+            assert client.delete("livebridge:{user-42}:journal") == 1
+
+
+@pytest.mark.serial
+def test_a_call_whose_entry_the_store_lost_runs_again_with_the_same_key(
+    emulator: EmulatorProcess, store: list[str], tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs.txt"
+    first = worker(emulator, store, runs, "--greet", "--hang")
+    try:
+        assert first.stdout is not None
+        while '"running"' not in (line := first.stdout.readline()):
+            assert line, f"the first worker ended early: {first.communicate()[1]}"
+        os.kill(first.pid, signal.SIGKILL)
+    finally:
+        first.kill()
+        first.communicate(timeout=30)
+    forget_journal(store)
+
+    second = worker(emulator, store, runs, "--wait-lease")
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    emulator.stop()
+    settled = [e for e in lines(out) if e["event"] == "settled"]
+    assert [e["outcome"] for e in settled] == ["ok"]  # nothing in the journal: it ran again
+    (city1, pid1, key1, fence1), (city2, pid2, key2, fence2) = [
+        line.split() for line in runs.read_text().splitlines()
+    ]
+    assert (city1, pid1, city2, pid2) == ("Paris", str(first.pid), "Paris", str(second.pid))
+    assert key1 == key2  # the payment provider sees one request
+    assert int(fence2) > int(fence1) >= 1
