@@ -4,10 +4,19 @@ for the next request with the same arguments; the fence is the lease epoch."""
 
 from __future__ import annotations
 
+import json
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from livebridge import Call, CallContext, Dispatcher, ToolRegistry
 from livebridge.store import Journal, MemoryStore, Snapshot
+from tests.test_readme import python_blocks
 
 
 def coffee_shop(seen: list[CallContext], failures: int = 0) -> ToolRegistry:
@@ -70,3 +79,78 @@ async def test_the_key_survives_a_takeover_and_the_fence_grows() -> None:
     keys = [context.idempotency_key for context in seen]
     assert keys[0] == keys[1] != keys[2]
     assert [context.fence for context in seen] == [1, 2, 2]  # each acquisition's epoch
+
+
+class Provider:
+    """A payment provider over HTTP on loopback: charges on its first request but drops the
+    connection before answering, and dedupes by ``Idempotency-Key`` as Stripe does."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict[str, list[str]]]] = []
+        self.charges: dict[str, str] = {}
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                key = self.headers["Idempotency-Key"]
+                form = urllib.parse.parse_qs(self.rfile.read(int(self.headers["Content-Length"])))
+                provider.requests.append(
+                    (key, {k.decode(): [v.decode() for v in vs] for k, vs in form.items()})
+                )
+                charge = provider.charges.setdefault(key, f"pi_{len(provider.charges) + 1}")
+                if len(provider.requests) == 1:  # charged, and the connection dropped
+                    self.close_connection = True
+                    return
+                body = json.dumps({"id": charge}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/payment_intents"
+
+
+@pytest.fixture
+def provider() -> Iterator[Provider]:
+    provider = Provider()
+    thread = threading.Thread(target=provider.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield provider
+    finally:
+        provider.server.shutdown()
+        provider.server.server_close()
+        thread.join()
+
+
+def payment_example() -> str:
+    """docs/store.md's payment handler."""
+    page = Path(__file__).resolve().parents[2] / "docs" / "store.md"
+    section = "The handler's idempotency key and fence"
+    (code,) = [b.code for b in python_blocks(page.read_text()) if b.section == section]
+    return code
+
+
+async def test_the_docs_payment_handler_charges_once_per_request(provider: Provider) -> None:
+    code = payment_example()
+    namespace: dict[str, Any] = {}
+    exec(code.replace("https://api.stripe.com/v1/payment_intents", provider.url), namespace)
+    store = MemoryStore()
+    journal = Journal(store, "user-42", "w1")
+    journal.lease = await store.acquire("user-42", "w1", 10.0)
+    dispatcher = Dispatcher(namespace["tools"], journal=journal)
+    deposit = {"amount_cents": 2000}
+    (failed,) = await dispatcher.run([Call("c1", "pay_deposit", deposit)], turn=1)
+    (retried,) = await dispatcher.run([Call("c2", "pay_deposit", deposit)], turn=2)
+    journal.handle("h1")  # the model heard the answer; the user books a second table
+    (second,) = await dispatcher.run([Call("c3", "pay_deposit", deposit)], turn=3)
+    assert [failed.kind, retried.kind, second.kind] == ["error", "ok", "ok"]
+    assert retried.response == {"output": {"payment": "pi_1"}}  # the charge that timed out
+    assert second.response == {"output": {"payment": "pi_2"}}
+    (k1, form), (k2, _), (k3, _) = provider.requests
+    assert k1 == k2 != k3
+    assert form == {"amount": ["2000"], "currency": ["eur"], "metadata[fence]": ["1"]}

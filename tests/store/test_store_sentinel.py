@@ -1,5 +1,5 @@
-"""``RedisStore`` through Redis Sentinel: a master, its replica and a sentinel, all real; the
-store follows a failover the sentinel carries out."""
+"""``RedisStore`` through Redis Sentinel (docs/store.md's example): a master, its replica and a
+sentinel, all real; the store follows a failover the sentinel carries out."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from livebridge.errors import StoreUnavailableError
 from livebridge.store import Entry, RedisStore
 from tests.prometheus_server import free_port
 from tests.system_packages import require
+from tests.test_readme import python_blocks
 
 
 class RedisProcess:
@@ -76,6 +77,21 @@ def deployment() -> Iterator[Deployment]:
             process.close()
 
 
+def docs_store(url: str) -> RedisStore:
+    """The store of docs/store.md's Sentinel example, pointed at ``url``."""
+    page = Path(__file__).resolve().parents[2] / "docs" / "store.md"
+    (code,) = [
+        b.code for b in python_blocks(page.read_text()) if b.section == "Which store survives what"
+    ]
+    namespace: dict[str, Any] = {}
+    exec(
+        code.replace("redis+sentinel://:secret@s1:26379,s2:26379,s3:26379/books/0", url), namespace
+    )
+    store: RedisStore = namespace["store"]
+    assert store.url == url
+    return store
+
+
 async def ask(client: redis.asyncio.Redis, *args: object) -> Any:
     """One command (redis-py leaves ``execute_command`` untyped)."""
     return await client.execute_command(*args)  # type: ignore[no-untyped-call]
@@ -97,7 +113,7 @@ async def until_true(probe: redis.asyncio.Redis, command: str, *args: str) -> ob
 async def test_the_store_follows_a_sentinel_failover(deployment: Deployment) -> None:
     sentinel = redis.asyncio.Redis(port=deployment.sentinel.port, decode_responses=True)
     master = redis.asyncio.Redis(port=deployment.master.port)
-    store = RedisStore(deployment.url, timeout=0.5)
+    store = docs_store(deployment.url)
     try:
         await until_true(sentinel, "SENTINEL", "REPLICAS", "books")  # it found the replica
         with anyio.fail_after(30):
