@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from livebridge import emulator
+    from livebridge.calls.approval import ApprovalRequest
     from livebridge.calls.call import Call, CallContext, Outcome, Partial, Result
     from livebridge.calls.dispatch import CallPolicy, Dispatcher
     from livebridge.calls.tools import Tool, ToolRegistry
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 
 #: Where each public name lives; read on first access of the name.
 _HOMES: dict[str, str] = {
+    "ApprovalRequest": "livebridge.calls.approval",
     "Call": "livebridge.calls.call",
     "CallContext": "livebridge.calls.call",
     "Outcome": "livebridge.calls.call",
@@ -116,6 +118,7 @@ _HOMES: dict[str, str] = {
 }
 
 __all__ = [
+    "ApprovalRequest",
     "Call",
     "CallContext",
     "CallPolicy",

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 import anyio
 import msgspec
 
-from livebridge.calls import outcomes, plans, results
+from livebridge.calls import approval, outcomes, plans, results
 from livebridge.calls.call import (
     Call,
     CallContext,
@@ -218,7 +218,7 @@ class Dispatcher:
                     batch.runs[index] = (pending, tool)  # to abandon it if it overstays
                     scope = pending.scope
                     if ticket is None and scope is not None and scope.deadline == math.inf:
-                        pending.arm()  # it suspended: the timeout runs
+                        pending.arm()  # it suspended: the timeout runs (a gated call's: none yet)
                 case Settle(outcome):
                     starter.resume()  # settled by the caller, as the task it is
                     self._settle(batch, index, outcome)
@@ -328,7 +328,9 @@ class Dispatcher:
             kwargs[tool.context_parameter] = self._keys.key(
                 tool.name, canonical, epoch, retry=retry
             )
-        pending = Pending(call, now + (tool.timeout or policy.timeout))
+        # A gated call's deadline is set once it is allowed to start (``_allowed``).
+        deadline = math.inf if tool.gated else now + (tool.timeout or policy.timeout)
+        pending = Pending(call, deadline)
         self._running[call.id] = pending
         firsts[key] = pending
         self._requests.put(key, pending, call.id, batch.received)
@@ -423,6 +425,20 @@ class Dispatcher:
         limiters = self._limiters_by_tool[tool.name] = tuple(x for x in candidates if x is not None)
         return limiters
 
+    async def _allowed(self, pending: Pending, tool: Tool) -> Outcome | None:
+        """None when the handler may start, else the call's answer: denied by the tool's
+        ``approve`` callback."""
+        call = pending.call
+        if tool.approve is not None:
+            journal = self._journal
+            conversation = journal.conversation if journal else self.session_id
+            arguments = dict(call.args) if isinstance(call.args, dict) else {}
+            request = approval.ApprovalRequest(tool.name, arguments, call.id, conversation)
+            refusal = await approval.ask(tool.approve, request, tool.approval_timeout)
+            if refusal is not None:
+                return outcomes.denied(call, refusal)
+        return None
+
     async def _execute(
         self,
         batch: Batch,
@@ -450,6 +466,14 @@ class Dispatcher:
             if pending.cancel_requested:  # cancelled before it started: never run
                 return
             try:
+                if tool.gated:  # allowed first, holding no slot; its timeout runs from then
+                    outcome = await self._allowed(pending, tool)
+                    if outcome is not None:
+                        return
+                    pending.deadline = self._loop_time() + (tool.timeout or self.policy.timeout)
+                    batch.rearm()
+                    if ticket is None:
+                        pending.arm()
                 limiters = self._limiters_by_tool.get(tool.name) or self._limiters(tool)
                 try:  # as a rule, each one is free at once
                     for limiter in limiters:

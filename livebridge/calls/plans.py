@@ -162,6 +162,13 @@ class Batch:
         assert not self.left, "every call settles before run() returns"
         return self.outcomes  # type: ignore[return-value]
 
+    def rearm(self) -> None:
+        """A call's deadline changed: ``until_settled`` looks at the deadlines again."""
+        done = self.done
+        if done is not None and not done.is_set():
+            self.done = asyncio.Event()
+            done.set()
+
     async def until_settled(
         self,
         loop_time: Callable[[], float],
