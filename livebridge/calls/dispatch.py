@@ -45,6 +45,7 @@ from livebridge.calls.call import (
     Partial,
     is_failure,
 )
+from livebridge.calls.confirm import TurnGate
 from livebridge.calls.eager import EagerStarter
 from livebridge.calls.keys import RequestKeys
 from livebridge.calls.lingering import reap
@@ -123,6 +124,7 @@ class Dispatcher:
         self._limiters_by_tool: dict[str, tuple[SlotLimiter, ...]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._starter: EagerStarter | None = None
+        self._gate = TurnGate()  # irreversible calls waiting for their turn (``confirm``)
         self._loop_time: Callable[[], float] = time.monotonic
 
     def cancel(self, call_id: str) -> bool:
@@ -134,6 +136,11 @@ class Dispatcher:
         if pending.scope is not None:  # else it has not started, and will not run
             pending.scope.cancel()
         return True
+
+    def confirm(self, call_ids: Iterable[str], withdrawn: str | None = None) -> None:
+        """The model's turn that issued these calls is confirmed, or ``withdrawn`` (why): an
+        irreversible call held for it starts now, or ends ``cancelled`` without running."""
+        self._gate.decide(call_ids, withdrawn)
 
     def answered(self, call_id: str) -> Outcome | None:
         """The remembered outcome of an earlier call id, if any."""
@@ -159,16 +166,24 @@ class Dispatcher:
         on_settled: OnSettled | None = None,
         on_partial: OnPartial | None = None,
         refuse: bool = False,
+        confirmed: bool = True,
     ) -> list[Outcome]:
         """Answer every call; returns one ``Outcome`` per call, in the order given.
 
         ``on_settled`` runs synchronously as each call settles; ``on_partial`` receives each
         item an async-generator handler yields (without it, the items are collected into one
         ``{"output": [...]}``). ``refuse``: the owner is shutting down; a call not answered
-        before is answered ``session_closing`` (retryable) without running.
+        before is answered ``session_closing`` (retryable) without running. ``confirmed``
+        False: the model's turn that issued them may still be withdrawn; an irreversible tool's
+        call waits for ``confirm()`` or ``CallPolicy.confirm_window`` seconds of silence.
         """
         started = self.start(
-            calls, turn=turn, on_settled=on_settled, on_partial=on_partial, refuse=refuse
+            calls,
+            turn=turn,
+            on_settled=on_settled,
+            on_partial=on_partial,
+            refuse=refuse,
+            confirmed=confirmed,
         )
         return started if isinstance(started, list) else await started
 
@@ -180,13 +195,14 @@ class Dispatcher:
         on_settled: OnSettled | None = None,
         on_partial: OnPartial | None = None,
         refuse: bool = False,
+        confirmed: bool = True,
     ) -> list[Outcome] | Coroutine[Any, Any, list[Outcome]]:
         """``run()`` starting every call now: the outcomes if all settled at once (no task to
         wait in), else a coroutine to await exactly once (cancelled, it cancels what runs)."""
         if not calls:
             return []
         check_calls(calls)
-        batch = Batch(calls, turn, on_settled, on_partial, self._clock(), refuse)
+        batch = Batch(calls, turn, on_settled, on_partial, self._clock(), refuse, confirmed)
         if self._observers:
             emit(self._observers, BatchStarted(self.session_id, turn, len(calls)))
         starter = self._starter
@@ -332,6 +348,8 @@ class Dispatcher:
         deadline = math.inf if tool.gated else now + (tool.timeout or policy.timeout)
         pending = Pending(call, deadline)
         self._running[call.id] = pending
+        if tool.irreversible and not batch.confirmed:
+            self._gate.hold(call.id, now + policy.confirm_window)
         firsts[key] = pending
         self._requests.put(key, pending, call.id, batch.received)
         if app_key is not None:
@@ -426,9 +444,14 @@ class Dispatcher:
         return limiters
 
     async def _allowed(self, pending: Pending, tool: Tool) -> Outcome | None:
-        """None when the handler may start, else the call's answer: denied by the tool's
-        ``approve`` callback."""
+        """None when the handler may start, else the call's answer: its turn withdrawn before
+        it was confirmed (an irreversible tool), or denied by the tool's ``approve`` callback
+        (asked only once the turn stands)."""
         call = pending.call
+        if tool.irreversible:
+            withdrawn = await self._gate.wait(call.id)
+            if withdrawn is not None:
+                return outcomes.unconfirmed(call, withdrawn)
         if tool.approve is not None:
             journal = self._journal
             conversation = journal.conversation if journal else self.session_id
@@ -523,6 +546,8 @@ class Dispatcher:
                     for limiter in reversed(acquired):
                         limiter.release_on_behalf_of(pending)
         finally:
+            if tool.irreversible:
+                self._gate.forget(call.id)  # cancelled before it reached the gate
             if outcome is None:
                 scope = pending.scope
                 if scope is not None and scope.cancel_called:  # the scope's cancellation, leaving
