@@ -32,7 +32,9 @@ from livebridge.errors import ConversationBusyError, LivebridgeError
 from livebridge.live.events import ToolCallSettled, ToolCallStarted, TurnComplete
 from livebridge.store import PostgresStore, RedisStore, Store
 
-LEASE_TTL = 5.0
+#: Long enough that a worker started right after another was killed (Python, the SDK and a
+#: store connection to load, on a busy machine) still finds its lease held.
+LEASE_TTL = 10.0
 
 
 def say(**fields: Any) -> None:
