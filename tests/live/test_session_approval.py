@@ -16,6 +16,7 @@ import pytest
 import livebridge
 from livebridge.calls.approval import ApprovalRequest
 from livebridge.emulator import Conversation, Emulator
+from livebridge.store import MemoryStore
 from tests.live.vendor_sessions import VENDORS, Vendor, open_vendor_session, settled_turn
 
 pytestmark = pytest.mark.parametrize("vendor", VENDORS)
@@ -35,8 +36,11 @@ def payment_tools(
     return tools
 
 
-async def one_call(vendor: Vendor, tools: livebridge.ToolRegistry) -> dict[str, Any]:
-    """The model asks for ``pay(amount=5)`` once; what the app answered it."""
+async def one_call(
+    vendor: Vendor, tools: livebridge.ToolRegistry, **settings: Any
+) -> dict[str, Any]:
+    """The model asks for ``pay(amount=5)`` once; what the app answered it (``settings`` go
+    to ``LiveSession.connect``)."""
     answers: dict[str, Any] = {}
 
     async def scenario(conv: Conversation) -> None:
@@ -50,7 +54,7 @@ async def one_call(vendor: Vendor, tools: livebridge.ToolRegistry) -> dict[str, 
 
     async with (
         Emulator(scenario, protocol=vendor) as emu,
-        open_vendor_session(vendor, emu, tools) as session,
+        open_vendor_session(vendor, emu, tools, **settings) as session,
     ):
         await session.send_text("pay five")
         await settled_turn(session)
@@ -76,6 +80,20 @@ async def test_an_approved_call_runs_once_and_the_callback_sees_the_request(vend
         answers["id"],
     )
     assert request.conversation  # the session's id without a store
+
+
+async def test_the_request_names_the_stored_conversation(vendor: Vendor) -> None:
+    runs: list[int] = []
+    seen: list[ApprovalRequest] = []
+
+    async def approve(request: ApprovalRequest) -> bool:
+        seen.append(request)
+        return True
+
+    tools = payment_tools(approve, runs)
+    await one_call(vendor, tools, store=MemoryStore(), conversation="order-7")
+    assert [r.conversation for r in seen] == ["order-7"]
+    assert runs == [5]
 
 
 @pytest.mark.parametrize(
