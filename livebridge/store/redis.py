@@ -12,6 +12,12 @@ Lua scripts, each one round trip. Writes and renewals check the stored owner *an
 same script (fencing), so a worker that lost its lease, even for a moment, can never overwrite
 the new owner nor renew its way back.
 
+Redis Sentinel: a ``redis+sentinel://host:port[,host:port...]/service[/db]`` URL asks the
+sentinels which server is the master of ``service`` (redis-py's ``Sentinel``), and asks again
+when a connection breaks or finds a demoted master, so the store follows a failover. Redis
+replicates asynchronously: writes the old master acknowledged but had not yet sent to the
+promoted replica are lost, a lease epoch or a ``started`` entry among them (docs/store.md).
+
 Slowness and failure: every operation is bounded by ``timeout`` seconds (socket and overall),
 is not retried (the caller decides: a call is refused, a heartbeat tries again) and fails as
 ``StoreUnavailableError`` naming the operation. redis-py is imported on first use (the
@@ -43,7 +49,7 @@ from livebridge.store.base import (
 if TYPE_CHECKING:
     import redis.asyncio
 
-__all__ = ["RedisStore", "bounded", "connect"]
+__all__ = ["SENTINEL_SCHEME", "RedisStore", "bounded", "connect", "sentinel"]
 
 T = TypeVar("T")
 
@@ -133,8 +139,55 @@ def connect(url: str, timeout: float) -> redis.asyncio.Redis:
     )
 
 
+#: The URL scheme of a store found through Redis Sentinel.
+SENTINEL_SCHEME = "redis+sentinel://"
+
+
+def sentinel(url: str, timeout: float) -> redis.asyncio.Redis:
+    """A client of the master that the sentinels in ``url`` name
+    (``redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]``; the password
+    is the master's), failing fast like ``connect``'s."""
+    try:
+        from redis.asyncio.retry import Retry
+        from redis.asyncio.sentinel import Sentinel
+        from redis.backoff import NoBackoff
+    except ImportError:  # pragma: no cover - depends on the install
+        raise ImportError("RedisStore needs redis-py: pip install 'livebridge[redis]'") from None
+    userinfo, _, rest = url.removeprefix(SENTINEL_SCHEME).rpartition("@")
+    hosts, _, path = rest.partition("/")
+    service, _, db = path.strip("/").partition("/")
+    addresses: list[tuple[str, int]] = []
+    for address in hosts.split(","):
+        host, _, port = address.strip().rpartition(":")
+        if not host or not port.isdigit():
+            addresses = []
+            break
+        addresses.append((host, int(port)))
+    if not addresses or not service or not (db == "" or db.isdigit()):
+        raise ValueError(
+            f"{url!r} is not a Sentinel URL: redis+sentinel://host:port[,host:port...]/service[/db]"
+        )
+    user, _, password = userinfo.partition(":")
+    options: dict[str, Any] = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "retry": Retry(NoBackoff(), 0),
+    }
+    sentinels = Sentinel(addresses, sentinel_kwargs=dict(options), **options)
+    client: redis.asyncio.Redis = sentinels.master_for(
+        service,
+        db=int(db or 0),
+        username=user or None,
+        password=password or None,
+        health_check_interval=0,
+        **options,
+    )
+    return client
+
+
 class RedisStore:
-    """A ``Store`` in Redis at ``url`` (``redis://host:port/db``), keys under ``prefix``.
+    """A ``Store`` in Redis at ``url`` (``redis://host:port/db``, or a Sentinel URL:
+    ``redis+sentinel://host:port,host:port/service/db``), keys under ``prefix``.
 
     ``timeout`` bounds each operation (seconds); ``handle_ttl`` is how long a handle and the
     journal beside it are kept after their owner's last write or heartbeat (longer than
@@ -159,7 +212,10 @@ class RedisStore:
         self.handle_ttl = handle_ttl
         self.lease_ttl = lease_ttl
         self._ttl_ms = round(handle_ttl * 1000)
-        self.redis = connect(url, timeout)
+        if url.startswith(SENTINEL_SCHEME):
+            self.redis = sentinel(url, timeout)
+        else:
+            self.redis = connect(url, timeout)
         self._acquire = self.redis.register_script(_ACQUIRE)
         self._renew = self.redis.register_script(_RENEW)
         self._release = self.redis.register_script(_RELEASE)
@@ -235,6 +291,9 @@ class RedisStore:
     async def aclose(self) -> None:
         await self._direct.aclose()
         await self.redis.aclose()
+        manager = getattr(self.redis.connection_pool, "sentinel_manager", None)
+        for client in manager.sentinels if manager is not None else ():
+            await client.aclose()
 
     # -- internals -------------------------------------------------------------------------
 
@@ -285,6 +344,8 @@ class _Direct:
         async with self._slots:
             connection = self._idle.pop() if self._idle else self._connection()
             try:
+                if not connection.is_connected:  # (a Sentinel's connection asks where, here)
+                    await connection.connect()
                 await connection.send_packed_command(command)
                 try:
                     reply = await connection.read_response()
