@@ -31,6 +31,7 @@ import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -106,6 +107,7 @@ class _Endpoint:
 
     def __init__(self, app: _Wsgi, max_connections: int, timeout: float, port: int) -> None:
         self.app = app
+        self.renderers = ThreadPoolExecutor(RENDERS, thread_name_prefix="livebridge-metrics")
         self.max_connections = max_connections
         self.timeout = timeout
         self.port = port
@@ -180,7 +182,9 @@ class _Endpoint:
             return
         peer = connection.getpeername()
         await self.renders.acquire()
-        rendering = asyncio.get_running_loop().run_in_executor(None, self._call_app, request, peer)
+        rendering = asyncio.get_running_loop().run_in_executor(
+            self.renderers, self._call_app, request, peer
+        )
         rendering.add_done_callback(lambda _: self.renders.release())  # when the thread is done
         status, headers, body = await asyncio.shield(rendering)  # a cut request: it finishes
         await _answer(connection, status, headers, b"" if request.method == "HEAD" else body)
@@ -258,7 +262,8 @@ _REASONS = {
 
 
 class MetricsServer:
-    """A running scrape endpoint; ``close()`` stops it and waits for its thread."""
+    """A running scrape endpoint; ``close()`` stops it and waits for its thread (not for a
+    render in progress: a collector that hangs finishes alone, its connection already closed)."""
 
     def __init__(
         self,
@@ -349,7 +354,7 @@ def serve(
         try:
             loop.run_until_complete(run())
         finally:
-            loop.run_until_complete(loop.shutdown_default_executor())
+            endpoint.renderers.shutdown(wait=False)  # a collector that hangs never holds close()
             loop.close()
 
     thread = threading.Thread(target=main, name="livebridge-metrics", daemon=True)

@@ -191,6 +191,7 @@ class Stalled:
 
     def __init__(self) -> None:
         self.released = threading.Event()
+        self.entered = threading.Event()
         self.started = 0
 
     def describe(self) -> list[Metric]:
@@ -198,6 +199,7 @@ class Stalled:
 
     def collect(self) -> Iterator[Metric]:
         self.started += 1
+        self.entered.set()
         self.released.wait(30)
         yield from registry().collect()
 
@@ -218,6 +220,24 @@ def test_a_flood_of_complete_requests_renders_at_most_two_answers_and_queues_no_
         stalled.released.set()
         assert "probe_total 1.0" in scrape(server.url)
         assert stalled.started <= RENDERS + 1, stalled.started  # cut requests left no work
+
+
+def test_close_does_not_wait_for_a_collector_that_hangs() -> None:
+    stalled = Stalled()
+    probes = CollectorRegistry()
+    probes.register(stalled)
+    server = serve(registry=probes)
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as connection:
+            connection.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert stalled.entered.wait(10)
+            started = time.monotonic()
+            server.close()
+            assert time.monotonic() - started < 5  # not the 30 s the collector hangs
+            assert closed_by_server(connection)
+    finally:
+        stalled.released.set()
+        server.close()
 
 
 def test_a_huge_request_head_is_refused_without_reading_it_all() -> None:
