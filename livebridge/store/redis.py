@@ -22,6 +22,10 @@ Slowness and failure: every operation is bounded by ``timeout`` seconds (socket 
 is not retried (the caller decides: a call is refused, a heartbeat tries again) and fails as
 ``StoreUnavailableError`` naming the operation. redis-py is imported on first use (the
 ``livebridge[redis]`` extra).
+
+Eviction: the first acquisition, and the first after any failed operation (the Redis may have
+been restarted or replaced), reads the server's ``maxmemory-policy`` and refuses one that may
+evict keys (``store/eviction.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import anyio
 import msgspec
 
 from livebridge.errors import ConversationBusyError, LeaseLostError, StoreUnavailableError
+from livebridge.store import eviction
 from livebridge.store.base import (
     DEFAULT_HANDLE_TTL,
     DEFAULT_LEASE_TTL,
@@ -191,7 +196,9 @@ class RedisStore:
 
     ``timeout`` bounds each operation (seconds); ``handle_ttl`` is how long a handle and the
     journal beside it are kept after their owner's last write or heartbeat (longer than
-    ``lease_ttl``, see ``Store``).
+    ``lease_ttl``, see ``Store``). A Redis whose ``maxmemory-policy`` is not ``noeviction``
+    (or cannot be read) is refused with ``EvictionPolicyError`` on first use, unless
+    ``allow_eviction`` (then it is logged as a warning).
     """
 
     def __init__(
@@ -202,6 +209,7 @@ class RedisStore:
         timeout: float = 0.5,
         handle_ttl: float = DEFAULT_HANDLE_TTL,
         lease_ttl: float = DEFAULT_LEASE_TTL,
+        allow_eviction: bool = False,
     ) -> None:
         if not timeout > 0:
             raise ValueError("timeout must be positive")
@@ -221,6 +229,8 @@ class RedisStore:
         self._release = self.redis.register_script(_RELEASE)
         self._write = self.redis.register_script(_WRITE)
         self._direct = _Direct(self.redis)
+        self.allow_eviction = allow_eviction
+        self._policy_checked = False  # again after any failure: it may be another Redis
 
     def keys(self, conversation: str) -> tuple[str, str, str, str]:
         """The lease, epoch, handle and journal keys of ``conversation``."""
@@ -230,6 +240,10 @@ class RedisStore:
     async def acquire(
         self, conversation: str, owner: str, ttl: float, *, since: Lease | None = None
     ) -> Lease:
+        if not self._policy_checked:
+            policy = await self._run("read maxmemory-policy", eviction.read_policy(self.redis))
+            eviction.judge(policy, f"Redis at {self.url}", allow=self.allow_eviction)
+            self._policy_checked = True
         keys = list(self.keys(conversation)[:2])
         args: list[str | int] = [
             owner,
@@ -319,7 +333,11 @@ class RedisStore:
             raise LeaseLostError(lost(conversation, lease.owner))
 
     async def _run(self, operation: str, work: Awaitable[T]) -> T:
-        return await bounded(work, self.timeout, f"Redis at {self.url}", operation)
+        try:
+            return await bounded(work, self.timeout, f"Redis at {self.url}", operation)
+        except StoreUnavailableError:
+            self._policy_checked = False
+            raise
 
 
 class _Direct:
