@@ -5,7 +5,8 @@
 the ``Store`` protocol; ``LiveSession.connect(..., store=..., conversation=...)`` uses
 one through ``StoreConnector`` and ``Journal``. ``RedisLimiter`` caps concurrent handlers across
 processes (``CallPolicy(limiter=...)``). The Redis classes import redis-py on first use
-(``pip install 'livebridge[redis]'``), ``PostgresStore`` psycopg (``livebridge[postgres]``).
+(``pip install 'livebridge-voice[redis]'``), ``PostgresStore`` psycopg
+(``livebridge-voice[postgres]``).
 The failover guarantees are in ``journal`` and docs/store.md.
 """
 

@@ -21,7 +21,7 @@ The store creates them on first use (``migrate=False``: it assumes they exist;
 ``PostgresStore.schema()`` is the SQL). Every operation is bounded by ``timeout`` seconds,
 not retried, and fails as ``StoreUnavailableError`` naming the operation; an operation that
 overstays is abandoned to a task of its own (psycopg waits for a cancelled query to end).
-psycopg 3 and its pool are imported on first use (the ``livebridge[postgres]`` extra).
+psycopg 3 and its pool are imported on first use (the ``livebridge-voice[postgres]`` extra).
 """
 
 from __future__ import annotations
@@ -394,7 +394,8 @@ class PostgresStore:
             from psycopg_pool import AsyncConnectionPool
         except ImportError:  # pragma: no cover - depends on the install
             raise ImportError(
-                "PostgresStore needs psycopg 3 and its pool: pip install 'livebridge[postgres]'"
+                "PostgresStore needs psycopg 3 and its pool: "
+                "pip install 'livebridge-voice[postgres]'"
             ) from None
         if self._opening is None:
             self._opening = asyncio.Lock()

@@ -21,7 +21,7 @@ promoted replica are lost, a lease epoch or a ``started`` entry among them (docs
 Slowness and failure: every operation is bounded by ``timeout`` seconds (socket and overall),
 is not retried (the caller decides: a call is refused, a heartbeat tries again) and fails as
 ``StoreUnavailableError`` naming the operation. redis-py is imported on first use (the
-``livebridge[redis]`` extra).
+``livebridge-voice[redis]`` extra).
 
 Eviction: the first acquisition, and the first after any failed operation (the Redis may have
 been restarted or replaced), reads the server's ``maxmemory-policy`` and refuses one that may
@@ -53,6 +53,9 @@ from livebridge.store.base import (
 
 if TYPE_CHECKING:
     import redis.asyncio
+
+#: What a missing redis-py is answered with.
+NEEDS_REDIS = "RedisStore needs redis-py: pip install 'livebridge-voice[redis]'"
 
 __all__ = ["SENTINEL_SCHEME", "RedisStore", "bounded", "connect", "sentinel"]
 
@@ -134,7 +137,9 @@ def connect(url: str, timeout: float) -> redis.asyncio.Redis:
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
     except ImportError:  # pragma: no cover - depends on the install
-        raise ImportError("RedisStore needs redis-py: pip install 'livebridge[redis]'") from None
+        raise ImportError(
+            "RedisStore needs redis-py: pip install 'livebridge-voice[redis]'"
+        ) from None
     return redis.asyncio.Redis.from_url(
         url,
         socket_timeout=timeout,
@@ -157,7 +162,9 @@ def sentinel(url: str, timeout: float) -> redis.asyncio.Redis:
         from redis.asyncio.sentinel import Sentinel
         from redis.backoff import NoBackoff
     except ImportError:  # pragma: no cover - depends on the install
-        raise ImportError("RedisStore needs redis-py: pip install 'livebridge[redis]'") from None
+        raise ImportError(
+            "RedisStore needs redis-py: pip install 'livebridge-voice[redis]'"
+        ) from None
     userinfo, _, rest = url.removeprefix(SENTINEL_SCHEME).rpartition("@")
     hosts, _, path = rest.partition("/")
     service, _, db = path.strip("/").partition("/")

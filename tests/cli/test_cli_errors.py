@@ -144,4 +144,4 @@ def test_demo_on_openai_without_the_openai_package() -> None:
         timeout=120,
         check=False,
     )
-    one_line_failure(result, "--vendor openai needs the openai package", "livebridge[openai]")
+    one_line_failure(result, "--vendor openai needs the openai package", "livebridge-voice[openai]")
