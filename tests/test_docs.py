@@ -102,3 +102,12 @@ async def test_the_session_end_fragment_catches_the_end(tmp_path: Path) -> None:
         )
     assert "the conversation ended: " in out and "never here" not in out
     assert out.strip().splitlines()[-1] == "Closed"
+
+
+def test_the_frameworks_page_program_runs(tmp_path: Path) -> None:
+    """docs/integrations.md: a twin in one turn, and a lost answer served to its re-issue."""
+    (program,) = [
+        b.code for b in python_blocks((REPOSITORY / "docs" / "integrations.md").read_text())
+    ]
+    out = run_python(program, offline_environment(), tmp_path)
+    assert out.split() == ["ok", "duplicate", "duplicate", "c1"]

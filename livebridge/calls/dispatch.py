@@ -15,6 +15,11 @@ Every call ``run()`` planned is settled exactly once (``on_settled`` and observe
 ``run()`` itself is cancelled: the calls still running are then cancelled and settled
 ``cancelled`` at once.
 
+``submit()`` is the same path for one call at a time (a framework that runs each tool call
+on its own): calls submitted under the same ``turn`` share twins and the fan-out limit as one
+batch's calls do; limits, re-issues, idempotency keys and observers are the dispatcher's. An
+integration that knows whether an answer reached the model says so with ``report()``.
+
 Bad input to ``run()`` (something that is not a ``Call``, an id that is not a non-empty string)
 raises ``InvalidCallError`` before anything runs, because such a call could never be answered.
 Anything wrong with one call's name or arguments is that call's answer, never an exception.
@@ -81,6 +86,20 @@ _asdict = msgspec.structs.asdict
 _has_outcome = operator.attrgetter("first.outcome")
 
 
+#: How many turns ``submit()`` remembers (for twins and the fan-out limit).
+_TURNS_KEPT = 64
+
+
+class _Turn:
+    """The calls ``submit()`` has seen of one turn: each request's first, and how many."""
+
+    __slots__ = ("count", "firsts")
+
+    def __init__(self) -> None:
+        self.firsts: dict[Hashable, Pending] = {}
+        self.count = 0
+
+
 class Dispatcher:
     """Runs batches of calls against a registry; one per session.
 
@@ -118,7 +137,7 @@ class Dispatcher:
         self._ledger_size = ledger_size
         self._answered: OrderedDict[str, Outcome] = OrderedDict()
         self._running: dict[str, Pending] = {}
-        self._requests: Requests[Pending] = Requests(ledger_size, self._is_decided)
+        self._requests: Requests[Pending] = Requests(ledger_size, self._stale)
         self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
         self._keys = RequestKeys(journal.conversation if journal else None, ledger_size)
         self._limiters_by_tool: dict[str, tuple[SlotLimiter, ...]] = {}
@@ -126,6 +145,8 @@ class Dispatcher:
         self._starter: EagerStarter | None = None
         self._gate = TurnGate()  # irreversible calls waiting for their turn (``confirm``)
         self._loop_time: Callable[[], float] = time.monotonic
+        self._turns: OrderedDict[int, _Turn] = OrderedDict()  # ``submit()``'s recent turns
+        self._unsent: OrderedDict[str, None] | None = None  # ``report()``: answers not seen
 
     def cancel(self, call_id: str) -> bool:
         """Cancel a call in flight; its outcome becomes ``cancelled``. False if none is running."""
@@ -141,6 +162,33 @@ class Dispatcher:
         """The model's turn that issued these calls is confirmed, or ``withdrawn`` (why): an
         irreversible call held for it starts now, or ends ``cancelled`` without running."""
         self._gate.decide(call_ids, withdrawn)
+
+    def report(self, call_id: str, *, sent: bool) -> None:
+        """Say whether a call's answer reached the model: ``sent`` False (lost with the
+        connection, never sent) makes an identical call a re-issue, answered from this one
+        without running again; True makes it a new request. A call submitted with
+        ``reported=True`` counts as unseen until it is reported sent."""
+        unsent = self._track()
+        if sent:
+            unsent.pop(call_id, None)
+        else:
+            unsent[call_id] = None
+            if len(unsent) > self._ledger_size:
+                unsent.popitem(last=False)
+
+    def _track(self) -> OrderedDict[str, None]:
+        """From now on a settled answer counts as seen only once reported sent (or, for a call
+        never submitted with ``reported``, unless reported lost)."""
+        unsent = self._unsent
+        if unsent is None:
+            unsent = self._unsent = OrderedDict()
+            seen = self._answer_seen
+            self._answer_seen = lambda call_id: call_id not in unsent and seen(call_id)
+            self._is_decided = self._decided
+        return unsent
+
+    def _stale(self, request: Request[Pending]) -> bool:
+        return self._is_decided(request)
 
     def answered(self, call_id: str) -> Outcome | None:
         """The remembered outcome of an earlier call id, if any."""
@@ -221,6 +269,60 @@ class Dispatcher:
             self._withdraw(batch)
             raise
         return self._rest(batch) if batch.left else self._finished(batch)
+
+    async def submit(
+        self,
+        call: Call,
+        *,
+        turn: int | None = None,
+        on_partial: OnPartial | None = None,
+        confirmed: bool = True,
+        reported: bool = False,
+    ) -> Outcome:
+        """Answer one call; returns its one ``Outcome`` (the batch path's, call by call).
+
+        Calls submitted with the same ``turn`` (issued by one model response) are one turn's:
+        an identical second call is its twin, and those past ``max_calls_per_turn`` are
+        refused. ``turn`` None: the call is a turn of its own. The last 64 turns are kept.
+        ``reported``: its answer counts as unseen until ``report(call.id, sent=True)``, so an
+        identical call before then is a re-issue and gets this answer. Cancelled, the call is
+        cancelled and settled ``cancelled``.
+        """
+        check_calls((call,))
+        if reported:
+            self._track()[call.id] = None
+        if turn is None:
+            firsts: dict[Hashable, Pending] = {}
+            position = 0
+        else:
+            shared = self._turns.pop(turn, None) or _Turn()
+            self._turns[turn] = shared  # the newest at the end
+            if len(self._turns) > _TURNS_KEPT:
+                self._turns.popitem(last=False)
+            firsts, position = shared.firsts, shared.count
+            shared.count += 1
+        batch = Batch((call,), turn or 0, None, on_partial, self._clock(), False, confirmed)
+        starter = self._starter
+        if starter is None or starter.loop is not asyncio.get_running_loop():
+            starter = self._starter = EagerStarter()
+            self._loop_time = starter.loop.time
+        plan = self._plan_one(batch, firsts, self._loop_time(), position, call)
+        token = starter.enter()
+        try:
+            try:
+                self._start_each(batch, [plan], starter)
+            finally:
+                starter.exit(token)
+        except BaseException:
+            self._withdraw(batch)
+            raise
+        try:  # a batch of one, but no batch events: a turn's calls arrive one by one
+            if batch.left:
+                await batch.until_settled(self._loop_time, self._abandon)
+        finally:
+            if batch.left:  # cancelled: the call still gets its fate
+                self._withdraw(batch)
+        return batch.results()[0]
 
     def _start_each(self, batch: Batch, plans: list[Plan], starter: EagerStarter) -> None:
         for index, plan in enumerate(plans):
