@@ -1,0 +1,40 @@
+"""Run one framework's checks in its own environment, from the main test run.
+
+The environment is built on first use. A build that fails (no network) skips the checks on a
+developer's machine, and fails them under CI (``CI=true``): CI never passes without them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.integrations import venv
+
+
+def run_checks(name: str, path: str) -> None:
+    try:
+        python, took = venv.ensure(name)
+    except venv.BuildError as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"the {name} environment is required under CI: {exc}", pytrace=False)
+        pytest.skip(f"the {name} environment could not be built: {str(exc).splitlines()[0]}")
+    if took:
+        print(f"built the {name} environment in {took:.0f} s", file=sys.stderr)
+    environment = {**os.environ, "PYTHONPATH": str(venv.ROOT)}
+    command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    command += ["-o", "python_files=check_*.py", path]
+    ran = subprocess.run(
+        command,
+        cwd=venv.ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert ran.returncode == 0, f"{name} checks failed:\n{ran.stdout[-8000:]}\n{ran.stderr[-4000:]}"
+    assert " passed" in ran.stdout, ran.stdout
