@@ -148,3 +148,53 @@ async def test_metrics_per_call() -> None:
         return prometheus.get_sample_value("livebridge_tool_calls_total", labels)
 
     assert (calls("ok"), calls("error"), calls("rejected")) == (1.0, 1.0, 1.0)
+
+
+async def test_realtime_session_against_the_emulator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's realtime session, connected to livebridge's OpenAI Realtime emulator over TLS,
+    runs the three calls the model issues through livebridge: a slow city times out on
+    livebridge's policy, a failing one answers livebridge's error, and the emulator sees an
+    output for every call."""
+    from agents.realtime import RealtimeAgent, RealtimeRunner
+
+    from livebridge.emulator import Emulator
+
+    tools = ToolRegistry()
+    runs: list[str] = []
+
+    @tools.tool(timeout=0.5)
+    async def get_weather(city: str) -> dict[str, Any]:
+        """Weather for a city."""
+        runs.append(city)
+        if city == "Lisbon":
+            await anyio.sleep_forever()
+        if city == "Paris":
+            raise ToolError("the Paris station is offline")
+        return {"city": city, "sky": "sunny"}
+
+    async with Emulator(protocol="openai") as emu:
+        monkeypatch.setenv("SSL_CERT_FILE", emu.ca_file)
+        agent = RealtimeAgent(name="weather", instructions="Weather.", tools=function_tools(tools))
+        runner = RealtimeRunner(agent, config={"model_settings": {"output_modalities": ["text"]}})
+        url = emu.base_url.replace("https://", "wss://") + "/v1/realtime?model=gpt-realtime"
+        outputs: dict[str, Any] = {}
+        with anyio.fail_after(20):
+            session = await runner.run(model_config={"url": url, "api_key": "test"})
+            async with session:
+                await session.send_message("Weather in Oslo, Lisbon and Paris?")
+                async for event in session:
+                    if event.type == "tool_end":
+                        outputs[json.loads(event.arguments)["city"]] = json.loads(event.output)
+                        if len(outputs) == 3:
+                            break
+    assert outputs["Oslo"] == {"output": {"city": "Oslo", "sky": "sunny"}}
+    assert outputs["Lisbon"]["error"]["type"] == "timeout"
+    assert outputs["Paris"]["error"] == {
+        "type": "tool_error",
+        "message": "the Paris station is offline",
+        "retryable": False,
+    }
+    assert sorted(runs) == ["Lisbon", "Oslo", "Paris"]
+    # What stays the SDK's: how it sends the outputs. Every call is answered, but the SDK asks
+    # for a response after each output, before all of them are in.
+    assert {v.kind for v in emu.violations} <= {"early_response_create"}

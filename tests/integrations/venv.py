@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Each framework's pinned requirements, beside what its tests need.
 FRAMEWORKS: dict[str, tuple[str, ...]] = {
     "openai-agents": ("openai-agents==0.24.0",),
+    "pipecat": ("pipecat-ai[openai]==1.14.0",),
 }
 TEST_REQUIREMENTS = ("pytest>=8", "pytest-asyncio>=0.24", "pytest-timeout>=2.3")
 
