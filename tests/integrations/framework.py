@@ -15,7 +15,8 @@ import pytest
 from tests.integrations import venv
 
 
-def run_checks(name: str, path: str) -> None:
+def run_checks(name: str, path: str, *options: str) -> None:
+    """Run the checks at ``path`` in ``name``'s environment (``options`` go to pytest)."""
     try:
         python, took = venv.ensure(name)
     except venv.BuildError as exc:
@@ -26,7 +27,7 @@ def run_checks(name: str, path: str) -> None:
         print(f"built the {name} environment in {took:.0f} s", file=sys.stderr)
     environment = {**os.environ, "PYTHONPATH": str(venv.ROOT)}
     command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    command += ["-o", "python_files=check_*.py", path]
+    command += ["-o", "python_files=check_*.py", *options, path]
     ran = subprocess.run(
         command,
         cwd=venv.ROOT,

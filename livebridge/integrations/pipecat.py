@@ -1,0 +1,106 @@
+"""Pipecat: a registry's tools registered on an LLM service, each call run through livebridge.
+
+Pipecat hands each function call to a handler with ``FunctionCallParams`` and sends what the
+handler passes to ``result_callback`` (once per call). Here the handler submits the call to one
+``Dispatcher``: a raising tool, a timeout or a call past the limits answers livebridge's
+structured error (not Pipecat's "failed and returned no result"), a call the model re-issues
+under a new id while the first runs runs once, and observers see every call. Pipecat's own
+timeout is set past livebridge's, so livebridge answers first; an interruption cancels the
+handler's task, which cancels the call (settled ``cancelled``).
+
+Only Pipecat's public handler API is used, and only on versions it was checked against
+(``SUPPORTED``): another version raises ``UsageError`` naming the range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from importlib import metadata
+from typing import Any
+
+from livebridge.calls.call import Call
+from livebridge.calls.dispatch import ABANDON_GRACE, Dispatcher
+from livebridge.calls.policy import CallPolicy
+from livebridge.calls.tools import ToolRegistry
+from livebridge.errors import UsageError
+from livebridge.observe.observers import Observer
+
+__all__ = ["SUPPORTED", "attach", "tools_schema"]
+
+#: The Pipecat releases (``major.minor``, inclusive) whose function-call API this was checked on.
+SUPPORTED = ((1, 14), (1, 14))
+#: Seconds Pipecat's own timeout waits past livebridge's, so that livebridge answers first.
+_PIPECAT_TIMEOUT_MARGIN = 2.0
+
+
+def _check_version() -> str:
+    try:
+        version = metadata.version("pipecat-ai")
+    except metadata.PackageNotFoundError:
+        raise UsageError(
+            "livebridge.integrations.pipecat needs Pipecat: pip install 'livebridge-voice[pipecat]'"
+        ) from None
+    try:
+        release = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        release = (0, 0)
+    low, high = SUPPORTED
+    if not low <= release <= high:
+        supported = (
+            f"{low[0]}.{low[1]}" if low == high else f"{low[0]}.{low[1]}-{high[0]}.{high[1]}"
+        )
+        raise UsageError(
+            f"livebridge.integrations.pipecat supports pipecat-ai {supported}, not {version}: "
+            f"pip install 'pipecat-ai=={low[0]}.{low[1]}.*'"
+        )
+    return version
+
+
+def tools_schema(registry: ToolRegistry) -> Any:
+    """The Pipecat ``ToolsSchema`` declaring every tool of ``registry`` (for ``LLMContext``)."""
+    _check_version()
+    from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
+    from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
+
+    schemas = []
+    for tool in registry:
+        parameters = tool.parameters_json_schema
+        schemas.append(
+            FunctionSchema(
+                name=tool.name,
+                description=tool.description or "",
+                properties=dict(parameters.get("properties", {})),
+                required=list(parameters.get("required", [])),
+            )
+        )
+    return ToolsSchema(standard_tools=schemas)
+
+
+def attach(
+    llm: Any,
+    registry: ToolRegistry,
+    *,
+    policy: CallPolicy | None = None,
+    observers: Iterable[Observer] = (),
+) -> Dispatcher:
+    """Register every tool of ``registry`` on the Pipecat LLM service ``llm``; returns the
+    ``Dispatcher`` its calls run on (one per service, as a session owns one)."""
+    _check_version()
+    dispatcher = Dispatcher(registry, policy=policy, observers=observers)
+
+    async def handler(params: Any) -> None:
+        arguments = params.arguments
+        args = dict(arguments) if isinstance(arguments, dict) else arguments
+        call = Call(str(params.tool_call_id), params.function_name, args)
+        outcome = await dispatcher.submit(call)
+        await params.result_callback(outcome.response)
+
+    for tool in registry:
+        limit = (tool.timeout or dispatcher.policy.timeout) + ABANDON_GRACE
+        llm.register_function(
+            tool.name,
+            handler,
+            cancel_on_interruption=True,
+            timeout_secs=limit + _PIPECAT_TIMEOUT_MARGIN,
+        )
+    return dispatcher
