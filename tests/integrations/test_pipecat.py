@@ -16,6 +16,7 @@ from livebridge.integrations.pipecat import tools_schema
 from tests.integrations.framework import run_checks
 
 
+@pytest.mark.timeout(900)  # the first run builds the environment (about 2 min)
 def test_pipecat_runs_livebridge_tools() -> None:
     # Pipecat 1.14 imports audioop, which Python 3.11 marks deprecated.
     quiet = ("-W", "ignore:'audioop' is deprecated:DeprecationWarning")
