@@ -134,3 +134,78 @@ def test_tools_schema_and_the_version_check(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(metadata, "version", lambda name: "1.15.0")
     with pytest.raises(UsageError, match=r"supports pipecat-ai 1\.14, not 1\.15\.0"):
         integration.attach(OpenAILLMService(api_key="test"), ToolRegistry())
+
+
+async def test_openai_realtime_service_against_the_emulator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pipecat's OpenAI Realtime service, connected to livebridge's emulator over TLS, runs the
+    three calls the model issues through livebridge and sends livebridge's answers."""
+    from pipecat.frames.frames import LLMMessagesAppendFrame
+    from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
+    from pipecat.services.openai.realtime import events
+    from pipecat.services.openai.realtime.llm import OpenAIRealtimeLLMService
+
+    from livebridge.emulator import Emulator
+
+    tools = ToolRegistry()
+    runs: list[str] = []
+
+    @tools.tool(timeout=0.5)
+    async def get_weather(city: str) -> dict[str, Any]:
+        """Weather for a city."""
+        runs.append(city)
+        if city == "Lisbon":
+            await anyio.sleep_forever()
+        if city == "Paris":
+            raise ToolError("the Paris station is offline")
+        return {"city": city, "sky": "sunny"}
+
+    async with Emulator(protocol="openai") as emu:
+        monkeypatch.setenv("SSL_CERT_FILE", emu.ca_file)
+        settings = OpenAIRealtimeLLMService.Settings(
+            model="gpt-realtime",
+            session_properties=events.SessionProperties(output_modalities=["text"]),
+        )
+        url = emu.base_url.replace("https://", "wss://") + "/v1/realtime"
+        llm = OpenAIRealtimeLLMService(api_key="test", base_url=url, settings=settings)
+        integration.attach(llm, tools)
+        pair = LLMContextAggregatorPair(LLMContext(tools=integration.tools_schema(tools)))
+        received: asyncio.Queue[Any] = asyncio.Queue()
+        sink = QueuedFrameProcessor(queue=received, queue_direction=FrameDirection.DOWNSTREAM)
+        pipeline = Pipeline([pair.user(), llm, sink, pair.assistant()])
+        worker = PipelineWorker(pipeline, cancel_on_idle_timeout=False)
+        started = asyncio.Event()
+
+        @worker.event_handler("on_pipeline_started")  # type: ignore[untyped-decorator]
+        async def _started(worker: Any, frame: Any) -> None:
+            started.set()
+
+        results: dict[str, Any] = {}
+
+        async def drive() -> None:
+            await started.wait()
+            ask = [{"role": "user", "content": "Weather in Oslo, Lisbon and Paris?"}]
+            await worker.queue_frame(LLMMessagesAppendFrame(ask, run_llm=True))
+            while len(results) < 3:
+                frame = await received.get()
+                if isinstance(frame, FunctionCallResultFrame):
+                    results[frame.arguments["city"]] = frame.result
+            await emu.wait_for(lambda: len(emu.realtime_sessions[0].answered) == 3)
+            await worker.queue_frame(EndFrame())
+
+        runner = WorkerRunner()
+        await runner.add_workers(worker)
+        with anyio.fail_after(30):
+            await asyncio.gather(runner.run(), drive())
+    assert results["Oslo"] == {"output": {"city": "Oslo", "sky": "sunny"}}
+    assert results["Lisbon"]["error"]["type"] == "timeout"  # livebridge's 0.5 s
+    assert results["Paris"]["error"] == {
+        "type": "tool_error",
+        "message": "the Paris station is offline",
+        "retryable": False,
+    }
+    assert sorted(runs) == ["Lisbon", "Oslo", "Paris"]
+    # What stays Pipecat's: every call is answered, but it asks for a response after each
+    # output, before all of them are in.
+    assert {v.kind for v in emu.violations} <= {"early_response_create"}
