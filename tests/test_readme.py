@@ -95,6 +95,9 @@ RUN_BY = {
     ("docs/phone.md", "In your own server"): "tests/test_docs.py",
     ("docs/configuration.md", "When the session ends"): "tests/test_docs.py",
     ("docs/configuration.md", "Configuration and events"): "tests/live/test_session_docs_tools.py",
+    ("docs/integrations.md", "Frameworks: one call at a time"): "tests/test_docs.py",
+    ("docs/openai-agents.md", "OpenAI Agents SDK"): "tests/integrations/check_openai_agents.py",
+    ("docs/pipecat.md", "Pipecat"): "tests/integrations/check_pipecat.py",
 }
 
 

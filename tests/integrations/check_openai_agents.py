@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 from livebridge import CallPolicy, ToolError, ToolRegistry
 from livebridge.integrations.openai_agents import function_tools
 from livebridge.observe.metrics import PrometheusObserver
+from tests.integrations.framework import docs_program
 
 set_tracing_disabled(True)  # no trace export: the checks run offline
 
@@ -198,3 +199,22 @@ async def test_realtime_session_against_the_emulator(monkeypatch: pytest.MonkeyP
     # What stays the SDK's: how it sends the outputs. Every call is answered, but the SDK asks
     # for a response after each output, before all of them are in.
     assert {v.kind for v in emu.violations} <= {"early_response_create"}
+
+
+async def test_the_docs_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/openai-agents.md, with the SDK's scripted model in place of OpenAI's."""
+    code = docs_program("openai-agents.md")
+    program, run_line = code.rstrip().rsplit("\n", 1)
+    assert run_line == "asyncio.run(main())"
+    namespace: dict[str, Any] = {"__name__": "docs_example"}
+    exec(program, namespace)
+    steps = [
+        [
+            function_call("get_weather", {"city": "Oslo"}, call_id="w1"),
+            function_call("get_weather", {"city": "Lima"}, call_id="w2"),
+        ],
+        [assistant_message("Oslo and Lima: 21 C")],
+    ]
+    namespace["agent"].model = ScriptedModel(steps)
+    await namespace["main"]()
+    assert capsys.readouterr().out.strip() == "Oslo and Lima: 21 C"

@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry
 from livebridge import ToolError, ToolRegistry, UsageError
 from livebridge.integrations import pipecat as integration
 from livebridge.observe.metrics import PrometheusObserver
+from tests.integrations.framework import docs_program
 
 
 def registry(runs: list[str], gate: asyncio.Event) -> ToolRegistry:
@@ -209,3 +210,13 @@ async def test_openai_realtime_service_against_the_emulator(
     # What stays Pipecat's: every call is answered, but it asks for a response after each
     # output, before all of them are in.
     assert {v.kind for v in emu.violations} <= {"early_response_create"}
+
+
+def test_the_docs_example_registers_the_tools() -> None:
+    """docs/pipecat.md: the service knows every tool, and the context declares it."""
+    code = docs_program("pipecat.md")
+    namespace: dict[str, Any] = {"__name__": "docs_example"}
+    exec(code, namespace)
+    assert namespace["llm"].has_function("get_weather")
+    declared = [f.name for f in namespace["context"].tools.standard_tools]
+    assert declared == ["get_weather"]

@@ -7,6 +7,7 @@ developer's machine, and fails them under CI (``CI=true``): CI never passes with
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -39,3 +40,11 @@ def run_checks(name: str, path: str, *options: str) -> None:
     )
     assert ran.returncode == 0, f"{name} checks failed:\n{ran.stdout[-8000:]}\n{ran.stderr[-4000:]}"
     assert " passed" in ran.stdout, ran.stdout
+
+
+def docs_program(page: str) -> str:
+    """The one ```python block of ``docs/<page>`` (run by the checks in the framework's
+    environment, where ``tests.test_readme`` and its imports are not installed)."""
+    text = (venv.ROOT / "docs" / page).read_text()
+    (block,) = re.findall(r"^```python\n(.*?)^```$", text, flags=re.DOTALL | re.MULTILINE)
+    return block
