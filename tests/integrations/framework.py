@@ -46,5 +46,6 @@ def docs_program(page: str) -> str:
     """The one ```python block of ``docs/<page>`` (run by the checks in the framework's
     environment, where ``tests.test_readme`` and its imports are not installed)."""
     text = (venv.ROOT / "docs" / page).read_text()
-    (block,) = re.findall(r"^```python\n(.*?)^```$", text, flags=re.DOTALL | re.MULTILINE)
+    blocks: list[str] = re.findall(r"^```python\n(.*?)^```$", text, flags=re.DOTALL | re.MULTILINE)
+    (block,) = blocks
     return block
