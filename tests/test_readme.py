@@ -98,6 +98,7 @@ RUN_BY = {
     ("docs/integrations.md", "Frameworks: one call at a time"): "tests/test_docs.py",
     ("docs/openai-agents.md", "OpenAI Agents SDK"): "tests/integrations/check_openai_agents.py",
     ("docs/pipecat.md", "Pipecat"): "tests/integrations/check_pipecat.py",
+    ("docs/livekit.md", "LiveKit Agents"): "tests/integrations/check_livekit.py",
 }
 
 
