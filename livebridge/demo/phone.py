@@ -1,13 +1,18 @@
 """``livebridge demo --phone``: a whole phone call, offline — the bridge, the emulator and a
 simulated caller over real sockets — printed as what the caller heard and when.
 
-The caller asks for the weather in two cities (two parallel calls), hears the answer, says
-goodbye; the model says goodbye and calls ``end_call``, and the bridge hangs up only after the
-caller heard the goodbye (its mark came back).
+The call comes in as on Twilio: the caller posts to the voice webhook and streams to the URL
+of the TwiML, each request signed (with ``TWILIO_AUTH_TOKEN`` when it is set, else a token made
+up for the run) and the server checking every signature. The caller asks for the weather in two
+cities (two parallel calls), hears the answer, says goodbye; the model says goodbye and calls
+``end_call``, and the bridge hangs up only after the caller heard the goodbye (its mark came
+back).
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -34,7 +39,7 @@ from livebridge.phone.bridge import (
     PhoneEvent,
     PhoneOptions,
 )
-from livebridge.phone.caller import SimulatedCaller, speech
+from livebridge.phone.caller import SimulatedCaller, ring, speech
 from livebridge.phone.server import serve_phone
 from livebridge.phone.twilio import StreamStarted
 
@@ -114,9 +119,12 @@ async def phone_line(
     observers: Sequence[Observer] = (),
     options: SessionOptions | None = None,
     phone: PhoneOptions | None = None,
+    auth_token: str | None = None,
+    max_calls: int | None = None,
 ) -> AsyncIterator[tuple[PhoneBridge, str]]:
     """A bridge to ``emulator`` (Gemini, or OpenAI with μ-law both ways) served on a free
-    port: the bridge and its ``ws://`` URL."""
+    port: the bridge and its ``ws://`` URL (the webhook is at ``/twiml`` beside it). With
+    ``auth_token`` every request must be signed with it."""
 
     @asynccontextmanager
     async def open_session(start: StreamStarted) -> AsyncIterator[LiveSession]:
@@ -134,7 +142,7 @@ async def phone_line(
             yield session
 
     bridge = PhoneBridge(open_session, options=phone, listeners=listeners)
-    async with serve_phone(bridge) as server:
+    async with serve_phone(bridge, auth_token=auth_token, max_calls=max_calls) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         yield bridge, f"ws://127.0.0.1:{port}/twilio"
 
@@ -144,12 +152,20 @@ async def run_phone_demo(out: TextIO | None = None) -> int:
     began = time.monotonic()
     log = _CallLog(out or sys.stdout, began)
     listeners = (log.on_event,)
+    token = os.environ.get("TWILIO_AUTH_TOKEN") or secrets.token_urlsafe(24)
     async with (
         Emulator(PhoneScript()) as emu,
-        phone_line(emu, phone_tools(), listeners=listeners) as (_, url),
+        phone_line(emu, phone_tools(), listeners=listeners, auth_token=token) as (_, url),
     ):
-        log.line(f"dialing {url}")
-        async with SimulatedCaller.dial(url) as caller:
+        webhook = url.removeprefix("ws://").removesuffix("/twilio")
+        rung = await ring(f"http://{webhook}/twiml", auth_token=token)
+        stream = rung.stream_url
+        if rung.status != 200 or stream is None:
+            log.line(f"the voice webhook answered {rung.status}: {rung.body.strip()}")
+            return 1
+        log.line(f"voice webhook (signed POST): stream to {stream}")
+        log.line(f"dialing {url} (signed)")
+        async with SimulatedCaller.dial(url, auth_token=token, signed_url=stream) as caller:
             for text in (QUESTION, GOODBYE):
                 log.line(f"caller says: {text}")
                 await caller.say(speech(text))

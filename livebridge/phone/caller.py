@@ -6,6 +6,11 @@ once the audio before it has played, drops its buffer on ``clear`` (echoing the 
 as Twilio does), presses keys and hangs up with ``stop``. Speech comes from ``espeak-ng`` where
 it is installed, else a tone. Everything it heard is kept with the time it was heard, for tests
 and ``livebridge demo --phone``.
+
+Given the auth token, it signs what it sends as Twilio does (``X-Twilio-Signature``): the
+stream's upgrade, and the voice webhook's form POST (``ring``). What Twilio signs is the public
+``https://``/``wss://`` URL; a local server is reached over ``http://``/``ws://``, as behind a
+TLS-terminating proxy, so the URL signed defaults to the one dialled with the secure scheme.
 """
 
 from __future__ import annotations
@@ -16,11 +21,15 @@ import json
 import shutil
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
+from xml.etree import ElementTree
 
 import anyio
 import numpy as np
@@ -29,8 +38,9 @@ from websockets.exceptions import ConnectionClosed
 
 from livebridge.phone.audio import PHONE_RATE, SILENCE, Resampler, pcm16_to_ulaw
 from livebridge.phone.playout import FRAME_BYTES, FRAME_SECONDS
+from livebridge.phone.signature import HEADER, signature
 
-__all__ = ["Heard", "SimulatedCaller", "speech", "tone"]
+__all__ = ["Heard", "Rung", "SimulatedCaller", "ring", "secure", "speech", "tone"]
 
 #: Received audio held for playing, in frames (a minute): a server far ahead of real time
 #: loses the oldest, as a phone line would not hold more either.
@@ -72,6 +82,79 @@ def speech(text: str) -> bytes:
     return pcm16_to_ulaw(resample(pcm) + resample.flush())
 
 
+def secure(url: str) -> str:
+    """``url`` with the scheme Twilio uses: ``https://`` for ``http://``, ``wss://`` for ``ws://``."""
+    for plain, tls in (("http://", "https://"), ("ws://", "wss://")):
+        if url.startswith(plain):
+            return tls + url.removeprefix(plain)
+    return url
+
+
+@dataclass(frozen=True, slots=True)
+class Rung:
+    """The voice webhook's answer: its HTTP status and body, and the ``<Stream>`` URL in it."""
+
+    status: int
+    body: str
+
+    @property
+    def stream_url(self) -> str | None:
+        try:
+            root = ElementTree.fromstring(self.body)
+        except ElementTree.ParseError:
+            return None
+        stream = root.find("./Connect/Stream")
+        return None if stream is None else stream.get("url")
+
+    @property
+    def rejected(self) -> bool:
+        return self.status == 200 and "<Reject" in self.body
+
+
+async def ring(
+    webhook: str,
+    *,
+    auth_token: str | None = None,
+    signed_url: str | None = None,
+    form: Mapping[str, str] | None = None,
+    method: str = "POST",
+    call_sid: str = "CA00000000000000000000000000000001",
+) -> Rung:
+    """What Twilio does when a call comes in: fetch the TwiML from ``webhook`` (a form POST of
+    the call's details, or a GET), signed with ``auth_token`` over ``signed_url`` (default: the
+    ``webhook`` with ``https://``)."""
+    fields = (
+        dict(form)
+        if form is not None
+        else {
+            "AccountSid": "AC00000000000000000000000000000001",
+            "CallSid": call_sid,
+            "CallStatus": "ringing",
+            "Direction": "inbound",
+            "From": "+15550100",
+            "To": "+15550199",
+        }
+    )
+    body = urlencode(fields).encode() if method == "POST" else None
+    request = urllib.request.Request(webhook, data=body, method=method)
+    if body is not None:
+        request.add_header("Content-Type", "application/x-www-form-urlencoded")
+    if auth_token is not None:
+        params = list(fields.items()) if body is not None else []
+        signed = signature(auth_token, signed_url or secure(webhook), params)
+        request.add_header(HEADER, signed)
+
+    def fetch() -> Rung:
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return Rung(response.status, response.read().decode())
+        except urllib.error.HTTPError as refused:
+            with refused:
+                return Rung(refused.code, refused.read().decode(errors="replace"))
+
+    return await anyio.to_thread.run_sync(fetch)
+
+
 @dataclass(slots=True)
 class _Playback:
     """What the caller holds to play: frames and the marks between them, in order."""
@@ -108,9 +191,16 @@ class SimulatedCaller:
         parameters: dict[str, str] | None = None,
         stream_sid: str = "MZ00000000000000000000000000000001",
         call_sid: str = "CA00000000000000000000000000000001",
+        auth_token: str | None = None,
+        signed_url: str | None = None,
     ) -> AsyncIterator[SimulatedCaller]:
-        """Connect to a bridge at ``url`` and start the stream; leaving hangs up."""
-        async with connect(url) as websocket:
+        """Connect to a bridge at ``url`` and start the stream; leaving hangs up. With
+        ``auth_token`` the upgrade is signed over ``signed_url`` (the ``<Stream>`` URL the
+        TwiML gave; default: ``url`` with ``wss://``)."""
+        headers = {}
+        if auth_token is not None:
+            headers[HEADER] = signature(auth_token, signed_url or secure(url))
+        async with connect(url, additional_headers=headers) as websocket:
             caller = cls(websocket, stream_sid)
             await websocket.send(json.dumps({"event": "connected", "protocol": "Call"}))
             start = {
