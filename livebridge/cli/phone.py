@@ -31,18 +31,34 @@ __all__ = ["OPENAI_MODEL", "add_phone_command"]
 
 OPENAI_MODEL = "gpt-realtime-2"
 
+DEFAULT_MAX_CALLS = 20
+
 DESCRIPTION = """\
 Answer phone calls with a Live model that calls the tools of your ToolRegistry (MODULE:ATTR, as
 for `livebridge run`). Serves Twilio Media Streams at ws://HOST:PORT/twilio and the voice
-webhook at http://HOST:PORT/twiml (point the number's webhook there, method GET): it answers
-<Connect><Stream> to this server, then <Hangup/>. A tool named end_call hangs up once the caller
-heard what was said before it. The model is reached with the vendor SDK's own environment
-variables (GEMINI_API_KEY or GOOGLE_API_KEY, GOOGLE_GEMINI_BASE_URL; OPENAI_API_KEY,
-OPENAI_BASE_URL); --emulator answers offline with the built-in emulator instead.
+webhook at http://HOST:PORT/twiml (point the number's webhook at PUBLIC-URL/twiml, POST or
+GET): it answers <Connect><Stream> to this server, then <Hangup/>. A tool named end_call hangs
+up once the caller heard what was said before it. Every request must carry Twilio's signature
+made with TWILIO_AUTH_TOKEN (without it the command refuses to start, unless
+--no-signature-check: for offline and local testing only). The model is reached with the vendor
+SDK's own environment variables (GEMINI_API_KEY or GOOGLE_API_KEY, GOOGLE_GEMINI_BASE_URL;
+OPENAI_API_KEY, OPENAI_BASE_URL); --emulator answers offline with the built-in emulator instead.
 
 example:
-  livebridge phone examples.embedded:tools --emulator --port 8080
+  TWILIO_AUTH_TOKEN=... livebridge phone myapp.tools:registry --public-url https://agent.example.com
+  livebridge phone examples.embedded:tools --emulator --no-signature-check --port 8080
 """
+
+
+def call_count(text: str) -> int:
+    """An argparse ``type`` for --max-calls: a whole number, 1 or more."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of calls") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{count} calls: allow at least 1")
+    return count
 
 
 def add_phone_command(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,7 +79,21 @@ def add_phone_command(subcommands: argparse._SubParsersAction[argparse.ArgumentP
     parser.add_argument(
         "--public-url",
         metavar="URL",
-        help="the address Twilio reaches this server at (default: the webhook request's Host)",
+        help="the https:// address Twilio reaches this server at, and the URL it signs "
+        "(default: https:// and the request's Host)",
+    )
+    parser.add_argument(
+        "--no-signature-check",
+        action="store_true",
+        help="serve without TWILIO_AUTH_TOKEN, checking no signature (offline and local tests)",
+    )
+    parser.add_argument(
+        "--max-calls",
+        type=call_count,
+        default=DEFAULT_MAX_CALLS,
+        metavar="N",
+        help=f"calls at once, at most; past it a call is rejected busy (default: "
+        f"{DEFAULT_MAX_CALLS})",
     )
     parser.add_argument(
         "--emulator", action="store_true", help="use the local emulator instead of the service"
@@ -91,7 +121,9 @@ def phone_command(args: argparse.Namespace) -> int:
         policy = parse_policy(args.policy)
         if not args.emulator:
             _check_key(args.vendor)
-        return anyio.run(_serve, args, registry, policy)
+        _check_public_url(args.public_url)
+        token = _auth_token(args.no_signature_check)
+        return anyio.run(_serve, args, registry, policy, token)
     except RunError as exc:
         print(f"livebridge phone: {exc}", file=sys.stderr)
         return 2
@@ -108,7 +140,35 @@ def _check_key(vendor: str) -> None:
         )
 
 
-async def _serve(args: argparse.Namespace, registry: Any, policy: Any) -> int:
+def _check_public_url(url: str | None) -> None:
+    from livebridge.errors import UsageError
+    from livebridge.phone.server import public_base
+
+    if url is None:
+        return
+    try:
+        public_base(url)
+    except UsageError:
+        raise RunError(
+            f"--public-url must be https://HOST[:PORT][/PATH] (Twilio streams to wss:// only), "
+            f"not {url!r}"
+        ) from None
+
+
+def _auth_token(unchecked: bool) -> str | None:
+    """The token signatures are checked with; None with --no-signature-check."""
+    if unchecked:
+        return None
+    token = os.environ.get("TWILIO_AUTH_TOKEN", "").strip()
+    if not token:
+        raise RunError(
+            "no TWILIO_AUTH_TOKEN: set it so that only Twilio's signed requests open calls, "
+            "or add --no-signature-check for offline and local testing"
+        )
+    return token
+
+
+async def _serve(args: argparse.Namespace, registry: Any, policy: Any, token: str | None) -> int:
     from prometheus_client import CollectorRegistry
 
     from livebridge.emulator import Emulator
@@ -172,7 +232,14 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any) -> int:
         bridge = PhoneBridge(open_session, options=options, listeners=listeners)
         try:
             server = await stack.enter_async_context(
-                serve_phone(bridge, args.host, args.port, args.public_url)
+                serve_phone(
+                    bridge,
+                    args.host,
+                    args.port,
+                    args.public_url,
+                    auth_token=token,
+                    max_calls=args.max_calls,
+                )
             )
         except OSError as exc:
             raise RunError(
@@ -181,7 +248,12 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any) -> int:
             ) from None
         port = next(iter(server.sockets)).getsockname()[1]
         print(f"listening on ws://{args.host}:{port}/twilio", flush=True)
-        print(f"voice webhook (GET): http://{args.host}:{port}/twiml", flush=True)
+        print(f"voice webhook (POST or GET): http://{args.host}:{port}/twiml", flush=True)
+        if token is None:
+            print("signatures: not checked (--no-signature-check): for local testing only")
+        else:
+            print("signatures: checked with TWILIO_AUTH_TOKEN")
+        print(f"calls at once: at most {args.max_calls}", flush=True)
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for _ in signals:
                 break

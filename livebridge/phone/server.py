@@ -31,7 +31,7 @@ from websockets.http11 import Request, Response
 
 from livebridge.errors import UsageError
 from livebridge.phone.bridge import PhoneBridge
-from livebridge.phone.http import HttpError, PostedRequest, RequestReader
+from livebridge.phone.http import BadRequest, PostedRequest, RequestReader
 from livebridge.phone.signature import HEADER, is_signed
 
 __all__ = [
@@ -189,7 +189,7 @@ class _Gate:
         if not self._signed(headers, url, params, target):
             return _text(HTTPStatus.FORBIDDEN, f"invalid or missing {HEADER}")
         if not self.slots.offer():
-            log.warning("answered a call busy: %s calls at once already", self.slots.limit)
+            log.warning("answered a call busy: %s calls at once is the cap", self.slots.limit)
             return _xml(busy_twiml())
         return _xml(twiml(stream_url(self.public_url, headers.get("Host"))))
 
@@ -256,12 +256,10 @@ class _PhoneConnection(ServerConnection):
         if self._post is None:
             super().data_received(data)
             return
-        try:
-            request = self._post.feed(data)
-        except HttpError as exc:
-            self._reply(_text(HTTPStatus(exc.status), exc.reason))
-            return
-        if request is not None:
+        request = self._post.feed(data)
+        if isinstance(request, BadRequest):
+            self._reply(_text(HTTPStatus(request.status), request.reason))
+        elif request is not None:
             self._reply(self._answer_post(request))
 
     def _answer_post(self, request: PostedRequest) -> Response:
@@ -310,7 +308,7 @@ async def serve_phone(
         if answer is not None:
             return answer
         if not gate.slots.take():
-            log.warning("refused a stream: %s calls at once already", gate.slots.limit)
+            log.warning("refused a stream: %s calls at once is the cap", gate.slots.limit)
             return _text(HTTPStatus.SERVICE_UNAVAILABLE, "too many calls at once")
         assert isinstance(connection, _PhoneConnection)
         connection.holds_slot = True

@@ -6,17 +6,20 @@ import os
 import signal
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 
 import anyio
 import pytest
+from websockets.exceptions import InvalidStatus
 
 from livebridge.cli.main import main
 from livebridge.demo.phone import QUESTION
-from livebridge.phone.caller import SimulatedCaller, speech
+from livebridge.phone.caller import SimulatedCaller, ring, speech
 from livebridge.phone.server import stream_url, twiml
 from tests.cli.test_cli_errors import OFFLINE, REPOSITORY, busy_port, livebridge, one_line_failure
+
+TOKEN = "a-token-for-the-tests"
+UNCHECKED = "--no-signature-check"
 
 __all__ = ["busy_port"]  # the fixture, shared
 
@@ -29,6 +32,24 @@ __all__ = ["busy_port"]  # the fixture, shared
         (("phone", "examples.embedded:tools", "--vendor", "openai"), ["OPENAI_API_KEY"]),
         (("phone", "examples.embedded:tools", "--port", "70000"), ["70000 is not a port"]),
         (("phone", "examples.embedded:tools", "--policy", "fast"), ["bad --policy 'fast'"]),
+        (
+            ("phone", "examples.embedded:tools", "--emulator"),
+            ["livebridge phone: no TWILIO_AUTH_TOKEN", UNCHECKED],
+        ),
+        (
+            ("phone", "examples.embedded:tools", "--emulator", "--public-url", "http://a.example"),
+            ["--public-url must be https://", "wss://", "not 'http://a.example'"],
+        ),
+        (
+            ("phone", "examples.embedded:tools", "--emulator", "--public-url", "not a url"),
+            ["--public-url must be https://", "not 'not a url'"],
+        ),
+        (
+            ("phone", "examples.embedded:tools", "--emulator", "--public-url", "https://"),
+            ["--public-url must be https://"],
+        ),
+        (("phone", "examples.embedded:tools", "--max-calls", "0"), ["0 calls: allow at least 1"]),
+        (("phone", "examples.embedded:tools", "--max-calls", "many"), ["'many' is not a number"]),
     ],
 )
 def test_phone_usage_errors(args: tuple[str, ...], expected: list[str]) -> None:
@@ -36,7 +57,9 @@ def test_phone_usage_errors(args: tuple[str, ...], expected: list[str]) -> None:
 
 
 def test_phone_on_a_busy_port(busy_port: int) -> None:
-    result = livebridge("phone", "examples.embedded:tools", "--emulator", "--port", str(busy_port))
+    result = livebridge(
+        "phone", "examples.embedded:tools", "--emulator", UNCHECKED, "--port", str(busy_port)
+    )
     one_line_failure(result, f"cannot listen on 127.0.0.1:{busy_port}", "--port")
 
 
@@ -56,7 +79,7 @@ def phone_server() -> Iterator[tuple[subprocess.Popen[str], str]]:
     process = subprocess.Popen(
         [sys.executable, "-m", "livebridge", *command, "--public-url", "https://agent.example"],
         cwd=REPOSITORY,
-        env={**OFFLINE, "PYTHONUNBUFFERED": "1"},
+        env={**OFFLINE, "PYTHONUNBUFFERED": "1", "TWILIO_AUTH_TOKEN": TOKEN},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -75,24 +98,27 @@ def phone_server() -> Iterator[tuple[subprocess.Popen[str], str]]:
                 pipe.close()
 
 
-def fetch(url: str) -> tuple[str, str]:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return response.headers["Content-Type"], response.read().decode()
-
-
-async def test_the_command_answers_a_call_on_the_emulator(
+async def test_the_command_answers_a_signed_call_on_the_emulator(
     phone_server: tuple[subprocess.Popen[str], str],
 ) -> None:
     process, url = phone_server
     webhook = url.replace("ws://", "http://").replace("/twilio", "/twiml")
-    kind, body = await anyio.to_thread.run_sync(fetch, webhook)
-    assert kind == "text/xml"
-    assert 'url="wss://agent.example/twilio"' in body
-    async with SimulatedCaller.dial(url) as caller:
+    public = "https://agent.example/twiml"
+    assert (await ring(webhook, auth_token=TOKEN)).status == 403  # signed over the wrong URL
+    for method in ("POST", "GET"):
+        rung = await ring(webhook, auth_token=TOKEN, signed_url=public, method=method)
+        assert rung.status == 200, rung
+        assert rung.stream_url == "wss://agent.example/twilio"
+    with pytest.raises(InvalidStatus):
+        async with SimulatedCaller.dial(url):
+            pass
+    async with SimulatedCaller.dial(url, auth_token=TOKEN, signed_url=rung.stream_url) as caller:
         await caller.say(speech(QUESTION))
         await caller.wait_until(lambda: bool(caller.echoed), 20)
     process.send_signal(signal.SIGTERM)
     assert await anyio.to_thread.run_sync(lambda: process.wait(timeout=20)) == 0
+    assert process.stdout is not None
+    assert "signatures: checked with TWILIO_AUTH_TOKEN" in process.stdout.read()
 
 
 def test_demo_phone_prints_what_the_caller_heard(capsys: pytest.CaptureFixture[str]) -> None:
