@@ -241,9 +241,12 @@ class _PhoneConnection(ServerConnection):
         self._first = bytearray()  # until the method is known
         self._post: RequestReader | None = None
         self._sorted = False
+        self._replied = False
         self.holds_slot = False
 
     def data_received(self, data: bytes) -> None:
+        if self._replied:
+            return  # whatever follows a request answered here is not read
         if not self._sorted:
             self._first += data
             if b"POST ".startswith(bytes(self._first[:5])) and len(self._first) < 5:
@@ -267,7 +270,7 @@ class _PhoneConnection(ServerConnection):
         return answer or _text(HTTPStatus.METHOD_NOT_ALLOWED, "the stream is a WebSocket", "GET")
 
     def _reply(self, response: Response) -> None:
-        self._post = RequestReader()  # anything after this is not read
+        self._replied = True
         response.headers["Connection"] = "close"
         self.transport.write(response.serialize())
         self.transport.close()
