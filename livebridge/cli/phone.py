@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import logging
 import os
 import signal
 import sys
@@ -123,12 +124,23 @@ def phone_command(args: argparse.Namespace) -> int:
             _check_key(args.vendor)
         _check_public_url(args.public_url)
         token = _auth_token(args.no_signature_check)
+        _log_calls()
         return anyio.run(_serve, args, registry, policy, token)
     except RunError as exc:
         print(f"livebridge phone: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _log_calls() -> None:
+    """Each call's two lines (its start, its end) and the bridge's warnings, on stderr."""
+    logger = logging.getLogger("livebridge.phone")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s livebridge phone: %(message)s"))
+    logger.addHandler(handler)
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
 
 
 def _check_key(vendor: str) -> None:

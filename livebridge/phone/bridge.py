@@ -9,13 +9,16 @@ succeeds, the bridge waits (at most ``hang_up_timeout``) for the mark that follo
 sent before the call, then closes the stream, so the TwiML's next verb (``<Hangup/>``) runs
 after the goodbye was heard. When the caller hangs up (``stop``), the session is closed: every
 running call gets its fate and the Live connection closes with 1000. DTMF keys reach the
-listeners as ``DtmfPressed`` and, with ``dtmf_to_model``, the model as text.
+listeners as ``DtmfPressed`` and, with ``dtmf_to_model``, the model as text. Each call is
+logged twice, at INFO on ``livebridge.phone``: when its ``start`` arrives and when it ends (its
+duration, its tool calls by outcome, why it ended).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -137,11 +140,16 @@ class FrameSkipped:
 @dataclass(frozen=True, slots=True)
 class CallEnded:
     """The call is over; ``answered``: it had started (``CallAnswered`` came before);
-    ``marks``: those sent before each hang-up tool ran."""
+    ``marks``: those sent before each hang-up tool ran; ``call_sid`` (empty before ``start``);
+    ``duration``: seconds from the stream's opening; ``tool_calls``: how many calls had each
+    outcome (``ok``, ``error``, ``cancelled``, ``orphaned``...)."""
 
     reason: EndReason
     marks: tuple[str, ...] = field(default_factory=tuple)
     answered: bool = True
+    call_sid: str = ""
+    duration: float = field(default=0.0, compare=False)  # a clock's reading: not compared
+    tool_calls: dict[str, int] = field(default_factory=dict)
 
 
 PhoneEvent: TypeAlias = (
@@ -180,11 +188,19 @@ class PhoneBridge:
             return call.finish("disconnected")
         if start is None:
             return call.finish("disconnected")
+        call.call_sid = start.call_sid or "?"
+        log.info(
+            "call %s started: stream %s, parameters %s",
+            call.call_sid,
+            start.stream_sid or "?",
+            ", ".join(sorted(start.custom_parameters)) or "none",
+        )
         try:
             async with self.open_session(start) as session:
                 call.session = session
                 call.emit(CallAnswered(start))
                 reason = await call.run()
+            await call.count_late_fates(session)
         except Exception as exc:  # the model could not be reached, or the session failed
             log.error("call %s: the Live session failed: %s", start.call_sid or "?", exc)
             await websocket.close(1011, "the Live session failed")
@@ -209,6 +225,9 @@ class _Call:
         self.hang_marks: dict[str, str] = {}  # hang-up call id → the mark before it
         self.speech_ended: float | None = None  # the caller's, awaiting the model's answer
         self.changed = anyio.Event()  # set on each mark echoed, then replaced
+        self.began = bridge.clock()
+        self.call_sid = ""
+        self.outcomes: Counter[str] = Counter()  # tool calls settled, by outcome
 
     def emit(self, event: PhoneEvent) -> None:
         for listener in self.bridge.listeners:
@@ -219,8 +238,29 @@ class _Call:
 
     def finish(self, reason: EndReason) -> EndReason:
         answered = self.session is not None
-        self.emit(CallEnded(reason, tuple(self.hang_marks.values()), answered))
+        duration = self.bridge.clock() - self.began
+        tools = dict(sorted(self.outcomes.items()))
+        counted = ", ".join(f"{n} {kind}" for kind, n in tools.items()) or "none"
+        if self.call_sid:
+            log.info(
+                "call %s ended after %.1f s (%s): tool calls %s",
+                self.call_sid,
+                duration,
+                reason,
+                counted,
+            )
+        else:
+            log.info("a stream ended after %.1f s without a valid start (%s)", duration, reason)
+        marks = tuple(self.hang_marks.values())
+        self.emit(CallEnded(reason, marks, answered, self.call_sid, duration, tools))
         return reason
+
+    async def count_late_fates(self, session: LiveSession) -> None:
+        """Count the calls settled as the session closed, which no loop read any more."""
+        with anyio.move_on_after(1.0):
+            async for event in session.events():
+                if isinstance(event, ToolCallSettled):
+                    self.outcomes[event.outcome] += 1
 
     def _receive(self, text: str | bytes) -> object:
         event = self.stream.receive(text)
@@ -300,6 +340,8 @@ class _Call:
         session = self._session()
         hang_up = self.options.hang_up_tools
         async for event in session.events():
+            if isinstance(event, ToolCallSettled):
+                self.outcomes[event.outcome] += 1
             if isinstance(event, AudioOut):
                 await self._model_audio(event)
             elif isinstance(event, ModelTurnComplete):
