@@ -12,8 +12,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
@@ -24,19 +23,23 @@ from livebridge.cli.run import (
     RunError,
     add_serving_options,
     api_key,
-    load_registry,
+    load_object,
     parse_policy,
 )
 
 __all__ = ["OPENAI_MODEL", "add_phone_command"]
 
 OPENAI_MODEL = "gpt-realtime-2"
+#: The most an ``--instructions @FILE`` may hold.
+MAX_INSTRUCTIONS = 256 * 1024
 
 DEFAULT_MAX_CALLS = 20
 
 DESCRIPTION = """\
 Answer phone calls with a Live model that calls the tools of your ToolRegistry (MODULE:ATTR, as
-for `livebridge run`). Serves Twilio Media Streams at ws://HOST:PORT/twilio and the voice
+for `livebridge run`), or with the agent of each call: MODULE:ATTR may name a
+livebridge.phone.PhoneAgent or a function agent(call) -> PhoneAgent given the IncomingCall.
+Serves Twilio Media Streams at ws://HOST:PORT/twilio and the voice
 webhook at http://HOST:PORT/twiml (point the number's webhook at PUBLIC-URL/twiml, POST or
 GET): it answers <Connect><Stream> to this server, then <Hangup/>. A tool named end_call hangs
 up once the caller heard what was said before it. Every request must carry Twilio's signature
@@ -48,6 +51,7 @@ OPENAI_API_KEY, OPENAI_BASE_URL); --emulator answers offline with the built-in e
 example:
   TWILIO_AUTH_TOKEN=... livebridge phone myapp.tools:registry --public-url https://agent.example.com
   livebridge phone examples.embedded:tools --emulator --no-signature-check --port 8080
+  livebridge phone myapp.tools:registry --instructions @persona.txt --voice Kore ...
 """
 
 
@@ -69,7 +73,20 @@ def add_phone_command(subcommands: argparse._SubParsersAction[argparse.ArgumentP
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.tools:registry")
+    parser.add_argument(
+        "target",
+        metavar="MODULE:ATTR",
+        help="a ToolRegistry, a PhoneAgent or a function agent(call) -> PhoneAgent",
+    )
+    parser.add_argument(
+        "--instructions",
+        metavar="TEXT",
+        help="the model's system instructions, or @FILE to read them from a file (an agent's "
+        "own instructions win)",
+    )
+    parser.add_argument(
+        "--voice", metavar="NAME", help="the model's voice (e.g. Kore on Gemini, marin on OpenAI)"
+    )
     parser.add_argument("--vendor", choices=("gemini", "openai"), default="gemini")
     parser.add_argument(
         "--model",
@@ -118,7 +135,8 @@ def phone_command(args: argparse.Namespace) -> int:
             raise RunError(
                 "--vendor openai needs the openai package: pip install 'livebridge[openai]'"
             )
-        registry = load_registry(args.target)
+        registry = _load_agent(args.target)
+        args.instructions = _instructions(args.instructions)
         policy = parse_policy(args.policy)
         if not args.emulator:
             _check_key(args.vendor)
@@ -131,6 +149,39 @@ def phone_command(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _load_agent(target: str) -> Any:
+    from livebridge.calls.tools import ToolRegistry
+    from livebridge.phone.agent import PhoneAgent
+
+    value = load_object(target)
+    if isinstance(value, ToolRegistry | PhoneAgent) or (
+        callable(value) and not isinstance(value, type)
+    ):
+        return value
+    raise RunError(
+        f"{target} is of type {type(value).__name__}: point at a livebridge.ToolRegistry, a "
+        "livebridge.phone.PhoneAgent or a function agent(call) -> PhoneAgent"
+    )
+
+
+def _instructions(text: str | None) -> str | None:
+    """``--instructions``: the text, or the file's after ``@``."""
+    if text is None or not text.startswith("@"):
+        return text
+    path = text[1:]
+    try:
+        with open(path, "rb") as file:
+            data = file.read(MAX_INSTRUCTIONS + 1)
+    except OSError as exc:
+        raise RunError(f"cannot read --instructions {path!r}: {exc.strerror or exc}") from None
+    if len(data) > MAX_INSTRUCTIONS:
+        raise RunError(f"--instructions {path!r} is over {MAX_INSTRUCTIONS // 1024} KiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RunError(f"--instructions {path!r} is not UTF-8 text") from None
 
 
 def _log_calls() -> None:
@@ -183,14 +234,14 @@ def _auth_token(unchecked: bool) -> str | None:
 async def _serve(args: argparse.Namespace, registry: Any, policy: Any, token: str | None) -> int:
     from prometheus_client import CollectorRegistry
 
+    from livebridge.calls.tools import ToolRegistry
     from livebridge.emulator import Emulator
-    from livebridge.live.session import LiveSession
     from livebridge.observe.metrics import PrometheusObserver, serve
     from livebridge.observe.observers import Observer
-    from livebridge.phone.bridge import OPENAI_PHONE_CONFIG, PhoneBridge, PhoneOptions
+    from livebridge.phone.agent import PhoneAgent, session_opener
+    from livebridge.phone.bridge import PhoneBridge, PhoneOptions
     from livebridge.phone.metrics import PhoneMetrics
     from livebridge.phone.server import serve_phone
-    from livebridge.phone.twilio import StreamStarted
 
     openai = args.vendor == "openai"
     model = args.model or (OPENAI_MODEL if openai else DEFAULT_MODEL)
@@ -199,7 +250,9 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any, token: st
         listeners: list[Any] = []
         if args.metrics_port is not None:
             collector = CollectorRegistry()
-            observers.append(PrometheusObserver(collector, functions=registry.names()))
+            tools = registry.tools if isinstance(registry, PhoneAgent) else registry
+            names = tools.names() if isinstance(tools, ToolRegistry) else None
+            observers.append(PrometheusObserver(collector, functions=names))
             listeners.append(PhoneMetrics(collector))
             try:
                 endpoint = stack.enter_context(serve(args.metrics_port, registry=collector))
@@ -222,24 +275,15 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any, token: st
             from google import genai
 
             client = genai.Client(api_key=api_key())
-        config = (
-            OPENAI_PHONE_CONFIG
-            if openai
-            else {"response_modalities": ["AUDIO"], "output_audio_transcription": {}}
+        open_session = session_opener(
+            registry,
+            client,
+            observers=observers,
+            model=model,
+            instructions=args.instructions,
+            voice=args.voice,
+            policy=policy,
         )
-
-        @asynccontextmanager
-        async def open_session(start: StreamStarted) -> AsyncIterator[LiveSession]:
-            async with LiveSession.connect(
-                client,
-                model=model,
-                tools=registry,
-                config=config,
-                policy=policy,
-                observers=observers,
-            ) as session:
-                yield session
-
         options = PhoneOptions(dtmf_to_model=args.dtmf_to_model)
         bridge = PhoneBridge(open_session, options=options, listeners=listeners)
         try:

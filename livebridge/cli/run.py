@@ -115,6 +115,17 @@ def run_command(args: argparse.Namespace) -> int:
 
 def load_registry(target: str) -> ToolRegistry:
     """Import ``MODULE`` and return its ``ATTR``, which must be a ``ToolRegistry``."""
+    value = load_object(target)
+    if not isinstance(value, ToolRegistry):
+        raise RunError(
+            f"{target} is of type {type(value).__name__}, not a livebridge.ToolRegistry: "
+            "point at the registry your tools are registered on"
+        )
+    return value
+
+
+def load_object(target: str) -> Any:
+    """Import ``MODULE`` and return its ``ATTR``, whatever it is."""
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise RunError(f"expected MODULE:ATTR (like myapp.tools:registry), got {target!r}")
@@ -145,11 +156,6 @@ def load_registry(target: str) -> ToolRegistry:
             hint = f"; ToolRegistry objects in it: {', '.join(found)}" if found else ""
             raise RunError(f"module {module_name!r} has no attribute {attribute!r}{hint}")
         value = getattr(value, part)
-    if not isinstance(value, ToolRegistry):
-        raise RunError(
-            f"{target} is of type {type(value).__name__}, not a livebridge.ToolRegistry: "
-            "point at the registry your tools are registered on"
-        )
     return value
 
 

@@ -26,10 +26,9 @@ from livebridge.calls.tools import ToolRegistry
 from livebridge.emulator import Conversation, Emulator
 from livebridge.emulator.speech import spoken
 from livebridge.live.options import SessionOptions
-from livebridge.live.session import LiveSession
 from livebridge.observe.observers import Observer
+from livebridge.phone.agent import AgentSource, session_opener
 from livebridge.phone.bridge import (
-    OPENAI_PHONE_CONFIG,
     BargedIn,
     CallEnded,
     Listener,
@@ -41,7 +40,6 @@ from livebridge.phone.bridge import (
 )
 from livebridge.phone.caller import SimulatedCaller, ring, speech
 from livebridge.phone.server import serve_phone
-from livebridge.phone.twilio import StreamStarted
 
 __all__ = ["PhoneScript", "phone_tools", "run_phone_demo"]
 
@@ -113,7 +111,7 @@ def phone_tools(delay: float = 0.3) -> ToolRegistry:
 @asynccontextmanager
 async def phone_line(
     emulator: Emulator,
-    tools: ToolRegistry,
+    tools: AgentSource,
     *,
     listeners: Sequence[Listener] = (),
     observers: Sequence[Observer] = (),
@@ -123,25 +121,13 @@ async def phone_line(
     max_calls: int | None = None,
 ) -> AsyncIterator[tuple[PhoneBridge, str]]:
     """A bridge to ``emulator`` (Gemini, or OpenAI with μ-law both ways) served on a free
-    port: the bridge and its ``ws://`` URL (the webhook is at ``/twiml`` beside it). With
-    ``auth_token`` every request must be signed with it."""
-
-    @asynccontextmanager
-    async def open_session(start: StreamStarted) -> AsyncIterator[LiveSession]:
-        openai = emulator.protocol == "openai"
-        async with LiveSession.connect(
-            emulator.openai_client() if openai else emulator.client(),
-            model="gpt-realtime-2" if openai else "gemini-3.8-live",
-            tools=tools,
-            config=OPENAI_PHONE_CONFIG
-            if openai
-            else {"response_modalities": ["AUDIO"], "output_audio_transcription": {}},
-            options=options,
-            observers=observers,
-        ) as session:
-            yield session
-
-    bridge = PhoneBridge(open_session, options=phone, listeners=listeners)
+    port, answering with ``tools`` (a registry, an agent or an agent function): the bridge and
+    its ``ws://`` URL (the webhook is at ``/twiml`` beside it). With ``auth_token`` every
+    request must be signed with it."""
+    openai = emulator.protocol == "openai"
+    client = emulator.openai_client() if openai else emulator.client()
+    opener = session_opener(tools, client, observers=observers, options=options)
+    bridge = PhoneBridge(opener, options=phone, listeners=listeners)
     async with serve_phone(bridge, auth_token=auth_token, max_calls=max_calls) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         yield bridge, f"ws://127.0.0.1:{port}/twilio"
@@ -165,7 +151,9 @@ async def run_phone_demo(out: TextIO | None = None) -> int:
             return 1
         log.line(f"voice webhook (signed POST): stream to {stream}")
         log.line(f"dialing {url} (signed)")
-        async with SimulatedCaller.dial(url, auth_token=token, signed_url=stream) as caller:
+        async with SimulatedCaller.dial(
+            url, auth_token=token, signed_url=stream, parameters=rung.parameters
+        ) as caller:
             for text in (QUESTION, GOODBYE):
                 log.line(f"caller says: {text}")
                 await caller.say(speech(text))

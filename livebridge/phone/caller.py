@@ -107,6 +107,18 @@ class Rung:
         return None if stream is None else stream.get("url")
 
     @property
+    def parameters(self) -> dict[str, str]:
+        """The ``<Parameter>`` values of the ``<Stream>``: its ``customParameters``."""
+        try:
+            root = ElementTree.fromstring(self.body)
+        except ElementTree.ParseError:
+            return {}
+        return {
+            p.get("name", ""): p.get("value", "")
+            for p in root.findall("./Connect/Stream/Parameter")
+        }
+
+    @property
     def rejected(self) -> bool:
         return self.status == 200 and "<Reject" in self.body
 

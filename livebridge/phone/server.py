@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from http import HTTPStatus
 from typing import Any
@@ -30,6 +30,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 from livebridge.errors import UsageError
+from livebridge.phone.agent import FROM_PARAMETER, TO_PARAMETER
 from livebridge.phone.bridge import PhoneBridge
 from livebridge.phone.http import BadRequest, PostedRequest, RequestReader
 from livebridge.phone.signature import HEADER, is_signed
@@ -39,6 +40,7 @@ __all__ = [
     "TWIML_PATH",
     "CallSlots",
     "busy_twiml",
+    "call_parameters",
     "public_base",
     "serve_phone",
     "stream_url",
@@ -75,12 +77,28 @@ def stream_url(public_url: str | None, host: str | None) -> str:
     return "wss://" + _base(public_url, host).removeprefix("https://") + STREAM_PATH
 
 
-def twiml(url: str) -> str:
-    """The voice webhook's answer: stream the call to ``url``, hang up when the stream ends."""
+def twiml(url: str, parameters: Mapping[str, str] | None = None) -> str:
+    """The voice webhook's answer: stream the call to ``url`` (with ``parameters`` as the
+    stream's ``customParameters``), hang up when the stream ends."""
+    params = "".join(
+        f"<Parameter name={quoteattr(name)} value={quoteattr(value)}/>"
+        for name, value in (parameters or {}).items()
+    )
+    stream = (
+        f"<Stream url={quoteattr(url)}/>"
+        if not params
+        else (f"<Stream url={quoteattr(url)}>{params}</Stream>")
+    )
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f"<Response><Connect><Stream url={quoteattr(url)}/></Connect><Hangup/></Response>\n"
+        f"<Response><Connect>{stream}</Connect><Hangup/></Response>\n"
     )
+
+
+def call_parameters(params: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """What the stream is told of the call from the webhook's form or query: ``From``, ``To``."""
+    wanted = {FROM_PARAMETER, TO_PARAMETER}
+    return {name: value[:64] for name, value in params if name in wanted}
 
 
 def busy_twiml() -> str:
@@ -191,7 +209,8 @@ class _Gate:
         if not self.slots.offer():
             log.warning("answered a call busy: %s calls at once is the cap", self.slots.limit)
             return _xml(busy_twiml())
-        return _xml(twiml(stream_url(self.public_url, headers.get("Host"))))
+        told = call_parameters(params if method == "POST" else _query(target))
+        return _xml(twiml(stream_url(self.public_url, headers.get("Host")), told))
 
     def _signed(
         self, headers: Headers, url: str, params: list[tuple[str, str]], target: str
@@ -212,6 +231,13 @@ class _Gate:
         log.warning("refused a request to %.60r: no valid %s%s", target, HEADER, more)
         self._logged_at = now
         self._unlogged = 0
+
+
+def _query(target: str) -> list[tuple[str, str]]:
+    try:
+        return parse_qsl(target.partition("?")[2], keep_blank_values=True, max_num_fields=1000)
+    except ValueError:  # too many fields
+        return []
 
 
 def _text(status: HTTPStatus, text: str, allow: str | None = None) -> Response:

@@ -7,13 +7,15 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import pytest
 from websockets.exceptions import InvalidStatus
 
 from livebridge.cli.main import main
-from livebridge.demo.phone import QUESTION
+from livebridge.demo.phone import QUESTION, PhoneScript
+from livebridge.emulator import Emulator
 from livebridge.phone.caller import SimulatedCaller, ring, speech
 from livebridge.phone.server import stream_url, twiml
 from tests.cli.test_cli_errors import OFFLINE, REPOSITORY, busy_port, livebridge, one_line_failure
@@ -127,3 +129,65 @@ def test_demo_phone_prints_what_the_caller_heard(capsys: pytest.CaptureFixture[s
     assert "the stream closed (code 1000); the caller heard:" in out
     assert "s of the model's speech" in out
     assert out.rstrip().endswith("call ended: hung_up")
+
+
+def spawn(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """``python -m livebridge ARGS``, its output piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "livebridge", *args],
+        cwd=REPOSITORY,
+        env={**env, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+async def test_the_command_gives_its_persona_to_the_model_and_logs_each_call(
+    tmp_path: Path,
+) -> None:
+    from tests.phone.test_phone_agent import persona, setups
+
+    persona_file = tmp_path / "persona.txt"
+    persona_file.write_text("You are Ada, the bakery's voice. Be warm.\n", encoding="utf-8")
+    async with Emulator(PhoneScript()) as emu:
+        command = ["phone", "examples.embedded:tools", UNCHECKED, "--port", "0"]
+        persona_args = ["--instructions", f"@{persona_file}", "--voice", "Kore"]
+        process = spawn([*command, *persona_args], {**OFFLINE, **emu.env()})
+        try:
+            assert process.stdout is not None and process.stderr is not None
+            line = await anyio.to_thread.run_sync(process.stdout.readline)
+            assert line.startswith("listening on ws://127.0.0.1:"), line
+            url = line.split()[-1]
+            sid = "CA000000000000000000000000000000ad"
+            async with SimulatedCaller.dial(url, call_sid=sid):
+                await emu.wait_for(lambda: len(setups(emu, 0)) == 1, 20)
+            process.send_signal(signal.SIGTERM)
+            assert await anyio.to_thread.run_sync(lambda: process.wait(timeout=20)) == 0
+            log = process.stderr.read()
+        finally:
+            if process.poll() is None:
+                os.kill(process.pid, signal.SIGKILL)
+                process.wait()
+            for pipe in (process.stdout, process.stderr):
+                if pipe is not None:
+                    pipe.close()
+    assert persona(setups(emu, 0)[0]) == ("You are Ada, the bakery's voice. Be warm.\n", "Kore")
+    started, ended = [line for line in log.splitlines() if sid in line]
+    assert f"livebridge phone: call {sid} started" in started
+    assert f"livebridge phone: call {sid} ended after" in ended
+    assert "(caller_hung_up): tool calls none" in ended
+
+
+def test_instructions_from_a_file_that_cannot_be_read(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.txt"
+    binary = tmp_path / "persona.bin"
+    binary.write_bytes(b"\xff\xfe\x00 not text")
+    base = ("phone", "examples.embedded:tools", "--emulator", UNCHECKED, "--instructions")
+    one_line_failure(livebridge(*base, f"@{missing}"), "cannot read --instructions")
+    one_line_failure(livebridge(*base, f"@{binary}"), "is not UTF-8 text")
+    one_line_failure(
+        livebridge("phone", "livebridge.phone.agent:GEMINI_MODEL", "--emulator", UNCHECKED),
+        "is of type str",
+        "PhoneAgent",
+    )
