@@ -205,7 +205,7 @@ def _check_key(vendor: str) -> None:
 
 def _check_public_url(url: str | None) -> None:
     from livebridge.errors import UsageError
-    from livebridge.phone.server import public_base
+    from livebridge.phone.gate import public_base
 
     if url is None:
         return

@@ -22,12 +22,10 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 import anyio
 from anyio.abc import TaskGroup
-from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed
 
 from livebridge.live.events import AudioOut, Closed, Interrupted, ToolCallSettled, ToolCallStarted
 from livebridge.live.events import TurnComplete as ModelTurnComplete
@@ -48,6 +46,7 @@ __all__ = [
     "BargedIn",
     "CallAnswered",
     "CallEnded",
+    "CallSocket",
     "DtmfPressed",
     "EndReason",
     "FrameSkipped",
@@ -155,6 +154,24 @@ class CallEnded:
 PhoneEvent: TypeAlias = (
     CallAnswered | DtmfPressed | ModelAnswered | BargedIn | MarkHeard | FrameSkipped | CallEnded
 )
+
+
+class CallSocket(Protocol):
+    """The media stream's WebSocket as the bridge uses it (``asgi.StarletteCallSocket``)."""
+
+    async def receive(self) -> str | bytes | None:
+        """The next message; None once the provider's side closed or went away."""
+        ...
+
+    async def send(self, text: str) -> None:
+        """Send a message; nothing happens once the socket is closed."""
+        ...
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        """Close the stream (again: nothing happens)."""
+        ...
+
+
 #: Opens the Live session of one call, given its ``start`` (``customParameters`` and all).
 SessionOpener = Callable[[StreamStarted], AbstractAsyncContextManager[LiveSession]]
 Listener = Callable[[PhoneEvent], None]
@@ -176,7 +193,7 @@ class PhoneBridge:
         self.listeners = tuple(listeners)
         self.clock = clock
 
-    async def serve(self, websocket: ServerConnection) -> EndReason:
+    async def serve(self, websocket: CallSocket) -> EndReason:
         """Run one call on an accepted WebSocket until it ends; how it ended."""
         stream = TwilioStream()
         call = _Call(self, websocket, stream)
@@ -212,7 +229,7 @@ class PhoneBridge:
 class _Call:
     """The state of one call between the two loops that move its audio."""
 
-    def __init__(self, bridge: PhoneBridge, websocket: ServerConnection, stream: TwilioStream):
+    def __init__(self, bridge: PhoneBridge, websocket: CallSocket, stream: TwilioStream):
         self.bridge = bridge
         self.options = bridge.options
         self.websocket = websocket
@@ -269,15 +286,12 @@ class _Call:
         return event
 
     async def until_start(self) -> StreamStarted | None:
-        try:
-            async for text in self.websocket:
-                event = self._receive(text)
-                if isinstance(event, StreamStarted):
-                    return event
-                if isinstance(event, StreamStopped):
-                    return None
-        except ConnectionClosed:
-            pass
+        while (text := await self.websocket.receive()) is not None:
+            event = self._receive(text)
+            if isinstance(event, StreamStarted):
+                return event
+            if isinstance(event, StreamStopped):
+                return None
         return None
 
     async def run(self) -> EndReason:
@@ -299,24 +313,21 @@ class _Call:
         session = self._session()
         if session.input_encoding == "pcm16":
             self.inbound = Resampler(PHONE_RATE, session.input_rate)
-        try:
-            async for text in self.websocket:
-                event = self._receive(text)
-                if isinstance(event, MediaIn):
-                    await self._caller_audio(session, event.ulaw)
-                elif isinstance(event, MarkEchoed):
-                    echo = self.playout.echoed(event.name, self.bridge.clock())
-                    if echo is not None:
-                        self.emit(MarkHeard(echo.name, echo.lag))
-                    self._changed()
-                elif isinstance(event, Dtmf):
-                    self.emit(DtmfPressed(event.digit))
-                    if self.options.dtmf_to_model:
-                        await session.send_text(self.options.dtmf_text.format(digit=event.digit))
-                elif isinstance(event, StreamStopped):
-                    return "caller_hung_up"
-        except ConnectionClosed:
-            pass
+        while (text := await self.websocket.receive()) is not None:
+            event = self._receive(text)
+            if isinstance(event, MediaIn):
+                await self._caller_audio(session, event.ulaw)
+            elif isinstance(event, MarkEchoed):
+                echo = self.playout.echoed(event.name, self.bridge.clock())
+                if echo is not None:
+                    self.emit(MarkHeard(echo.name, echo.lag))
+                self._changed()
+            elif isinstance(event, Dtmf):
+                self.emit(DtmfPressed(event.digit))
+                if self.options.dtmf_to_model:
+                    await session.send_text(self.options.dtmf_text.format(digit=event.digit))
+            elif isinstance(event, StreamStopped):
+                return "caller_hung_up"
         return "disconnected"
 
     async def _caller_audio(self, session: LiveSession, ulaw: bytes) -> None:

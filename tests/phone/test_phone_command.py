@@ -17,7 +17,7 @@ from livebridge.cli.main import main
 from livebridge.demo.phone import QUESTION, PhoneScript
 from livebridge.emulator import Emulator
 from livebridge.phone.caller import SimulatedCaller, ring, speech
-from livebridge.phone.server import stream_url, twiml
+from livebridge.phone.gate import stream_url, twiml
 from tests.cli.test_cli_errors import OFFLINE, REPOSITORY, busy_port, livebridge, one_line_failure
 
 TOKEN = "a-token-for-the-tests"

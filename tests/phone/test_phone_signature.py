@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from livebridge.phone.server import CallSlots
+from livebridge.phone.gate import CallSlots
 from livebridge.phone.signature import is_signed, signature
 
 
