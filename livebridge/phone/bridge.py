@@ -36,6 +36,7 @@ from livebridge.phone.twilio import (
     Dtmf,
     MarkEchoed,
     MediaIn,
+    StreamEvent,
     StreamStarted,
     StreamStopped,
     TwilioStream,
@@ -52,6 +53,7 @@ __all__ = [
     "FrameSkipped",
     "Listener",
     "MarkHeard",
+    "MediaCodec",
     "ModelAnswered",
     "PhoneBridge",
     "PhoneEvent",
@@ -131,7 +133,7 @@ class MarkHeard:
 
 @dataclass(frozen=True, slots=True)
 class FrameSkipped:
-    """A Twilio frame was skipped (``twilio.TwilioStream`` says why)."""
+    """A media-stream frame was skipped (the codec, ``twilio.TwilioStream``, says why)."""
 
     reason: str
 
@@ -172,6 +174,26 @@ class CallSocket(Protocol):
         ...
 
 
+class MediaCodec(Protocol):
+    """A provider's media-stream messages, without I/O (``twilio.TwilioStream``): frames in →
+    ``StreamStarted``, ``MediaIn``, ``MarkEchoed``, ``Dtmf``, ``StreamStopped``; the frames out
+    that play μ-law, mark a point in it, and drop what is buffered. Another provider's stream
+    is another codec; the bridge is the same."""
+
+    @property
+    def last_skipped(self) -> str | None:
+        """Why the latest frame was skipped, if it was."""
+        ...
+
+    def receive(self, text: str | bytes) -> StreamEvent | None: ...
+
+    def media(self, ulaw: bytes) -> str: ...
+
+    def mark(self, name: str) -> str: ...
+
+    def clear(self) -> str: ...
+
+
 #: Opens the Live session of one call, given its ``start`` (``customParameters`` and all).
 SessionOpener = Callable[[StreamStarted], AbstractAsyncContextManager[LiveSession]]
 Listener = Callable[[PhoneEvent], None]
@@ -187,15 +209,17 @@ class PhoneBridge:
         options: PhoneOptions | None = None,
         listeners: Sequence[Listener] = (),
         clock: Callable[[], float] = time.monotonic,
+        codec: Callable[[], MediaCodec] = TwilioStream,
     ) -> None:
         self.open_session = open_session
+        self.codec = codec
         self.options = options or PhoneOptions()
         self.listeners = tuple(listeners)
         self.clock = clock
 
     async def serve(self, websocket: CallSocket) -> EndReason:
         """Run one call on an accepted WebSocket until it ends; how it ended."""
-        stream = TwilioStream()
+        stream = self.codec()
         call = _Call(self, websocket, stream)
         try:
             with anyio.fail_after(self.options.start_timeout):
@@ -229,7 +253,7 @@ class PhoneBridge:
 class _Call:
     """The state of one call between the two loops that move its audio."""
 
-    def __init__(self, bridge: PhoneBridge, websocket: CallSocket, stream: TwilioStream):
+    def __init__(self, bridge: PhoneBridge, websocket: CallSocket, stream: MediaCodec):
         self.bridge = bridge
         self.options = bridge.options
         self.websocket = websocket
