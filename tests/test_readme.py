@@ -88,7 +88,7 @@ RUN_BY = {
     ("docs/store.md", "Limits across processes"): "test_store_fragments_on_a_real_redis",
     ("docs/index.md", "A session in a few lines"): "tests/test_docs.py",
     ("docs/models.md", "Choosing and overriding the profile"): "tests/test_docs.py",
-    ("docs/phone.md", "In your own server"): "tests/test_docs.py",
+    ("docs/phone.md", "In your own app (ASGI)"): "tests/test_docs.py",
 }
 
 
