@@ -89,6 +89,13 @@ def add_phone_command(subcommands: argparse._SubParsersAction[argparse.ArgumentP
     )
     parser.add_argument("--vendor", choices=("gemini", "openai"), default="gemini")
     parser.add_argument(
+        "--provider",
+        choices=("twilio", "telnyx"),
+        default="twilio",
+        help="the phone provider: twilio (/twiml and /twilio, TWILIO_AUTH_TOKEN) or telnyx "
+        "(/texml and /telnyx, TELNYX_PUBLIC_KEY)",
+    )
+    parser.add_argument(
         "--model",
         help=f"the Live model (default: {DEFAULT_MODEL}; with --vendor openai, {OPENAI_MODEL})",
     )
@@ -141,7 +148,7 @@ def phone_command(args: argparse.Namespace) -> int:
         if not args.emulator:
             _check_key(args.vendor)
         _check_public_url(args.public_url)
-        token = _auth_token(args.no_signature_check)
+        token = _auth_token(args.no_signature_check, args.provider)
         _log_calls()
         return anyio.run(_serve, args, registry, policy, token)
     except RunError as exc:
@@ -218,10 +225,26 @@ def _check_public_url(url: str | None) -> None:
         ) from None
 
 
-def _auth_token(unchecked: bool) -> str | None:
-    """The token signatures are checked with; None with --no-signature-check."""
+def _auth_token(unchecked: bool, provider: str = "twilio") -> str | None:
+    """The token signatures are checked with (Telnyx: its public key); None with
+    --no-signature-check."""
     if unchecked:
         return None
+    if provider == "telnyx":
+        from livebridge.errors import UsageError
+        from livebridge.phone.telnyx import public_key
+
+        key = os.environ.get("TELNYX_PUBLIC_KEY", "").strip()
+        if not key:
+            raise RunError(
+                "no TELNYX_PUBLIC_KEY: set it so that only Telnyx's signed webhooks open calls, "
+                "or add --no-signature-check for offline and local testing"
+            )
+        try:
+            public_key(key)
+        except UsageError as exc:
+            raise RunError(f"TELNYX_PUBLIC_KEY: {exc}") from None
+        return key
     token = os.environ.get("TWILIO_AUTH_TOKEN", "").strip()
     if not token:
         raise RunError(
@@ -240,8 +263,11 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any, token: st
     from livebridge.observe.observers import Observer
     from livebridge.phone.agent import PhoneAgent, session_opener
     from livebridge.phone.bridge import PhoneBridge, PhoneOptions
+    from livebridge.phone.gate import STREAM_PATH, TELNYX_PATH, TEXML_PATH, TWIML_PATH
     from livebridge.phone.metrics import PhoneMetrics
     from livebridge.phone.server import serve_phone
+    from livebridge.phone.telnyx import TelnyxStream
+    from livebridge.phone.twilio import TwilioStream
 
     openai = args.vendor == "openai"
     model = args.model or (OPENAI_MODEL if openai else DEFAULT_MODEL)
@@ -285,7 +311,9 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any, token: st
             policy=policy,
         )
         options = PhoneOptions(dtmf_to_model=args.dtmf_to_model)
-        bridge = PhoneBridge(open_session, options=options, listeners=listeners)
+        telnyx = args.provider == "telnyx"
+        codec = TelnyxStream if telnyx else TwilioStream
+        bridge = PhoneBridge(open_session, options=options, listeners=listeners, codec=codec)
         try:
             server = await stack.enter_async_context(
                 serve_phone(
@@ -293,8 +321,10 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any, token: st
                     args.host,
                     args.port,
                     args.public_url,
-                    auth_token=token,
+                    auth_token=None if telnyx else token,
                     max_calls=args.max_calls,
+                    provider=args.provider,
+                    telnyx_public_key=token if telnyx else None,
                 )
             )
         except OSError as exc:
@@ -302,13 +332,16 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any, token: st
                 f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}): "
                 "pick another --port, or 0 for any free port"
             ) from None
-        port = next(iter(server.sockets)).getsockname()[1]
-        print(f"listening on ws://{args.host}:{port}/twilio", flush=True)
-        print(f"voice webhook (POST or GET): http://{args.host}:{port}/twiml", flush=True)
+        port = server.port
+        stream, hook = (TELNYX_PATH, TEXML_PATH) if telnyx else (STREAM_PATH, TWIML_PATH)
+        print(f"listening on ws://{args.host}:{port}{stream}", flush=True)
+        print(f"voice webhook (POST or GET): http://{args.host}:{port}{hook}", flush=True)
         if token is None:
             print("signatures: not checked (--no-signature-check): for local testing only")
         else:
-            print("signatures: checked with TWILIO_AUTH_TOKEN")
+            print(
+                f"signatures: checked with {'TELNYX_PUBLIC_KEY' if telnyx else 'TWILIO_AUTH_TOKEN'}"
+            )
         print(f"calls at once: at most {args.max_calls}", flush=True)
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for _ in signals:

@@ -18,7 +18,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Literal, TextIO
 
 import anyio
 
@@ -39,7 +39,10 @@ from livebridge.phone.bridge import (
     PhoneOptions,
 )
 from livebridge.phone.caller import SimulatedCaller, ring, speech
+from livebridge.phone.gate import STREAM_PATH, TELNYX_PATH
 from livebridge.phone.server import serve_phone
+from livebridge.phone.telnyx import TelnyxStream
+from livebridge.phone.twilio import TwilioStream
 
 __all__ = ["PhoneScript", "phone_tools", "run_phone_demo"]
 
@@ -119,18 +122,28 @@ async def phone_line(
     phone: PhoneOptions | None = None,
     auth_token: str | None = None,
     max_calls: int | None = None,
+    provider: Literal["twilio", "telnyx"] = "twilio",
+    telnyx_public_key: str | None = None,
 ) -> AsyncIterator[tuple[PhoneBridge, str]]:
     """A bridge to ``emulator`` (Gemini, or OpenAI with μ-law both ways) served on a free
     port, answering with ``tools`` (a registry, an agent or an agent function): the bridge and
     its ``ws://`` URL (the webhook is at ``/twiml`` beside it). With ``auth_token`` every
-    request must be signed with it."""
+    request must be signed with it. ``provider="telnyx"``: Telnyx's routes (``/texml``,
+    ``/telnyx``), its webhooks checked with ``telnyx_public_key``."""
     openai = emulator.protocol == "openai"
     client = emulator.openai_client() if openai else emulator.client()
     opener = session_opener(tools, client, observers=observers, options=options)
-    bridge = PhoneBridge(opener, options=phone, listeners=listeners)
-    async with serve_phone(bridge, auth_token=auth_token, max_calls=max_calls) as server:
-        port = next(iter(server.sockets)).getsockname()[1]
-        yield bridge, f"ws://127.0.0.1:{port}/twilio"
+    codec = TelnyxStream if provider == "telnyx" else TwilioStream
+    bridge = PhoneBridge(opener, options=phone, listeners=listeners, codec=codec)
+    async with serve_phone(
+        bridge,
+        auth_token=auth_token,
+        max_calls=max_calls,
+        provider=provider,
+        telnyx_public_key=telnyx_public_key,
+    ) as server:
+        path = TELNYX_PATH if provider == "telnyx" else STREAM_PATH
+        yield bridge, f"ws://127.0.0.1:{server.port}{path}"
 
 
 async def run_phone_demo(out: TextIO | None = None) -> int:

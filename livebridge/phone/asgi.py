@@ -1,5 +1,6 @@
 """The phone line as an ASGI app: ``/twiml`` (the voice webhook) and ``/twilio`` (the Media
-Streams WebSocket), mountable under a prefix in a Starlette or FastAPI app.
+Streams WebSocket), or Telnyx's ``/texml`` and ``/telnyx``, mountable under a prefix in a
+Starlette or FastAPI app.
 
 ``asgi_app(agent)`` is what ``livebridge phone`` serves with uvicorn, and what a backend mounts
 in the app it already runs: ``Mount("/phone", app=asgi_app(agent, public_url=
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
-from typing import Any
+import secrets
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -22,11 +24,25 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import Scope
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from livebridge.errors import UsageError
 from livebridge.live.options import SessionOptions
 from livebridge.observe.observers import Observer
+from livebridge.phone import telnyx
 from livebridge.phone.agent import AgentSource, session_opener
-from livebridge.phone.bridge import Listener, PhoneBridge, PhoneOptions
-from livebridge.phone.gate import MAX_FORM, STREAM_PATH, TWIML_PATH, CallSlots, Gate, Reply
+from livebridge.phone.bridge import Listener, MediaCodec, PhoneBridge, PhoneOptions
+from livebridge.phone.gate import (
+    MAX_FORM,
+    STREAM_PATH,
+    TELNYX_PATH,
+    TEXML_PATH,
+    TWIML_PATH,
+    CallSlots,
+    Gate,
+    Reply,
+    TelnyxGate,
+)
+from livebridge.phone.telnyx import TelnyxStream
+from livebridge.phone.twilio import TwilioStream
 
 __all__ = ["StarletteCallSocket", "asgi_app"]
 
@@ -86,6 +102,9 @@ def asgi_app(
     observers: Sequence[Observer] = (),
     options: PhoneOptions | None = None,
     session_options: SessionOptions | None = None,
+    provider: Literal["twilio", "telnyx"] = "twilio",
+    telnyx_public_key: str | None = None,
+    stream_secret: bytes | None = None,
 ) -> Starlette:
     """The phone line's two routes as a Starlette app.
 
@@ -97,7 +116,15 @@ def asgi_app(
     without it anyone who finds the address can open Live sessions). ``max_calls``: how many
     calls at once, at most. ``client``: a ``genai.Client`` or an ``openai.AsyncOpenAI``
     (default: ``genai.Client()``, configured by its environment variables).
+
+    ``provider="telnyx"``: the routes are ``/texml`` and ``/telnyx``; ``telnyx_public_key``
+    (base64, ``TELNYX_PUBLIC_KEY``) checks the webhooks' Ed25519 signatures, and each stream
+    needs the token the signed webhook's answer gave, made with ``stream_secret`` (default: a
+    random one; give every worker behind one address the same).
     """
+    if provider not in ("twilio", "telnyx"):
+        raise UsageError(f"the provider is 'twilio' or 'telnyx', not {provider!r}")
+    codec: Callable[[], MediaCodec] = TelnyxStream if provider == "telnyx" else TwilioStream
     if isinstance(agent, PhoneBridge):
         bridge = agent
     else:
@@ -106,8 +133,16 @@ def asgi_app(
 
             client = genai.Client()
         opener = session_opener(agent, client, observers=observers, options=session_options)
-        bridge = PhoneBridge(opener, options=options, listeners=listeners)
-    gate = Gate(public_url, auth_token, CallSlots(max_calls))
+        bridge = PhoneBridge(opener, options=options, listeners=listeners, codec=codec)
+    gate: Gate
+    if provider == "telnyx":
+        key = telnyx.public_key(telnyx_public_key) if telnyx_public_key else None
+        secret = stream_secret or secrets.token_bytes(32)
+        gate = TelnyxGate(public_url, key, CallSlots(max_calls), secret)
+        webhook_path, stream_path = TEXML_PATH, TELNYX_PATH
+    else:
+        gate = Gate(public_url, auth_token, CallSlots(max_calls))
+        webhook_path, stream_path = TWIML_PATH, STREAM_PATH
 
     async def webhook(request: Request) -> Response:
         root, target = _where(request.scope)
@@ -144,9 +179,9 @@ def asgi_app(
 
     return Starlette(
         routes=[
-            Route(TWIML_PATH, webhook, methods=["GET", "POST"]),
-            Route(STREAM_PATH, not_upgraded, methods=["GET"]),
-            WebSocketRoute(STREAM_PATH, stream),
+            Route(webhook_path, webhook, methods=["GET", "POST"]),
+            Route(stream_path, not_upgraded, methods=["GET"]),
+            WebSocketRoute(stream_path, stream),
         ]
     )
 

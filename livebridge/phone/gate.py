@@ -24,20 +24,26 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 from xml.sax.saxutils import quoteattr
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 from livebridge.errors import UsageError
+from livebridge.phone import telnyx
 from livebridge.phone.agent import FROM_PARAMETER, TO_PARAMETER
 from livebridge.phone.signature import HEADER, is_signed
 
 __all__ = [
     "MAX_FORM",
     "STREAM_PATH",
+    "TELNYX_PATH",
+    "TEXML_PATH",
     "TWIML_PATH",
     "CallSlots",
     "Gate",
     "Reply",
+    "TelnyxGate",
     "busy_twiml",
     "call_parameters",
     "public_base",
@@ -49,6 +55,9 @@ log = logging.getLogger("livebridge.phone")
 
 STREAM_PATH = "/twilio"
 TWIML_PATH = "/twiml"
+#: Telnyx's paths: its TeXML webhook and its media stream.
+TEXML_PATH = "/texml"
+TELNYX_PATH = "/telnyx"
 #: Seconds between two warnings about refused requests: a flood is counted, not logged each.
 LOG_INTERVAL = 10.0
 #: Bytes a webhook's form may have (Twilio's is a few hundred bytes to a few kilobytes).
@@ -72,24 +81,24 @@ def public_base(url: str) -> str:
     return f"https://{parts.netloc}{parts.path.rstrip('/')}"
 
 
-def stream_url(public_url: str | None, host: str | None, root: str = "") -> str:
-    """The ``wss://`` address Twilio streams to: ``public_url``'s, else the ``Host``'s and
-    the mount point's (``root``)."""
-    return "wss://" + _base(public_url, host, root).removeprefix("https://") + STREAM_PATH
+def stream_url(
+    public_url: str | None, host: str | None, root: str = "", path: str = STREAM_PATH
+) -> str:
+    """The ``wss://`` address the provider streams to: ``public_url``'s, else the ``Host``'s
+    and the mount point's (``root``)."""
+    return "wss://" + _base(public_url, host, root).removeprefix("https://") + path
 
 
-def twiml(url: str, parameters: Mapping[str, str] | None = None) -> str:
+def twiml(url: str, parameters: Mapping[str, str] | None = None, attributes: str = "") -> str:
     """The voice webhook's answer: stream the call to ``url`` (with ``parameters`` as the
-    stream's ``customParameters``), hang up when the stream ends."""
+    stream's ``customParameters``, and the ``<Stream>``'s other ``attributes``), hang up when
+    the stream ends."""
     params = "".join(
         f"<Parameter name={quoteattr(name)} value={quoteattr(value)}/>"
         for name, value in (parameters or {}).items()
     )
-    stream = (
-        f"<Stream url={quoteattr(url)}/>"
-        if not params
-        else (f"<Stream url={quoteattr(url)}>{params}</Stream>")
-    )
+    opening = f"<Stream url={quoteattr(url)}{attributes}"
+    stream = f"{opening}>{params}</Stream>" if params else f"{opening}/>"
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f"<Response><Connect>{stream}</Connect><Hangup/></Response>\n"
@@ -184,7 +193,7 @@ class Gate:
 
     def upgrade(self, target: str, headers: Mapping[str, str], root: str = "") -> Reply | None:
         """None: the stream may open (it then takes a slot, ``slots.take``)."""
-        url = stream_url(self.public_url, headers.get("host"), root)
+        url = stream_url(self.public_url, headers.get("host"), root, self.stream_path)
         query = target.partition("?")[2]
         if not self._signed(headers, url + (f"?{query}" if query else ""), [], target):
             return _text(HTTPStatus.FORBIDDEN, f"invalid or missing {HEADER}")
@@ -213,13 +222,32 @@ class Gate:
             except ValueError:  # not UTF-8, or too many fields
                 return _text(HTTPStatus.BAD_REQUEST, "a form that cannot be read")
         url = _base(self.public_url, headers.get("host"), root) + target
-        if not self._signed(headers, url, params, target):
-            return _text(HTTPStatus.FORBIDDEN, f"invalid or missing {HEADER}")
+        if not self._webhook_signed(headers, url, params, body, target):
+            return _text(HTTPStatus.FORBIDDEN, f"invalid or missing {self.signature_header}")
         if not self.slots.offer():
             log.warning("answered a call busy: %s calls at once is the cap", self.slots.limit)
             return _xml(busy_twiml())
-        told = call_parameters(params if method == "POST" else _query(target))
-        return _xml(twiml(stream_url(self.public_url, headers.get("host"), root), told))
+        fields = params if method == "POST" else _query(target)
+        url = stream_url(self.public_url, headers.get("host"), root, self.stream_path)
+        return _xml(self._connect(url, fields))
+
+    # -- what differs from one provider to another ---------------------------------------------
+
+    stream_path = STREAM_PATH
+    signature_header = HEADER
+
+    def _webhook_signed(
+        self,
+        headers: Mapping[str, str],
+        url: str,
+        params: list[tuple[str, str]],
+        body: bytes,
+        target: str,
+    ) -> bool:
+        return self._signed(headers, url, params, target)
+
+    def _connect(self, url: str, fields: list[tuple[str, str]]) -> str:
+        return twiml(url, call_parameters(fields))
 
     def _signed(
         self, headers: Mapping[str, str], url: str, params: list[tuple[str, str]], target: str
@@ -237,7 +265,8 @@ class Gate:
             self._unlogged += 1
             return
         more = f" ({self._unlogged} more since the last warning)" if self._unlogged else ""
-        log.warning("refused a request to %.60r: no valid %s%s", target, HEADER, more)
+        what = self.signature_header
+        log.warning("refused a request to %.60r: no valid %s%s", target, what, more)
         self._logged_at = now
         self._unlogged = 0
 
@@ -255,3 +284,57 @@ def _text(status: HTTPStatus, text: str, allow: str | None = None) -> Reply:
 
 def _xml(body: str) -> Reply:
     return Reply(HTTPStatus.OK.value, body, "text/xml")
+
+
+class TelnyxGate(Gate):
+    """The same door for Telnyx: TeXML at ``/texml`` (an Ed25519-signed webhook, checked with
+    ``key``), the stream at ``/telnyx`` with the token the TeXML gave (``secret``)."""
+
+    stream_path = TELNYX_PATH
+    signature_header = telnyx.SIGNATURE_HEADER
+
+    def __init__(
+        self,
+        public_url: str | None,
+        key: Ed25519PublicKey | None,
+        slots: CallSlots,
+        secret: bytes,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(public_url, None, slots)
+        self.key = key
+        self.secret = secret
+        self.clock = clock
+
+    def _webhook_signed(
+        self,
+        headers: Mapping[str, str],
+        url: str,
+        params: list[tuple[str, str]],
+        body: bytes,
+        target: str,
+    ) -> bool:
+        if self.key is None:
+            return True
+        signature = headers.get(telnyx.SIGNATURE_HEADER)
+        stamp = headers.get(telnyx.TIMESTAMP_HEADER)
+        if telnyx.is_signed(self.key, signature, stamp, body, self.clock()):
+            return True
+        self._refused(target)
+        return False
+
+    def _connect(self, url: str, fields: list[tuple[str, str]]) -> str:
+        call = dict(fields).get("CallSid", "")[:128]
+        expires = int(self.clock()) + telnyx.TOKEN_SECONDS
+        token = telnyx.stream_token(self.secret, call, expires)
+        query = urlencode({"call": call, "expires": str(expires), "token": token})
+        attributes = ' bidirectionalMode="rtp" bidirectionalCodec="PCMU"'
+        return twiml(f"{url}?{query}", call_parameters(fields), attributes)
+
+    def upgrade(self, target: str, headers: Mapping[str, str], root: str = "") -> Reply | None:
+        query = dict(_query(target))
+        call, expires, token = (query.get(k, "") for k in ("call", "expires", "token"))
+        if telnyx.token_valid(self.secret, call, expires, token, self.clock()):
+            return None
+        self._refused(target)
+        return _text(HTTPStatus.FORBIDDEN, "invalid, expired or missing stream token")

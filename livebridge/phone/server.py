@@ -12,7 +12,7 @@ import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import uvicorn
@@ -104,16 +104,25 @@ async def serve_phone(
     auth_token: str | None = None,
     max_calls: int | None = None,
     client: Any = None,
+    provider: Literal["twilio", "telnyx"] = "twilio",
+    telnyx_public_key: str | None = None,
 ) -> AsyncIterator[PhoneServer]:
     """Serve the phone line of ``agent`` (``asgi_app``'s) on ``host:port`` until the block
     is left.
 
     ``auth_token``: Twilio's auth token; every request must then be signed with it (pass it
     in production: without it anyone who finds the address can open Live sessions).
-    ``max_calls``: how many calls at once, at most.
+    ``max_calls``: how many calls at once, at most. ``provider="telnyx"``: Telnyx's
+    routes, its webhooks checked with ``telnyx_public_key`` (``asgi_app``).
     """
     app = asgi_app(
-        agent, public_url=public_url, auth_token=auth_token, max_calls=max_calls, client=client
+        agent,
+        public_url=public_url,
+        auth_token=auth_token,
+        max_calls=max_calls,
+        client=client,
+        provider=provider,
+        telnyx_public_key=telnyx_public_key,
     )
     async with serve_app(app, host, port) as server:
         yield server

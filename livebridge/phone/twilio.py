@@ -175,6 +175,8 @@ class TwilioStream:
 
     __slots__ = ("_clock", "_logged_at", "_unlogged", "last_skipped", "skipped", "stream_sid")
 
+    PROVIDER = "Twilio"
+
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.stream_sid: str | None = None
         self.skipped: dict[str, int] = {}
@@ -269,7 +271,7 @@ class TwilioStream:
             self._unlogged += 1
             return
         more = f" ({self._unlogged} more skipped since the last warning)" if self._unlogged else ""
-        log.warning("skipped a Twilio frame: %s%s", detail, more)
+        log.warning("skipped a %s frame: %s%s", self.PROVIDER, detail, more)
         self._logged_at = now
         self._unlogged = 0
 

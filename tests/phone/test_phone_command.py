@@ -51,6 +51,10 @@ __all__ = ["busy_port"]  # the fixture, shared
             ["--public-url must be https://"],
         ),
         (("phone", "examples.embedded:tools", "--max-calls", "0"), ["0 calls: allow at least 1"]),
+        (
+            ("phone", "examples.embedded:tools", "--emulator", "--provider", "telnyx"),
+            ["livebridge phone: no TELNYX_PUBLIC_KEY", UNCHECKED],
+        ),
         (("phone", "examples.embedded:tools", "--max-calls", "many"), ["'many' is not a number"]),
     ],
 )
@@ -191,3 +195,45 @@ def test_instructions_from_a_file_that_cannot_be_read(tmp_path: Path) -> None:
         "is of type str",
         "PhoneAgent",
     )
+
+
+async def test_the_command_answers_a_signed_telnyx_call_and_refuses_a_bad_key() -> None:
+    from tests.phone.test_phone_telnyx import KEY, PUBLIC
+
+    bad = spawn(
+        ["phone", "examples.embedded:tools", "--emulator", "--provider", "telnyx"],
+        {**OFFLINE, "TELNYX_PUBLIC_KEY": "not-a-key"},
+    )
+    _, err = await anyio.to_thread.run_sync(lambda: bad.communicate(timeout=60))
+    assert bad.returncode == 2
+    assert err.strip().splitlines() == [
+        "livebridge phone: TELNYX_PUBLIC_KEY: the Telnyx public key must be the base64 of a "
+        "32-byte Ed25519 key (Mission Control: Account Settings → Keys & Credentials → Public "
+        "Key)"
+    ]
+    command = ["phone", "examples.embedded:tools", "--emulator", "--provider", "telnyx"]
+    process = spawn([*command, "--port", "0"], {**OFFLINE, "TELNYX_PUBLIC_KEY": PUBLIC})
+    try:
+        assert process.stdout is not None
+        line = await anyio.to_thread.run_sync(process.stdout.readline)
+        assert line.startswith("listening on ws://127.0.0.1:") and line.rstrip().endswith(
+            "/telnyx"
+        ), line
+        webhook = line.split()[-1].replace("ws://", "http://").replace("/telnyx", "/texml")
+        assert (await ring(webhook)).status == 403
+        rung = await ring(webhook, telnyx_key=KEY)
+        assert rung.status == 200 and rung.stream_url is not None
+        stream = rung.stream_url.replace("wss://", "ws://")
+        async with SimulatedCaller.dial(stream, provider="telnyx") as caller:
+            await caller.say(speech(QUESTION))
+            await caller.wait_until(lambda: bool(caller.echoed), 20)
+        process.send_signal(signal.SIGTERM)
+        assert await anyio.to_thread.run_sync(lambda: process.wait(timeout=20)) == 0
+        assert "signatures: checked with TELNYX_PUBLIC_KEY" in process.stdout.read()
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
