@@ -78,6 +78,10 @@ async def test_a_telnyx_call_with_parallel_tool_calls_and_a_hang_up(emulator: Em
     async with phone_line(
         emulator, weather, listeners=[events.append], provider="telnyx", telnyx_public_key=PUBLIC
     ) as (_, url):
+        query = "?CallSid=v3%3Acall-1&From=%2B15550100"
+        got = await ring(texml(url) + query, method="GET", telnyx_key=KEY)
+        assert (got.status, got.parameters) == (200, {"From": "+15550100"})
+        assert (await ring(texml(url) + query, method="GET")).status == 403
         stream = local(await answer(url))
         async with SimulatedCaller.dial(
             stream, provider="telnyx", call_sid="v3:call-1", stream_sid="stream-1"
