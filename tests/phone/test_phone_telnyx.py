@@ -105,10 +105,19 @@ async def test_a_telnyx_call_with_parallel_tool_calls_and_a_hang_up(emulator: Em
     assert DtmfPressed("5") in events
 
 
-async def test_a_telnyx_barge_in_clears_at_once(emulator: Emulator) -> None:
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["gemini", "openai"])
+async def vendor(request: pytest.FixtureRequest, emulator: Emulator) -> AsyncIterator[Emulator]:
+    if request.param == "gemini":
+        yield emulator
+        return
+    async with Emulator(PhoneScript(reply_seconds=1.5), protocol="openai") as emu:
+        yield emu
+
+
+async def test_a_telnyx_barge_in_clears_at_once(vendor: Emulator) -> None:
     events: list[PhoneEvent] = []
     async with phone_line(
-        emulator,
+        vendor,
         phone_tools(0.05),
         listeners=[events.append],
         provider="telnyx",
@@ -127,6 +136,19 @@ async def test_a_telnyx_barge_in_clears_at_once(emulator: Emulator) -> None:
     (barge,) = [e for e in events if isinstance(e, BargedIn)]
     assert barge.played >= 0.3
     assert [e.reason for e in events if isinstance(e, CallEnded)] == ["caller_hung_up"]
+
+
+async def test_telnyx_calls_past_the_cap_are_rejected_busy(emulator: Emulator) -> None:
+    async with phone_line(
+        emulator, phone_tools(), provider="telnyx", telnyx_public_key=PUBLIC, max_calls=1
+    ) as (_, url):
+        first = local(await answer(url))
+        second = await answer(url)
+        assert second.rejected and second.stream_url is None
+        async with SimulatedCaller.dial(first, provider="telnyx") as caller:
+            await caller.press("1")
+            third = await answer(url)
+            assert third.rejected
 
 
 @pytest.mark.parametrize(
