@@ -92,7 +92,7 @@ RUN_BY = {
     ("docs/store.md", "The handler's idempotency key and fence"): "tests/store/test_store_keys.py",
     ("docs/index.md", "A session in a few lines"): "tests/test_docs.py",
     ("docs/models.md", "Choosing and overriding the profile"): "tests/test_docs.py",
-    ("docs/phone.md", "In your own server"): "tests/test_docs.py",
+    ("docs/phone.md", "In your own app (ASGI)"): "tests/test_docs.py",
     ("docs/configuration.md", "When the session ends"): "tests/test_docs.py",
     ("docs/configuration.md", "Configuration and events"): "tests/live/test_session_docs_tools.py",
 }

@@ -53,6 +53,7 @@ __all__ = [
     "add_run_command",
     "load_registry",
     "parse_policy",
+    "require_tools",
 ]
 
 DEFAULT_MODEL = "gemini-3.8-live"
@@ -145,6 +146,28 @@ def run_command(args: argparse.Namespace) -> int:
 
 def load_registry(target: str) -> ToolRegistry:
     """Import ``MODULE`` and return its ``ATTR``, which must be a ``ToolRegistry``."""
+    value = load_object(target)
+    if not isinstance(value, ToolRegistry):
+        raise RunError(
+            f"{target} is of type {type(value).__name__}, not a livebridge.ToolRegistry: "
+            "point at the registry your tools are registered on"
+        )
+    return require_tools(value, target)
+
+
+def require_tools(registry: ToolRegistry, target: str) -> ToolRegistry:
+    """``registry``, unless it has no tools: a model given none is never what was meant."""
+    if not registry.names():
+        attribute = target.rpartition(":")[2].rsplit(".", 1)[-1]
+        raise RunError(
+            f"{target} has no tools: register them with @{attribute}.tool "
+            "in the module before it is loaded here"
+        )
+    return registry
+
+
+def load_object(target: str) -> Any:
+    """Import ``MODULE`` and return its ``ATTR``, whatever it is."""
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise RunError(f"expected MODULE:ATTR (like myapp.tools:registry), got {target!r}")
@@ -175,16 +198,6 @@ def load_registry(target: str) -> ToolRegistry:
             hint = f"; ToolRegistry objects in it: {', '.join(found)}" if found else ""
             raise RunError(f"module {module_name!r} has no attribute {attribute!r}{hint}")
         value = getattr(value, part)
-    if not isinstance(value, ToolRegistry):
-        raise RunError(
-            f"{target} is of type {type(value).__name__}, not a livebridge.ToolRegistry: "
-            "point at the registry your tools are registered on"
-        )
-    if not value.names():
-        raise RunError(
-            f"{target} has no tools: register them with @{attribute.rsplit('.', 1)[-1]}.tool "
-            "in the module before it is loaded here"
-        )
     return value
 
 
