@@ -42,6 +42,7 @@ The records and the state table live in ``livebridge.calls.lives``; they are re-
 from __future__ import annotations
 
 import itertools
+import sys
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from typing import NoReturn
@@ -50,7 +51,7 @@ from livebridge.calls import payloads
 from livebridge.calls.call import AnswerEncoder, Call, Outcome, Partial
 from livebridge.calls.delivery import Delivery
 from livebridge.calls.lives import (
-    FATE_OF,
+    ENDED,
     LIVE_STATES,
     SETTLED,
     Answered,
@@ -85,6 +86,7 @@ __all__ = [
 ]
 
 _MAX_HANDLES = 16
+_intern = sys.intern
 DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
 
 
@@ -115,7 +117,7 @@ class CallLedger:
         self.reads_proven = False
         self._lives: dict[str, Life] = {}  # the newest life of each id
         self._live: dict[str, Life] = {}  # lives without a fate yet, in arrival order
-        self._fates: deque[Fate] = deque(maxlen=history)
+        self._fates: deque[Life] = deque(maxlen=history)  # ended lives, in the order they ended
         self._untaken = 0  # fates not yet returned by take_fates()
         self._notices: list[Notice] = []
         self._seq = 0  # deliveries admitted so far; a handle knows those below its mark
@@ -174,7 +176,7 @@ class CallLedger:
 
     def fates(self) -> list[Fate]:
         """The last ``history`` fates, in the order they happened."""
-        return list(self._fates)
+        return [life.fate() for life in self._fates]
 
     def take_fates(self) -> list[Fate]:
         """The fates that happened since the last call."""
@@ -183,7 +185,7 @@ class CallLedger:
             return []
         self._untaken = 0
         # From the newest end: the cost is the fates taken, not the history kept.
-        taken = list(itertools.islice(reversed(self._fates), untaken))
+        taken = [life.fate() for life in itertools.islice(reversed(self._fates), untaken)]
         taken.reverse()
         return taken
 
@@ -214,13 +216,15 @@ class CallLedger:
             previous = lives.get(call.id)
             if previous is not None and self._drops(previous, via, self._seq, dropped):
                 continue
-            behavior = live_call.behavior
+            behavior, name = live_call.behavior, call.name
+            if type(name) is str:  # one copy of each name, not one per remembered call
+                name = _intern(name)
             if behavior == "BLOCKING":  # validated above: it does not stream
-                life = Life(call, behavior, None, False, now, seq, epoch, vias, batch)
+                life = Life(call.id, name, behavior, None, False, now, seq, epoch, vias, batch)
                 batch.ids.append(call.id)
             else:
                 scheduling, streaming = live_call.scheduling, live_call.streaming
-                life = Life(call, behavior, scheduling, streaming, now, seq, epoch, vias)
+                life = Life(call.id, name, behavior, scheduling, streaming, now, seq, epoch, vias)
             if live_call.anonymous:
                 life.anonymous = True
                 self._delivery.admit_anonymous(life)
@@ -236,7 +240,7 @@ class CallLedger:
         """A streaming handler yielded ``item``; it goes out with ``willContinue: true``."""
         life = self._lives.get(item.call_id) or _never_received(item.call_id)
         if life.state == "running" and not life.streaming:
-            raise LedgerError(f"call {item.call_id}: {life.call.name} is not a streaming tool")
+            raise LedgerError(f"call {item.call_id}: {life.name} is not a streaming tool")
         move(life, "partial")
         if life.state == "running":
             self._delivery.ready.append((life, item))
@@ -256,7 +260,7 @@ class CallLedger:
             raise LedgerError(f"call {outcome.call_id}: only the ledger orphans calls")
         if life.state != "running":  # withdrawn meanwhile (or an illegal move: it raises)
             move(life, "settle")
-            life.outcome = outcome
+            life.outcome = ENDED  # settled now, and nothing of it is kept
             self._note("dropped_result", life, f"result for a {life.state} call dropped")
             return
         life.state = SETTLED
@@ -350,7 +354,7 @@ class CallLedger:
         reason = "fresh session" if handle is None else "not known to the resumed session"
         unknown = [life for life in self._live.values() if mark is None or life.seq >= mark]
         self._end(unknown, "orphan", reason, now)
-        orphaned = [life.call.id for life in unknown]
+        orphaned = [life.call_id for life in unknown]
         if handle is None:
             self._handles.clear()
         self._delivery.requeue_in_flight()
@@ -364,7 +368,7 @@ class CallLedger:
 
         Results that settle later are still answered while a socket is open.
         """
-        return [life.call.id for life in self._live.values() if life.state == "running"]
+        return [life.call_id for life in self._live.values() if life.state == "running"]
 
     def close(self, now: float) -> list[str]:
         """The session is over: every call without a fate is orphaned; returns their ids.
@@ -402,7 +406,7 @@ class CallLedger:
     def _drops(self, previous: Life, via: Via, start: int, dropped: set[str]) -> bool:
         """Whether a delivery of an id already known is dropped (noted): repeated in this
         message (admitted at or after ``start``, or in ``dropped``), still live, or a twin."""
-        call_id = previous.call.id
+        call_id = previous.call_id
         if previous.seq >= start or call_id in dropped:
             self._note("duplicate_delivery", previous, "id repeated in one message")
             return True
@@ -417,15 +421,22 @@ class CallLedger:
         return True
 
     def _end(self, lives: list[Life], event: Event, why: str, now: float) -> None:
-        """Give each of ``lives`` its fate by ``event``."""
-        fate, live, fates, history = FATE_OF[event], self._live, self._fates, self._history
+        """Give each of ``lives`` its fate by ``event``; each becomes the small record the
+        history keeps (its fate's fields; no payload, the answer's latency kept)."""
+        live, fates, history = self._live, self._fates, self._history
         # Look for ended lives to forget after each one only if these can pass the mark.
         prune = len(self._lives) - len(live) + len(lives) - history > history // 4
         for life in lives:
             move(life, event)
-            call, outcome, received = life.call, life.outcome, life.received_at
-            del live[call.id]
-            fates.append(Fate(call.id, call.name, life.behavior, fate, why, outcome, received, now))
+            del live[life.call_id]
+            outcome = life.outcome
+            if outcome is not None:
+                life.latency = outcome.latency
+                life.outcome = ENDED
+            life.reason = why
+            life.ended_at = now
+            life.seq = -1  # not in any message being received: ``_drops`` reads it for those
+            fates.append(life)
             if life.anonymous and event != "send":  # sent ones left the queue when released
                 self._delivery.leave_queue(life)
             if prune:
@@ -446,7 +457,7 @@ class CallLedger:
             del lives[call_id]
 
     def _note(self, kind: NoticeKind, life: Life, detail: str) -> None:
-        self._notices.append(Notice(kind, life.call.id, detail))
+        self._notices.append(Notice(kind, life.call_id, detail))
 
 
 def _check(calls: Sequence[LiveCall]) -> None:

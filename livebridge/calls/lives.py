@@ -5,11 +5,16 @@ The states and the rules that move a life between them are described in ``livebr
 ``TRANSITIONS`` is the only table of them. Per-call records are ``gc=False`` msgspec Structs
 (never part of a reference cycle): the history keeps thousands of them, and tracked survivors
 make the garbage collector run often and slowly.
+
+An ended life is the one record the ledger remembers of a delivery, so it is small: the id, the
+name and its fate's fields, never the call's arguments nor its answer's payload (``ENDED``
+stands for an answer that was settled and is no longer kept). A ``Fate`` is built from it when
+asked for.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 import msgspec
 
@@ -17,6 +22,7 @@ from livebridge.calls.call import Behavior, Call, Outcome, Partial, Scheduling
 from livebridge.errors import LedgerError
 
 __all__ = [
+    "ENDED",
     "FATE_OF",
     "LIVE_STATES",
     "READY",
@@ -112,7 +118,7 @@ class Fate(msgspec.Struct, frozen=True, gc=False):
     behavior: Behavior
     fate: FateKind
     reason: str
-    outcome: Outcome | None  # the answer sent, or the result that was withheld (if any)
+    latency: float  # the handler's, if it had settled by then; else 0.0
     received_at: float
     ended_at: float
 
@@ -126,9 +132,11 @@ class Notice(msgspec.Struct, frozen=True, gc=False):
 
 
 class Life(msgspec.Struct, eq=False, gc=False):
-    """One delivery of a call id, from its receipt to its fate (``CallState``)."""
+    """One delivery of a call id, from its receipt to its fate (``CallState``); once ended, the
+    record the history keeps of it (the fields of its ``Fate``, no payload)."""
 
-    call: Call
+    call_id: str
+    name: str
     behavior: Behavior
     scheduling: Scheduling | None
     streaming: bool
@@ -138,9 +146,26 @@ class Life(msgspec.Struct, eq=False, gc=False):
     via: tuple[Via, ...]
     batch: BlockingBatch | None = None
     state: CallState = "running"
+    #: The settled answer while it may still be sent; ``ENDED`` once the life ended settled.
     outcome: Outcome | None = None
     acknowledged: bool = False  # its answer was sent and a later server message arrived
     anonymous: bool = False  # answered by name: in order among its function's anonymous calls
+    reason: str = ""  # why it ended (its fate's reason)
+    latency: float = 0.0  # the handler's, taken from its outcome when the life ended
+    ended_at: float = 0.0
+
+    def fate(self) -> Fate:
+        """The ended life as the ``Fate`` the ledger reports (its state is the fate)."""
+        return Fate(
+            self.call_id,
+            self.name,
+            self.behavior,
+            cast(FateKind, self.state),
+            self.reason,
+            self.latency,
+            self.received_at,
+            self.ended_at,
+        )
 
 
 class BlockingBatch(msgspec.Struct, gc=False):
@@ -152,6 +177,10 @@ class BlockingBatch(msgspec.Struct, gc=False):
     split: bool = False  # too large for one frame: its answers go out over several, in order
 
 
+#: What an ended life keeps in place of its settled answer: the payload is not kept, and a
+#: second ``settle`` is still refused.
+ENDED = Outcome("", "", "ok", {})
+
 #: An answer queued to send, with the life it answers.
 Item: TypeAlias = tuple[Life, Outcome | Partial]
 
@@ -160,7 +189,7 @@ def move(life: Life, event: Event) -> None:
     """Move ``life`` by ``event`` as ``TRANSITIONS`` says; raise ``LedgerError`` if it cannot."""
     target = TRANSITIONS.get((life.state, event))
     if target is None:
-        raise LedgerError(f"call {life.call.id}: cannot {event} a call that is {life.state}")
+        raise LedgerError(f"call {life.call_id}: cannot {event} a call that is {life.state}")
     if life.state == "running" and target != "running" and life.batch is not None:
         life.batch.running -= 1
     life.state = target

@@ -21,6 +21,10 @@ class CallPolicy:
     ``frames.BYTES_PER_CALL`` bytes for each call a turn may carry. ``idempotency_ttl`` is how long
     (seconds) a tool's ``idempotency_key`` makes later calls the same request; at most
     ``idempotency_cache`` keys are remembered (the oldest is forgotten first).
+    ``remembered_bytes`` bounds the answers a session keeps to answer a re-delivered call id
+    again (``livebridge.calls.answered``): each is charged its encoded size plus 512 bytes, and
+    the oldest beyond the budget keeps only its kind (a re-delivery then gets
+    ``already_answered``, and is still not run).
     """
 
     max_parallel: int = 8
@@ -30,6 +34,7 @@ class CallPolicy:
     max_frame_bytes: int = payloads.DEFAULT_MAX_FRAME_BYTES
     idempotency_ttl: float = 600.0
     idempotency_cache: int = 4096
+    remembered_bytes: int = 262_144
     limiter: SlotLimiter | None = None
 
     def __post_init__(self) -> None:
@@ -47,3 +52,5 @@ class CallPolicy:
             )
         if not self.idempotency_ttl >= 0 or self.idempotency_cache < 1:
             raise ValueError("idempotency_ttl must not be negative, idempotency_cache at least 1")
+        if self.remembered_bytes < 0:
+            raise ValueError("remembered_bytes must not be negative")
