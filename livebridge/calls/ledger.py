@@ -87,6 +87,7 @@ __all__ = [
 
 _MAX_HANDLES = 16
 _intern = sys.intern
+_VIAS: dict[Via, tuple[Via, ...]] = {"tool_call": ("tool_call",), "model_turn": ("model_turn",)}
 DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
 
 
@@ -207,7 +208,7 @@ class CallLedger:
         """
         _check(calls)
         lives, live = self._lives, self._live
-        seq, epoch, vias = self._seq, self._epoch, (via,)
+        seq, epoch, vias = self._seq, self._epoch, _VIAS[via]
         batch = BlockingBatch([], 0)  # the BLOCKING calls admitted (unused if there are none)
         dropped: set[str] = set()  # ids dropped from this message so far
         admitted: list[Call] = []
@@ -293,8 +294,8 @@ class CallLedger:
                 continue
             if life.state == "running":
                 running.append(call_id)
+            batch = life.batch  # an ended life lets go of its batch
             self._end([life], "cancel", why, now)
-            batch = life.batch
             if batch is not None and not batch.running:  # the rest of its batch may go now
                 self._delivery.release(map(self._lives.get, batch.ids), batch)
         return running
@@ -429,13 +430,14 @@ class CallLedger:
         for life in lives:
             move(life, event)
             del live[life.call_id]
-            outcome = life.outcome
-            if outcome is not None:
-                life.latency = outcome.latency
+            if life.outcome is not None:
+                if event != "send":  # an answer sent reported its latency as it left
+                    life.latency = life.outcome.latency
                 life.outcome = ENDED
             life.reason = why
             life.ended_at = now
             life.seq = -1  # not in any message being received: ``_drops`` reads it for those
+            life.batch = None  # freed with the last of its calls to end
             fates.append(life)
             if life.anonymous and event != "send":  # sent ones left the queue when released
                 self._delivery.leave_queue(life)

@@ -118,7 +118,9 @@ class Fate(msgspec.Struct, frozen=True, gc=False):
     behavior: Behavior
     fate: FateKind
     reason: str
-    latency: float  # the handler's, if it had settled by then; else 0.0
+    #: The handler's, for a call whose answer was not sent (cancelled or orphaned after it
+    #: settled); else 0.0 (an answer sent carries its own, ``Answered.outcome``).
+    latency: float
     received_at: float
     ended_at: float
 
@@ -151,7 +153,7 @@ class Life(msgspec.Struct, eq=False, gc=False):
     acknowledged: bool = False  # its answer was sent and a later server message arrived
     anonymous: bool = False  # answered by name: in order among its function's anonymous calls
     reason: str = ""  # why it ended (its fate's reason)
-    latency: float = 0.0  # the handler's, taken from its outcome when the life ended
+    latency: float = 0.0  # the handler's, if it ended settled without its answer sent
     ended_at: float = 0.0
 
     def fate(self) -> Fate:

@@ -1,0 +1,189 @@
+"""What a long session remembers, in bytes: answers within ``CallPolicy.remembered_bytes``, each
+ended call as one small record; a re-delivered id is never run again, even once its answer was
+let go (``already_answered``).
+
+The session here is the ledger and the dispatcher composed as the live session composes them
+(calls decoded from JSON, answers drained, encoded and confirmed, a server message after each),
+without sockets: memory is measured with ``tracemalloc`` over thousands of calls.
+"""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from collections import Counter
+from typing import Any
+
+import msgspec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from livebridge import Call, CallContext, CallPolicy, Dispatcher, ToolRegistry
+from livebridge.calls.answered import ANSWER_OVERHEAD
+from livebridge.calls.ledger import CallLedger, LiveCall
+from livebridge.vendors.gemini import answers as gemini_live
+
+CALLS_PER_TURN = 8
+CAP = 4096  # the ledger's history and the dispatcher's ids, by default
+#: What one ended call may take, all told (its record in the ledger and in the dispatcher, its
+#: id, its receipt time): measured 290 bytes, generous; a payload is never part of it.
+RECORD_BYTES = 330
+
+
+def fetch_tools(size: int, *, by_id: bool = True) -> tuple[ToolRegistry, Counter[str]]:
+    """One tool whose every result is ``size`` characters of text (0: a small object); runs
+    are counted per call id (or all under ``"all"``: a long session's memory is measured)."""
+    tools = ToolRegistry()
+    runs: Counter[str] = Counter()
+
+    @tools.tool
+    async def fetch(page: int, context: CallContext) -> dict[str, Any]:
+        """Fetch one page."""
+        runs[context.call_id if by_id else "all"] += 1
+        return {"page": page, "text": str(page % 10) * size} if size else {"page": page}
+
+    return tools, runs
+
+
+class Session:
+    """A live session's call path without sockets."""
+
+    def __init__(self, tools: ToolRegistry, policy: CallPolicy | None = None) -> None:
+        self.ledger = CallLedger(encode=gemini_live.encode)
+        self.dispatcher = Dispatcher(tools, policy, answer_seen=self.ledger.answer_seen)
+        self.now = 0.0
+
+    async def turn(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """One ``toolCall`` with a call per id; returns each id's response as sent."""
+        self.now += 1.0
+        frame = [{"id": i, "name": "fetch", "args": {"page": n}} for n, i in enumerate(ids)]
+        decoded = msgspec.json.decode(msgspec.json.encode(frame))  # as the wire decoder does
+        calls = [LiveCall(Call(c["id"], c["name"], c["args"])) for c in decoded]
+        admitted = self.ledger.receive(calls, self.now)
+        await self.dispatcher.run(admitted, on_settled=self.ledger.settle)
+        sent: dict[str, dict[str, Any]] = {}
+        while (message := self.ledger.drain(self.now)) is not None:
+            self.ledger.sent(message, self.now)
+            sent.update({r["id"]: r["response"] for r in message.function_responses})
+        self.ledger.server_message()  # the answers were heard
+        self.ledger.take_fates()
+        self.ledger.take_notices()
+        return sent
+
+
+async def remembered_after(session: Session, turns: int, per_turn: int = CALLS_PER_TURN) -> int:
+    """Bytes the session still holds after ``turns`` more turns (a warm-up turn first)."""
+    await session.turn([f"warm-{i}" for i in range(CALLS_PER_TURN)])
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for turn in range(turns):
+            await session.turn([f"{turn}-{i}" for i in range(per_turn)])
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+async def test_thousands_of_large_results_are_remembered_within_the_budget() -> None:
+    """4,352 calls of 60 KB each (under ``max_result_bytes``): once ~250 MB kept for good."""
+    tools, runs = fetch_tools(60_000, by_id=False)
+    session = Session(tools)
+    grown = await remembered_after(session, 4352 // CALLS_PER_TURN)
+    budget = CallPolicy().remembered_bytes
+    assert runs["all"] == 4352 + CALLS_PER_TURN
+    assert session.dispatcher.remembered_bytes <= budget
+    # 4,352 calls: past the cap, up to a quarter more records wait to be forgotten together
+    assert grown <= budget + CAP * 5 // 4 * RECORD_BYTES, f"{grown:,} bytes remembered"
+
+
+async def test_small_results_at_the_cap_are_a_small_record_each() -> None:
+    """The 4,096-call cap with small results, one call a turn (once ~1.2 KB a call): each
+    ended call is a record of a few fields; answers fill at most the budget beside them."""
+    tools, _ = fetch_tools(0, by_id=False)
+    session = Session(tools)
+    grown = await remembered_after(session, CAP, per_turn=1)
+    budget = CallPolicy().remembered_bytes
+    assert grown <= budget + CAP * RECORD_BYTES, f"{grown:,} bytes, {grown // CAP} a call"
+
+
+async def test_without_answers_kept_an_ended_call_is_its_record_alone() -> None:
+    tools, _ = fetch_tools(0, by_id=False)
+    session = Session(tools, CallPolicy(remembered_bytes=0))
+    records = await remembered_after(session, CAP // CALLS_PER_TURN)
+    assert records <= CAP * RECORD_BYTES, f"{records:,} bytes, {records // CAP} a call"
+
+
+async def test_a_redelivered_id_whose_answer_was_let_go_is_not_run_again() -> None:
+    tools, runs = fetch_tools(30_000)
+    session = Session(tools, CallPolicy(remembered_bytes=100_000))
+    first = await session.turn(["old"])
+    for turn in range(3):  # 90 KB more: the oldest answer is let go
+        await session.turn([f"new-{turn}"])
+    again = await session.turn(["old", "new-2"])
+    assert runs == {"old": 1, "new-0": 1, "new-1": 1, "new-2": 1}
+    error = again["old"]["error"]
+    assert error["type"] == "already_answered" and error["retryable"] is False
+    assert error["duplicate_of"] == "old" and "not run again" in error["message"]
+    assert again["new-2"]["output"] == {"page": 0, "text": "0" * 30_000}  # its first answer
+    assert first["old"]["output"]["text"] == "0" * 30_000
+    assert session.ledger.fates()[-1].call_id in {"old", "new-2"}
+
+
+async def test_a_redelivery_without_any_budget_is_told_it_was_answered() -> None:
+    tools, runs = fetch_tools(0)
+    dispatcher = Dispatcher(tools, CallPolicy(remembered_bytes=0))
+    (first,) = await dispatcher.run([Call("c1", "fetch", {"page": 1})])
+    (again,) = await dispatcher.run([Call("c1", "fetch", {"page": 1})])
+    assert first.kind == "ok" and dispatcher.answered("c1") is None
+    assert again.kind == "duplicate" and again.response["error"]["type"] == "already_answered"
+    assert runs == {"c1": 1} and dispatcher.remembered_bytes == 0
+
+
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("new"), st.integers(0, 3_000)),
+        st.tuples(st.just("again"), st.integers(0, 1_000)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(budget=st.integers(0, 12_000), steps=STEPS)
+async def test_budget_and_redelivery_hold_for_any_sequence(
+    budget: int, steps: list[tuple[str, int]]
+) -> None:
+    """Never run twice; a re-delivery gets the original answer exactly while it is among the
+    newest answers that fit the budget, else ``already_answered``; the budget is never passed."""
+    tools, runs = fetch_tools(0)
+
+    @tools.tool(name="sized")
+    async def sized(size: int, context: CallContext) -> str:
+        """A result of ``size`` characters."""
+        runs[context.call_id] += 1
+        return "y" * size
+
+    dispatcher = Dispatcher(tools, CallPolicy(remembered_bytes=budget))
+    answered: list[tuple[str, dict[str, Any], int]] = []  # id, response, charge: put order
+    for step, value in steps:
+        if step == "new" or not answered:
+            call_id = f"c{len(answered)}"
+            (outcome,) = await dispatcher.run([Call(call_id, "sized", {"size": value})])
+            answered.append((call_id, outcome.response, outcome.result_bytes + ANSWER_OVERHEAD))
+        else:
+            call_id, response, _ = answered[value % len(answered)]
+            (outcome,) = await dispatcher.run([Call(call_id, "sized", {"size": 0})])
+            kept, total = set(), 0
+            for kept_id, _, charged in reversed(answered):  # the newest that fit, together
+                total += charged
+                if total > budget:
+                    break
+                kept.add(kept_id)
+            if call_id in kept:
+                assert outcome.response == response
+            else:
+                assert outcome.response["error"]["type"] == "already_answered"
+        assert dispatcher.remembered_bytes <= budget
+        assert set(runs.values()) <= {1}
