@@ -26,7 +26,16 @@ from typing import Any
 
 from livebridge.calls import frames
 from livebridge.calls.call import AnswerEncoder, Outcome
-from livebridge.calls.lives import LIVE_STATES, READY, Answered, BlockingBatch, Item, Life, Outgoing
+from livebridge.calls.lives import (
+    LIVE_STATES,
+    READY,
+    Answered,
+    BlockingBatch,
+    Ended,
+    Item,
+    Life,
+    Outgoing,
+)
 from livebridge.errors import LedgerError
 
 __all__ = ["ENVELOPE_BYTES", "Delivery"]
@@ -62,13 +71,13 @@ class Delivery:
         """An anonymous call arrived: it is released after the earlier ones of its name."""
         self.unreleased.setdefault(life.name, deque()).append(life)
 
-    def release(self, lives: Iterable[Life | None], batch: BlockingBatch | None) -> None:
+    def release(self, lives: Iterable[Life | Ended | None], batch: BlockingBatch | None) -> None:
         """Queue the answers of ``lives`` settled in ``batch`` (not withdrawn, not re-issued),
         in call order; an anonymous call whose function has an earlier one waiting stays."""
         ready = self.ready
         names: set[str] | None = None
         for life in lives:
-            if life is not None and life.batch is batch and life.state == "settled":
+            if type(life) is Life and life.batch is batch and life.state == "settled":
                 if life.anonymous:
                     name = life.name
                     queue = self.unreleased[name]

@@ -51,12 +51,12 @@ from livebridge.calls import payloads
 from livebridge.calls.call import AnswerEncoder, Call, Outcome, Partial
 from livebridge.calls.delivery import Delivery
 from livebridge.calls.lives import (
-    ENDED,
     LIVE_STATES,
     SETTLED,
     Answered,
     BlockingBatch,
     CallState,
+    Ended,
     Event,
     Fate,
     FateKind,
@@ -112,13 +112,14 @@ class CallLedger:
         self._history = history
         self._delivery = Delivery(encode, max_frame_bytes)
         #: Answered on this connection, not yet known to be read: (send number, life).
-        self._unacknowledged: list[tuple[int, Life]] = []
+        self._unacknowledged: list[tuple[int, Ended]] = []
         self._sends = 0  # messages of answers sent so far, on every connection
         #: The shell proves reads with ``read_through()``: a server message alone proves none.
         self.reads_proven = False
-        self._lives: dict[str, Life] = {}  # the newest life of each id
+        #: The newest delivery of each id: its life, or the record it left once it ended.
+        self._lives: dict[str, Life | Ended] = {}
         self._live: dict[str, Life] = {}  # lives without a fate yet, in arrival order
-        self._fates: deque[Life] = deque(maxlen=history)  # ended lives, in the order they ended
+        self._fates: deque[Ended] = deque(maxlen=history)  # in the order they ended
         self._untaken = 0  # fates not yet returned by take_fates()
         self._notices: list[Notice] = []
         self._seq = 0  # deliveries admitted so far; a handle knows those below its mark
@@ -243,7 +244,7 @@ class CallLedger:
         if life.state == "running" and not life.streaming:
             raise LedgerError(f"call {item.call_id}: {life.name} is not a streaming tool")
         move(life, "partial")
-        if life.state == "running":
+        if isinstance(life, Life) and life.state == "running":
             self._delivery.ready.append((life, item))
         else:
             self._note("dropped_result", life, f"item for a {life.state} call dropped")
@@ -255,13 +256,13 @@ class CallLedger:
         cancelled at shutdown) is an answer like any other: its error payload is sent.
         """
         life = self._lives.get(outcome.call_id) or _never_received(outcome.call_id)
-        if life.outcome is not None:
+        if life.settled if isinstance(life, Ended) else life.outcome is not None:
             raise LedgerError(f"call {outcome.call_id} settled twice")
         if outcome.kind == "orphaned":
             raise LedgerError(f"call {outcome.call_id}: only the ledger orphans calls")
-        if life.state != "running":  # withdrawn meanwhile (or an illegal move: it raises)
-            move(life, "settle")
-            life.outcome = ENDED  # settled now, and nothing of it is kept
+        if isinstance(life, Ended):  # withdrawn meanwhile (or an illegal move: it raises)
+            move(life, "settle")  # nothing of its result is kept
+            life.settled = True
             self._note("dropped_result", life, f"result for a {life.state} call dropped")
             return
         life.state = SETTLED
@@ -289,12 +290,12 @@ class CallLedger:
             if life is None:
                 self._notices.append(Notice("unknown_cancel", call_id, "cancel for unknown id"))
                 continue
-            if life.state not in LIVE_STATES:
+            if isinstance(life, Ended):
                 self._note("late_cancel", life, f"cancel for a call already {life.state}")
                 continue
             if life.state == "running":
                 running.append(call_id)
-            batch = life.batch  # an ended life lets go of its batch
+            batch = life.batch
             self._end([life], "cancel", why, now)
             if batch is not None and not batch.running:  # the rest of its batch may go now
                 self._delivery.release(map(self._lives.get, batch.ids), batch)
@@ -396,15 +397,14 @@ class CallLedger:
         A call cancelled or orphaned while its answer was being written keeps that fate.
         If the socket closes first, ``disconnected()`` puts the message back in the queue.
         """
-        answered = self._delivery.sent(outgoing)
-        self._end(answered, "send", "sent", now)
+        ended = self._end(self._delivery.sent(outgoing), "send", "sent", now)
         self._sends += 1
         number = self._sends
-        self._unacknowledged += [(number, life) for life in answered]
+        self._unacknowledged += [(number, record) for record in ended]
 
     # -- internals ------------------------------------------------------------------------
 
-    def _drops(self, previous: Life, via: Via, start: int, dropped: set[str]) -> bool:
+    def _drops(self, previous: Life | Ended, via: Via, start: int, dropped: set[str]) -> bool:
         """Whether a delivery of an id already known is dropped (noted): repeated in this
         message (admitted at or after ``start``, or in ``dropped``), still live, or a twin."""
         call_id = previous.call_id
@@ -421,31 +421,43 @@ class CallLedger:
         dropped.add(call_id)
         return True
 
-    def _end(self, lives: list[Life], event: Event, why: str, now: float) -> None:
-        """Give each of ``lives`` its fate by ``event``; each becomes the small record the
-        history keeps (its fate's fields; no payload, the answer's latency kept)."""
-        live, fates, history = self._live, self._fates, self._history
+    def _end(self, lives: list[Life], event: Event, why: str, now: float) -> list[Ended]:
+        """Give each of ``lives`` its fate by ``event``; returns the records they leave in the
+        history in their place (their fate's fields; no arguments, no payload)."""
+        live, by_id, fates, history = self._live, self._lives, self._fates, self._history
         # Look for ended lives to forget after each one only if these can pass the mark.
-        prune = len(self._lives) - len(live) + len(lives) - history > history // 4
+        prune = len(by_id) - len(live) + len(lives) - history > history // 4
+        sent = event == "send"
+        records = []
         for life in lives:
             move(life, event)
-            del live[life.call_id]
-            if life.outcome is not None:
-                if event != "send":  # an answer sent reported its latency as it left
-                    life.latency = life.outcome.latency
-                life.outcome = ENDED
-            life.reason = why
-            life.ended_at = now
-            life.seq = -1  # not in any message being received: ``_drops`` reads it for those
-            life.batch = None  # freed with the last of its calls to end
-            fates.append(life)
-            if life.anonymous and event != "send":  # sent ones left the queue when released
+            call_id, outcome = life.call_id, life.outcome
+            del live[call_id]
+            latency = outcome.latency if outcome is not None and not sent else 0.0
+            record = Ended(
+                call_id,
+                life.name,
+                life.behavior,
+                life.state,
+                why,
+                latency,
+                life.received_at,
+                now,
+                life.epoch,
+                life.via,
+                outcome is not None,
+            )
+            by_id[call_id] = record  # a live id is its newest delivery: it keeps its place
+            fates.append(record)
+            records.append(record)
+            if life.anonymous and not sent:  # sent ones left the queue when released
                 self._delivery.leave_queue(life)
             if prune:
                 self._forget_old()
         self._untaken += len(lives)
-        if event != "send":  # answers of theirs may be queued: ``drain`` drops them
+        if not sent:  # answers of theirs may be queued: ``drain`` drops them
             self._delivery.stale = True
+        return records
 
     def _forget_old(self) -> None:
         """Drop the oldest ended lives beyond ``history`` (pending ones are always kept)."""
@@ -458,7 +470,7 @@ class CallLedger:
         ):
             del lives[call_id]
 
-    def _note(self, kind: NoticeKind, life: Life, detail: str) -> None:
+    def _note(self, kind: NoticeKind, life: Life | Ended, detail: str) -> None:
         self._notices.append(Notice(kind, life.call_id, detail))
 
 

@@ -6,15 +6,15 @@ The states and the rules that move a life between them are described in ``livebr
 (never part of a reference cycle): the history keeps thousands of them, and tracked survivors
 make the garbage collector run often and slowly.
 
-An ended life is the one record the ledger remembers of a delivery, so it is small: the id, the
-name and its fate's fields, never the call's arguments nor its answer's payload (``ENDED``
-stands for an answer that was settled and is no longer kept). A ``Fate`` is built from it when
-asked for.
+Once a life ends, the ledger keeps an ``Ended`` record in its place: the one record of that
+delivery the history remembers, so it is small (its fate's fields and what a later delivery of
+the id is judged by), never the call's arguments nor its answer's payload. A ``Fate`` is built
+from it when asked for.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, ClassVar, Literal, TypeAlias, cast
 
 import msgspec
 
@@ -22,7 +22,6 @@ from livebridge.calls.call import Behavior, Call, Outcome, Partial, Scheduling
 from livebridge.errors import LedgerError
 
 __all__ = [
-    "ENDED",
     "FATE_OF",
     "LIVE_STATES",
     "READY",
@@ -31,6 +30,7 @@ __all__ = [
     "Answered",
     "BlockingBatch",
     "CallState",
+    "Ended",
     "Event",
     "Fate",
     "FateKind",
@@ -134,8 +134,7 @@ class Notice(msgspec.Struct, frozen=True, gc=False):
 
 
 class Life(msgspec.Struct, eq=False, gc=False):
-    """One delivery of a call id, from its receipt to its fate (``CallState``); once ended, the
-    record the history keeps of it (the fields of its ``Fate``, no payload)."""
+    """One delivery of a call id, from its receipt to its fate (``CallState``)."""
 
     call_id: str
     name: str
@@ -148,16 +147,35 @@ class Life(msgspec.Struct, eq=False, gc=False):
     via: tuple[Via, ...]
     batch: BlockingBatch | None = None
     state: CallState = "running"
-    #: The settled answer while it may still be sent; ``ENDED`` once the life ended settled.
     outcome: Outcome | None = None
-    acknowledged: bool = False  # its answer was sent and a later server message arrived
     anonymous: bool = False  # answered by name: in order among its function's anonymous calls
-    reason: str = ""  # why it ended (its fate's reason)
-    latency: float = 0.0  # the handler's, if it ended settled without its answer sent
-    ended_at: float = 0.0
+    acknowledged: ClassVar[bool] = False  # an answer not sent yet cannot have been seen
+
+
+class Ended(msgspec.Struct, eq=False, gc=False):
+    """What the history keeps of a delivery once it ended: its fate's fields, and what a later
+    delivery of its id is judged by (a twin or a re-issue), never a payload."""
+
+    call_id: str
+    name: str
+    behavior: Behavior
+    state: CallState  # its fate: answered, cancelled or orphaned
+    reason: str
+    #: The handler's, if it had settled and its answer was not sent (a sent answer carried it).
+    latency: float
+    received_at: float
+    ended_at: float
+    epoch: int
+    via: tuple[Via, ...]
+    settled: bool  # a result came, before or after the fate: a second one is refused
+    acknowledged: bool = False  # its answer was sent and a later server message arrived
+    #: Never running: in no batch, in no message being received, streaming nothing.
+    batch: ClassVar[None] = None
+    seq: ClassVar[int] = -1
+    streaming: ClassVar[bool] = False
 
     def fate(self) -> Fate:
-        """The ended life as the ``Fate`` the ledger reports (its state is the fate)."""
+        """The ``Fate`` the ledger reports for this delivery."""
         return Fate(
             self.call_id,
             self.name,
@@ -179,15 +197,11 @@ class BlockingBatch(msgspec.Struct, gc=False):
     split: bool = False  # too large for one frame: its answers go out over several, in order
 
 
-#: What an ended life keeps in place of its settled answer: the payload is not kept, and a
-#: second ``settle`` is still refused.
-ENDED = Outcome("", "", "ok", {})
-
 #: An answer queued to send, with the life it answers.
 Item: TypeAlias = tuple[Life, Outcome | Partial]
 
 
-def move(life: Life, event: Event) -> None:
+def move(life: Life | Ended, event: Event) -> None:
     """Move ``life`` by ``event`` as ``TRANSITIONS`` says; raise ``LedgerError`` if it cannot."""
     target = TRANSITIONS.get((life.state, event))
     if target is None:
