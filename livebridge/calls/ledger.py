@@ -22,7 +22,8 @@ frames of at most ``max_frame_bytes`` is the answer queue's part (``livebridge.c
 Identity rules:
 - an id that is still live is never run twice: a second delivery is dropped;
 - after a life ends, the first copy from the *other* source (``modelTurn`` vs ``toolCall``) on
-  the same connection is the twin of the same delivery and is dropped too;
+  the same connection is the twin of the same delivery and is dropped too (while the life is
+  among the newest ``FATES_KEPT`` fates, or may still change: a twin comes right after);
 - any other delivery of an ended id is a re-issue: a new life, which the dispatcher answers from
   its cache, so an id is answered again only when the server asked again after its answer.
 
@@ -51,8 +52,10 @@ from livebridge.calls import payloads
 from livebridge.calls.call import AnswerEncoder, Call, Outcome, Partial
 from livebridge.calls.delivery import Delivery
 from livebridge.calls.lives import (
+    FINAL,
     LIVE_STATES,
     SETTLED,
+    TRANSITIONS,
     Answered,
     BlockingBatch,
     CallState,
@@ -86,6 +89,9 @@ __all__ = [
 ]
 
 _MAX_HANDLES = 16
+#: The newest fates kept in full for ``fates()`` (and every one not taken yet, up to
+#: ``history``); older ids are judged by ``FINAL`` records once nothing can change them.
+FATES_KEPT = 256
 _intern = sys.intern
 _VIAS: dict[Via, tuple[Via, ...]] = {"tool_call": ("tool_call",), "model_turn": ("model_turn",)}
 DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
@@ -110,6 +116,7 @@ class CallLedger:
         if max_frame_bytes < 1024:
             raise ValueError("max_frame_bytes must be at least 1024")
         self._history = history
+        self._kept_in_full = min(history, FATES_KEPT)
         self._delivery = Delivery(encode, max_frame_bytes)
         #: Answered on this connection, not yet known to be read: (send number, life).
         self._unacknowledged: list[tuple[int, Ended]] = []
@@ -119,7 +126,7 @@ class CallLedger:
         #: The newest delivery of each id: its life, or the record it left once it ended.
         self._lives: dict[str, Life | Ended] = {}
         self._live: dict[str, Life] = {}  # lives without a fate yet, in arrival order
-        self._fates: deque[Ended] = deque(maxlen=history)  # in the order they ended
+        self._fates: deque[Ended] = deque()  # the newest, in the order they ended
         self._untaken = 0  # fates not yet returned by take_fates()
         self._notices: list[Notice] = []
         self._seq = 0  # deliveries admitted so far; a handle knows those below its mark
@@ -177,7 +184,7 @@ class CallLedger:
         return life is None or life.acknowledged
 
     def fates(self) -> list[Fate]:
-        """The last ``history`` fates, in the order they happened."""
+        """The last fates (``FATES_KEPT``, or ``history`` if fewer), in the order they happened."""
         return [life.fate() for life in self._fates]
 
     def take_fates(self) -> list[Fate]:
@@ -216,7 +223,7 @@ class CallLedger:
         for live_call in calls:
             call = live_call.call
             previous = lives.get(call.id)
-            if previous is not None and self._drops(previous, via, self._seq, dropped):
+            if previous is not None and self._drops(call.id, previous, via, self._seq, dropped):
                 continue
             behavior, name = live_call.behavior, call.name
             if type(name) is str:  # one copy of each name, not one per remembered call
@@ -240,14 +247,16 @@ class CallLedger:
 
     def partial(self, item: Partial) -> None:
         """A streaming handler yielded ``item``; it goes out with ``willContinue: true``."""
-        life = self._lives.get(item.call_id) or _never_received(item.call_id)
+        call_id = item.call_id
+        life = self._lives.get(call_id) or _never_received(call_id)
+        if isinstance(life, Ended):  # withdrawn meanwhile (or an illegal move: it raises)
+            _ended_move(call_id, life, "partial")
+            self._note("dropped_result", call_id, f"item for a {life.state} call dropped")
+            return
         if life.state == "running" and not life.streaming:
-            raise LedgerError(f"call {item.call_id}: {life.name} is not a streaming tool")
-        move(life, "partial")
-        if isinstance(life, Life) and life.state == "running":
-            self._delivery.ready.append((life, item))
-        else:
-            self._note("dropped_result", life, f"item for a {life.state} call dropped")
+            raise LedgerError(f"call {call_id}: {life.name} is not a streaming tool")
+        move(life, "partial")  # a live call streams only while running: else this raises
+        self._delivery.ready.append((life, item))
 
     def settle(self, outcome: Outcome) -> None:
         """A call's final outcome, from the dispatcher.
@@ -261,9 +270,9 @@ class CallLedger:
         if outcome.kind == "orphaned":
             raise LedgerError(f"call {outcome.call_id}: only the ledger orphans calls")
         if isinstance(life, Ended):  # withdrawn meanwhile (or an illegal move: it raises)
-            move(life, "settle")  # nothing of its result is kept
-            life.settled = True
-            self._note("dropped_result", life, f"result for a {life.state} call dropped")
+            _ended_move(outcome.call_id, life, "settle")
+            life.settled = True  # nothing of its result is kept (``FINAL`` ones are settled)
+            self._note("dropped_result", outcome.call_id, f"result for a {life.state} call dropped")
             return
         life.state = SETTLED
         life.outcome = outcome
@@ -291,7 +300,7 @@ class CallLedger:
                 self._notices.append(Notice("unknown_cancel", call_id, "cancel for unknown id"))
                 continue
             if isinstance(life, Ended):
-                self._note("late_cancel", life, f"cancel for a call already {life.state}")
+                self._note("late_cancel", call_id, f"cancel for a call already {life.state}")
                 continue
             if life.state == "running":
                 running.append(call_id)
@@ -404,12 +413,13 @@ class CallLedger:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _drops(self, previous: Life | Ended, via: Via, start: int, dropped: set[str]) -> bool:
+    def _drops(
+        self, call_id: str, previous: Life | Ended, via: Via, start: int, dropped: set[str]
+    ) -> bool:
         """Whether a delivery of an id already known is dropped (noted): repeated in this
         message (admitted at or after ``start``, or in ``dropped``), still live, or a twin."""
-        call_id = previous.call_id
         if previous.seq >= start or call_id in dropped:
-            self._note("duplicate_delivery", previous, "id repeated in one message")
+            self._note("duplicate_delivery", call_id, "id repeated in one message")
             return True
         live = previous.state in LIVE_STATES
         twin = previous.epoch == self._epoch and via not in previous.via
@@ -417,7 +427,7 @@ class CallLedger:
             return False  # a re-issue: a new life
         if via not in previous.via:
             previous.via = (*previous.via, via)
-        self._note("duplicate_delivery", previous, f"second delivery via {via} dropped")
+        self._note("duplicate_delivery", call_id, f"second delivery via {via} dropped")
         dropped.add(call_id)
         return True
 
@@ -455,9 +465,22 @@ class CallLedger:
             if prune:
                 self._forget_old()
         self._untaken += len(lives)
+        if len(fates) > self._kept_in_full:
+            self._let_go_of_old_fates()
         if not sent:  # answers of theirs may be queued: ``drain`` drops them
             self._delivery.stale = True
         return records
+
+    def _let_go_of_old_fates(self) -> None:
+        """Past the newest fates, a record taken by ``take_fates()`` (or beyond ``history``)
+        leaves the history; if nothing can change it any more, its id is judged by the shared
+        ``FINAL`` record of its fate from now on, and the record itself is let go."""
+        fates, by_id, keep, history = self._fates, self._lives, self._kept_in_full, self._history
+        while len(fates) > keep and (len(fates) > self._untaken or len(fates) > history):
+            record = fates.popleft()
+            call_id = record.call_id
+            if record.final and by_id.get(call_id) is record:
+                by_id[call_id] = FINAL[record.state]
 
     def _forget_old(self) -> None:
         """Drop the oldest ended lives beyond ``history`` (pending ones are always kept)."""
@@ -470,8 +493,8 @@ class CallLedger:
         ):
             del lives[call_id]
 
-    def _note(self, kind: NoticeKind, life: Life | Ended, detail: str) -> None:
-        self._notices.append(Notice(kind, life.call_id, detail))
+    def _note(self, kind: NoticeKind, call_id: str, detail: str) -> None:
+        self._notices.append(Notice(kind, call_id, detail))
 
 
 def _check(calls: Sequence[LiveCall]) -> None:
@@ -481,6 +504,12 @@ def _check(calls: Sequence[LiveCall]) -> None:
             raise LedgerError("a call without an id cannot be answered; filter it out first")
         if live_call.streaming and live_call.behavior == "BLOCKING":
             raise LedgerError(f"call {live_call.call.id}: only NON_BLOCKING calls can stream")
+
+
+def _ended_move(call_id: str, record: Ended, event: Event) -> None:
+    """``event`` for a delivery that ended: its fate stays; raise if the table has no such move."""
+    if (record.state, event) not in TRANSITIONS:
+        raise LedgerError(f"call {call_id}: cannot {event} a call that is {record.state}")
 
 
 def _never_received(call_id: str) -> NoReturn:

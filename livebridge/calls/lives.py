@@ -9,7 +9,8 @@ make the garbage collector run often and slowly.
 Once a life ends, the ledger keeps an ``Ended`` record in its place: the one record of that
 delivery the history remembers, so it is small (its fate's fields and what a later delivery of
 the id is judged by), never the call's arguments nor its answer's payload. A ``Fate`` is built
-from it when asked for.
+from it when asked for. Past the newest fates, a record nothing can change any more gives way
+to the one shared record of its fate (``FINAL``): an old id then costs its dict entry alone.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from livebridge.errors import LedgerError
 
 __all__ = [
     "FATE_OF",
+    "FINAL",
     "LIVE_STATES",
     "READY",
     "SETTLED",
@@ -174,6 +176,11 @@ class Ended(msgspec.Struct, eq=False, gc=False):
     seq: ClassVar[int] = -1
     streaming: ClassVar[bool] = False
 
+    @property
+    def final(self) -> bool:
+        """Nothing can change it any more: settled, and its answer (if sent) acknowledged."""
+        return self.settled and (self.acknowledged or self.state != "answered")
+
     def fate(self) -> Fate:
         """The ``Fate`` the ledger reports for this delivery."""
         return Fate(
@@ -197,11 +204,32 @@ class BlockingBatch(msgspec.Struct, gc=False):
     split: bool = False  # too large for one frame: its answers go out over several, in order
 
 
+#: What an old ended delivery that nothing can change any more (``Ended.final``) is judged by,
+#: by its fate: every such id shares one of these, and its own record is let go. No twin of it
+#: can come any more (both sources are marked seen).
+FINAL: dict[CallState, Ended] = {
+    state: Ended(
+        "",
+        "",
+        "BLOCKING",
+        state,
+        "",
+        0.0,
+        0.0,
+        0.0,
+        -1,
+        ("tool_call", "model_turn"),
+        True,
+        state == "answered",
+    )
+    for state in ("answered", "cancelled", "orphaned")
+}
+
 #: An answer queued to send, with the life it answers.
 Item: TypeAlias = tuple[Life, Outcome | Partial]
 
 
-def move(life: Life | Ended, event: Event) -> None:
+def move(life: Life, event: Event) -> None:
     """Move ``life`` by ``event`` as ``TRANSITIONS`` says; raise ``LedgerError`` if it cannot."""
     target = TRANSITIONS.get((life.state, event))
     if target is None:

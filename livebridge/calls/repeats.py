@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from itertools import islice, takewhile
 from typing import Generic, Literal, TypeVar
 
 import msgspec
@@ -73,17 +72,19 @@ class Request(msgspec.Struct, Generic[F], eq=False, gc=False):
         del self.ids[:-MAX_IDS_PER_REQUEST]
 
 
-#: Above this many remembered requests, each ``put`` forgets the stale ones at the oldest end.
-PRUNE_ABOVE = 32
+#: Above this many remembered requests (and twice as many as the last sweep left), a ``put``
+#: forgets every stale one.
+PRUNE_ABOVE = 8
 
 
 class Requests(Generic[F]):
     """The newest request of each key, at most ``capacity`` (oldest forgotten first).
 
     ``stale(request)`` says a request can no longer change a decision (its answer was seen,
-    or it failed). Above ``PRUNE_ABOVE`` requests, each ``put`` forgets the stale ones from the
-    oldest end up to the first that is not, so in a conversation whose answers arrive the
-    memory stays small, far below ``capacity``, and most puts look at nothing.
+    or it failed). Once there are more than ``PRUNE_ABOVE`` requests and twice as many as the
+    last sweep kept, a ``put`` forgets every stale one, wherever it is: a request still
+    running holds no others, and the answers a request pins (its first call's outcome) are
+    those the model may not have seen, plus a few. The sweeps cost O(1) per put, amortised.
     """
 
     def __init__(
@@ -94,7 +95,7 @@ class Requests(Generic[F]):
         self._capacity = capacity
         self._stale = stale
         self._by_key: OrderedDict[Hashable, Request[F]] = OrderedDict()
-        self._check_above = min(capacity, PRUNE_ABOVE)  # below it, a put checks nothing
+        self._sweep_above = PRUNE_ABOVE  # below it, a put checks nothing
 
     def get(self, key: Hashable) -> Request[F] | None:
         """The newest request of ``key``, if remembered."""
@@ -108,17 +109,13 @@ class Requests(Generic[F]):
         by_key = self._by_key
         by_key.pop(key, None)  # re-inserted at the newest end
         by_key[key] = request
-        if len(by_key) <= self._check_above:
-            return request
-        size = len(by_key)
-        if size > self._capacity:
+        if len(by_key) > self._capacity:
             by_key.popitem(last=False)
-            size -= 1
-        if size > PRUNE_ABOVE and self._stale(next(iter(by_key.values()))):
-            # The oldest is stale: it goes, with the stale ones right after it (never this one).
-            after = takewhile(self._stale, islice(by_key.values(), 1, size - 1))
-            for _ in range(1 + len(list(after))):
-                by_key.popitem(last=False)
+        if len(by_key) > self._sweep_above:
+            stale = self._stale
+            for old in [k for k, r in by_key.items() if r is not request and stale(r)]:
+                del by_key[old]
+            self._sweep_above = max(PRUNE_ABOVE, 2 * len(by_key))
         return request
 
     def expire(self, now: float, ttl: float) -> None:

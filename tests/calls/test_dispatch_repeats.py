@@ -134,8 +134,8 @@ async def test_idempotency_cache_is_bounded() -> None:
 
 
 def test_requests_forget_stale_ones_and_stay_small() -> None:
-    """Seen answers are forgotten from the oldest end once more than ``PRUNE_ABOVE`` are kept;
-    one request that still matters holds the ones after it (they are forgotten in order)."""
+    """Seen answers are forgotten once more than ``PRUNE_ABOVE`` are kept; one request that
+    still matters is kept, and holds none of the stale ones after it (each pins its answer)."""
     stale: set[int] = set()
     requests: Requests[int] = Requests(4096, lambda request: request.first in stale)
     for i in range(1000):
@@ -147,11 +147,13 @@ def test_requests_forget_stale_ones_and_stay_small() -> None:
     for i in range(1001, 1200):
         requests.put(("work", i), i, f"c{i}", float(i))
         stale.add(i)
+        assert len(requests) <= PRUNE_ABOVE + 1
     assert requests.get(("work", 1000)) is not None
-    assert len(requests) == 200  # held behind the running one: bounded by ``capacity`` alone
     stale.add(1000)
-    requests.put(("work", 1200), 1200, "c1200", 1200.0)
-    assert len(requests) == 1
+    for i in range(1200, 1200 + PRUNE_ABOVE + 1):
+        requests.put(("work", i), i, f"c{i}", float(i))
+        stale.add(i)
+    assert requests.get(("work", 1000)) is None and len(requests) <= PRUNE_ABOVE + 1
 
 
 # -- random conversations against a reference model ----------------------------------------
