@@ -107,8 +107,9 @@ class CallLedger:
         encode: AnswerEncoder,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     ) -> None:
-        """``history``: how many ended calls (and fates) are remembered, so that a long
-        session's memory stays bounded; twins and re-issues are recognised within it.
+        """``history``: how many ended calls are remembered, so that a long session's memory
+        stays bounded; re-issues are recognised within it (the newest ``FATES_KEPT`` in full,
+        as ``fates()`` reports them; older ones by their fate alone, ``lives.FINAL``).
         ``encode`` builds each answer's wire dict; no message drained is larger than
         ``max_frame_bytes`` once encoded."""
         if history < 1:

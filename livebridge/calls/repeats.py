@@ -72,8 +72,8 @@ class Request(msgspec.Struct, Generic[F], eq=False, gc=False):
         del self.ids[:-MAX_IDS_PER_REQUEST]
 
 
-#: Above this many remembered requests (and twice as many as the last sweep left), a ``put``
-#: forgets every stale one.
+#: Above this many remembered requests, a ``put`` forgets every stale one once there were as
+#: many puts since the last sweep as that sweep kept requests (and at least this many).
 PRUNE_ABOVE = 8
 
 
@@ -81,10 +81,11 @@ class Requests(Generic[F]):
     """The newest request of each key, at most ``capacity`` (oldest forgotten first).
 
     ``stale(request)`` says a request can no longer change a decision (its answer was seen,
-    or it failed). Once there are more than ``PRUNE_ABOVE`` requests and twice as many as the
-    last sweep kept, a ``put`` forgets every stale one, wherever it is: a request still
-    running holds no others, and the answers a request pins (its first call's outcome) are
-    those the model may not have seen, plus a few. The sweeps cost O(1) per put, amortised.
+    or it failed). Above ``PRUNE_ABOVE`` requests, a ``put`` forgets every stale one, wherever
+    it is, once there were as many puts since the last sweep as that sweep kept (at least
+    ``PRUNE_ABOVE``): a request still running holds no others, and the answers requests pin
+    (each its first call's outcome) are those the model may not have seen and about as many
+    more. A sweep costs at most twice the puts since the last: O(1) per put, amortised.
     """
 
     def __init__(
@@ -95,7 +96,8 @@ class Requests(Generic[F]):
         self._capacity = capacity
         self._stale = stale
         self._by_key: OrderedDict[Hashable, Request[F]] = OrderedDict()
-        self._sweep_above = PRUNE_ABOVE  # below it, a put checks nothing
+        self._puts = 0  # since the last sweep
+        self._sweep_after = PRUNE_ABOVE  # puts, then a sweep (when above ``PRUNE_ABOVE``)
 
     def get(self, key: Hashable) -> Request[F] | None:
         """The newest request of ``key``, if remembered."""
@@ -111,11 +113,13 @@ class Requests(Generic[F]):
         by_key[key] = request
         if len(by_key) > self._capacity:
             by_key.popitem(last=False)
-        if len(by_key) > self._sweep_above:
+        self._puts += 1
+        if self._puts > self._sweep_after and len(by_key) > PRUNE_ABOVE:
             stale = self._stale
             for old in [k for k, r in by_key.items() if r is not request and stale(r)]:
                 del by_key[old]
-            self._sweep_above = max(PRUNE_ABOVE, 2 * len(by_key))
+            self._puts = 0
+            self._sweep_after = max(PRUNE_ABOVE, len(by_key))
         return request
 
     def expire(self, now: float, ttl: float) -> None:
