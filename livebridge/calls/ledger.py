@@ -43,7 +43,6 @@ The records and the state table live in ``livebridge.calls.lives``; they are re-
 from __future__ import annotations
 
 import itertools
-import sys
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from typing import NoReturn
@@ -92,7 +91,7 @@ _MAX_HANDLES = 16
 #: The newest fates kept in full for ``fates()`` (and every one not taken yet, up to
 #: ``history``); older ids are judged by ``FINAL`` records once nothing can change them.
 FATES_KEPT = 256
-_intern = sys.intern
+_NAMES_SHARED = 256
 _VIAS: dict[Via, tuple[Via, ...]] = {"tool_call": ("tool_call",), "model_turn": ("model_turn",)}
 DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
 
@@ -129,6 +128,7 @@ class CallLedger:
         self._live: dict[str, Life] = {}  # lives without a fate yet, in arrival order
         self._fates: deque[Ended] = deque()  # the newest, in the order they ended
         self._untaken = 0  # fates not yet returned by take_fates()
+        self._names: dict[str, str] = {}  # one copy of each tool name (the first few)
         self._notices: list[Notice] = []
         self._seq = 0  # deliveries admitted so far; a handle knows those below its mark
         self._epoch = 0  # connections opened so far; twins are matched within one
@@ -216,7 +216,7 @@ class CallLedger:
         the dispatcher answers them ``session_closing`` without running them.
         """
         _check(calls)
-        lives, live = self._lives, self._live
+        lives, live, names = self._lives, self._live, self._names
         seq, epoch, vias = self._seq, self._epoch, _VIAS[via]
         batch = BlockingBatch([], 0)  # the BLOCKING calls admitted (unused if there are none)
         dropped: set[str] = set()  # ids dropped from this message so far
@@ -228,7 +228,7 @@ class CallLedger:
                 continue
             behavior, name = live_call.behavior, call.name
             if type(name) is str:  # one copy of each name, not one per remembered call
-                name = _intern(name)
+                name = names.get(name) or self._share(name)
             if behavior == "BLOCKING":  # validated above: it does not stream
                 life = Life(call.id, name, behavior, None, False, now, seq, epoch, vias, batch)
                 batch.ids.append(call.id)
@@ -482,6 +482,13 @@ class CallLedger:
             call_id = record.call_id
             if record.final and by_id.get(call_id) is record:
                 by_id[call_id] = FINAL[record.state]
+
+    def _share(self, name: str) -> str:
+        """The copy of ``name`` the records share: names of tools are few; any others, from
+        a model that makes them up, are not kept beyond ``_NAMES_SHARED``."""
+        if len(self._names) < _NAMES_SHARED:
+            self._names[name] = name
+        return name
 
     def _forget_old(self) -> None:
         """Drop the oldest ended lives beyond ``history`` (pending ones are always kept)."""
