@@ -12,14 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from livebridge import emulator
+    from livebridge.calls.approval import ApprovalRequest
     from livebridge.calls.call import Call, CallContext, Outcome, Partial, Result
     from livebridge.calls.dispatch import CallPolicy, Dispatcher
     from livebridge.calls.tools import Tool, ToolRegistry
     from livebridge.errors import (
         ConnectionLostError,
         ConnectionStateError,
+        ConnectTimeoutError,
         ConversationBusyError,
         DemoFailed,
+        EvictionPolicyError,
         FrameTooLargeError,
         InvalidCallError,
         InvalidPayloadError,
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
         ServerError,
         ServiceReportedError,
         SessionClosedError,
+        SessionEndedError,
         SessionNotFoundError,
         StoreError,
         StoreUnavailableError,
@@ -52,11 +56,12 @@ if TYPE_CHECKING:
     from livebridge.live.session import LiveSession, SessionOptions
     from livebridge.observe.observers import Observer, Recorder
     from livebridge.profiles import ModelProfile
-    from livebridge.store import MemoryStore, RedisLimiter, RedisStore
+    from livebridge.store import MemoryStore, PostgresStore, RedisLimiter, RedisStore
     from livebridge.vendors.gemini.frames import client_args
 
 #: Where each public name lives; read on first access of the name.
 _HOMES: dict[str, str] = {
+    "ApprovalRequest": "livebridge.calls.approval",
     "Call": "livebridge.calls.call",
     "CallContext": "livebridge.calls.call",
     "Outcome": "livebridge.calls.call",
@@ -66,10 +71,12 @@ _HOMES: dict[str, str] = {
     "Dispatcher": "livebridge.calls.dispatch",
     **dict.fromkeys(
         [
+            "ConnectTimeoutError",
             "ConnectionLostError",
             "ConnectionStateError",
             "ConversationBusyError",
             "DemoFailed",
+            "EvictionPolicyError",
             "FrameTooLargeError",
             "InvalidCallError",
             "InvalidPayloadError",
@@ -90,6 +97,7 @@ _HOMES: dict[str, str] = {
             "ServerError",
             "ServiceReportedError",
             "SessionClosedError",
+            "SessionEndedError",
             "SessionNotFoundError",
             "StoreError",
             "StoreUnavailableError",
@@ -107,6 +115,7 @@ _HOMES: dict[str, str] = {
     "LiveSession": "livebridge.live.session",
     "SessionOptions": "livebridge.live.session",
     "MemoryStore": "livebridge.store",
+    "PostgresStore": "livebridge.store",
     "RedisLimiter": "livebridge.store",
     "RedisStore": "livebridge.store",
     "Tool": "livebridge.calls.tools",
@@ -115,14 +124,17 @@ _HOMES: dict[str, str] = {
 }
 
 __all__ = [
+    "ApprovalRequest",
     "Call",
     "CallContext",
     "CallPolicy",
+    "ConnectTimeoutError",
     "ConnectionLostError",
     "ConnectionStateError",
     "ConversationBusyError",
     "DemoFailed",
     "Dispatcher",
+    "EvictionPolicyError",
     "FrameTooLargeError",
     "InvalidCallError",
     "InvalidPayloadError",
@@ -142,6 +154,7 @@ __all__ = [
     "Outcome",
     "Partial",
     "PolicyViolationError",
+    "PostgresStore",
     "Recorder",
     "RecordingError",
     "RedisLimiter",
@@ -153,6 +166,7 @@ __all__ = [
     "ServerError",
     "ServiceReportedError",
     "SessionClosedError",
+    "SessionEndedError",
     "SessionNotFoundError",
     "SessionOptions",
     "StoreError",
@@ -167,7 +181,7 @@ __all__ = [
     "client_args",
     "emulator",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str) -> Any:

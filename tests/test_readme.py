@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -26,9 +27,10 @@ import pytest
 import trustme
 
 from livebridge.emulator import Emulator
+from tests.postgres_server import PostgresServer, postgres_server
 from tests.redis_server import RedisServer, redis_server
 
-__all__ = ["redis_server"]  # the fixture, for the store fragments
+__all__ = ["postgres_server", "redis_server"]  # the fixtures, for the store fragments
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 README = REPOSITORY / "README.md"
@@ -83,12 +85,16 @@ RUN_BY = {
     ("docs/recording.md", "Replaying it"): "tests/recording/test_replay_cli.py",
     (
         "docs/store.md",
-        "Many workers: conversations on Redis",
+        "Many workers: conversations on Redis or PostgreSQL",
     ): "test_store_fragments_on_a_real_redis",
     ("docs/store.md", "Limits across processes"): "test_store_fragments_on_a_real_redis",
+    ("docs/store.md", "Which store survives what"): "tests/store/test_store_sentinel.py",
+    ("docs/store.md", "The handler's idempotency key and fence"): "tests/store/test_store_keys.py",
     ("docs/index.md", "A session in a few lines"): "tests/test_docs.py",
     ("docs/models.md", "Choosing and overriding the profile"): "tests/test_docs.py",
     ("docs/phone.md", "In your own server"): "tests/test_docs.py",
+    ("docs/configuration.md", "When the session ends"): "tests/test_docs.py",
+    ("docs/configuration.md", "Configuration and events"): "tests/live/test_session_docs_tools.py",
 }
 
 
@@ -190,9 +196,8 @@ async def converse() -> None:
         config={"response_modalities": ["AUDIO"]},
     ) as session:
         await session.send_text("Weather in Paris and Rome?")
-        async for event in session.events():
-            if isinstance(event, TurnComplete):
-                break
+        async for event in session.exchange():
+            pass
 
 anyio.run(converse)
 with urllib.request.urlopen(endpoint.url, timeout=10) as response:
@@ -209,13 +214,13 @@ with urllib.request.urlopen(endpoint.url, timeout=10) as response:
 
 @pytest.mark.parametrize("mode", ["auto", "strict"])
 def test_pytest_fixture_snippet(tmp_path: Path, mode: str) -> None:
-    # Used as docs/emulator.md says: a test in the app's suite, with the app's own config; in strict
-    # mode the test is marked, as the page says.
-    test_file = tmp_path / "test_app.py"
-    config = 'my_config = {"response_modalities": ["TEXT"]}\n\n'
-    if mode == "strict":
-        config = "import pytest\n\npytestmark = pytest.mark.asyncio\n" + config
-    test_file.write_text(config + block("With pytest", "docs/emulator.md"))
+    # Copied as docs/emulator.md shows it: the test file and the pytest.ini beside it, in the
+    # default (strict) mode and in auto mode; neither fails nor warns.
+    (tmp_path / "test_agent.py").write_text(block("With pytest", "docs/emulator.md"))
+    page = (REPOSITORY / "docs" / "emulator.md").read_text()
+    ini = re.search(r"```ini\n(.*?)```", page[page.index("## With pytest") :], re.DOTALL)
+    assert ini, "the With pytest section shows its pytest.ini"
+    (tmp_path / "pytest.ini").write_text(ini.group(1))
     result = subprocess.run(
         [
             sys.executable,
@@ -235,7 +240,7 @@ def test_pytest_fixture_snippet(tmp_path: Path, mode: str) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 passed" in result.stdout
+    assert "1 passed" in result.stdout and "warning" not in result.stdout.lower(), result.stdout
 
 
 @pytest.mark.parametrize(
@@ -293,12 +298,20 @@ async def test_recording_snippet_writes_a_recording(emulator: Emulator, tmp_path
 
 
 async def test_store_fragments_on_a_real_redis(
-    emulator: Emulator, redis_server: RedisServer, tmp_path: Path
+    emulator: Emulator, redis_server: RedisServer, postgres_server: PostgresServer, tmp_path: Path
 ) -> None:
     url = "redis://redis.internal:6379/0"
-    connect, limiter = [
-        b.code.replace(url, redis_server.url) for b in BLOCKS if b.page == "docs/store.md"
+    connect, postgres = blocks(
+        "docs/store.md", "Many workers: conversations on Redis or PostgreSQL"
+    )
+    connect = connect.replace(url, redis_server.url)
+    (limiter,) = [
+        b.replace(url, redis_server.url) for b in blocks("docs/store.md", "Limits across processes")
     ]
+    dsn = "postgresql://livebridge@db1:5432,db2:5432/app?target_session_attrs=read-write"
+    on_postgres = connect.replace(
+        connect.splitlines()[2], postgres.replace(dsn, postgres_server.url).strip()
+    )
     prelude = quickstart_tools() + textwrap.dedent("""
         client = genai.Client()
         MODEL, user_id = "gemini-3.8-live", "user-42"
@@ -306,6 +319,8 @@ async def test_store_fragments_on_a_real_redis(
         """)
     env = offline_environment(**emulator.env())
     run_python(inside_main(connect, prelude), env, tmp_path)
+    assert "PostgresStore(" in on_postgres and "RedisStore(" not in on_postgres
+    run_python(inside_main(on_postgres, prelude), env, tmp_path)
     run_python(inside_main(limiter + "print(policy.limiter)\n", "import livebridge"), env, tmp_path)
     assert emulator.violations == []
 

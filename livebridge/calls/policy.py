@@ -25,6 +25,9 @@ class CallPolicy:
     again (``livebridge.calls.answered``): each is charged its encoded size plus 512 bytes, and
     the oldest beyond the budget keeps only its kind (a re-delivery then gets
     ``already_answered``, and is still not run).
+    ``confirm_window`` is how long (seconds) an irreversible tool's call waits for its turn to be
+    confirmed where the vendor may still withdraw it (Gemini): that long without an
+    interruption, a cancellation or new input confirms it.
     """
 
     max_parallel: int = 8
@@ -36,6 +39,7 @@ class CallPolicy:
     idempotency_cache: int = 4096
     remembered_bytes: int = 262_144
     limiter: SlotLimiter | None = None
+    confirm_window: float = 0.5
 
     def __post_init__(self) -> None:
         if self.max_parallel < 1 or self.max_calls_per_turn < 1:
@@ -50,6 +54,8 @@ class CallPolicy:
                 f"max_frame_bytes must be at least {least}: max_result_bytes + 1024, and"
                 f" {frames.BYTES_PER_CALL} bytes for each of max_calls_per_turn"
             )
+        if not self.confirm_window >= 0:
+            raise ValueError("confirm_window must not be negative")
         if not self.idempotency_ttl >= 0 or self.idempotency_cache < 1:
             raise ValueError("idempotency_ttl must not be negative, idempotency_cache at least 1")
         if self.remembered_bytes < 0:

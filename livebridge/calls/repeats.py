@@ -28,6 +28,7 @@ from livebridge.calls.call import OutcomeKind, is_failure
 __all__ = [
     "MAX_IDS_PER_REQUEST",
     "PRUNE_ABOVE",
+    "RETRY_WINDOW",
     "Repeat",
     "Request",
     "Requests",
@@ -75,6 +76,9 @@ class Request(msgspec.Struct, Generic[F], eq=False, gc=False):
 #: Above this many remembered requests, a ``put`` forgets every stale one once there were as
 #: many puts since the last sweep as that sweep kept requests (and at least this many).
 PRUNE_ABOVE = 8
+#: A stale request a later call may still look up (``retried``) outlives a sweep while it is
+#: among this many newest requests kept: at most so many failures are kept for their retries.
+RETRY_WINDOW = 32
 
 
 class Requests(Generic[F]):
@@ -86,15 +90,22 @@ class Requests(Generic[F]):
     ``PRUNE_ABOVE``): a request still running holds no others, and the answers requests pin
     (each its first call's outcome) are those the model may not have seen and about as many
     more. A sweep costs at most twice the puts since the last: O(1) per put, amortised.
+    ``retried(request)``: a stale request a later call still looks up (one that failed: its
+    retry keeps the request's idempotency key, ``keys``); a sweep spares it while it is among
+    the newest ``RETRY_WINDOW`` requests kept.
     """
 
     def __init__(
-        self, capacity: int, stale: Callable[[Request[F]], bool] = lambda request: False
+        self,
+        capacity: int,
+        stale: Callable[[Request[F]], bool] = lambda request: False,
+        retried: Callable[[Request[F]], bool] = lambda request: False,
     ) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self._capacity = capacity
         self._stale = stale
+        self._retried = retried
         self._by_key: OrderedDict[Hashable, Request[F]] = OrderedDict()
         self._puts = 0  # since the last sweep
         self._sweep_after = PRUNE_ABOVE  # puts, then a sweep (when above ``PRUNE_ABOVE``)
@@ -115,9 +126,11 @@ class Requests(Generic[F]):
             by_key.popitem(last=False)
         self._puts += 1
         if self._puts > self._sweep_after and len(by_key) > PRUNE_ABOVE:
-            stale = self._stale
-            for old in [k for k, r in by_key.items() if r is not request and stale(r)]:
-                del by_key[old]
+            stale, retried = self._stale, self._retried
+            recent = len(by_key) - RETRY_WINDOW  # from this index on: spared if retried
+            for index, (old, r) in enumerate(list(by_key.items())):
+                if r is not request and stale(r) and (index < recent or not retried(r)):
+                    del by_key[old]
             self._puts = 0
             self._sweep_after = max(PRUNE_ABOVE, len(by_key))
         return request

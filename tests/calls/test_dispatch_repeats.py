@@ -20,6 +20,7 @@ from livebridge.calls.ledger import CallLedger, LiveCall
 from livebridge.calls.repeats import (
     MAX_IDS_PER_REQUEST,
     PRUNE_ABOVE,
+    RETRY_WINDOW,
     Repeat,
     Requests,
     classify,
@@ -154,6 +155,22 @@ def test_requests_forget_stale_ones_and_stay_small() -> None:
         requests.put(("work", i), i, f"c{i}", float(i))
         stale.add(i)
     assert requests.get(("work", 1000)) is None and len(requests) <= PRUNE_ABOVE + 1
+
+
+def test_a_sweep_spares_a_failed_request_among_the_newest_for_its_retry() -> None:
+    """A failed request is stale, but its retry still looks it up (to keep its idempotency
+    key): sweeps spare it while it is among the newest ``RETRY_WINDOW`` requests kept."""
+    failed: set[int] = {0}
+    requests: Requests[int] = Requests(4096, lambda request: True, lambda r: r.first in failed)
+    requests.put(("pay", 0), 0, "c0", 0.0)
+    for i in range(1, 200):  # seen answers: swept
+        requests.put(("work", i), i, f"c{i}", float(i))
+    assert requests.get(("pay", 0)) is not None and len(requests) <= PRUNE_ABOVE + 2
+    for i in range(200, 300):  # failures: the newest of them are spared
+        failed.add(i)
+        requests.put(("pay", i), i, f"c{i}", float(i))
+    assert requests.get(("pay", 0)) is None and requests.get(("pay", 299)) is not None
+    assert len(requests) <= 2 * RETRY_WINDOW + 1
 
 
 # -- random conversations against a reference model ----------------------------------------

@@ -31,21 +31,37 @@ CAP = 4096  # the ledger's history and the dispatcher's ids, by default
 #: What one ended call may take, all told (its id, its entries in the ledger and in the
 #: dispatcher): measured 124 bytes, generous; a payload is never part of it.
 RECORD_BYTES = 160
+#: What a tool that takes its ``CallContext`` adds per request: the request's idempotency key
+#: is remembered, as a digest and its ordinal (``calls.keys``): measured 82 bytes.
+KEY_BYTES = 100
 #: The goal for a session at the cap with small results, answers kept included.
 SESSION_BYTES = 1_000_000
 
 
 def fetch_tools(size: int, *, by_id: bool = True) -> tuple[ToolRegistry, Counter[str]]:
     """One tool whose every result is ``size`` characters of text (0: a small object); runs
-    are counted per call id (or all under ``"all"``: a long session's memory is measured)."""
+    are counted per call id, from its context (or all under ``"all"``, without a context)."""
     tools = ToolRegistry()
     runs: Counter[str] = Counter()
 
-    @tools.tool
-    async def fetch(page: int, context: CallContext) -> dict[str, Any]:
-        """Fetch one page."""
-        runs[context.call_id if by_id else "all"] += 1
+    def result(page: int) -> dict[str, Any]:
         return {"page": page, "text": str(page % 10) * size} if size else {"page": page}
+
+    if by_id:
+
+        @tools.tool
+        async def fetch(page: int, context: CallContext) -> dict[str, Any]:
+            """Fetch one page."""
+            runs[context.call_id] += 1
+            return result(page)
+
+    else:
+
+        @tools.tool(name="fetch")
+        async def fetch_page(page: int) -> dict[str, Any]:
+            """Fetch one page."""
+            runs["all"] += 1
+            return result(page)
 
     return tools, runs
 
@@ -124,6 +140,13 @@ async def test_without_answers_kept_an_ended_call_is_its_record_alone() -> None:
     session = Session(tools, CallPolicy(remembered_bytes=0))
     records = await remembered_after(session, CAP // CALLS_PER_TURN)
     assert records <= CAP * RECORD_BYTES, f"{records:,} bytes, {records // CAP} a call"
+
+
+async def test_a_tool_that_takes_its_context_adds_its_request_key_alone() -> None:
+    tools, _ = fetch_tools(0)
+    session = Session(tools, CallPolicy(remembered_bytes=0))
+    held = await remembered_after(session, CAP // CALLS_PER_TURN)
+    assert held <= CAP * (RECORD_BYTES + KEY_BYTES), f"{held:,} bytes, {held // CAP} a call"
 
 
 async def test_a_redelivered_id_whose_answer_was_let_go_is_not_run_again() -> None:

@@ -19,6 +19,11 @@ on the wire, and answered by name, in call order; its streamed items are collect
 answer. On a model where new input cancels a running BLOCKING call (``gemini-3.8-live``), text
 or an activity start sent while one runs cancels it here, whether or not a
 ``toolCallCancellation`` follows: its fate is ``cancelled`` and nothing is sent for it.
+
+Irreversible tools (``livebridge.calls.confirm``): a call arrives mid-generation, so a
+``toolCall`` holding one is run unconfirmed (``RunCalls.confirmed`` False). ``generationComplete``
+or ``turnComplete`` confirm it (``ConfirmCalls``); ``interrupted``, or text or an activity start
+sent by the app, withdraw it first. Otherwise ``CallPolicy.confirm_window`` decides.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from livebridge import profiles
 from livebridge.calls.call import Behavior, Call
 from livebridge.calls.ledger import LiveCall, Outgoing, Via
 from livebridge.calls.tools import ToolRegistry
-from livebridge.errors import ConnectionLostError, LivebridgeError
+from livebridge.errors import ConnectionLostError, LivebridgeError, LiveSessionError
 from livebridge.live import resume
 from livebridge.live.events import (
     AudioOut,
@@ -47,6 +52,7 @@ from livebridge.live.events import (
 )
 from livebridge.live.protocol import (
     CancelCalls,
+    ConfirmCalls,
     Finish,
     Output,
     ProtocolOptions,
@@ -97,6 +103,7 @@ class GeminiLiveProtocol(LiveProtocol):
         self._last_call_message = -1
         self._last_handle_message = -1
         self._nameless = 0  # calls without an id admitted so far
+        self._unconfirmed: list[str] = []  # irreversible calls whose turn may be withdrawn
 
     @property
     def switch_ready(self) -> bool:
@@ -111,8 +118,19 @@ class GeminiLiveProtocol(LiveProtocol):
     def _first_failure(
         self, code: int | None, reason: str, decision: CloseDecision, error: LivebridgeError | None
     ) -> LivebridgeError:
-        closed = f"the first connection closed at once ({decision.reason})"
-        return error or decision.error or ConnectionLostError(closed)
+        if error is not None:
+            return error
+        if decision.error is not None and decision.action != "resume":
+            return decision.error  # says what to fix (model, key, payload): true on any connect
+        # A loss that would be resumed mid-session: nothing was ever connected to resume.
+        kind = type(decision.error) if isinstance(decision.error, LiveSessionError) else None
+        return (kind or ConnectionLostError)(
+            f"Could not open a Gemini Live session ({decision.reason}: "
+            f"{reason or 'no reason'}). Nothing was connected yet; check the network path, the "
+            "base URL (GOOGLE_GEMINI_BASE_URL) and the service status.",
+            code=code,
+            reason=reason,
+        )
 
     def _reconnect(
         self, decision: CloseDecision, cause: LivebridgeError | None
@@ -173,14 +191,17 @@ class GeminiLiveProtocol(LiveProtocol):
         out: list[Output],
     ) -> None:
         if content.interrupted:  # pending calls keep running: see the module docstring
+            self._withdraw_turn("the model's turn was interrupted", out)
             out.append(Interrupted())
         if content.model_turn is not None:
             calls: list[wire.FunctionCall] = []
             for part in content.model_turn.parts:
                 blob = part.inline_data
                 if blob is not None and blob.data:
+                    self._model_output(now)
                     out.append(AudioOut(wire.b64decode(blob.data), wire.audio_rate(blob.mime_type)))
                 if part.text and not part.thought:
+                    self._model_output(now)
                     out.append(TextOut(part.text))
                 if part.function_call is not None:
                     calls.append(part.function_call)
@@ -191,11 +212,24 @@ class GeminiLiveProtocol(LiveProtocol):
             out.append(InputTranscript(heard.text, bool(heard.finished)))
         said = content.output_transcription
         if said is not None and said.text:
+            self._model_output(now)
             out.append(OutputTranscript(said.text, bool(said.finished)))
+        if (content.generation_complete or content.turn_complete) and self._unconfirmed:
+            out.append(ConfirmCalls(self._unconfirmed))  # the turn that issued them stands
+            self._unconfirmed = []
         if content.turn_complete:
             self.turn += 1
             usage_dict = wire.to_builtins(usage) if usage is not None else None
             out.append(TurnComplete(usage_dict, content.turn_complete_reason))
+            tokens = (
+                (None, None)
+                if usage is None
+                else (
+                    usage.prompt_token_count,
+                    usage.response_token_count,
+                )
+            )
+            self._model_turn_ended(tokens, out)
             self._report.flush_seen(out)
 
     def _on_calls(
@@ -234,9 +268,27 @@ class GeminiLiveProtocol(LiveProtocol):
         if not admitted:
             return
         behaviors: dict[str, Behavior] = {lc.call.id: lc.behavior for lc in live_calls}
+        held = self._unconfirmed
         for call in admitted:
             out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
-        out.append(RunCalls(admitted, self.turn, refuse=self._leaving, partials=not anonymous))
+            tool = self.tools.get(call.name)
+            if tool is not None and tool.irreversible:
+                held.append(call.id)
+        out.append(
+            RunCalls(
+                admitted,
+                self.turn,
+                refuse=self._leaving,
+                partials=not anonymous,
+                confirmed=not held,
+            )
+        )
+
+    def _withdraw_turn(self, why: str, out: list[Output]) -> None:
+        """The turn is withdrawn before it was confirmed: its irreversible calls never run."""
+        if self._unconfirmed:
+            out.append(ConfirmCalls(self._unconfirmed, withdrawn=why))
+            self._unconfirmed = []
 
     def _nameless_key(self) -> str:
         """A key for a call without an id: unique in this session, never sent."""
@@ -303,8 +355,10 @@ class GeminiLiveProtocol(LiveProtocol):
         return ToolAnswers(answers.function_responses, answers.encoded)
 
     def _input_sent(self, item: ClientItem, now: float, out: list[Output]) -> None:
-        if self.profile.input_cancels_blocking and _is_new_input(item):
-            self._cancel_blocking(now, out)
+        if _is_new_input(item):
+            self._withdraw_turn("new input from the user arrived", out)
+            if self.profile.input_cancels_blocking:
+                self._cancel_blocking(now, out)
 
 
 def _is_new_input(item: ClientItem) -> bool:
