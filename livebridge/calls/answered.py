@@ -75,7 +75,7 @@ class Answers:
             self._forget_oldest()
         by_id[call_id] = outcome
         self._kept.append(call_id)
-        self._used += charge(outcome)
+        self._used += outcome.result_bytes + ANSWER_OVERHEAD  # ``charge``, inline
         if self._used > self._budget or len(self._kept) > self._capacity:
             self._let_go()
 

@@ -480,7 +480,9 @@ class CallLedger:
         while len(fates) > keep and (len(fates) > self._untaken or len(fates) > history):
             record = fates.popleft()
             call_id = record.call_id
-            if record.final and by_id.get(call_id) is record:
+            # ``record.final``, inline: this runs for every call
+            final = record.settled and (record.acknowledged or record.state != "answered")
+            if final and by_id.get(call_id) is record:
                 by_id[call_id] = FINAL[record.state]
 
     def _share(self, name: str) -> str:
