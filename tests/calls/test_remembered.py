@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from livebridge import Call, CallContext, CallPolicy, Dispatcher, ToolRegistry
 from livebridge.calls.answered import ANSWER_OVERHEAD
 from livebridge.calls.call import Outcome
+from livebridge.calls.keys import RequestKeys
 from livebridge.calls.ledger import FATES_KEPT, CallLedger, LedgerError, LiveCall
 from livebridge.calls.repeats import PRUNE_ABOVE
 from livebridge.vendors.gemini import answers as gemini_live
@@ -250,3 +251,15 @@ def test_an_old_call_is_judged_by_its_fate_once_its_record_is_let_go() -> None:
     (late,) = ledger.take_notices()
     assert (late.kind, late.call_id) == ("late_cancel", "c0")
     assert ledger.receive([LiveCall(Call("c0", "f", {}))], 3.0)  # asked again: a new life
+
+
+def test_request_keys_are_derived_again_for_a_retry_and_forgotten_a_quarter_at_a_time() -> None:
+    keys = RequestKeys("conversation", capacity=8)
+    first = keys.key("pay", b'{"amount":5}', 0, retry=False)
+    assert keys.key("pay", b'{"amount":5}', 0, retry=True) == first  # the same request
+    second = keys.key("pay", b'{"amount":5}', 0, retry=False)  # one more: ordinal 2
+    assert second != first and keys.key("pay", b'{"amount":5}', 0, retry=True) == second
+    assert keys.key("pay", b'{"amount":5}', 1, retry=False) != first  # a new epoch
+    for i in range(10):  # past 8 + 2 the oldest go, down to 8
+        keys.key("work", str(i).encode(), 1, retry=False)
+    assert keys.key("pay", b'{"amount":5}', 0, retry=False) == first  # forgotten: ordinal 1
