@@ -110,7 +110,7 @@ class Emulator:
     ``transcript``, ``violations``, ``connections`` and the resumption handles keep everything
     for the emulator's life (its report) unless ``retention`` bounds them (``Retention``:
     ``max_bytes`` bounds them all in bytes, ``kept_bytes`` says what they hold; the
-    ``livebridge emulator`` command keeps ``STANDALONE``, 8 MiB). A finished connection lets go
+    ``livebridge emulator`` command keeps ``STANDALONE``, 16 MiB). A finished connection lets go
     of its socket. A connection has ``OPEN_TIMEOUT`` seconds for its TLS and WebSocket
     handshakes.
     """
