@@ -275,6 +275,7 @@ async def test_a_violation_the_report_has_no_room_for_still_counts(tmp_path: Pat
     assert "summary: 1 connection(s), 1 violation(s) (1 error(s), 0 warning(s))" in summary
     assert any(line.strip().startswith("the report keeps the newest: ") for line in summary)
     written = json.loads(report.read_text())
+    assert written["violations"] == []  # no room for it, but counted
     assert written["violation_counts"] == {"error:unknown_id": 1}
     assert written["transcript_dropped"] > 0
     assert len(report.read_bytes()) < 64 << 10
