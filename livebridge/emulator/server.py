@@ -231,7 +231,8 @@ class Emulator:
 
     @property
     def violations(self) -> list[Violation]:
-        """Every violation so far; connections the client has closed are judged first."""
+        """Every violation so far (under ``retention``, the newest; ``violation_counts``
+        counts them all); connections the client has closed are judged first."""
         if threading.current_thread() is not self._thread:
             with self._judged:
                 self._judged.wait_for(self._closed_ones_judged, SETTLE_SECONDS)
