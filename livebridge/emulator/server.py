@@ -109,9 +109,11 @@ class Emulator:
     ``/v1/realtime``; connect with ``openai_client()``); ``auto_response`` (openai): see
     ``ServiceOptions``.
     ``transcript``, ``violations``, ``connections`` and the resumption handles keep everything
-    for the emulator's life (its report) unless ``retention`` bounds them (``Retention``; the
-    ``livebridge emulator`` command keeps ``STANDALONE``). A connection has ``OPEN_TIMEOUT``
-    seconds for its TLS and WebSocket handshakes.
+    for the emulator's life (its report) unless ``retention`` bounds them (``Retention``:
+    ``max_bytes`` bounds them all in bytes, ``kept_bytes`` says what they hold; the
+    ``livebridge emulator`` command keeps ``STANDALONE``, 16 MiB). A finished connection lets go
+    of its socket. A connection has ``OPEN_TIMEOUT`` seconds for its TLS and WebSocket
+    handshakes.
     """
 
     def __init__(
@@ -177,6 +179,7 @@ class Emulator:
             notify=self._notify,
             on_violation=on_violation,
             retention=retention or Retention(),
+            forget=self._forget,
         )
         #: Connections accepted so far (``connections`` may keep only the newest).
         self.connections_served = 0
@@ -200,6 +203,17 @@ class Emulator:
         return self._shared.dropped
 
     @property
+    def kept_bytes(self) -> int | None:
+        """The bytes the report holds now, as ``Retention.max_bytes`` counts them (None when
+        no byte budget is set)."""
+        return self._shared.kept_bytes
+
+    @property
+    def violation_counts(self) -> dict[tuple[str, str], int]:
+        """Every violation so far by (severity, kind), including any ``retention`` dropped."""
+        return dict(self._shared.tally)
+
+    @property
     def base_url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
@@ -221,7 +235,8 @@ class Emulator:
 
     @property
     def violations(self) -> list[Violation]:
-        """Every violation so far; connections the client has closed are judged first."""
+        """Every violation so far (under ``retention``, the newest; ``violation_counts``
+        counts them all); connections the client has closed are judged first."""
         if threading.current_thread() is not self._thread:
             with self._judged:
                 self._judged.wait_for(self._closed_ones_judged, SETTLE_SECONDS)
@@ -457,6 +472,13 @@ class Emulator:
         self.connections_served += 1
         sessions.append(session)
         trim(sessions, self._shared.retention.connections)
+
+    def _forget(self, ids: set[int]) -> None:
+        """Let go of the finished connections ``Retention.max_bytes`` dropped."""
+        if any(id(session) in ids for session in self.sessions):
+            self.sessions[:] = [s for s in self.sessions if id(s) not in ids]
+        if any(id(session) in ids for session in self.realtime_sessions):
+            self.realtime_sessions[:] = [s for s in self.realtime_sessions if id(s) not in ids]
 
     async def _play(self, session: EmulatedSession | RealtimeSession) -> None:
         await self.scenario(Conversation(session))
