@@ -22,6 +22,7 @@ session's end. Each message says what happened and what to do::
     │   │   └── WireError             a client frame the service would refuse (the emulator)
     │   ├── FrameTooLargeError        a frame over the client's size limit
     │   └── ServiceReportedError      an ``error`` event (OpenAI Realtime): reported, not fatal
+    ├── MCPError                      an MCP server could not start or list its tools (at connect)
     ├── StoreError                    the conversation store (``livebridge.store``) failed us
     │   ├── StoreUnavailableError     unreachable, too slow or full: the new call is refused
     │   ├── ConversationBusyError     another worker holds the conversation's live lease
@@ -57,6 +58,7 @@ __all__ = [
     "LiveSessionError",
     "LivebridgeError",
     "LocalProtocolError",
+    "MCPError",
     "MalformedMessageError",
     "ModelCapabilityError",
     "ModelNotFoundError",
@@ -90,6 +92,9 @@ class ToolError(LivebridgeError):
     Raise it from a handler to answer ``{"error": {"type": "tool_error", "message": ...}}``;
     any other exception is answered with a generic message and logged with its traceback.
     """
+
+    #: The answer's ``error.type``; a subclass may name its own kind of failure.
+    kind: str = "tool_error"
 
     def __init__(self, message: str, *, retryable: bool = False) -> None:
         super().__init__(message)
@@ -201,6 +206,16 @@ class ServiceReportedError(RemoteProtocolError):
         self.type = type
         self.code = code
         self.param = param
+
+
+class MCPError(LivebridgeError):
+    """An MCP server (``livebridge.mcp``) could not start, initialize or list its tools, or its
+    tools cannot be declared as configured; raised by ``LiveSession.connect`` before anything is
+    opened, naming the server (``server``)."""
+
+    def __init__(self, server: str, message: str) -> None:
+        super().__init__(f"MCP server {server!r}: {message}")
+        self.server = server
 
 
 class StoreError(LivebridgeError):

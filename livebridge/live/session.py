@@ -164,7 +164,22 @@ class LiveSession(SessionActor):
             socket opens).
         :raises LiveSessionError: the first connection failed (wrong model, bad key,
             unreachable service); the subclass and its message say what to do.
+        :raises MCPError: an MCP server of ``tools`` could not start or list its tools (before
+            any socket opens).
         """
+        tools = args.get("tools")
+        if isinstance(tools, ToolRegistry):  # its MCP servers' tools are listed first
+            async with tools.connect_mcp(), cls._open(client, **args) as session:
+                yield session
+        else:
+            async with cls._open(client, **args) as session:
+                yield session
+
+    @classmethod
+    @asynccontextmanager
+    async def _open(
+        cls, client: Any = None, **args: Unpack[SessionArgs]
+    ) -> AsyncIterator[LiveSession]:
         session = cls(client, **args)
         try:
             async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
