@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 from weakref import WeakKeyDictionary
@@ -32,13 +32,13 @@ from livebridge.mcp.translate import BadReply, Unavailable
 if TYPE_CHECKING:
     import mcp_types
     from mcp.client.session import ClientSession
+    from mcp.shared.dispatcher import ProgressFnT
 
 __all__ = ["Connection", "backoff", "connection_for"]
 
 log = logging.getLogger("livebridge.mcp")
 
 State = Literal["starting", "ready", "down", "stopped"]
-OnProgress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 #: How long a leaving last user waits for a clean end (stdin closed, DELETE sent) before
 #: cancelling the host; the SDK's own shutdown then still stops the process.
@@ -146,7 +146,7 @@ class Connection:
     # -- calls -------------------------------------------------------------------------------
 
     async def call(
-        self, name: str, arguments: dict[str, Any], on_progress: OnProgress | None = None
+        self, name: str, arguments: dict[str, Any], on_progress: ProgressFnT | None = None
     ) -> mcp_types.CallToolResult:
         """``tools/call`` over the current connection; failures raise ``ToolError``s that are
         the call's answer (``unavailable``, ``bad_reply``, the server's error text)."""

@@ -117,9 +117,11 @@ class Source:
             arrived = anyio.Event()
             outcome: list[Any] = []
 
-            async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
                 nonlocal arrived
-                newest[:] = [translate.progress(value, total, message)]
+                newest[:] = [translate.progress(progress, total, message)]
                 arrived.set()
 
             async def run() -> None:
