@@ -166,8 +166,7 @@ class Connection:
                         "being restarted: try again",
                         retryable=True,
                     ) from None
-                forgotten = exc.code == INVALID_REQUEST and "terminated" in exc.message.lower()
-                if self.server.kind == "http" and forgotten and attempt == 0:
+                if self.server.kind == "http" and attempt == 0 and _forgotten(exc, INVALID_REQUEST):
                     log.info("MCP server %s forgot its session: initializing again", self.server)
                     end.set()
                     continue
@@ -335,6 +334,16 @@ async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:
         listed = await session.list_tools(params=PaginatedRequestParams(cursor=listed.next_cursor))
         tools.extend(listed.tools)
     return tools
+
+
+def _forgotten(exc: Any, invalid_request: int) -> bool:
+    """Did the HTTP server refuse the request for a session it does not know (a 404 with
+    "Session not found", or the SDK's "Session terminated" for a bare 404)? It never ran it."""
+    message = (exc.message or "").lower()
+    unknown = ("not found", "terminated", "expired", "unknown")
+    return (
+        exc.code == invalid_request and "session" in message and any(w in message for w in unknown)
+    )
 
 
 def _describe(exc: BaseException | None) -> str:
