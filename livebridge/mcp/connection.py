@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -26,6 +27,7 @@ from weakref import WeakKeyDictionary
 import anyio
 
 from livebridge.errors import MCPError, ToolError, UsageError
+from livebridge.mcp import guard
 from livebridge.mcp.server import MCPServer
 from livebridge.mcp.translate import BadReply, Unavailable
 
@@ -292,6 +294,10 @@ class Connection:
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
             command, *args = server.command
+            if guard.available():  # the server ends with this process, however it ends
+                if shutil.which(command) is None and not server.cwd:
+                    raise FileNotFoundError(f"no such command: {command!r}")
+                command, args = sys.executable, [guard.__file__, command, *args]
             parameters = StdioServerParameters(
                 command=command, args=args, env=dict(server.env or {}), cwd=server.cwd
             )

@@ -1,13 +1,16 @@
 """An MCP server spoken by hand over stdio, for replies the SDK's server never sends.
 
 ``garble`` is answered first with a line that is not JSON, then with a result that is not a
-tools/call result; ``lookup`` is answered properly.
+tools/call result; ``lookup`` is answered properly. With ``--linger`` it outlives its standard
+input.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from typing import Any
 
 TOOLS = [
@@ -52,3 +55,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    if "--linger" in sys.argv:  # a server that does not notice its standard input closing
+        print(os.getpid(), "lingers", file=sys.stderr, flush=True)
+        time.sleep(600)

@@ -199,7 +199,7 @@ async def test_a_server_that_never_starts_fails_connect_naming_it() -> None:
 
 async def test_a_ten_megabyte_result_is_truncated_and_flagged() -> None:
     tools = livebridge.ToolRegistry()
-    tools.add_mcp(server(), include=["big"])
+    tools.add_mcp(server(), include=["big"], timeout=60)
 
     async def scenario(conv: Conversation) -> None:
         await conv.expect_turn()
@@ -210,7 +210,9 @@ async def test_a_ten_megabyte_result_is_truncated_and_flagged() -> None:
     policy = livebridge.CallPolicy(max_result_bytes=16_384)
     async with Emulator(scenario) as emu, open_session(emu, tools, policy=policy) as session:
         await session.send_text("Everything?")
-        await collect_until(session, said("done"))
+        started = anyio.current_time()
+        await collect_until(session, said("done"), timeout=90)
+        print(f"10 MB result answered in {anyio.current_time() - started:.2f} s")
 
     ((answer,),) = answers(emu)
     response = answer["response"]
