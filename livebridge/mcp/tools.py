@@ -9,6 +9,7 @@ metrics and traces see no difference. The last session to leave stops the server
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -234,6 +235,8 @@ class Sources:
     def add(self, server: MCPServer, options: MCPOptions) -> None:
         if not isinstance(server, MCPServer):
             raise TypeError("add_mcp takes an MCPServer (MCPServer.stdio(...) or .http(...))")
+        if importlib.util.find_spec("mcp") is None:
+            raise ImportError("add_mcp needs the MCP SDK: pip install 'livebridge[mcp]'")
         unknown = set(options) - set(MCPOptions.__annotations__)
         if unknown:
             raise TypeError(f"unknown add_mcp option(s): {', '.join(sorted(unknown))}")
