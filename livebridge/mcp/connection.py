@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from mcp.client.session import ClientSession
     from mcp.shared.dispatcher import ProgressFnT
 
-__all__ = ["Connection", "backoff", "connection_for"]
+__all__ = ["Connection", "backoff", "connection_for", "connections"]
 
 log = logging.getLogger("livebridge.mcp")
 
@@ -54,6 +54,11 @@ def connection_for(server: MCPServer) -> Connection:
     if connection is None:
         connection = _connections[server] = Connection(server)
     return connection
+
+
+def connections() -> list[Connection]:
+    """The process's connections to MCP servers still described by a live ``MCPServer``."""
+    return list(_connections.values())
 
 
 def backoff(failures: int) -> float:

@@ -292,6 +292,9 @@ class PrometheusObserver:
             registry=r,
         )
         self._zeros()
+        from livebridge.mcp.metrics import MCPCollector  # the process's MCP server connections
+
+        r.register(MCPCollector())
 
     def _zeros(self) -> None:
         """Export every series whose labels are known in advance at 0: a counter that never

@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from prometheus_client import CollectorRegistry
 
 import livebridge
 from livebridge.emulator import Conversation, Emulator
 from livebridge.live.events import TextOut
 from livebridge.mcp import MCPServer
 from livebridge.mcp.connection import connection_for
+from livebridge.observe.metrics import PrometheusObserver
 from tests.mcp.test_stdio import wait_for_mark
 from tests.session_helpers import client_messages, collect_until, errors, open_session
 
@@ -128,9 +130,11 @@ async def test_a_session_the_server_forgot_is_initialized_again() -> None:
         await conv.say("done")
         await conv.turn_complete()
 
+    metrics = CollectorRegistry()
+    observers = [PrometheusObserver(metrics)]
     first = AsyncExitStack()
     await first.enter_async_context(http_server(port))
-    async with Emulator(scenario) as emu, open_session(emu, tools) as session:
+    async with Emulator(scenario) as emu, open_session(emu, tools, observers=observers) as session:
         await session.send_text("Weather?")
         await first_answered.wait()
         await first.aclose()
@@ -144,3 +148,5 @@ async def test_a_session_the_server_forgot_is_initialized_again() -> None:
     assert oslo["response"] == {"output": {"city": "Oslo", "sky": "sunny"}}
     assert rome["response"] == {"output": {"city": "Rome", "sky": "sunny"}}
     assert reconnects == 1
+    labels = {"server": mcp_server.name}
+    assert metrics.get_sample_value("livebridge_mcp_reconnects_total", labels) == 1

@@ -10,12 +10,14 @@ from typing import Any
 
 import anyio
 import pytest
+from prometheus_client import CollectorRegistry
 
 import livebridge
 from livebridge.emulator import Conversation, Emulator
 from livebridge.live.events import TextOut
 from livebridge.mcp import MCPServer
 from livebridge.mcp.connection import connection_for
+from livebridge.observe.metrics import PrometheusObserver
 from tests.session_helpers import client_messages, collect_until, errors, open_session
 
 SERVER = str(Path(__file__).with_name("server.py"))
@@ -140,16 +142,26 @@ async def test_a_server_dying_mid_call_is_answered_unavailable_and_restarted(
         await conv.say("done")
         await conv.turn_complete()
 
-    async with Emulator(scenario) as emu, open_session(emu, tools) as session:
+    metrics = CollectorRegistry()
+    observer = PrometheusObserver(metrics)
+    async with (
+        Emulator(scenario) as emu,
+        open_session(emu, tools, observers=[observer]) as session,
+    ):
         await session.send_text("Weather?")
         await collect_until(session, said("done"))
         restarts = connection_for(mcp_server).restarts
+        up = metrics.get_sample_value("livebridge_mcp_up", {"server": mcp_server.name})
 
     (crashed,), (looked_up,) = answers(emu)
     assert crashed["response"]["error"]["type"] == "unavailable"
     assert crashed["response"]["error"]["retryable"] is True
     assert looked_up["response"] == {"output": {"city": "Oslo", "sky": "sunny"}}
     assert restarts == 1
+    labels = {"server": mcp_server.name}
+    assert metrics.get_sample_value("livebridge_mcp_restarts_total", labels) == 1
+    assert up == 1
+    assert metrics.get_sample_value("livebridge_mcp_up", labels) == 0
     assert children(SERVER) == []
 
 
