@@ -22,9 +22,11 @@ from livebridge.cli.run import (
     DEFAULT_MODEL,
     RunError,
     add_serving_options,
+    add_tool_sources,
     api_key,
-    load_registry,
+    mcp_listed,
     parse_policy,
+    registry_for,
 )
 
 __all__ = ["OPENAI_MODEL", "add_phone_command"]
@@ -33,8 +35,9 @@ OPENAI_MODEL = "gpt-realtime-2"
 
 DESCRIPTION = """\
 Answer phone calls with a Live model that calls the tools of your ToolRegistry (MODULE:ATTR, as
-for `livebridge run`). Serves Twilio Media Streams at ws://HOST:PORT/twilio and the voice
-webhook at http://HOST:PORT/twiml (point the number's webhook there, method GET): it answers
+for `livebridge run`) and of each --mcp server. Serves Twilio Media Streams at
+ws://HOST:PORT/twilio and the voice webhook at http://HOST:PORT/twiml (point the number's
+webhook there, method GET): it answers
 <Connect><Stream> to this server, then <Hangup/>. A tool named end_call hangs up once the caller
 heard what was said before it. The model is reached with the vendor SDK's own environment
 variables (GEMINI_API_KEY or GOOGLE_API_KEY, GOOGLE_GEMINI_BASE_URL; OPENAI_API_KEY,
@@ -52,7 +55,7 @@ def add_phone_command(subcommands: argparse._SubParsersAction[argparse.ArgumentP
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.tools:registry")
+    add_tool_sources(parser)
     parser.add_argument("--vendor", choices=("gemini", "openai"), default="gemini")
     parser.add_argument(
         "--model",
@@ -87,7 +90,7 @@ def phone_command(args: argparse.Namespace) -> int:
             raise RunError(
                 "--vendor openai needs the openai package: pip install 'livebridge[openai]'"
             )
-        registry = load_registry(args.target)
+        registry = registry_for(args.target, args.mcp)
         policy = parse_policy(args.policy)
         if not args.emulator:
             _check_key(args.vendor)
@@ -123,6 +126,7 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any) -> int:
     openai = args.vendor == "openai"
     model = args.model or (OPENAI_MODEL if openai else DEFAULT_MODEL)
     async with AsyncExitStack() as stack:
+        await stack.enter_async_context(mcp_listed(registry))  # listed once, for every call
         observers: list[Observer] = []
         listeners: list[Any] = []
         if args.metrics_port is not None:

@@ -10,8 +10,8 @@ import dataclasses
 import importlib
 import os
 import sys
-from collections.abc import AsyncGenerator, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -25,7 +25,13 @@ from livebridge.calls.dispatch import CallPolicy
 from livebridge.calls.tools import ToolRegistry
 from livebridge.cli.arguments import port_number
 from livebridge.emulator import Emulator
-from livebridge.errors import ConnectionLostError, LiveSessionError, ModelNotFoundError, RunError
+from livebridge.errors import (
+    ConnectionLostError,
+    LiveSessionError,
+    MCPError,
+    ModelNotFoundError,
+    RunError,
+)
 from livebridge.live.events import (
     Closed,
     OutputTranscript,
@@ -38,7 +44,15 @@ from livebridge.live.session import LiveSession
 from livebridge.observe.metrics import PrometheusObserver, serve
 from livebridge.observe.observers import Observer
 
-__all__ = ["DEFAULT_MODEL", "RunError", "add_run_command", "load_registry", "parse_policy"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "RunError",
+    "add_run_command",
+    "load_registry",
+    "mcp_listed",
+    "parse_policy",
+    "registry_for",
+]
 
 DEFAULT_MODEL = "gemini-3.8-live"
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
@@ -51,10 +65,13 @@ Like `uvicorn app:app`, MODULE is a dotted module name imported with the current
 on the path (myapp.tools, not myapp/tools.py), and ATTR names the ToolRegistry in it. Text turns
 come from --text or, one per line, from standard input; the model's replies and each tool call are
 printed as they happen. The key comes from GEMINI_API_KEY (or GOOGLE_API_KEY); --emulator runs
-offline against the built-in emulator instead.
+offline against the built-in emulator instead. Each --mcp adds the tools of an MCP server: a
+command line run over stdio, or an http(s):// URL (streamable HTTP); with --mcp, MODULE:ATTR
+may be left out.
 
-example:
+examples:
   livebridge run examples.embedded:tools --emulator --text "Weather in Paris?"
+  livebridge run --mcp "python -m weather_server" --mcp https://kb.example.com/mcp
 """
 
 
@@ -65,7 +82,7 @@ def add_run_command(subcommands: argparse._SubParsersAction[argparse.ArgumentPar
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.tools:registry")
+    add_tool_sources(parser)
     parser.add_argument(
         "--emulator", action="store_true", help="use the local emulator instead of the service"
     )
@@ -81,6 +98,24 @@ def add_run_command(subcommands: argparse._SubParsersAction[argparse.ArgumentPar
     )
     add_serving_options(parser, f"a CallPolicy setting (repeatable): {', '.join(policy_fields())}")
     parser.set_defaults(command=run_command)
+
+
+def add_tool_sources(parser: argparse.ArgumentParser) -> None:
+    """``MODULE:ATTR`` and ``--mcp``, where each command running the app's tools finds them."""
+    parser.add_argument(
+        "target",
+        metavar="MODULE:ATTR",
+        nargs="?",
+        help="e.g. myapp.tools:registry (optional with --mcp)",
+    )
+    parser.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="SERVER",
+        help='an MCP server whose tools to add (repeatable): a command line ("python -m '
+        'server") or an http(s):// URL',
+    )
 
 
 def add_serving_options(parser: argparse.ArgumentParser, policy_help: str) -> None:
@@ -99,7 +134,7 @@ def add_serving_options(parser: argparse.ArgumentParser, policy_help: str) -> No
 def run_command(args: argparse.Namespace) -> int:
     """Run the session; 0 when it ended normally."""
     try:
-        registry = load_registry(args.target)
+        registry = registry_for(args.target, args.mcp)
         policy = parse_policy(args.policy)
         key = None if args.emulator else api_key()
         return anyio.run(_run, args, registry, policy, key)
@@ -153,6 +188,34 @@ def load_registry(target: str) -> ToolRegistry:
     return value
 
 
+def registry_for(target: str | None, servers: Sequence[str]) -> ToolRegistry:
+    """The registry ``MODULE:ATTR`` names (else an empty one) with each ``--mcp`` server added."""
+    if target is None and not servers:
+        raise RunError("give MODULE:ATTR (like myapp.tools:registry), or an MCP server with --mcp")
+    registry = load_registry(target) if target is not None else ToolRegistry()
+    for spec in servers:
+        from livebridge.mcp import MCPServer
+
+        try:
+            registry.add_mcp(MCPServer.parse(spec))
+        except ValueError as exc:
+            raise RunError(f"bad --mcp {spec!r}: {exc}") from None
+        except ImportError as exc:
+            raise RunError(f"--mcp: {exc}") from None
+    return registry
+
+
+@asynccontextmanager
+async def mcp_listed(registry: ToolRegistry) -> AsyncIterator[None]:
+    """While in this block the registry's MCP servers run, their tools listed (so metrics know
+    their names); one that cannot start is a ``RunError``."""
+    try:
+        async with registry.connect_mcp():
+            yield
+    except MCPError as exc:
+        raise RunError(f"{exc}: check the --mcp command or URL") from None
+
+
 def policy_fields() -> dict[str, type]:
     """The ``CallPolicy`` settings ``--policy`` accepts, with their types."""
     types = {"int": int, "float": float}
@@ -198,6 +261,13 @@ def api_key() -> str:
 
 
 async def _run(
+    args: argparse.Namespace, registry: ToolRegistry, policy: CallPolicy, key: str | None
+) -> int:
+    async with mcp_listed(registry):
+        return await _run_listed(args, registry, policy, key)
+
+
+async def _run_listed(
     args: argparse.Namespace, registry: ToolRegistry, policy: CallPolicy, key: str | None
 ) -> int:
     observers: list[Observer] = []

@@ -250,7 +250,9 @@ class Connection:
                     failures += 1
                     if self._state != "down":
                         self._set("down", exc)
-                    log.warning("MCP server %s failed: %s", self.server, _describe(exc))
+                    # Before it ever listed its tools, the failure is acquire's MCPError.
+                    level = logging.WARNING if self._ever_ready else logging.INFO
+                    log.log(level, "MCP server %s failed: %s", self.server, _describe(exc))
                 self._session = None
                 if self._stopping:
                     break

@@ -53,7 +53,7 @@ class MCPServer:
         """
         if not command:
             raise ValueError("MCPServer.stdio needs a command")
-        label = name or " ".join([Path(command).name, *args[:1]])
+        label = name or _program(command, args)
         return cls(
             "stdio",
             label,
@@ -93,12 +93,23 @@ class MCPServer:
         if spec.startswith(("http://", "https://")):
             return cls.http(spec)
         words = shlex.split(spec)
-        if not words:
+        if not words or "://" in words[0]:
             raise ValueError("an MCP server is a command line or an http(s):// URL")
         return cls.stdio(*words)
 
     def __repr__(self) -> str:
         return f"MCPServer.{self.kind}({self.name!r})"
+
+
+def _program(command: str, args: tuple[str, ...]) -> str:
+    """A stdio server's short name: its program up to the first argument that is not an option
+    (``python server.py``, ``python -m weather``, ``npx -y @acme/kb``), files by their name."""
+    words = [Path(command).name]
+    for arg in args:
+        words.append(Path(arg).name if "/" in arg and not arg.startswith("@") else arg)
+        if not arg.startswith("-"):
+            break
+    return " ".join(words)
 
 
 def _positive(seconds: float) -> float:
