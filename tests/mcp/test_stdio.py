@@ -269,3 +269,26 @@ async def test_sessions_share_one_server_which_ends_with_the_last() -> None:
             assert connection_for(mcp_server).users == 1
         assert children(SERVER) == []
         assert connection_for(mcp_server).state == "stopped"
+
+
+async def test_the_models_cancellation_reaches_the_server(tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    tools = livebridge.ToolRegistry()
+    tools.add_mcp(server(marks), include=["hang"], behavior="NON_BLOCKING", timeout=60)
+
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        ids = await conv.tool_call([("hang", {"city": "Oslo"})])
+        await wait_for_mark(marks, "started hang")
+        await conv.cancel(ids)
+        await wait_for_mark(marks, "cancelled hang")
+        await conv.say("done")
+        await conv.turn_complete()
+
+    async with Emulator(scenario) as emu, open_session(emu, tools) as session:
+        await session.send_text("Weather?")
+        started = anyio.current_time()
+        await collect_until(session, said("done"), timeout=30)
+        assert anyio.current_time() - started < 30
+    assert answers(emu) == []  # a cancelled call is not answered
+    assert errors(emu) == []
