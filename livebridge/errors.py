@@ -5,6 +5,8 @@ session's end. Each message says what happened and what to do::
 
     LivebridgeError                   catch-all for livebridge's own errors
     ├── ToolError                     raised BY a handler: its message is safe to show the model
+    │   ├── MCPUnavailableError       an MCP server died or is restarting: ``unavailable``
+    │   └── MCPBadReplyError          an MCP reply that is not a tools/call result: ``bad_reply``
     ├── UnserializableResult          a handler returned something with no JSON form
     ├── LocalProtocolError            a caller of livebridge broke a rule (a bug in that code)
     │   ├── LedgerError               the session shell or a dispatcher misused the call ledger
@@ -58,7 +60,9 @@ __all__ = [
     "LiveSessionError",
     "LivebridgeError",
     "LocalProtocolError",
+    "MCPBadReplyError",
     "MCPError",
+    "MCPUnavailableError",
     "MalformedMessageError",
     "ModelCapabilityError",
     "ModelNotFoundError",
@@ -206,6 +210,20 @@ class ServiceReportedError(RemoteProtocolError):
         self.type = type
         self.code = code
         self.param = param
+
+
+class MCPUnavailableError(ToolError):
+    """An MCP server is down mid-call (it died, or is being started again): the call's answer
+    is ``unavailable``, retryable."""
+
+    kind = "unavailable"
+
+
+class MCPBadReplyError(ToolError):
+    """An MCP server's reply to a call could not be read as a tools/call result: the call's
+    answer is ``bad_reply``; the session goes on."""
+
+    kind = "bad_reply"
 
 
 class MCPError(LivebridgeError):

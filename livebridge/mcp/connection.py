@@ -26,10 +26,15 @@ from weakref import WeakKeyDictionary
 
 import anyio
 
-from livebridge.errors import MCPError, ToolError, UsageError
+from livebridge.errors import (
+    MCPBadReplyError,
+    MCPError,
+    MCPUnavailableError,
+    ToolError,
+    UsageError,
+)
 from livebridge.mcp import guard
 from livebridge.mcp.server import MCPServer
-from livebridge.mcp.translate import BadReply, Unavailable
 
 if TYPE_CHECKING:
     import mcp_types
@@ -168,7 +173,7 @@ class Connection:
             except SdkError as exc:
                 if exc.code == CONNECTION_CLOSED:
                     end.set()
-                    raise Unavailable(
+                    raise MCPUnavailableError(
                         f"the MCP server {self.server.name!r} went away during the call; it is "
                         "being restarted: try again",
                         retryable=True,
@@ -181,13 +186,13 @@ class Connection:
             except ValidationError as exc:
                 self.bad_messages += 1
                 log.warning("MCP server %s sent an unreadable result: %s", self.server, exc)
-                raise BadReply(
+                raise MCPBadReplyError(
                     f"the MCP server {self.server.name!r} sent a reply that is not a tools/call "
                     "result"
                 ) from None
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 end.set()
-                raise Unavailable(
+                raise MCPUnavailableError(
                     f"the MCP server {self.server.name!r} is not connected; try again",
                     retryable=True,
                 ) from None
@@ -200,7 +205,7 @@ class Connection:
                     return self._session, self._end
             elif self._state in ("down", "stopped"):
                 detail = f": {_describe(self._failure)}" if self._failure is not None else ""
-                raise Unavailable(
+                raise MCPUnavailableError(
                     f"the MCP server {self.server.name!r} is not running{detail}; it is being "
                     "restarted: try again",
                     retryable=True,

@@ -16,8 +16,6 @@ import msgspec
 from livebridge.errors import ToolError
 
 __all__ = [
-    "BadReply",
-    "Unavailable",
     "argument_checker",
     "declared_name",
     "output",
@@ -30,18 +28,6 @@ _INVALID = re.compile(r"[^A-Za-z0-9_.\-]")
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
 #: Keywords that describe a schema to people, not to the model's arguments.
 _DROPPED = frozenset({"title", "$schema", "$id", "$comment", "examples"})
-
-
-class Unavailable(ToolError):
-    """The MCP server is down (it died, or is being restarted): the model may try again."""
-
-    kind = "unavailable"
-
-
-class BadReply(ToolError):
-    """The MCP server's reply to a call could not be read as a tools/call result."""
-
-    kind = "bad_reply"
 
 
 def declared_name(prefix: str, remote: str) -> str:
