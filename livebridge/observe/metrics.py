@@ -291,6 +291,12 @@ class PrometheusObserver:
             "Calls found started without a result when a conversation was taken over.",
             registry=r,
         )
+        self.mcp_calls = Counter(
+            "livebridge_mcp_calls",
+            "MCP servers' tool calls by server and outcome.",
+            ["server", "outcome"],
+            registry=r,
+        )
         self._zeros()
         from livebridge.mcp.metrics import MCPCollector  # the process's MCP server connections
 
@@ -389,6 +395,8 @@ class PrometheusObserver:
         if ran:
             self.in_flight.dec()
             self.duration.labels(function).observe(outcome.latency)
+        if event.server is not None:
+            self.mcp_calls.labels(event.server, outcome.kind).inc()
         if outcome.kind == "ok":
             self.result_bytes.labels(function).observe(outcome.result_bytes)
         if outcome.truncated:

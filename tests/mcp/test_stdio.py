@@ -18,6 +18,8 @@ from livebridge.live.events import TextOut
 from livebridge.mcp import MCPServer
 from livebridge.mcp.connection import connection_for
 from livebridge.observe.metrics import PrometheusObserver
+from livebridge.observe.observers import CallSettled, Recorder
+from livebridge.observe.trace import TraceObserver
 from tests.session_helpers import client_messages, collect_until, errors, open_session
 
 SERVER = str(Path(__file__).with_name("server.py"))
@@ -37,8 +39,9 @@ def said(text: str) -> Any:
 
 
 async def test_parallel_calls_are_answered_in_one_message() -> None:
+    mcp_server = server()
     tools = livebridge.ToolRegistry()
-    tools.add_mcp(server(), include=["lookup", "describe", "refuse"], prefix="w_")
+    tools.add_mcp(mcp_server, include=["lookup", "describe", "refuse"], prefix="w_")
 
     async def scenario(conv: Conversation) -> None:
         await conv.expect_turn()
@@ -56,9 +59,15 @@ async def test_parallel_calls_are_answered_in_one_message() -> None:
         await conv.say("done")
         await conv.turn_complete()
 
-    async with Emulator(scenario) as emu, open_session(emu, tools) as session:
+    metrics, recorder = CollectorRegistry(), Recorder()
+    observers = [PrometheusObserver(metrics), recorder]
+    async with (
+        Emulator(scenario) as emu,
+        open_session(emu, tools, observers=observers) as session,
+    ):
         await session.send_text("Weather?")
         await collect_until(session, said("done"))
+    records = [TraceObserver().record_fields(e) for e in recorder.of(CallSettled)]
 
     (message,) = answers(emu)
     got = [a["response"] for a in message]
@@ -69,6 +78,9 @@ async def test_parallel_calls_are_answered_in_one_message() -> None:
     assert "no forecast for Oslo" in got[3]["error"]["message"]
     assert got[4]["error"]["type"] == "invalid_arguments"
     assert errors(emu) == []
+    assert [r.get("server") for r in records] == [mcp_server.name] * 5  # traces name the server
+    calls = {"server": mcp_server.name, "outcome": "ok"}
+    assert metrics.get_sample_value("livebridge_mcp_calls_total", calls) == 3
 
 
 def children(marker: str) -> list[int]:
