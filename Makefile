@@ -40,8 +40,8 @@ test: $(STAMP)
 # at once, a worker killed mid-call, the outbox filling) measure load or timing: they run afterwards, alone.
 WORKERS ?= 4
 suite: $(STAMP)
-	$(BIN)/pytest -q -n $(WORKERS) --dist worksteal -m 'not serial'
-	$(BIN)/pytest -q -m serial
+	$(BIN)/pytest -q -rs -n $(WORKERS) --dist worksteal -m 'not serial'
+	$(BIN)/pytest -q -rs -m serial
 
 # What the interpreter decides (how deep a decoder recurses, where asyncio keeps the current
 # task, how tasks are scheduled) differs between Python versions: these suites run on each, e.g.

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from livebridge.errors import (
         ConnectionLostError,
         ConnectionStateError,
+        ConnectTimeoutError,
         ConversationBusyError,
         DemoFailed,
         FrameTooLargeError,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
         ServerError,
         ServiceReportedError,
         SessionClosedError,
+        SessionEndedError,
         SessionNotFoundError,
         StoreError,
         StoreUnavailableError,
@@ -69,6 +71,7 @@ _HOMES: dict[str, str] = {
     "Dispatcher": "livebridge.calls.dispatch",
     **dict.fromkeys(
         [
+            "ConnectTimeoutError",
             "ConnectionLostError",
             "ConnectionStateError",
             "ConversationBusyError",
@@ -96,6 +99,7 @@ _HOMES: dict[str, str] = {
             "ServerError",
             "ServiceReportedError",
             "SessionClosedError",
+            "SessionEndedError",
             "SessionNotFoundError",
             "StoreError",
             "StoreUnavailableError",
@@ -124,6 +128,7 @@ __all__ = [
     "Call",
     "CallContext",
     "CallPolicy",
+    "ConnectTimeoutError",
     "ConnectionLostError",
     "ConnectionStateError",
     "ConversationBusyError",
@@ -162,6 +167,7 @@ __all__ = [
     "ServerError",
     "ServiceReportedError",
     "SessionClosedError",
+    "SessionEndedError",
     "SessionNotFoundError",
     "SessionOptions",
     "StoreError",
@@ -176,7 +182,7 @@ __all__ = [
     "client_args",
     "emulator",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str) -> Any:

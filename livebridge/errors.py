@@ -14,6 +14,7 @@ session's end. Each message says what happened and what to do::
     │   └── ConnectionStateError      the shell reported a connection event out of order
     ├── UsageError                    the app used livebridge in a way it cannot serve
     │   ├── SessionClosedError        input sent to a session that is closing or closed
+    │   │   └── SessionEndedError     the session ended on its own while the app's block ran
     │   ├── ModelCapabilityError      a tool the model cannot run as declared (at connect)
     │   ├── RecordingError            a recording that cannot begin, or is cut, corrupt, too new
     │   ├── ScenarioError             an emulator scenario that cannot be played
@@ -33,6 +34,7 @@ session's end. Each message says what happened and what to do::
     │                                 decides whether to resume (``resume.classify_close``)
     └── LiveSessionError              the Live session ended against the app's wish
         ├── ConnectionLostError       1006, keepalive ping timeout, network error: resumed
+        ├── ConnectTimeoutError       the service did not finish opening within connect_timeout
         ├── ServerError               1011 (service unavailable, internal error): resumed
         ├── InvalidPayloadError       1007: the server rejected a message we sent (fatal)
         └── PolicyViolationError      1008 (fatal)
@@ -48,6 +50,7 @@ can be, never fatal on its own.
 from __future__ import annotations
 
 __all__ = [
+    "ConnectTimeoutError",
     "ConnectionLostError",
     "ConnectionStateError",
     "ConversationBusyError",
@@ -75,6 +78,7 @@ __all__ = [
     "ServerError",
     "ServiceReportedError",
     "SessionClosedError",
+    "SessionEndedError",
     "SessionNotFoundError",
     "StoreError",
     "StoreUnavailableError",
@@ -139,6 +143,25 @@ class UsageError(LivebridgeError):
 
 class SessionClosedError(UsageError):
     """Input was sent to a session that is closing or closed; open a new ``LiveSession``."""
+
+
+class SessionEndedError(SessionClosedError):
+    """The session ended while the app's ``async with`` block still ran, and not because the
+    app asked: the service closed it, the connection was lost for good, the handle expired.
+
+    The block was interrupted at its pending await (its ``finally`` clauses ran) and leaving it
+    raises this; input sent after such an end raises it too. ``reason`` and ``error`` are the
+    ``Closed`` event's (``error`` is also the ``__cause__``), ``code`` the close code when the
+    service sent one. The session's events stay readable after the block.
+    """
+
+    def __init__(
+        self, message: str, *, reason: str, error: Exception | None = None, code: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.error = error
+        self.code = code
 
 
 class ModelCapabilityError(UsageError):
@@ -292,6 +315,17 @@ class LiveSessionError(LivebridgeError):
 
 class ConnectionLostError(LiveSessionError):
     """The socket dropped without a proper close (network, keepalive); resumable."""
+
+
+class ConnectTimeoutError(LiveSessionError):
+    """The service accepted the connection but did not finish opening the session (the
+    websocket handshake and the answer to ``setup`` or ``session.update``) within
+    ``SessionOptions.connect_timeout`` seconds; ``host`` names it. Resumptions are retried."""
+
+    def __init__(self, message: str, *, host: str = "", timeout: float = 0.0) -> None:
+        super().__init__(message)
+        self.host = host
+        self.timeout = timeout
 
 
 class ServerError(LiveSessionError):

@@ -48,10 +48,11 @@ def replaced(tools: ToolRegistry, handler: Any, **options: Any) -> ToolRegistry:
 
 def a_recording(tmp_path: Path, *entries: dict[str, Any]) -> Path:
     """A hand-written recording: one connection holding ``entries``, closed by the client."""
-    lines = [{"livebridge_recording": 2, "audio": "length"}]
+    lines: list[dict[str, Any]] = [{"livebridge_recording": 2, "audio": "length"}]
     lines.append({"t": 0.0, "conn": 1, "ev": "open", "handle": None, "session_id": "s1"})
     lines += [{"t": 0.01 * n, "conn": 1, **entry} for n, entry in enumerate(entries, start=1)]
-    lines.append({"t": 1.0, "conn": 1, "ev": "close", "by": "client", "code": 1000, "reason": ""})
+    end = max(1.0, lines[-1]["t"])  # the close comes last, as the writer's clock runs
+    lines.append({"t": end, "conn": 1, "ev": "close", "by": "client", "code": 1000, "reason": ""})
     path = tmp_path / "hand.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path

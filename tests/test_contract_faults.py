@@ -27,6 +27,7 @@ from livebridge.calls.tools import ToolRegistry
 from livebridge.emulator import Emulator
 from livebridge.emulator.gemini.checker import Violation
 from livebridge.emulator.gemini.connection import TranscriptEntry
+from livebridge.errors import SessionEndedError
 from livebridge.live.events import Closed, SessionEvent, TextOut, ToolCallSettled, ToolCallStarted
 from livebridge.observe.metrics import PrometheusObserver
 from tests.fault_world import (
@@ -151,18 +152,22 @@ async def drive(
     left = time.monotonic()
     leave_seconds = 0.0
     try:
-        async with opening as session:
-            await session.send_text("go")
-            with anyio.move_on_after(CASE_BUDGET):
-                async for event in session.events():
-                    events.append(event)
-                    if _stops(case, event):
+        try:
+            async with opening as session:
+                await session.send_text("go")
+                with anyio.move_on_after(CASE_BUDGET):
+                    async for event in session.events():
+                        events.append(event)
+                        if _stops(case, event):
+                            finished = True
+                            break
+                        if again(event):
+                            await session.send_text("again")
+                    else:
                         finished = True
-                        break
-                    if again(event):
-                        await session.send_text("again")
-                else:
-                    finished = True
+                left = time.monotonic()
+        except SessionEndedError:  # ended on its own while the app read: the rest follows
+            finished = True
             left = time.monotonic()
         leave_seconds = time.monotonic() - left
         while (rest := await session.next_event()) is not None:

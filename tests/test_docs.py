@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from livebridge.emulator import Emulator
+from livebridge.emulator import Conversation, Emulator
 
-from .test_readme import offline_environment, python_blocks, run_python
+from .test_readme import inside_main, offline_environment, python_blocks, run_python
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
@@ -70,3 +70,35 @@ async def test_the_phone_page_program_runs_against_the_emulator(tmp_path: Path) 
     assert "CallEnded(reason='caller_hung_up'" in out
     heard = float(out.split("the caller heard ")[1].split()[0])
     assert heard >= 0.3
+
+
+async def test_the_session_end_fragment_catches_the_end(tmp_path: Path) -> None:
+    """docs/configuration.md's ``SessionEndedError`` fragment, run against a service that closes
+    the session mid-conversation: the ``except`` runs and the events after it end with Closed."""
+    (fragment,) = [
+        b.code
+        for b in python_blocks((REPOSITORY / "docs" / "configuration.md").read_text())
+        if b.section == "When the session ends"
+    ]
+    prelude = (
+        "import logging, sys\nfrom google import genai\nimport livebridge\n"
+        "logging.basicConfig(stream=sys.stdout, format='%(message)s')\n"
+        "log = logging.getLogger('app')\nMODEL = 'gemini-3.8-live'\n"
+        "tools = livebridge.ToolRegistry()\nclient = genai.Client()\n"
+        "async def converse(session):\n"
+        "    await session.send_text('hello')\n"
+        "    await anyio.sleep(60)\n"
+        "    print('never here')\n"
+    )
+    fragment = fragment.replace("    ...", "    print(type(event).__name__)")
+
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        await conv.close(1000, "")
+
+    async with Emulator(scenario) as emulator:
+        out = run_python(
+            inside_main(fragment, prelude), offline_environment(**emulator.env()), tmp_path
+        )
+    assert "the conversation ended: " in out and "never here" not in out
+    assert out.strip().splitlines()[-1] == "Closed"

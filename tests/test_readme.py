@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -92,6 +93,7 @@ RUN_BY = {
     ("docs/mcp.md", "An MCP server"): "tests/mcp/test_docs_page.py",
     ("docs/mcp.md", "Its tools in a session"): "tests/mcp/test_docs_page.py",
     ("docs/emulator.md", "An agent with MCP tools, offline"): "tests/mcp/test_docs_page.py",
+    ("docs/configuration.md", "When the session ends"): "tests/test_docs.py",
 }
 
 
@@ -193,9 +195,8 @@ async def converse() -> None:
         config={"response_modalities": ["AUDIO"]},
     ) as session:
         await session.send_text("Weather in Paris and Rome?")
-        async for event in session.events():
-            if isinstance(event, TurnComplete):
-                break
+        async for event in session.exchange():
+            pass
 
 anyio.run(converse)
 with urllib.request.urlopen(endpoint.url, timeout=10) as response:
@@ -212,13 +213,13 @@ with urllib.request.urlopen(endpoint.url, timeout=10) as response:
 
 @pytest.mark.parametrize("mode", ["auto", "strict"])
 def test_pytest_fixture_snippet(tmp_path: Path, mode: str) -> None:
-    # Used as docs/emulator.md says: a test in the app's suite, with the app's own config; in strict
-    # mode the test is marked, as the page says.
-    test_file = tmp_path / "test_app.py"
-    config = 'my_config = {"response_modalities": ["TEXT"]}\n\n'
-    if mode == "strict":
-        config = "import pytest\n\npytestmark = pytest.mark.asyncio\n" + config
-    test_file.write_text(config + block("With pytest", "docs/emulator.md"))
+    # Copied as docs/emulator.md shows it: the test file and the pytest.ini beside it, in the
+    # default (strict) mode and in auto mode; neither fails nor warns.
+    (tmp_path / "test_agent.py").write_text(block("With pytest", "docs/emulator.md"))
+    page = (REPOSITORY / "docs" / "emulator.md").read_text()
+    ini = re.search(r"```ini\n(.*?)```", page[page.index("## With pytest") :], re.DOTALL)
+    assert ini, "the With pytest section shows its pytest.ini"
+    (tmp_path / "pytest.ini").write_text(ini.group(1))
     result = subprocess.run(
         [
             sys.executable,
@@ -238,7 +239,7 @@ def test_pytest_fixture_snippet(tmp_path: Path, mode: str) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 passed" in result.stdout
+    assert "1 passed" in result.stdout and "warning" not in result.stdout.lower(), result.stdout
 
 
 @pytest.mark.parametrize(

@@ -57,6 +57,7 @@ from livebridge import (
     LiveSession,
     LiveSessionError,
     SessionClosedError,
+    SessionEndedError,
     StoreError,
     ToolError,
     ToolRegistry,
@@ -319,6 +320,8 @@ class VoiceAgentServer:
                     tg.start_soon(self._downstream, ws, session)
                     await self._upstream(ws, session)
                     await session.aclose()  # in-flight calls settle per the shutdown rules
+        except SessionEndedError as ended:  # the service or the network ended it mid-call
+            await self._closed(ws, Closed(ended.reason, ended.error))
         except LiveSessionError as error:
             stats.session_errors += 1
             message = f"The voice service could not be reached: {error}"

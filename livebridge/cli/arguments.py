@@ -1,10 +1,13 @@
-"""Argument types shared by the subcommands."""
+"""Argument types and messages shared by the subcommands: one wording for each kind of mistake."""
 
 from __future__ import annotations
 
 import argparse
+import os
 
-__all__ = ["port_number"]
+__all__ = ["cannot_listen", "port_number"]
+
+_PORTS = "use a number from 0 to 65535 (0: any free port)"
 
 
 def port_number(text: str) -> int:
@@ -12,7 +15,13 @@ def port_number(text: str) -> int:
     try:
         port = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: {_PORTS}") from None
     if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{port} is not a port: use 1-65535, or 0 for any free")
+        raise argparse.ArgumentTypeError(f"{port} is not a port: {_PORTS}")
     return port
+
+
+def cannot_listen(flag: str, host: str, port: int, error: OSError) -> str:
+    """The one line for a port that cannot be bound (in use, not permitted, no such address)."""
+    reason = os.strerror(error.errno) if error.errno else str(error)
+    return f"cannot listen on {host}:{port} ({reason}): pick another {flag}, or 0 for any free port"

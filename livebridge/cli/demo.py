@@ -9,7 +9,7 @@ import signal
 import sys
 from typing import TextIO
 
-from livebridge.cli.arguments import port_number
+from livebridge.cli.arguments import cannot_listen, port_number
 from livebridge.demo import FAST_PACE
 
 __all__ = ["add_demo_command", "run_demo_command", "scrape_config"]
@@ -84,12 +84,8 @@ def run_demo_command(args: argparse.Namespace) -> int:
     try:
         endpoint = serve(args.metrics_port, registry=registry)
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        print(
-            f"livebridge demo: cannot serve metrics on 127.0.0.1:{args.metrics_port} ({reason}): "
-            "pick another --metrics-port, or 0 for any free port",
-            file=sys.stderr,
-        )
+        listen = cannot_listen("--metrics-port", "127.0.0.1", args.metrics_port, exc)
+        print(f"livebridge demo: {listen}", file=sys.stderr)
         return 2
     with endpoint:
         try:

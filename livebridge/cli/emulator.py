@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 from collections import Counter
@@ -21,6 +20,7 @@ from typing import Any
 import msgspec
 
 from livebridge import profiles
+from livebridge.cli.arguments import cannot_listen, port_number
 from livebridge.cli.replay import add_replay_options
 from livebridge.emulator.faults import Faults, MessagePredicate
 from livebridge.emulator.gemini.checker import HELD_ANSWERS_SECONDS, Violation
@@ -149,12 +149,9 @@ def _seconds(flag: str, text: str) -> float:
 
 def _port(text: str) -> int:
     try:
-        port = int(text)
-    except ValueError:
-        raise UsageError(f"--port needs a number from 0 to 65535, got {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--port needs a number from 0 to 65535, got {port}")
-    return port
+        return port_number(text)
+    except argparse.ArgumentTypeError as error:
+        raise UsageError(f"--port: {error}") from None
 
 
 def _emulator(args: argparse.Namespace) -> Emulator:
@@ -233,11 +230,7 @@ async def _serve(emulator: Emulator, args: argparse.Namespace) -> list[Violation
     try:
         await emulator.start()
     except OSError as error:
-        raise UsageError(
-            f"cannot listen on 127.0.0.1:{emulator.port}: "
-            f"{os.strerror(error.errno) if error.errno else error}; "
-            "pick another --port, or 0 for any free one"
-        ) from None
+        raise UsageError(cannot_listen("--port", "127.0.0.1", emulator.port, error)) from None
     try:
         # One key variable: with both GEMINI_API_KEY and GOOGLE_API_KEY set, google-genai warns.
         env = emulator.env()

@@ -31,6 +31,7 @@ from livebridge.errors import (
     MCPError,
     ModelNotFoundError,
     RunError,
+    SessionEndedError,
 )
 from livebridge.live.events import (
     Closed,
@@ -326,26 +327,27 @@ async def _converse(
         response_modalities=[types.Modality.AUDIO],
         output_audio_transcription=types.AudioTranscriptionConfig(),
     )
-    async with LiveSession.connect(
-        client,
-        model=args.model,
-        tools=registry,
-        config=config,
-        policy=policy,
-        observers=observers,
-    ) as session:
-        names = ", ".join(registry.names()) or "none"
-        print(f"connected to {args.model}; tools: {names}", flush=True)
-        printer = _Printer()
-        async with aclosing(_turns(args.text)) as turns:
-            async for text in turns:
-                printer.user(text)
-                await session.send_text(text)
-                if not await printer.until_turn_complete(session):
-                    break
-    closed = session.closed
-    if closed is not None and closed.error is not None:
-        raise RunError(f"the session ended: {closed.reason}")
+    try:
+        async with LiveSession.connect(
+            client,
+            model=args.model,
+            tools=registry,
+            config=config,
+            policy=policy,
+            observers=observers,
+        ) as session:
+            names = ", ".join(registry.names()) or "none"
+            print(f"connected to {args.model}; tools: {names}", flush=True)
+            printer = _Printer()
+            async with aclosing(_turns(args.text)) as turns:
+                async for text in turns:
+                    printer.user(text)
+                    await session.send_text(text)
+                    if not await printer.until_turn_complete(session):
+                        break
+    except SessionEndedError as ended:  # the service or the network ended it mid-turn
+        if ended.error is not None:
+            raise RunError(f"the session ended: {ended.reason}") from None
     return 0
 
 

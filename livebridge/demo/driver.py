@@ -27,7 +27,7 @@ from livebridge.demo.script import (
     openai_model_side,
 )
 from livebridge.emulator import Emulator, TranscriptEntry, Violation
-from livebridge.errors import DemoFailed
+from livebridge.errors import DemoFailed, SessionEndedError
 from livebridge.live.events import (
     AudioOut,
     Closed,
@@ -241,6 +241,8 @@ async def run_demo(
                         await anyio.sleep(PAUSE_BETWEEN_TURNS * pace)
         except TimeoutError:
             raise DemoFailed(f"the conversation did not finish within {DEADLINE:g} s") from None
+        except SessionEndedError as ended:
+            raise DemoFailed(f"the session ended early: {ended.reason}") from None
         errors = [e for s in emu.connections for e in s.errors]
         connections = len(emu.connections)
         summary = summarize(exchanges, emu.transcript, emu.violations, errors, connections)

@@ -20,14 +20,17 @@ from typing import Any, assert_never
 
 import anyio
 import anyio.lowlevel
+from anyio import CancelScope
 from anyio.abc import TaskGroup, TaskStatus
 
 from livebridge.calls.call import Outcome, Partial
 from livebridge.calls.dispatch import CallPolicy, Dispatcher
 from livebridge.errors import (
     LeaseLostError,
+    LiveSessionError,
     MalformedMessageError,
     SessionClosedError,
+    SessionEndedError,
     TransportClosed,
 )
 from livebridge.live.connectors import Connector
@@ -69,9 +72,11 @@ class SessionActor:
         "_accepting",
         "_answers_sent",
         "_batches",
+        "_block",
         "_clock",
         "_closed",
         "_connector",
+        "_cut_short",
         "_dispatcher",
         "_ending",
         "_events",
@@ -127,8 +132,43 @@ class SessionActor:
         self._writing = False  # a send is in progress (the writer's or send_audio's own)
         self._waiting_for_room = 0  # app tasks waiting in _enqueue for a full outbox
         self._leave: Callable[[], None] = _not_connected
+        self._block: CancelScope | None = None  # the app's ``async with`` block, while it runs
+        self._cut_short: Closed | None = None  # the end that interrupted the block
 
     # -- connection management ---------------------------------------------------------------
+
+    async def _supervise(
+        self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Hold the session's own tasks in a task group of their own: ending the session
+        cancels them, never the app's block beside them."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            if self._store is not None:  # the lease, then the stored handle
+                await tg.start(self._hold, self._store)
+            await tg.start(self._run)
+            task_status.started()
+
+    def _enter_block(self, block: CancelScope) -> None:
+        """The app's block begins; a session that already ended interrupts it at once."""
+        self._block = block
+        if self._closed is not None:
+            self._interrupt(self._closed)
+
+    def _interrupt(self, closed: Closed) -> None:
+        """The session ended on its own while the app's block ran: cut the block short."""
+        block, self._block = self._block, None
+        if block is not None:
+            self._cut_short = closed
+            block.cancel()
+
+    def _ended_error(self, closed: Closed) -> SessionEndedError:
+        """What the app is told of an end it did not ask for."""
+        error = closed.error
+        code = error.code if isinstance(error, LiveSessionError | TransportClosed) else None
+        return SessionEndedError(
+            f"the Live session ended: {closed.reason}", reason=closed.reason, error=error, code=code
+        )
 
     async def _hold(
         self, store: StoreConnector, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -239,6 +279,7 @@ class SessionActor:
         self._closed = closed
         self._accepting = False
         self._ending = True
+        self._interrupt(closed)  # before the app could read ``Closed`` in its block
         self._apply(self._protocol.close(closed, self._clock()))
         self._events.close()
         if self._batches:  # let cancelled handlers unwind so their ends are counted
@@ -390,6 +431,8 @@ class SessionActor:
             finally:
                 self._waiting_for_room -= 1
         if not self._accepting:
+            if self._cut_short is not None:
+                raise self._ended_error(self._cut_short) from self._cut_short.error
             raise SessionClosedError(
                 "this session is closing or closed; open a new LiveSession to keep talking"
             )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import UsageError
-from livebridge.live.options import TLS_READ_BUFFER
+from livebridge.live.options import CONNECT_SECONDS, TLS_READ_BUFFER
 from livebridge.live.protocol import ProtocolOptions
 from livebridge.live.skeleton import LiveProtocol
 from livebridge.live.transport import Transport, TransportKind
@@ -108,13 +108,15 @@ def connector_for(
     transport: TransportKind = "wire",
     keepalive: Mapping[str, float] | None = None,
     tls_read_buffer: int = TLS_READ_BUFFER,
+    connect_timeout: float = CONNECT_SECONDS,
     profile: ModelProfile | None = None,
 ) -> Connector:
     """The connector for ``client``'s vendor, from ``VENDORS``.
 
     ``config`` is the vendor's own: a ``LiveConnectConfig`` (or dict) for Gemini, a
     ``session.update`` session dict for OpenAI (merged over livebridge's defaults).
-    ``profile`` replaces the model profile the connector would choose (``livebridge.profiles``).
+    ``profile`` replaces the model profile the connector would choose (``livebridge.profiles``);
+    ``connect_timeout`` bounds the opening of each connection (``SessionOptions``).
     Adding a vendor is one line in ``VENDORS`` (and its folder under ``livebridge/vendors/``):
     its connector takes these same arguments.
     """
@@ -134,6 +136,7 @@ def connector_for(
         transport=transport,
         keepalive=keepalive,
         tls_read_buffer=tls_read_buffer,
+        connect_timeout=connect_timeout,
         profile=profile,
     )
 

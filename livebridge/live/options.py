@@ -11,10 +11,12 @@ from livebridge.live.protocol import ProtocolOptions
 from livebridge.live.transport import TransportKind
 from livebridge.profiles import ModelProfile
 
-__all__ = ["TLS_READ_BUFFER", "SessionOptions"]
+__all__ = ["CONNECT_SECONDS", "TLS_READ_BUFFER", "SessionOptions"]
 
 #: The TLS read buffer each connection gets in place of asyncio's 256 KiB (0 keeps asyncio's).
 TLS_READ_BUFFER: Final = 8 * 1024
+#: How long opening one connection may take, handshake and session setup together.
+CONNECT_SECONDS: Final = 10.0
 #: The protocol's share of the options, whose defaults are written there, once.
 _PROTOCOL: Final = ProtocolOptions()
 
@@ -47,6 +49,12 @@ class SessionOptions:
     ``profile`` replaces the model profile chosen from the model name and the client's backend
     (``livebridge.profiles``): for a model the table does not know, or one that behaves
     differently from what the table says.
+
+    ``connect_timeout`` bounds the opening of each connection, the first and every resumption:
+    the websocket handshake and the service's answer to the session setup (Gemini
+    ``setupComplete``, OpenAI ``session.updated``). A service that accepts the socket and never
+    answers is a ``ConnectTimeoutError`` naming the host: ``connect`` raises it for the first
+    connection; a resumption that times out is retried like a drop.
     """
 
     transport: TransportKind = "wire"
@@ -60,6 +68,7 @@ class SessionOptions:
     go_away_margin: float = _PROTOCOL.go_away_margin
     keepalive: dict[str, float] = field(default_factory=resume.keepalive_settings)
     tls_read_buffer: int = TLS_READ_BUFFER
+    connect_timeout: float = CONNECT_SECONDS
     record: str | None = None
     record_audio: Literal["keep", "length"] = "length"
     record_max_bytes: int = 256 * 1024 * 1024

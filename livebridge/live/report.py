@@ -17,7 +17,13 @@ from livebridge.calls.ledger import CallLedger, Outgoing
 from livebridge.calls.tools import ToolRegistry
 from livebridge.live.events import ToolCallSettled
 from livebridge.live.protocol import Notify, Output
-from livebridge.observe.observers import AnswerSent, CallOrphaned, Direction, MessageSeen
+from livebridge.observe.observers import (
+    AnswerSent,
+    CallOrphaned,
+    Direction,
+    MessageSeen,
+    TurnMeasured,
+)
 
 __all__ = ["SEEN_BATCH", "Reporter"]
 
@@ -130,6 +136,16 @@ class Reporter:
         if self.observed:
             known = name in self.tools
             out.append(Notify(CallOrphaned(self.session(), call_id, name, behavior, why, known)))
+
+    def turn(
+        self,
+        first_output: float | None,
+        tokens: tuple[int | None, int | None],
+        out: list[Output],
+    ) -> None:
+        """The model ended a turn: how soon it answered the user, and its tokens."""
+        if self.observed:
+            out.append(Notify(TurnMeasured(self.session(), first_output, *tokens)))
 
     def count(self, direction: Direction, kind: str, out: list[Output]) -> None:
         """Count one message (only called when observed)."""

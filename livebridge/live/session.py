@@ -26,6 +26,7 @@ from livebridge.errors import TransportClosed, UsageError
 from livebridge.live.actor import CANCEL_FLUSH_SECONDS, SessionActor
 from livebridge.live.connectors import Connector, connector_for
 from livebridge.live.events import Closed, SessionEvent
+from livebridge.live.exchange import ExchangeTracker
 from livebridge.live.options import SessionOptions
 from livebridge.live.outbox import AudioPolicy
 from livebridge.live.transport import Audio, Signal, Text
@@ -101,6 +102,7 @@ class LiveSession(SessionActor):
                 transport=options.transport,
                 keepalive=options.keepalive,
                 tls_read_buffer=options.tls_read_buffer,
+                connect_timeout=options.connect_timeout,
                 profile=options.profile,
             )
         protocol = connector.protocol(
@@ -163,7 +165,14 @@ class LiveSession(SessionActor):
         :raises ModelCapabilityError: a tool the model cannot run as declared (before any
             socket opens).
         :raises LiveSessionError: the first connection failed (wrong model, bad key,
-            unreachable service); the subclass and its message say what to do.
+            unreachable service, ``ConnectTimeoutError``); the subclass and its message say
+            what to do.
+        :raises SessionEndedError: the session ended on its own (the service closed it, the
+            connection was lost for good, the handle expired) while the block still ran: the
+            block was interrupted at its pending await. Leaving the block normally, an
+            exception of the block's own, ``aclose()`` and a cancellation from outside are
+            left as they are.
+        :raises LeaseLostError: another worker took the conversation over (``store``).
         :raises MCPError: an MCP server of ``tools`` could not start or list its tools (before
             any socket opens).
         """
@@ -186,13 +195,13 @@ class LiveSession(SessionActor):
                 in_use = getattr(session._policy.limiter, "in_use", None)
                 if in_use is not None:  # a shared limiter runs while sessions use it
                     await stack.enter_async_context(in_use())
-                session._tg = tg
-                if session._store is not None:  # the lease, then the stored handle
-                    await tg.start(session._hold, session._store)
-                await tg.start(session._run)
+                await tg.start(session._supervise)
                 try:
-                    yield session
+                    with anyio.CancelScope() as block:  # what an end on its own interrupts
+                        session._enter_block(block)
+                        yield session
                 finally:
+                    session._block = None  # the block is over: an end from now on is no news
                     with anyio.CancelScope(shield=True):
                         await session.aclose()
                     tg.cancel_scope.cancel()
@@ -201,6 +210,8 @@ class LiveSession(SessionActor):
         finally:
             if isinstance(session._connector, RecordingConnector):
                 session._connector.writer.close()
+        if session._cut_short is not None:
+            raise session._ended_error(session._cut_short) from session._cut_short.error
 
     async def aclose(self) -> None:
         """Stop input, give running calls ``shutdown_grace`` seconds, send what can be sent, close.
@@ -209,6 +220,7 @@ class LiveSession(SessionActor):
         cancellation is sent as an error answer, and whatever cannot be sent ends ``orphaned``.
         The websocket is closed normally (1000). Closing twice is harmless.
         """
+        self._block = None  # the app asked: its block is not interrupted
         if not self._accepting:
             while self._ending:  # the session is ending on its own: let it finish
                 await self._wake.wait()
@@ -300,6 +312,17 @@ class LiveSession(SessionActor):
             if events.closed:  # and every event was read
                 return
             await events.wait()
+
+    async def exchange(self) -> AsyncIterator[SessionEvent]:
+        """The events of one exchange: what the model says and does about the last input, its
+        late NON_BLOCKING answers and the model's reply to them included. Ends after the
+        ``TurnComplete`` that leaves no call open and no reply due (or after ``Closed``):
+        read it once per input (``livebridge.live.exchange`` has the rules)."""
+        tracker = ExchangeTracker(self.tools)
+        while (event := await self._events.get()) is not None:
+            yield event
+            if tracker.feed(event):
+                return
 
     async def next_event(self) -> SessionEvent | None:
         """The next event, or ``None`` once the session ended and every event was read."""

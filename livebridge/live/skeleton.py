@@ -49,7 +49,7 @@ from livebridge.live.protocol import (
 )
 from livebridge.live.report import Reporter
 from livebridge.live.resume import CloseDecision
-from livebridge.live.transport import ClientItem, Frames
+from livebridge.live.transport import ClientItem, Frames, Signal, Text
 from livebridge.observe.observers import SessionOpened
 
 __all__ = ["LiveProtocol"]
@@ -103,6 +103,8 @@ class LiveProtocol(ABC):
         self._leaving = False  # the app is leaving: calls that arrive now are answered, not run
         self._lost: tuple[str, LivebridgeError | None] = ("connect", None)
         self._report = Reporter(tools, observed, lambda: self.session_id)
+        self._user_done: float | None = None  # when the user's turn ended, awaiting output
+        self._first_output: float | None = None  # seconds from then to the model's first
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -247,6 +249,8 @@ class LiveProtocol(ABC):
             self._report.answers(item, out)
             self._fates(out)
         else:
+            if _ends_user_turn(item):
+                self._user_turn_ended(now)
             self._input_sent(item, now, out)
         if self._observed:
             sent = self._answer_item(item) if isinstance(item, Outgoing) else item
@@ -262,6 +266,23 @@ class LiveProtocol(ABC):
 
     def _fates(self, out: list[Output]) -> None:
         self._report.fates(self.ledger, out, reasons=self.reasons)
+
+    # -- turns, as the user waits for them --------------------------------------------------
+
+    def _user_turn_ended(self, now: float) -> None:
+        """The user finished speaking or typing: the wait for the model's answer starts."""
+        self._user_done = now
+        self._first_output = None
+
+    def _model_output(self, now: float) -> None:
+        """The model sent audio or text: the first since the user's turn ended ends the wait."""
+        if self._user_done is not None and self._first_output is None:
+            self._first_output = now - self._user_done
+
+    def _model_turn_ended(self, tokens: tuple[int | None, int | None], out: list[Output]) -> None:
+        """The model's turn is over: report it, and wait for the next user turn."""
+        self._report.turn(self._first_output, tokens, out)
+        self._user_done = self._first_output = None
 
     # -- what each vendor says for itself --------------------------------------------------
 
@@ -324,3 +345,8 @@ class LiveProtocol(ABC):
     def _input_sent(self, item: ClientItem, now: float, out: list[Output]) -> None:
         """The app's ``item`` (or a message the protocol composed) left on the socket."""
         return None
+
+
+def _ends_user_turn(item: ClientItem) -> bool:
+    """Text, or speech marked as ended: the model's answer is due from now."""
+    return isinstance(item, Text) or (isinstance(item, Signal) and item.kind != "activity_start")

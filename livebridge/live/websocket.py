@@ -4,14 +4,22 @@ closing it within a bound, mapping its close to ``TransportClosed``, shrinking i
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 from websockets.exceptions import ConnectionClosed
 
-from livebridge.errors import TransportClosed
+from livebridge.errors import ConnectTimeoutError, TransportClosed
 from livebridge.live import resume
 
-__all__ = ["CLOSE_SECONDS", "close", "closed", "shrink_tls_read_buffer"]
+__all__ = [
+    "CLOSE_SECONDS",
+    "close",
+    "closed",
+    "host_of",
+    "opening_timed_out",
+    "shrink_tls_read_buffer",
+]
 
 #: How long a normal close waits for the server's half of the closing handshake.
 CLOSE_SECONDS = 2.0
@@ -25,6 +33,27 @@ async def close(ws: Any) -> None:
         await ws.close()
         return
     ws.transport.abort()
+
+
+def host_of(url: object) -> str:
+    """The ``host:port`` of a base URL, for messages (the URL itself if it has none)."""
+    text = str(url or "")
+    return urlsplit(text).netloc or text or "the service"
+
+
+def opening_timed_out(host: str, timeout: float, unanswered: str) -> TransportClosed:
+    """A connection that did not open within ``timeout`` s (``unanswered``: what got no
+    answer): the ``ConnectTimeoutError`` the app is told, on the ``TransportClosed`` the session
+    reads as a drop (a resumption is retried)."""
+    error = ConnectTimeoutError(
+        f"{host} did not open the Live session within {timeout:g} s: {unanswered} got no "
+        "answer. If the service is only slow, raise SessionOptions.connect_timeout; else check "
+        "the address and the service's status",
+        host=host,
+        timeout=timeout,
+    )
+    reason = f"not open within {timeout:g} s: {unanswered} got no answer"
+    return TransportClosed(None, reason, error=error)
 
 
 def closed(exc: ConnectionClosed) -> TransportClosed:

@@ -21,7 +21,7 @@ from prometheus_client import (
     Histogram,
 )
 
-from livebridge.calls.call import Behavior, DedupReason, Outcome, OutcomeKind
+from livebridge.calls.call import Behavior, Outcome
 from livebridge.observe.observers import (
     AnswerSent,
     BatchStarted,
@@ -35,6 +35,7 @@ from livebridge.observe.observers import (
     SessionClosed,
     SessionOpened,
     StoreOperation,
+    TurnMeasured,
 )
 from livebridge.observe.scrape import ASGIApp as ASGIApp
 from livebridge.observe.scrape import MetricsServer as MetricsServer
@@ -54,6 +55,8 @@ __all__ = [
     "STORE_ERRORS",
     "STORE_OPERATIONS",
     "STORE_SECONDS_BUCKETS",
+    "TOKEN_BUCKETS",
+    "ZERO_OUTCOMES",
     "ASGIApp",
     "MetricsServer",
     "PrometheusObserver",
@@ -88,6 +91,8 @@ SECONDS_BUCKETS = (
 )
 CALLS_PER_TURN_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64)
 RESULT_BYTES_BUCKETS = (64, 256, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576)
+#: Tokens of one turn or one session: a short reply to a long conversation.
+TOKEN_BUCKETS = (10, 30, 100, 300, 1000, 3000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
 
 REJECTION_REASONS = frozenset(
     {
@@ -163,6 +168,9 @@ MESSAGE_KINDS = frozenset(
     }
 )
 
+#: The outcomes a failure ratio divides by, exported at 0 for every known function.
+ZERO_OUTCOMES = ("ok", "error", "timeout")
+
 #: Without an explicit ``functions`` list, at most this many distinct names get their own label.
 MAX_FUNCTION_LABELS = 256
 
@@ -186,6 +194,7 @@ class PrometheusObserver:
         self._functions = None if functions is None else frozenset(functions)
         self._seen_functions: set[str] = set()
         self._running: set[tuple[str | None, str]] = set()
+        self._session_tokens: dict[str | None, list[int]] = {}
         self._lock = threading.Lock()
         r = self.registry
         self.calls = Counter(
@@ -255,6 +264,26 @@ class PrometheusObserver:
             registry=r,
         )
         self.sessions = Gauge("livebridge_sessions_active", "Open Live sessions.", registry=r)
+        self.first_output = Histogram(
+            "livebridge_turn_first_output_seconds",
+            "From the end of the user's turn to the model's first audio or text.",
+            buckets=SECONDS_BUCKETS,
+            registry=r,
+        )
+        self.turn_tokens = Histogram(
+            "livebridge_turn_tokens",
+            "Tokens the service counted for one model turn, by direction.",
+            ["direction"],
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.session_tokens = Histogram(
+            "livebridge_session_tokens",
+            "Tokens of a whole session (observed when it closes), by direction.",
+            ["direction"],
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
         self.reconnects = Counter(
             "livebridge_session_reconnects",
             "Sessions moved to a new socket, by reason.",
@@ -303,27 +332,21 @@ class PrometheusObserver:
         r.register(MCPCollector())
 
     def _zeros(self) -> None:
-        """Export every series whose labels are known in advance at 0: a counter that never
-        fired reads 0 (a rate of 0 on a dashboard), not "no data"."""
+        """Export at 0 the series that ratios and alerts read before anything happened (calls
+        by outcome, orphans, reconnects, lease events): a rate of 0, not "no data". Rarer series
+        (rejections, dedups, truncations, cancellations, store errors by operation) appear with
+        their first event, so a registry's idle scrape stays small."""
         for reason in sorted(RECONNECT_REASONS | {OTHER}):
             self.reconnects.labels(reason)
         for event in sorted(LEASE_EVENTS):
             self.leases.labels(event)
-        for operation in sorted(STORE_OPERATIONS):
-            for error in sorted(STORE_ERRORS):
-                self.store_errors.labels(operation, error)
         if self._functions is None:
             return
         for function in sorted(self._functions | {OTHER}):
-            for outcome in get_args(OutcomeKind):
+            for outcome in ZERO_OUTCOMES:
                 for behavior in get_args(Behavior):
                     self.calls.labels(function, outcome, behavior)
-            for reason in sorted(REJECTION_REASONS | {OTHER}):
-                self.rejections.labels(function, reason)
-            for dedup in get_args(DedupReason):
-                self.dedups.labels(function, dedup)
-            for counter in (self.truncations, self.cancellations, self.orphans):
-                counter.labels(function)
+            self.orphans.labels(function)
 
     def on_event(self, event: Event) -> None:
         match event:
@@ -352,6 +375,13 @@ class PrometheusObserver:
                 self.sessions.inc()
             case SessionClosed():
                 self.sessions.dec()
+                with self._lock:
+                    spent = self._session_tokens.pop(event.session_id, None)
+                if spent is not None:
+                    self.session_tokens.labels("input").observe(spent[0])
+                    self.session_tokens.labels("output").observe(spent[1])
+            case TurnMeasured():
+                self._turn(event)
             case Reconnected():
                 self.reconnects.labels(_bounded(event.reason, RECONNECT_REASONS)).inc()
             case MessageSeen():
@@ -369,6 +399,19 @@ class PrometheusObserver:
                 self.leases.labels(_bounded(event.event, LEASE_EVENTS)).inc()
                 if event.interrupted:
                     self.interrupted.inc(event.interrupted)
+
+    def _turn(self, event: TurnMeasured) -> None:
+        if event.first_output is not None:
+            self.first_output.observe(event.first_output)
+        if event.input_tokens is None and event.output_tokens is None:
+            return
+        taken, given = event.input_tokens or 0, event.output_tokens or 0
+        self.turn_tokens.labels("input").observe(taken)
+        self.turn_tokens.labels("output").observe(given)
+        with self._lock:
+            spent = self._session_tokens.setdefault(event.session_id, [0, 0])
+            spent[0] += taken
+            spent[1] += given
 
     def function_label(self, name: str, *, known: bool = True) -> str:
         """The ``function`` label for ``name``: itself if it is a known tool, else ``other``."""

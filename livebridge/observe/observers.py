@@ -38,6 +38,7 @@ __all__ = [
     "SessionClosed",
     "SessionOpened",
     "StoreOperation",
+    "TurnMeasured",
     "emit",
     "record_of",
 ]
@@ -155,6 +156,20 @@ class RecordingFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnMeasured:
+    """The model finished a turn. ``first_output``: seconds from the end of the user's turn as
+    the session saw it (text sent, ``send_activity_end``/``send_audio_stream_end``, OpenAI's
+    ``speech_stopped``) to the model's first audio or text; ``None`` when no user turn ended
+    before it (a reply to a tool answer, audio the service judged itself). Tokens are the
+    service's usage for the turn, where it reports them."""
+
+    session_id: str | None
+    first_output: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class MessageSeen:
     """``count`` wire messages; ``kind`` is their top-level field (``toolCall``, ...).
 
@@ -205,6 +220,7 @@ Event: TypeAlias = (
     | SessionClosed
     | Reconnected
     | MessageSeen
+    | TurnMeasured
     | RecordingTruncated
     | RecordingFailed
     | StoreOperation

@@ -2,7 +2,8 @@
 
 ``twilio`` is the Media Streams message codec, ``audio`` the G.711 and resampling, ``playout``
 what the caller has heard, ``bridge`` one stream ↔ one session, ``caller`` a simulated Twilio
-side for tests and the demo. Needs the ``phone`` extra (``pip install 'livebridge[phone]'``).
+side for tests and the demo. Needs the ``phone`` extra (soxr and numpy:
+``pip install './livebridge[phone]'`` from a clone).
 """
 
 __all__: list[str] = []

@@ -8,8 +8,11 @@ once (and on OpenAI truncates the assistant item at what the caller heard). A to
 succeeds, the bridge waits (at most ``hang_up_timeout``) for the mark that follows the audio
 sent before the call, then closes the stream, so the TwiML's next verb (``<Hangup/>``) runs
 after the goodbye was heard. When the caller hangs up (``stop``), the session is closed: every
-running call gets its fate and the Live connection closes with 1000. DTMF keys reach the
-listeners as ``DtmfPressed`` and, with ``dtmf_to_model``, the model as text.
+running call gets its fate and the Live connection closes with 1000; a caller who hangs up while
+the session is still opening abandons the opening. When the Live session ends on its own
+(``SessionEndedError``) the stream is closed: 1000 and ``session_closed`` for a normal close by
+the service, 1011 and ``session_failed`` otherwise. Every call ends in one ``CallEnded``. DTMF
+keys reach the listeners as ``DtmfPressed`` and, with ``dtmf_to_model``, the model as text.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from anyio.abc import TaskGroup
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from livebridge.errors import SessionEndedError
 from livebridge.live.events import AudioOut, Closed, Interrupted, ToolCallSettled, ToolCallStarted
 from livebridge.live.events import TurnComplete as ModelTurnComplete
 from livebridge.live.session import LiveSession
@@ -169,28 +173,42 @@ class PhoneBridge:
         self.clock = clock
 
     async def serve(self, websocket: ServerConnection) -> EndReason:
-        """Run one call on an accepted WebSocket until it ends; how it ended."""
-        stream = TwilioStream()
-        call = _Call(self, websocket, stream)
+        """Run one call on an accepted WebSocket until it ends; how it ended. Every way out
+        emits one ``CallEnded`` (a cancelled call as ``disconnected``)."""
+        call = _Call(self, websocket, TwilioStream())
+        reason: EndReason = "disconnected"
+        try:
+            reason = await self._serve(call)
+        finally:
+            call.finish(reason)
+        return reason
+
+    async def _serve(self, call: _Call) -> EndReason:
+        websocket = call.websocket
         try:
             with anyio.fail_after(self.options.start_timeout):
                 start = await call.until_start()
         except TimeoutError:
             await websocket.close(1008, "no start message")
-            return call.finish("disconnected")
+            return "disconnected"
         if start is None:
-            return call.finish("disconnected")
+            return "disconnected"
+        sid = start.call_sid or "?"
         try:
-            async with self.open_session(start) as session:
-                call.session = session
-                call.emit(CallAnswered(start))
-                reason = await call.run()
-        except Exception as exc:  # the model could not be reached, or the session failed
-            log.error("call %s: the Live session failed: %s", start.call_sid or "?", exc)
+            reason = await call.answer(start)
+        except SessionEndedError as ended:  # the service or the network ended it mid-call
+            log.warning("call %s: the Live session ended: %s", sid, ended.reason)
+            if ended.error is None:
+                await websocket.close()
+                return "session_closed"
             await websocket.close(1011, "the Live session failed")
-            return call.finish("session_failed")
+            return "session_failed"
+        except Exception as exc:  # the model could not be reached, or the session failed
+            log.error("call %s: the Live session failed: %s", sid, exc)
+            await websocket.close(1011, "the Live session failed")
+            return "session_failed"
         await websocket.close()  # after the session: its calls were given their fates
-        return call.finish(reason)
+        return reason
 
 
 class _Call:
@@ -207,6 +225,7 @@ class _Call:
         self.outbound: Resampler | None = None
         self.reason: EndReason | None = None
         self.hang_marks: dict[str, str] = {}  # hang-up call id → the mark before it
+        self.early_keys: list[str] = []  # DTMF pressed while the session opened
         self.speech_ended: float | None = None  # the caller's, awaiting the model's answer
         self.changed = anyio.Event()  # set on each mark echoed, then replaced
 
@@ -217,10 +236,9 @@ class _Call:
             except Exception:
                 log.exception("a phone listener failed on %r", event)
 
-    def finish(self, reason: EndReason) -> EndReason:
+    def finish(self, reason: EndReason) -> None:
         answered = self.session is not None
         self.emit(CallEnded(reason, tuple(self.hang_marks.values()), answered))
-        return reason
 
     def _receive(self, text: str | bytes) -> object:
         event = self.stream.receive(text)
@@ -239,6 +257,56 @@ class _Call:
         except ConnectionClosed:
             pass
         return None
+
+    async def answer(self, start: StreamStarted) -> EndReason:
+        """Open the Live session while reading the caller, then run the call. A caller who
+        hangs up meanwhile abandons the opening: its connection to the service is closed."""
+        gone: EndReason | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                watching = anyio.CancelScope()
+                stopped = anyio.Event()
+
+                async def watch() -> None:
+                    nonlocal gone
+                    try:
+                        with watching:
+                            gone = await self._until_gone()
+                            tg.cancel_scope.cancel()  # the opening, or the session just opened
+                    finally:
+                        stopped.set()
+
+                tg.start_soon(watch)
+                async with self.bridge.open_session(start) as session:
+                    watching.cancel()  # the caller's frames are ``_from_caller``'s from now on
+                    await stopped.wait()
+                    self.session = session
+                    self.emit(CallAnswered(start))
+                    if self.options.dtmf_to_model:  # keys pressed while it opened
+                        for digit in self.early_keys:
+                            await session.send_text(self.options.dtmf_text.format(digit=digit))
+                    return await self.run()
+        except BaseExceptionGroup as group:  # the session's own error, not a group of one
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        log.info("call %s: the caller left while the Live session opened", start.call_sid or "?")
+        return gone or "disconnected"
+
+    async def _until_gone(self) -> EndReason:
+        """Read the caller until they leave: what they say before the model is there is
+        not kept (Twilio streams from the first ring); the keys they press are."""
+        try:
+            async for text in self.websocket:
+                event = self._receive(text)
+                if isinstance(event, Dtmf):
+                    self.emit(DtmfPressed(event.digit))
+                    self.early_keys.append(event.digit)
+                elif isinstance(event, StreamStopped):
+                    return "caller_hung_up"
+        except ConnectionClosed:
+            pass
+        return "disconnected"
 
     async def run(self) -> EndReason:
         async with anyio.create_task_group() as tg:

@@ -1,26 +1,33 @@
 """Reading session recordings (``livebridge.recording.record`` writes them), streamed and checked.
 
-A recording is read line by line, never whole: a line longer than ``MAX_LINE_BYTES`` or a file
-whose decompressed size passes ``max_bytes`` (a gzip bomb, a file that is not a recording) is
-a ``RecordingError`` before it can take the memory. Each entry keeps its line's JSON as bytes
-and decodes it when asked (``Entry.data``): the objects of a decoded line take ten times its
-bytes, so a large recording is held at about its own size.
+A recording is read line by line, never whole, and both the memory and the work are bounded:
+a line longer than ``MAX_LINE_BYTES``, a file of more than ``max_bytes`` decompressed, more
+than ``max_lines`` lines or more than ``MAX_BLANK_LINES`` blank ones, or a gzip file that
+decompresses to more than ``MAX_RATIO`` times the compressed bytes read (judged from
+``RATIO_FLOOR`` on) is a ``RecordingError`` naming the file and the bound: a gzip bomb stops
+within a few MiB of its output. Each entry keeps its line's JSON as bytes and decodes it when
+asked (``Entry.data``): the objects of a decoded line take ten times its bytes, so a large
+recording is held at about its own size.
 
-Every field replay relies on is checked for its type as the line is read, so a hand-edited
+Every field replay reads is decoded into a typed shape as the line is read, so a hand-edited
 recording fails with one line naming the line and the field (``RecordingError``), never later
-inside the replay. ``t`` must be finite and at least 0; ``dataBytes`` (a reduced audio blob's
-length) at most ``MAX_AUDIO_BYTES``.
+inside the replay: call and answer ids are strings (or absent), names strings, arguments and
+answers objects. ``t`` must be finite, at least 0, never more than ``T_TOLERANCE`` below the
+line before and never more than ``MAX_RECORDED_GAP`` above it; a line nests at most
+``MAX_DEPTH`` objects and arrays; ``dataBytes`` (a reduced audio blob's length) is at most
+``MAX_AUDIO_BYTES``.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import math
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any, Literal, cast
 
 import msgspec
@@ -30,8 +37,15 @@ from livebridge.errors import RecordingError
 __all__ = [
     "FORMAT_VERSION",
     "MAX_AUDIO_BYTES",
+    "MAX_BLANK_LINES",
+    "MAX_DEPTH",
+    "MAX_LINES",
     "MAX_LINE_BYTES",
+    "MAX_RATIO",
     "MAX_READ_BYTES",
+    "MAX_RECORDED_GAP",
+    "RATIO_FLOOR",
+    "T_TOLERANCE",
     "AudioMode",
     "Entry",
     "Recording",
@@ -45,8 +59,27 @@ FORMAT_VERSION = 2
 MAX_LINE_BYTES = 16 * 1024 * 1024
 #: The default bound on a recording's decompressed size: four times the writer's default bound.
 MAX_READ_BYTES = 1024 * 1024 * 1024
+#: The default bound on a recording's lines, blank ones included: a 1 GiB recording of the
+#: service's shortest entries (about 70 bytes) has fewer. Reading a line takes microseconds.
+MAX_LINES = 16 * 1024 * 1024
+#: The most blank lines a recording may hold (the writer writes none; a hand edit leaves a few).
+MAX_BLANK_LINES = 1000
+#: A gzip recording may decompress to at most this many times the compressed bytes read: the
+#: writer's JSON compresses about 35:1 with reduced audio, real audio about 1.3:1; a gzip bomb
+#: about 1000:1. A file refused by it reads once decompressed (``gunzip``).
+MAX_RATIO = 100
+#: The ratio is judged once this much is decompressed (small files and read-ahead aside).
+RATIO_FLOOR = 4 * 1024 * 1024
 #: The largest audio blob a reduced (``dataBytes``) entry may stand for.
 MAX_AUDIO_BYTES = 16 * 1024 * 1024
+#: The deepest nesting of objects and arrays in a line (a server message is about 8 deep).
+MAX_DEPTH = 64
+#: The longest gap (seconds) between two lines' ``t``: a Gemini Live connection lasts about
+#: 10 minutes and ends with ``goAway``, so no session is silent for 15 minutes.
+MAX_RECORDED_GAP = 15 * 60.0
+#: How far (seconds) ``t`` may go back from one line to the next (the writer's clock is
+#: monotonic and rounded to microseconds).
+T_TOLERANCE = 0.001
 
 #: ``keep``: audio bytes are written; ``length``: only each blob's length.
 AudioMode = Literal["keep", "length"]
@@ -95,10 +128,10 @@ class Recording:
 # -- the checked shape of each entry (only what replay reads) -------------------------------
 
 
-class _Call(msgspec.Struct):  # id, name and args go to the client as recorded, odd or not
-    id: Any = None
-    name: Any = None
-    args: Any = None
+class _Call(msgspec.Struct):  # no id: a Vertex AI call, named by the replay
+    name: str
+    id: str | None = None
+    args: dict[str, Any] | None = None
 
 
 class _ToolCall(msgspec.Struct):
@@ -126,9 +159,10 @@ class _Received(msgspec.Struct):
 
 
 class _Answer(msgspec.Struct):
-    id: Any = None
-    name: Any = None
-    response: Any = None
+    id: str | None = None
+    name: str | None = None
+    response: dict[str, Any] | None = None
+    willContinue: bool | None = None
 
 
 class _ToolResponse(msgspec.Struct):
@@ -160,6 +194,10 @@ class _Truncated(msgspec.Struct):
     limit: int | None = None
 
 
+class _Malformed(msgspec.Struct):
+    error: str = ""
+
+
 class _RecvLine(msgspec.Struct):
     msg: _Received
 
@@ -172,6 +210,7 @@ _SHAPES: dict[str, type[msgspec.Struct]] = {
     "open": _Open,
     "close": _Close,
     "truncated": _Truncated,
+    "malformed": _Malformed,
     "recv": _RecvLine,
     "send": _SendLine,
 }
@@ -180,15 +219,21 @@ _SHAPES: dict[str, type[msgspec.Struct]] = {
 # -- reading ---------------------------------------------------------------------------------
 
 
-def read_recording(path: str | os.PathLike[str], *, max_bytes: int = MAX_READ_BYTES) -> Recording:
+def read_recording(
+    path: str | os.PathLike[str],
+    *,
+    max_bytes: int = MAX_READ_BYTES,
+    max_lines: int = MAX_LINES,
+) -> Recording:
     """Read and check a recording; ``RecordingError`` names the line of the first problem.
 
-    ``max_bytes`` bounds the decompressed size read (a gzip bomb stops there)."""
+    ``max_bytes`` bounds the decompressed size read and ``max_lines`` the lines, blank ones
+    included; a gzip file must also keep within ``MAX_RATIO`` (a gzip bomb stops early)."""
     name = os.fspath(path)
     try:
-        with _open_bytes(name) as file:
-            return _read(name, _lines(name, file, max_bytes))
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        with _open_bytes(name) as (file, compressed):
+            return _read(name, _lines(name, file, compressed, max_bytes, max_lines))
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
         raise RecordingError(f"{name}: cannot read the recording: {exc}") from None
 
 
@@ -196,6 +241,8 @@ def _read(name: str, lines: Iterator[tuple[int, bytes]]) -> Recording:
     first = next(lines, None)
     if first is None:
         raise RecordingError(f"{name}: empty file, not a livebridge recording")
+    if first[0] != 1:
+        raise RecordingError(f"{name}:1: a blank line, not a livebridge recording's header")
     header = _json(name, 1, first[1])
     version = header.get("livebridge_recording")
     if not isinstance(version, int):
@@ -211,15 +258,16 @@ def _read(name: str, lines: Iterator[tuple[int, bytes]]) -> Recording:
     if audio not in ("keep", "length"):
         raise RecordingError(f"{name}:1: unknown audio mode {audio!r} (expected keep or length)")
     recording = Recording(name, audio)
+    last = 0.0  # the previous entry's t
     for number, text in lines:
-        if not text.strip():
-            continue
         if recording.truncated is not None:
             raise RecordingError(
                 f"{name}:{number}: a line after the 'truncated' line "
                 f"{recording.truncated.line}: the writer writes nothing after it"
             )
         entry = _entry(name, number, text)
+        _check_time(name, number, last, entry.t)
+        last = entry.t
         if entry.ev == "truncated":
             recording.truncated = entry
         else:
@@ -241,6 +289,10 @@ def _entry(name: str, number: int, text: bytes) -> Entry:
         )
     if not (math.isfinite(head.t) and head.t >= 0):
         raise RecordingError(f"{name}:{number}: 't' must be a finite number >= 0, not {head.t}")
+    if head.conn < 1:
+        raise RecordingError(f"{name}:{number}: 'conn' counts from 1, not {head.conn}")
+    if text.count(b"{") + text.count(b"[") > MAX_DEPTH:  # else it cannot nest that deep
+        _check_depth(name, number, value)
     shape = _SHAPES.get(head.ev)
     if shape is not None:
         if head.ev in ("recv", "send") and not isinstance(value.get("msg"), dict):
@@ -252,6 +304,36 @@ def _entry(name: str, number: int, text: bytes) -> Entry:
     if b"dataBytes" in text:
         _check_audio(name, number, value)
     return Entry(number, head.t, head.conn, head.ev, text)
+
+
+def _check_time(name: str, number: int, last: float, t: float) -> None:
+    """``t`` follows the line before: not back in time, and not past the longest gap."""
+    if t < last - T_TOLERANCE:
+        raise RecordingError(
+            f"{name}:{number}: 't' goes back in time ({t:g} after {last:g}): the lines are out "
+            "of order"
+        )
+    if t - last > MAX_RECORDED_GAP:
+        raise RecordingError(
+            f"{name}:{number}: 't' jumps {t - last:g} s after the line before, over the "
+            f"{MAX_RECORDED_GAP:g} s a session is ever silent"
+        )
+
+
+def _check_depth(name: str, number: int, value: Any) -> None:
+    """No object or array nests deeper than MAX_DEPTH (replay walks them recursively)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise RecordingError(
+                f"{name}:{number}: nested deeper than {MAX_DEPTH} objects and arrays: "
+                "not a recording entry"
+            )
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
 
 
 def _field_error(exc: msgspec.ValidationError) -> str:
@@ -293,25 +375,52 @@ def restore_audio(message: Any) -> Any:
     return message
 
 
-def _lines(name: str, file: IO[bytes], max_bytes: int) -> Iterator[tuple[int, bytes]]:
-    """The file's lines, numbered from 1, each at most MAX_LINE_BYTES, all within max_bytes."""
+def _lines(
+    name: str, file: IO[bytes], compressed: IO[bytes] | None, max_bytes: int, max_lines: int
+) -> Iterator[tuple[int, bytes]]:
+    """The file's lines but blank ones, numbered from 1, each at most MAX_LINE_BYTES, all within
+    max_bytes, max_lines and MAX_BLANK_LINES; from a gzip file (``compressed`` its raw bytes)
+    within MAX_RATIO too."""
     total = 0
     number = 0
+    blank = 0
+    ratio_at = RATIO_FLOOR  # the ratio is judged at each MiB from the floor on
     while True:
         line = file.readline(MAX_LINE_BYTES + 1)
         if not line:
             return
         number += 1
+        total += len(line)
         if len(line) > MAX_LINE_BYTES:
             raise RecordingError(
                 f"{name}:{number}: a line longer than {MAX_LINE_BYTES} bytes: not a recording"
             )
-        total += len(line)
+        if number > max_lines:
+            raise RecordingError(
+                f"{name}:{number}: more than {max_lines} lines: larger than a recording is "
+                "read (read_recording(max_lines=...))"
+            )
         if total > max_bytes:
             raise RecordingError(
                 f"{name}:{number}: more than {max_bytes} bytes (decompressed): larger than a "
                 "recording is read (read_recording(max_bytes=...))"
             )
+        if compressed is not None and total > ratio_at:
+            ratio_at = total + 1024 * 1024
+            read = compressed.tell()
+            if total > MAX_RATIO * read:
+                raise RecordingError(
+                    f"{name}:{number}: {total} bytes decompressed from {read}, over the "
+                    f"{MAX_RATIO}:1 a recording compresses to: a gzip bomb? (gunzip it to read it)"
+                )
+        if line.isspace():
+            blank += 1
+            if blank > MAX_BLANK_LINES:
+                raise RecordingError(
+                    f"{name}:{number}: more than {MAX_BLANK_LINES} blank lines: not a recording "
+                    "(the writer writes none)"
+                )
+            continue
         yield number, line
 
 
@@ -325,12 +434,22 @@ def _json(name: str, number: int, text: bytes) -> dict[str, Any]:
         value = _decode(text)
     except msgspec.DecodeError as exc:
         raise RecordingError(f"{name}:{number}: not valid JSON: {exc}") from None
+    except RecursionError:
+        raise RecordingError(
+            f"{name}:{number}: nested deeper than {MAX_DEPTH} objects and arrays: "
+            "not a recording entry"
+        ) from None
     if not isinstance(value, dict):
         raise RecordingError(f"{name}:{number}: expected a JSON object, got {type(value).__name__}")
     return value
 
 
-def _open_bytes(name: str) -> IO[bytes]:
-    if name.endswith(".gz"):
-        return cast("IO[bytes]", gzip.open(Path(name), "rb"))
-    return open(name, "rb")
+@contextlib.contextmanager
+def _open_bytes(name: str) -> Iterator[tuple[IO[bytes], IO[bytes] | None]]:
+    """The file's (decompressed) bytes, and for a gzip file its raw bytes (to judge the ratio)."""
+    with open(name, "rb") as raw:
+        if not name.endswith(".gz"):
+            yield raw, None
+            return
+        with gzip.GzipFile(fileobj=raw, mode="rb") as file:
+            yield cast("IO[bytes]", file), raw

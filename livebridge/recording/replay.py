@@ -95,6 +95,7 @@ async def replay(
     After ``deadline`` seconds the replay stops and what it did not reach is reported."""
     from livebridge import profiles
     from livebridge.emulator import Emulator
+    from livebridge.errors import SessionEndedError
     from livebridge.live.session import LiveSession, SessionOptions
 
     if not isinstance(recording, Recording):
@@ -113,17 +114,19 @@ async def replay(
             # A recording does not say its model: the Developer API's documented defaults.
             options=SessionOptions(profile=profiles.DEVELOPER_DEFAULT),
         )
-        async with session_cm as session, anyio.create_task_group() as tg:
+        # A session that ends on its own stops the replay early: what was missed is reported.
+        with contextlib.suppress(SessionEndedError):
+            async with session_cm as session, anyio.create_task_group() as tg:
 
-            async def drain() -> None:  # a session that ends stops the replay early
-                async for _ in session.events():
-                    pass
+                async def drain() -> None:
+                    async for _ in session.events():
+                        pass
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(drain)
+                with contextlib.suppress(TimeoutError):  # what was not reached is reported
+                    await emulator.wait_for(lambda: player.done, timeout=deadline)
                 tg.cancel_scope.cancel()
-
-            tg.start_soon(drain)
-            with contextlib.suppress(TimeoutError):  # what was not reached is reported
-                await emulator.wait_for(lambda: player.done, timeout=deadline)
-            tg.cancel_scope.cancel()
         with contextlib.suppress(TimeoutError):
             await emulator.settled()
     return player.finish()

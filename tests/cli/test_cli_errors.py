@@ -57,7 +57,10 @@ def busy_port() -> Iterator[int]:
         ((), ["livebridge: ", "required: COMMAND", "livebridge --help"]),
         (("serve",), ["invalid choice: 'serve'"]),
         (("demo", "--metrics-port", "99999"), ["livebridge demo: ", "99999 is not a port"]),
-        (("demo", "--metrics-port", "nine"), ["'nine' is not a port number"]),
+        (
+            ("demo", "--metrics-port", "nine"),
+            ["'nine' is not a port: use a number"],
+        ),
         (("demo", "--colour"), ["livebridge: unrecognized arguments: --colour"]),
         (
             ("run", "examples.embedded:tools", "--emulator", "--metrics-port", "-1"),
@@ -88,7 +91,7 @@ def test_usage_errors(args: tuple[str, ...], expected: list[str]) -> None:
 def test_demo_on_a_busy_metrics_port(busy_port: int) -> None:
     line = one_line_failure(livebridge("demo", "--fast", "--metrics-port", str(busy_port)))
     assert line == (
-        f"livebridge demo: cannot serve metrics on 127.0.0.1:{busy_port} (Address already in "
+        f"livebridge demo: cannot listen on 127.0.0.1:{busy_port} (Address already in "
         "use): pick another --metrics-port, or 0 for any free port"
     )
 

@@ -264,9 +264,12 @@ def bad_inputs(tmp_path: Path, busy: int) -> list[tuple[list[str], str]]:
     (tmp_path / "step.json").write_text('[{"expect_turn": {}}, {"tool_call": "get_weather"}]')
     (tmp_path / "broken.json").write_text("[{")
     return [
-        (["--port", "99999"], "--port needs a number from 0 to 65535, got 99999"),
-        (["--port", "http"], "--port needs a number from 0 to 65535, got 'http'"),
-        (["--port", str(busy)], f"cannot listen on 127.0.0.1:{busy}: "),
+        (
+            ["--port", "99999"],
+            "--port: 99999 is not a port: use a number from 0 to 65535",
+        ),
+        (["--port", "http"], "--port: 'http' is not a port: use a number from 0 to 65535"),
+        (["--port", str(busy)], f"cannot listen on 127.0.0.1:{busy} ("),
         (["--scenario", str(tmp_path / "missing.json")], "cannot read scenario"),
         (["--scenario", str(tmp_path / "dict.json")], "expected a JSON list of steps, got dict"),
         (["--scenario", str(tmp_path / "step.json")], "step.json: step 1 (tool_call): Expected"),

@@ -422,15 +422,16 @@ async def test_stale_handle_ends_the_session_with_a_clear_error() -> None:
     emu_ref: list[Emulator] = []
     async with Emulator(scenario) as emu:
         emu_ref.append(emu)
-        async with open_session(emu, livebridge.ToolRegistry()) as session:
-            await session.send_text("one")
-            await collect_until(session, is_turn_complete)
-            await session.send_text("two")
-            events = await collect_until(session, lambda e: isinstance(e, Closed))
+        with pytest.raises(livebridge.SessionEndedError) as ended:
+            async with open_session(emu, livebridge.ToolRegistry()) as session:
+                await session.send_text("one")
+                await collect_until(session, is_turn_complete)
+                await session.send_text("two")
+                await anyio.sleep_forever()  # the end interrupts the block
 
-    closed = of_type(events, Closed)[0]
-    assert isinstance(closed.error, livebridge.SessionNotFoundError)
-    assert "stale" in str(closed.error)
+    assert isinstance(ended.value.error, livebridge.SessionNotFoundError)
+    assert "stale" in str(ended.value.error)
+    assert session.closed is not None and session.closed.error is ended.value.error
 
 
 async def test_drop_before_any_handle_ends_with_a_terminal_event() -> None:
@@ -438,15 +439,15 @@ async def test_drop_before_any_handle_ends_with_a_terminal_event() -> None:
         await conv.expect_turn()
         conv.session.abort()
 
-    async with (
-        Emulator(scenario) as emu,
-        open_session(emu, livebridge.ToolRegistry()) as session,
-    ):
-        await session.send_text("hello")
-        events = await collect_until(session, lambda e: isinstance(e, Closed))
+    async with Emulator(scenario) as emu:
+        with pytest.raises(livebridge.SessionEndedError, match="resumption handle"):
+            async with open_session(emu, livebridge.ToolRegistry()) as session:
+                await session.send_text("hello")
+                await anyio.sleep_forever()  # the end interrupts the block
         with pytest.raises(livebridge.SessionClosedError):
             await session.send_text("anyone?")
 
+    events = [event async for event in session.events()]
     closed = of_type(events, Closed)[0]
     assert isinstance(closed.error, livebridge.ConnectionLostError)
     assert "resumption handle" in str(closed.error)

@@ -2,7 +2,8 @@
 
 For each exit path a real ``LiveSession`` talks to the emulator over TLS while a handler runs;
 afterwards the call has one ``ToolCallSettled`` saying why, the observers saw it, and the
-``livebridge_tool_calls_in_flight`` gauge is back to 0.
+``livebridge_tool_calls_in_flight`` gauge is back to 0. An end the app did not ask for interrupts
+its block, which raises ``SessionEndedError``; the events are read after it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from prometheus_client import CollectorRegistry
 import livebridge
 from livebridge import SessionOptions
 from livebridge.emulator import Conversation, Emulator
+from livebridge.errors import SessionEndedError
 from livebridge.live.events import Closed, SessionEvent, ToolCallSettled, ToolCallStarted
 from livebridge.observe.metrics import PrometheusObserver
 from livebridge.observe.observers import CallOrphaned, Recorder
@@ -63,15 +65,18 @@ async def run_until_closed(
     async with Emulator(scenario) as emu:
         emu_ref.append(emu)
         observers = [recorder, PrometheusObserver(registry)]
-        async with open_session(
-            emu, slow_tools(started), observers=observers, options=options
-        ) as session:
-            await session.send_text("weather in Oslo?")
-            if leave_early:
+        opening = open_session(emu, slow_tools(started), observers=observers, options=options)
+        if leave_early:
+            async with opening as session:
+                await session.send_text("weather in Oslo?")
                 events += await collect_until(session, lambda e: isinstance(e, ToolCallStarted))
                 assert await anyio.to_thread.run_sync(started.wait, 10)
-            else:
-                events += await collect_until(session, lambda e: isinstance(e, Closed))
+        else:  # the session ends on its own: the block is interrupted and told why
+            with pytest.raises(SessionEndedError) as ended:
+                async with opening as session:
+                    await session.send_text("weather in Oslo?")
+                    await anyio.sleep_forever()
+            assert session.closed is not None and ended.value.reason == session.closed.reason
         async for event in session.events():
             events.append(event)
     closes = [

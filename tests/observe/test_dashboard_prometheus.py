@@ -18,7 +18,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from livebridge.calls.call import DedupReason
 from livebridge.observe.metrics import REJECTION_REASONS, PrometheusObserver, serve
-from livebridge.observe.observers import LeaseChanged, StoreOperation
+from livebridge.observe.observers import (
+    LeaseChanged,
+    SessionClosed,
+    SessionOpened,
+    StoreOperation,
+    TurnMeasured,
+)
 from livebridge.phone.bridge import (
     BargedIn,
     CallAnswered,
@@ -41,6 +47,8 @@ VARIABLES = {
     "$__range": "1h",
     "${function}": ".*",
     "$function": ".*",
+    "$job": ".*",
+    "$instance": ".*",
 }
 METRIC = re.compile(r"\blivebridge_[a-z_]+")
 WORKLOAD_ROUNDS = 3
@@ -102,6 +110,16 @@ def test_dashboard_is_importable_as_is() -> None:
     assert "__inputs" not in dashboard
 
 
+def test_every_query_follows_the_job_and_instance_variables() -> None:
+    # One dashboard for many workers and deployments: each series is narrowed by both.
+    dashboard = load_dashboard()
+    names = [v["name"] for v in dashboard["templating"]["list"]]
+    assert names[:3] == ["datasource", "job", "instance"]
+    for title, expr in queries(dashboard):
+        for selector in re.findall(r"livebridge_[a-z_]+(\{[^}]*\})?", expr):
+            assert 'job=~"$job"' in selector and 'instance=~"$instance"' in selector, title
+
+
 def test_readme_maps_every_panel_to_its_metric() -> None:
     readme = (GRAFANA / "README.md").read_text()
     for panel in walk_panels(load_dashboard()["panels"]):
@@ -155,6 +173,17 @@ def drive_store(observer: PrometheusObserver) -> None:
         observer.on_event(event)
 
 
+def drive_turns(observer: PrometheusObserver) -> None:
+    """A session of two timed turns with the service's token counts."""
+    for event in (
+        SessionOpened("s1"),
+        TurnMeasured("s1", 0.62, 120, 40),
+        TurnMeasured("s1", None, 180, 25),
+        SessionClosed("s1", "closed"),
+    ):
+        observer.on_event(event)
+
+
 def scrape(url: str) -> set[str]:
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
@@ -174,6 +203,7 @@ def test_every_dashboard_query_returns_data_from_real_prometheus() -> None:
                 anyio.run(drive_workload, [observer])
                 drive_phone_calls(phone)
                 drive_store(observer)
+                drive_turns(observer)
                 prometheus.wait_scraped_after(time.time())
 
             exported = scrape(endpoint.url)
@@ -189,11 +219,15 @@ def test_every_dashboard_query_returns_data_from_real_prometheus() -> None:
                 if variable["type"] != "query":
                     continue
                 query = variable["query"]["query"]
-                match = re.fullmatch(r"label_values\((\w+),\s*(\w+)\)", query)
+                match = re.fullmatch(r"label_values\((\w+)(\{[^}]*\})?,\s*(\w+)\)", query)
                 assert match, query
-                metric, label = match.groups()
+                metric, selector, label = match.groups()
                 assert metric in exported
-                values = prometheus.get(f"/api/v1/label/{label}/values", **{"match[]": metric})
-                assert set(TOOL_NAMES) <= set(values), values
+                series = expand(metric + (selector or ""))
+                values = prometheus.get(f"/api/v1/label/{label}/values", **{"match[]": series})
+                if label == "function":
+                    assert set(TOOL_NAMES) <= set(values), values
+                else:  # job and instance: the one scraped worker
+                    assert len(values) == 1, (label, values)
         finally:
             prometheus.close()

@@ -259,8 +259,6 @@ def test_counters_that_never_fired_read_zero() -> None:
     expected = [
         ("livebridge_tool_calls_total", {"function": "get_weather", "outcome": "timeout"}),
         ("livebridge_tool_calls_total", {"function": "other", "outcome": "ok"}),
-        ("livebridge_tool_rejections_total", {"reason": "fanout_limit"}),
-        ("livebridge_tool_dedups_total", {"reason": "reissue"}),
         ("livebridge_tool_orphans_total", {"function": "get_weather"}),
         ("livebridge_session_reconnects_total", {"reason": "go_away"}),
         ("livebridge_store_lease_events_total", {"event": "lost"}),
@@ -272,3 +270,15 @@ def test_counters_that_never_fired_read_zero() -> None:
             if sample == name and labels.items() <= dict(pairs).items()
         ]
         assert matching and set(matching) == {0.0}, (name, labels)
+
+
+def test_an_idle_registry_exports_few_series() -> None:
+    # Three tools and nothing happened yet: what a ratio or an alert needs at 0, and no more
+    # (rejections, dedups and store errors by operation appear with their first event).
+    registry = CollectorRegistry()
+    PrometheusObserver(registry, functions=["get_weather", "book_table", "lookup_order"])
+    text = generate_latest(registry).decode()
+    series = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert len(series) <= 120, len(series)
+    assert "livebridge_tool_rejections_total{" not in text
+    assert "livebridge_store_errors_total{" not in text

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from types import MappingProxyType, TracebackType
 
+import anyio
 import msgspec
 from google import genai
 from google.genai import errors as genai_errors
@@ -32,6 +33,7 @@ from livebridge import profiles
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import MalformedMessageError, TransportClosed, UsageError
 from livebridge.live import resume, secrets
+from livebridge.live.options import CONNECT_SECONDS
 from livebridge.live.protocol import ProtocolOptions
 from livebridge.live.transport import (
     Audio,
@@ -45,8 +47,8 @@ from livebridge.live.transport import (
 from livebridge.live.websocket import CLOSE_SECONDS as CLOSE_SECONDS
 from livebridge.live.websocket import close as _close
 from livebridge.live.websocket import closed as _closed
+from livebridge.live.websocket import host_of, opening_timed_out, shrink_tls_read_buffer
 from livebridge.live.websocket import read_by_peer as _read_by_peer
-from livebridge.live.websocket import shrink_tls_read_buffer
 from livebridge.vendors.gemini import wire
 from livebridge.vendors.gemini.answers import to_sdk
 from livebridge.vendors.gemini.frames import encode_client
@@ -81,11 +83,14 @@ class GeminiConnector:
     the model's profile (``profile``, else ``profiles.profile_for`` the model on the client's
     backend), are added to its tools and each connection asks for resumption with the handle it
     is given. Raises ``ModelCapabilityError`` for a tool the model cannot run as declared.
+    ``connect_timeout`` bounds each opening, handshake and ``setup`` together: the SDK itself
+    waits for ``setupComplete`` without a bound.
     """
 
     __slots__ = (
         "_client",
         "_config",
+        "_connect_timeout",
         "_given",
         "_keepalive",
         "_model",
@@ -106,6 +111,7 @@ class GeminiConnector:
         transport: TransportKind = "wire",
         keepalive: Mapping[str, float] | None = None,
         tls_read_buffer: int = 8 * 1024,
+        connect_timeout: float = CONNECT_SECONDS,
         profile: profiles.ModelProfile | None = None,
     ) -> None:
         backend: profiles.Backend = "vertex" if client.vertexai else "developer"
@@ -123,6 +129,7 @@ class GeminiConnector:
         self._transport: TransportKind = transport
         self._keepalive = _keepalive(keepalive)
         self._tls_read_buffer = tls_read_buffer
+        self._connect_timeout = connect_timeout
         secrets.protect(getattr(getattr(client, "_api_client", None), "api_key", None))
 
     def protocol(
@@ -133,6 +140,12 @@ class GeminiConnector:
 
     def open(self, handle: str | None) -> _Connection:
         return _Connection(self, handle)
+
+    def _host(self) -> str:
+        """The host the client connects to, for messages."""
+        api = getattr(self._client, "_api_client", None)
+        options = getattr(api, "_http_options", None)
+        return host_of(getattr(options, "base_url", None))
 
     def _tune(self, sdk_session: genai_live.AsyncSession) -> None:
         """Keepalive and buffer sizes for the SDK's websocket (which livebridge does not create).
@@ -178,7 +191,12 @@ class _Connection:
         )
         sdk = connector._client.aio.live.connect(model=connector._model, config=config)
         try:
-            session = await sdk.__aenter__()
+            with anyio.fail_after(connector._connect_timeout):
+                session = await sdk.__aenter__()
+        except TimeoutError:  # before OSError, which it is
+            raise opening_timed_out(
+                connector._host(), connector._connect_timeout, "the handshake or setup"
+            ) from None
         except _SDK_ERRORS as exc:
             raise _transport_closed(exc) from None
         self._sdk = sdk

@@ -32,7 +32,7 @@ from livebridge import profiles
 from livebridge.calls.call import Behavior, Call
 from livebridge.calls.ledger import LiveCall, Outgoing, Via
 from livebridge.calls.tools import ToolRegistry
-from livebridge.errors import ConnectionLostError, LivebridgeError
+from livebridge.errors import ConnectionLostError, LivebridgeError, LiveSessionError
 from livebridge.live import resume
 from livebridge.live.events import (
     AudioOut,
@@ -111,8 +111,19 @@ class GeminiLiveProtocol(LiveProtocol):
     def _first_failure(
         self, code: int | None, reason: str, decision: CloseDecision, error: LivebridgeError | None
     ) -> LivebridgeError:
-        closed = f"the first connection closed at once ({decision.reason})"
-        return error or decision.error or ConnectionLostError(closed)
+        if error is not None:
+            return error
+        if decision.error is not None and decision.action != "resume":
+            return decision.error  # says what to fix (model, key, payload): true on any connect
+        # A loss that would be resumed mid-session: nothing was ever connected to resume.
+        kind = type(decision.error) if isinstance(decision.error, LiveSessionError) else None
+        return (kind or ConnectionLostError)(
+            f"Could not open a Gemini Live session ({decision.reason}: "
+            f"{reason or 'no reason'}). Nothing was connected yet; check the network path, the "
+            "base URL (GOOGLE_GEMINI_BASE_URL) and the service status.",
+            code=code,
+            reason=reason,
+        )
 
     def _reconnect(
         self, decision: CloseDecision, cause: LivebridgeError | None
@@ -179,8 +190,10 @@ class GeminiLiveProtocol(LiveProtocol):
             for part in content.model_turn.parts:
                 blob = part.inline_data
                 if blob is not None and blob.data:
+                    self._model_output(now)
                     out.append(AudioOut(wire.b64decode(blob.data), wire.audio_rate(blob.mime_type)))
                 if part.text and not part.thought:
+                    self._model_output(now)
                     out.append(TextOut(part.text))
                 if part.function_call is not None:
                     calls.append(part.function_call)
@@ -191,11 +204,21 @@ class GeminiLiveProtocol(LiveProtocol):
             out.append(InputTranscript(heard.text, bool(heard.finished)))
         said = content.output_transcription
         if said is not None and said.text:
+            self._model_output(now)
             out.append(OutputTranscript(said.text, bool(said.finished)))
         if content.turn_complete:
             self.turn += 1
             usage_dict = wire.to_builtins(usage) if usage is not None else None
             out.append(TurnComplete(usage_dict, content.turn_complete_reason))
+            tokens = (
+                (None, None)
+                if usage is None
+                else (
+                    usage.prompt_token_count,
+                    usage.response_token_count,
+                )
+            )
+            self._model_turn_ended(tokens, out)
             self._report.flush_seen(out)
 
     def _on_calls(

@@ -40,25 +40,29 @@ from livebridge.errors import (
     UsageError,
 )
 from livebridge.live import resume, secrets
+from livebridge.live.options import CONNECT_SECONDS
 from livebridge.live.protocol import ProtocolOptions
 from livebridge.live.transport import MAX_MESSAGE_BYTES, ClientItem, TransportKind
-from livebridge.live.websocket import close, closed, read_by_peer, shrink_tls_read_buffer
+from livebridge.live.websocket import (
+    close,
+    closed,
+    host_of,
+    opening_timed_out,
+    read_by_peer,
+    shrink_tls_read_buffer,
+)
 from livebridge.vendors.openai import wire as openai_wire
 from livebridge.vendors.openai.errors import service_error
 from livebridge.vendors.openai.protocol import OpenAIRealtimeProtocol
 from livebridge.vendors.openai.wire import ServerEvent
 
 __all__ = [
-    "SETUP_SECONDS",
     "OpenAIConnector",
     "SdkTransport",
     "WireTransport",
     "session_config",
     "setup_error",
 ]
-
-#: How long a new connection may take to confirm the session config (``session.updated``).
-SETUP_SECONDS = 10.0
 
 #: Events that may arrive before ``session.updated`` and are handed to the protocol after it.
 _EARLY_LIMIT = 64
@@ -71,6 +75,7 @@ class OpenAIConnector:
     livebridge's defaults (``session_config``); the registry's functions are added to its tools.
     ``profile``: what the model does with tool calls (default: ``profiles.profile_for`` the
     model). ``websocket_options`` go to ``websockets`` (``ssl``, ``max_size``, ...).
+    ``connect_timeout`` bounds each opening: the websocket handshake and ``session.updated``.
     """
 
     def __init__(
@@ -84,7 +89,7 @@ class OpenAIConnector:
         keepalive: Mapping[str, float] | None = None,
         tls_read_buffer: int = 8 * 1024,
         websocket_options: Mapping[str, Any] | None = None,
-        setup_timeout: float = SETUP_SECONDS,
+        connect_timeout: float = CONNECT_SECONDS,
         profile: profiles.ModelProfile | None = None,
     ) -> None:
         if config is not None and not isinstance(config, Mapping):
@@ -110,7 +115,7 @@ class OpenAIConnector:
             **(websocket_options or {}),
         }
         self._tls_read_buffer = tls_read_buffer
-        self._setup_timeout = setup_timeout
+        self._connect_timeout = connect_timeout
         secrets.protect(getattr(client, "api_key", None))
 
     def protocol(
@@ -128,16 +133,19 @@ class OpenAIConnector:
     async def open(self, handle: str | None) -> AsyncIterator[WireTransport | SdkTransport]:
         if handle is not None:
             raise UsageError("OpenAI Realtime has no resumption handles")
+        timeout = self._connect_timeout
+        deadline = anyio.current_time() + timeout
+        options = {**self._options, "open_timeout": timeout}  # the handshake's share
         manager = self._client.realtime.connect(
             model=self._model,
-            websocket_connection_options=self._options,  # type: ignore[arg-type]
+            websocket_connection_options=options,  # type: ignore[arg-type]
         )
         try:
             async with manager as connection:
                 ws = connection._connection
                 if self._tls_read_buffer:
                     shrink_tls_read_buffer(ws.transport, self._tls_read_buffer)
-                session_id, early = await self._set_up(connection)
+                session_id, early = await self._set_up(connection, deadline)
                 if self._unknown:  # the service serves the name: say the table lacks it
                     self._unknown = False
                     profiles.warn_unknown(self.profile)
@@ -152,25 +160,33 @@ class OpenAIConnector:
         except InvalidHandshake as exc:
             error = LiveSessionError(f"OpenAI Realtime handshake failed: {exc}")
             raise TransportClosed(None, str(exc), error=error) from None
+        except TimeoutError:  # the handshake (before OSError, which it is)
+            raise opening_timed_out(self._host(), timeout, "the websocket handshake") from None
         except OSError as exc:
             raise TransportClosed(None, f"network error: {exc}") from None
         except OpenAIError as exc:
             error = LiveSessionError(f"The openai SDK could not connect: {exc}")
             raise TransportClosed(None, str(exc), error=error) from None
 
+    def _host(self) -> str:
+        """The host the client connects to, for messages."""
+        client = self._client
+        return host_of(getattr(client, "websocket_base_url", None) or client.base_url)
+
     async def _set_up(
-        self, connection: AsyncRealtimeConnection
+        self, connection: AsyncRealtimeConnection, deadline: float
     ) -> tuple[str | None, list[ServerEvent]]:
         """Send ``session.update``; wait for ``session.updated``. Returns the session id and
         the events that came meanwhile. An ``error`` first (a refused model or config) ends the
-        connection with 1008 and that error; no answer within ``setup_timeout`` is a drop."""
+        connection with 1008 and that error; no answer by ``deadline`` (the opening's, from
+        ``connect_timeout``) is a ``ConnectTimeoutError``, retried like a drop."""
         ws = connection._connection
         update = {"type": "session.update", "session": self._session}
         with contextlib.suppress(ConnectionClosed):  # refused at once: the error that says
             await ws.send(openai_wire.encode(update), text=True)  # why is still to be read
         session_id: str | None = None
         early: list[ServerEvent] = []
-        with anyio.move_on_after(self._setup_timeout):
+        with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
             while True:
                 try:
                     event = openai_wire.decode_server(await ws.recv(decode=False))
@@ -187,9 +203,7 @@ class OpenAIConnector:
                     raise TransportClosed(1008, "session refused", error=error)
                 elif len(early) < _EARLY_LIMIT:
                     early.append(event)
-        raise TransportClosed(
-            None, f"no session.updated within {self._setup_timeout:g} s of session.update"
-        )
+        raise opening_timed_out(self._host(), self._connect_timeout, "session.update")
 
 
 def session_config(

@@ -51,8 +51,8 @@ out. What differs, and why:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Literal
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Literal
 
 import msgspec
 
@@ -148,6 +148,7 @@ class OpenAIRealtimeProtocol(LiveProtocol):
             "conversation.item.input_audio_transcription.delta": self._on_heard,
             "conversation.item.input_audio_transcription.completed": self._on_heard_all,
             "input_audio_buffer.speech_started": self._on_speech,
+            "input_audio_buffer.speech_stopped": self._on_speech_end,
             "error": self._on_error,
         }
 
@@ -271,6 +272,7 @@ class OpenAIRealtimeProtocol(LiveProtocol):
             self._withdraw(calls, f"its response ended {status}{why}", now, out)
         self.turn += 1
         out.append(TurnComplete(response.usage, status))
+        self._model_turn_ended(_tokens(response.usage), out)
         self._report.flush_seen(out)
 
     def _repeated(
@@ -345,14 +347,17 @@ class OpenAIRealtimeProtocol(LiveProtocol):
     def _on_audio(self, event: ServerEvent, now: float, out: list[Output]) -> None:
         audio = self.speech.output(event.item_id, event.delta)
         if audio is not None:
+            self._model_output(now)
             out.append(audio)
 
     def _on_text(self, event: ServerEvent, now: float, out: list[Output]) -> None:
         if event.delta:
+            self._model_output(now)
             out.append(TextOut(event.delta))
 
     def _on_said(self, event: ServerEvent, now: float, out: list[Output]) -> None:
         if event.delta:
+            self._model_output(now)
             out.append(OutputTranscript(event.delta))
 
     def _on_heard(self, event: ServerEvent, now: float, out: list[Output]) -> None:
@@ -370,6 +375,9 @@ class OpenAIRealtimeProtocol(LiveProtocol):
 
     def _on_speech(self, event: ServerEvent, now: float, out: list[Output]) -> None:
         out.append(Interrupted())  # running calls keep running: see the module docstring
+
+    def _on_speech_end(self, event: ServerEvent, now: float, out: list[Output]) -> None:
+        self._user_turn_ended(now)  # the server's turn detection heard the user stop
 
     def _on_error(self, event: ServerEvent, now: float, out: list[Output]) -> None:
         detail = event.error or openai_wire.ErrorDetail()
@@ -465,6 +473,17 @@ class OpenAIRealtimeProtocol(LiveProtocol):
             out.append(ToolCallSettled(held.call_id, name, "orphaned", 0.0, reason=reason))
             self._report.orphaned(held.call_id, name, "BLOCKING", reason, out)
         return [held.call_id for held in stranded]
+
+
+def _tokens(usage: Mapping[str, Any] | None) -> tuple[int | None, int | None]:
+    """A response's input and output tokens, where the service reported them."""
+    if not usage:
+        return None, None
+    taken, given = usage.get("input_tokens"), usage.get("output_tokens")
+    return (
+        taken if isinstance(taken, int) else None,
+        given if isinstance(given, int) else None,
+    )
 
 
 def _reused(call_id: str) -> str:
