@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from prometheus_client import CollectorRegistry
 
 import livebridge
@@ -150,3 +151,17 @@ async def test_a_session_the_server_forgot_is_initialized_again() -> None:
     assert reconnects == 1
     labels = {"server": mcp_server.name}
     assert metrics.get_sample_value("livebridge_mcp_reconnects_total", labels) == 1
+
+
+async def test_a_server_that_is_not_there_fails_connect_naming_it() -> None:
+    url = f"http://127.0.0.1:{free_port()}/mcp"  # nobody listens
+    tools = livebridge.ToolRegistry()
+    tools.add_mcp(MCPServer.http(url, name="kb", start_timeout=5))
+    async with Emulator() as emu:
+        started = anyio.current_time()
+        with pytest.raises(livebridge.MCPError, match=r"'kb'.*(could|did) not start") as raised:
+            async with open_session(emu, tools):
+                raise AssertionError("connected")
+        assert anyio.current_time() - started < 10.0
+        assert emu.transcript == []  # nothing was opened
+    assert raised.value.server == "kb"
