@@ -87,6 +87,7 @@ class Connection:
         self._state: State = "stopped"
         self._failure: BaseException | None = None
         self._ever_ready = False
+        self._failed_starts = 0
         self._stopping = False
         self._session: ClientSession | None = None
         self._end: anyio.Event | None = None  # set when the current connection is to end
@@ -127,7 +128,8 @@ class Connection:
     def _settled_for_acquire(self) -> bool:
         if self._state == "ready":
             return True
-        return self._state == "down" and not self._ever_ready
+        # Failed before it ever listed its tools: the host may already be trying again.
+        return not self._ever_ready and self._failed_starts > 0
 
     def _reason(self) -> str:
         failure = self._failure
@@ -218,6 +220,7 @@ class Connection:
         self._loop = loop
         self._stopping = False
         self._ever_ready = False
+        self._failed_starts = 0
         self._failure = None
         self._changed = anyio.Event()
         self._state = "starting"
@@ -253,6 +256,8 @@ class Connection:
                         await end.wait()
                 except Exception as exc:
                     failures += 1
+                    if not self._ever_ready:
+                        self._failed_starts += 1
                     if self._state != "down":
                         self._set("down", exc)
                     # Before it ever listed its tools, the failure is acquire's MCPError.
@@ -268,6 +273,8 @@ class Connection:
                 else:
                     self.reconnects += 1
                 delay = backoff(max(failures, 1))
+                if not self._ever_ready:  # its first users are told, and usually leave
+                    delay = max(delay, backoff(2))
                 if delay:
                     with anyio.move_on_after(delay):
                         while not self._stopping:
@@ -294,8 +301,8 @@ class Connection:
                         with anyio.fail_after(self.server.start_timeout):
                             await session.initialize()
                             self.tools = await _list_tools(session)
-                    except BaseException as exc:
-                        self._set("down", exc)
+                    except Exception as exc:  # not a cancellation: the transport's failure
+                        self._set("down", exc)  # is the host's to report, not "cancelled"
                         raise
                     yield session
                 tg.cancel_scope.cancel()

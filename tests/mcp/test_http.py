@@ -159,9 +159,10 @@ async def test_a_server_that_is_not_there_fails_connect_naming_it() -> None:
     tools.add_mcp(MCPServer.http(url, name="kb", start_timeout=5))
     async with Emulator() as emu:
         started = anyio.current_time()
-        with pytest.raises(livebridge.MCPError, match=r"'kb'.*(could|did) not start") as raised:
+        refused = r"'kb'.*could not start.*ConnectError"
+        with pytest.raises(livebridge.MCPError, match=refused) as raised:
             async with open_session(emu, tools):
                 raise AssertionError("connected")
-        assert anyio.current_time() - started < 10.0
+        assert anyio.current_time() - started < 5.0  # refused: no need to wait for the bound
         assert emu.transcript == []  # nothing was opened
     assert raised.value.server == "kb"
