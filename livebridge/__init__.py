@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from livebridge import emulator
+    from livebridge.calls.approval import ApprovalRequest
     from livebridge.calls.call import Call, CallContext, Outcome, Partial, Result
     from livebridge.calls.dispatch import CallPolicy, Dispatcher
     from livebridge.calls.tools import Tool, ToolRegistry
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
         ConnectTimeoutError,
         ConversationBusyError,
         DemoFailed,
+        EvictionPolicyError,
         FrameTooLargeError,
         InvalidCallError,
         InvalidPayloadError,
@@ -57,11 +59,12 @@ if TYPE_CHECKING:
     from livebridge.live.session import LiveSession, SessionOptions
     from livebridge.observe.observers import Observer, Recorder
     from livebridge.profiles import ModelProfile
-    from livebridge.store import MemoryStore, RedisLimiter, RedisStore
+    from livebridge.store import MemoryStore, PostgresStore, RedisLimiter, RedisStore
     from livebridge.vendors.gemini.frames import client_args
 
 #: Where each public name lives; read on first access of the name.
 _HOMES: dict[str, str] = {
+    "ApprovalRequest": "livebridge.calls.approval",
     "Call": "livebridge.calls.call",
     "CallContext": "livebridge.calls.call",
     "Outcome": "livebridge.calls.call",
@@ -76,6 +79,7 @@ _HOMES: dict[str, str] = {
             "ConnectionStateError",
             "ConversationBusyError",
             "DemoFailed",
+            "EvictionPolicyError",
             "FrameTooLargeError",
             "InvalidCallError",
             "InvalidPayloadError",
@@ -117,6 +121,7 @@ _HOMES: dict[str, str] = {
     "LiveSession": "livebridge.live.session",
     "SessionOptions": "livebridge.live.session",
     "MemoryStore": "livebridge.store",
+    "PostgresStore": "livebridge.store",
     "RedisLimiter": "livebridge.store",
     "RedisStore": "livebridge.store",
     "Tool": "livebridge.calls.tools",
@@ -125,6 +130,7 @@ _HOMES: dict[str, str] = {
 }
 
 __all__ = [
+    "ApprovalRequest",
     "Call",
     "CallContext",
     "CallPolicy",
@@ -134,6 +140,7 @@ __all__ = [
     "ConversationBusyError",
     "DemoFailed",
     "Dispatcher",
+    "EvictionPolicyError",
     "FrameTooLargeError",
     "InvalidCallError",
     "InvalidPayloadError",
@@ -156,6 +163,7 @@ __all__ = [
     "Outcome",
     "Partial",
     "PolicyViolationError",
+    "PostgresStore",
     "Recorder",
     "RecordingError",
     "RedisLimiter",

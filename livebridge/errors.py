@@ -29,7 +29,8 @@ session's end. Each message says what happened and what to do::
     ├── StoreError                    the conversation store (``livebridge.store``) failed us
     │   ├── StoreUnavailableError     unreachable, too slow or full: the new call is refused
     │   ├── ConversationBusyError     another worker holds the conversation's live lease
-    │   └── LeaseLostError            another worker took the conversation over from this one
+    │   ├── LeaseLostError            another worker took the conversation over from this one
+    │   └── EvictionPolicyError       a Redis that may evict keys (also a ``UsageError``)
     ├── TransportClosed               one connection ended (close code, reason): the session
     │                                 decides whether to resume (``resume.classify_close``)
     └── LiveSessionError              the Live session ended against the app's wish
@@ -55,6 +56,7 @@ __all__ = [
     "ConnectionStateError",
     "ConversationBusyError",
     "DemoFailed",
+    "EvictionPolicyError",
     "FrameTooLargeError",
     "InvalidCallError",
     "InvalidPayloadError",
@@ -282,6 +284,19 @@ class ConversationBusyError(StoreError):
 
 class LeaseLostError(StoreError):
     """This worker's lease ended and another worker owns the conversation now."""
+
+
+class EvictionPolicyError(StoreError, UsageError):
+    """The store's Redis may evict keys (``maxmemory-policy`` is not ``noeviction``, or cannot
+    be read): it could delete a live conversation's lease or journal, so it is refused.
+
+    ``policy`` is the policy read (None: unreadable). A configuration error, raised when the
+    store or limiter first uses that Redis; ``allow_eviction=True`` turns it into a warning.
+    """
+
+    def __init__(self, message: str, *, policy: str | None = None) -> None:
+        super().__init__(message)
+        self.policy = policy
 
 
 class TransportClosed(LivebridgeError):

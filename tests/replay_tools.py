@@ -15,11 +15,13 @@ __all__ = [
     "a_recording",
     "answer",
     "broken",
+    "broken_clock",
     "broken_weather",
     "demo_tools",
     "registry",
     "replaced",
     "tool_call",
+    "wrong_city",
 ]
 
 
@@ -37,6 +39,30 @@ def broken_weather() -> ToolRegistry:
         raise RuntimeError(f"weather backend unreachable for {city}")
 
     return replaced(tools, get_weather, timeout=2.0, idempotent=True)
+
+
+def wrong_city_weather() -> ToolRegistry:
+    """The demo's tools with ``get_weather`` answering for another city than asked."""
+    tools = demo_tools()
+
+    async def get_weather(city: str, day: str = "today") -> dict[str, Any]:
+        """Weather for a city."""
+        sky = {"Paris": "sunny", "Rome": "clear"}.get(city, "cloudy")  # as the demo's
+        return {"city": "WRONG CITY", "day": day, "sky": sky, "high_c": 24}
+
+    return replaced(tools, get_weather, timeout=2.0, idempotent=True)
+
+
+def broken_clock_tools() -> ToolRegistry:
+    """Only ``get_time``, raising as the hand-written error recording has it."""
+    tools = ToolRegistry()
+
+    @tools.tool(idempotent=True)
+    async def get_time(city: str) -> str:
+        """The local time in a city."""
+        raise RuntimeError("clock backend down")
+
+    return tools
 
 
 def replaced(tools: ToolRegistry, handler: Any, **options: Any) -> ToolRegistry:
@@ -70,3 +96,5 @@ def answer(*ids: str) -> dict[str, Any]:
 
 registry = demo_tools()
 broken = broken_weather()
+wrong_city = wrong_city_weather()
+broken_clock = broken_clock_tools()

@@ -1,14 +1,18 @@
-"""A worker process for the failover tests: one LiveSession of a conversation stored in Redis.
+"""A worker process for the failover tests: one LiveSession of a conversation stored in Redis
+or PostgreSQL.
 
-    python -m tests.store_worker REDIS_URL CONVERSATION TEXT RUNS_FILE [--greet] [--hang]
-        [--wait-lease]
+    python -m tests.store_worker STORE_URL CONVERSATION TEXT RUNS_FILE [--greet] [--hang]
+        [--wait-lease] [--prefix=TABLES]
 
+A ``postgresql://`` STORE_URL is a ``PostgresStore`` (tables under ``--prefix``), any other a
+``RedisStore``.
 It points google-genai at the emulator through the environment (the lines ``livebridge
 emulator`` prints), sends TEXT, prints one JSON line per tool call event, and exits 0 after
 the model's turn completes (``--greet``: after a first turn, so a handle is stored).
-``book_table`` (not idempotent) appends a line to RUNS_FILE each
-time its body runs; with ``--hang`` it then waits forever (to be killed mid-call). A live lease
-of another worker: one line on stderr and exit 3, or with ``--wait-lease`` retry until it lapses.
+``book_table`` (not idempotent) appends a line to RUNS_FILE each time its body runs (city,
+pid, its idempotency key and fence); with ``--hang`` it then waits forever (to be killed
+mid-call). A live lease of another worker: one line on stderr and exit 3, or with
+``--wait-lease`` retry until it lapses.
 """
 
 from __future__ import annotations
@@ -23,11 +27,14 @@ from google import genai
 from google.genai import types
 
 from livebridge import LiveSession, ToolRegistry
+from livebridge.calls.call import CallContext
 from livebridge.errors import ConversationBusyError, LivebridgeError
 from livebridge.live.events import ToolCallSettled, ToolCallStarted, TurnComplete
-from livebridge.store import RedisStore
+from livebridge.store import PostgresStore, RedisStore, Store
 
-LEASE_TTL = 5.0
+#: Long enough that a worker started right after another was killed (Python, the SDK and a
+#: store connection to load, on a busy machine) still finds its lease held.
+LEASE_TTL = 10.0
 
 
 def say(**fields: Any) -> None:
@@ -38,10 +45,10 @@ def registry(runs: str, hang: bool) -> ToolRegistry:
     tools = ToolRegistry()
 
     @tools.tool(timeout=60.0)
-    async def book_table(city: str) -> dict[str, Any]:
+    async def book_table(city: str, context: CallContext) -> dict[str, Any]:
         """Book a table for tonight (not idempotent: it charges a deposit)."""
         with open(runs, "a") as file:  # noqa: ASYNC230 (on disk before the test kills us)
-            file.write(f"{city} {os.getpid()}\n")
+            file.write(f"{city} {os.getpid()} {context.idempotency_key} {context.fence}\n")
             file.flush()
             os.fsync(file.fileno())
         say(event="running", city=city)
@@ -52,7 +59,7 @@ def registry(runs: str, hang: bool) -> ToolRegistry:
     return tools
 
 
-async def greet(session: LiveSession, store: RedisStore, conversation: str) -> None:
+async def greet(session: LiveSession, store: Store, conversation: str) -> None:
     """Say hello, and wait until the handle issued after that turn is in the store."""
     await session.send_text("Hello")
     async for event in session.events():
@@ -67,7 +74,12 @@ async def greet(session: LiveSession, store: RedisStore, conversation: str) -> N
 async def main(argv: list[str]) -> int:
     url, conversation, text, runs = [a for a in argv if not a.startswith("--")]
     flags = {a for a in argv if a.startswith("--")}
-    store = RedisStore(url, lease_ttl=LEASE_TTL)
+    tables = [a.partition("=")[2] for a in flags if a.startswith("--prefix=")]
+    store: Store
+    if url.startswith("postgresql://"):
+        store = PostgresStore(url, lease_ttl=LEASE_TTL, prefix=(tables or ["livebridge"])[0])
+    else:
+        store = RedisStore(url, lease_ttl=LEASE_TTL)
     config = types.LiveConnectConfig(response_modalities=[types.Modality.TEXT])
     tools = registry(runs, "--hang" in flags)
     stored = (await store.load(conversation)).handle

@@ -23,10 +23,13 @@ BARE_NAME = re.compile(r"""(?<![\w./-])["']?livebridge(?![\w-])(?:\[[^\]]*\])?(?
 
 
 def _install_lines() -> list[tuple[str, str]]:
-    """Every `pip install …` the README, the docs and the examples show, with its file."""
+    """Every `pip install …` the README, the docs, the examples and the package's own messages
+    show, with its file."""
     found = []
     pages = [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").rglob("*.md"))]
     pages += sorted((REPOSITORY / "examples").rglob("*.md"))
+    pages += sorted((REPOSITORY / "examples").rglob("*.py"))
+    pages += sorted((REPOSITORY / "livebridge").rglob("*.py"))
     for page in pages:
         for line in page.read_text().splitlines():
             for match in re.finditer(r"pip install ([^`\n#]+)", line):
@@ -38,6 +41,7 @@ def test_no_page_tells_users_to_install_the_bare_name() -> None:
     # PyPI's `livebridge` is another project that also imports as `livebridge`.
     lines = _install_lines()
     assert lines, "the pages show how to install"
+    assert any(page == "redis.py" for page, _ in lines), "the messages are read too"
     for page, command in lines:
         assert not BARE_NAME.search(command), f"{page}: `pip install {command}` installs a stranger"
 

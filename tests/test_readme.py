@@ -27,9 +27,10 @@ import pytest
 import trustme
 
 from livebridge.emulator import Emulator
+from tests.postgres_server import PostgresServer, postgres_server
 from tests.redis_server import RedisServer, redis_server
 
-__all__ = ["redis_server"]  # the fixture, for the store fragments
+__all__ = ["postgres_server", "redis_server"]  # the fixtures, for the store fragments
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 README = REPOSITORY / "README.md"
@@ -84,9 +85,11 @@ RUN_BY = {
     ("docs/recording.md", "Replaying it"): "tests/recording/test_replay_cli.py",
     (
         "docs/store.md",
-        "Many workers: conversations on Redis",
+        "Many workers: conversations on Redis or PostgreSQL",
     ): "test_store_fragments_on_a_real_redis",
     ("docs/store.md", "Limits across processes"): "test_store_fragments_on_a_real_redis",
+    ("docs/store.md", "Which store survives what"): "tests/store/test_store_sentinel.py",
+    ("docs/store.md", "The handler's idempotency key and fence"): "tests/store/test_store_keys.py",
     ("docs/index.md", "A session in a few lines"): "tests/test_docs.py",
     ("docs/models.md", "Choosing and overriding the profile"): "tests/test_docs.py",
     ("docs/phone.md", "In your own server"): "tests/test_docs.py",
@@ -94,6 +97,7 @@ RUN_BY = {
     ("docs/mcp.md", "Its tools in a session"): "tests/mcp/test_docs_page.py",
     ("docs/emulator.md", "An agent with MCP tools, offline"): "tests/mcp/test_docs_page.py",
     ("docs/configuration.md", "When the session ends"): "tests/test_docs.py",
+    ("docs/configuration.md", "Configuration and events"): "tests/live/test_session_docs_tools.py",
 }
 
 
@@ -297,12 +301,20 @@ async def test_recording_snippet_writes_a_recording(emulator: Emulator, tmp_path
 
 
 async def test_store_fragments_on_a_real_redis(
-    emulator: Emulator, redis_server: RedisServer, tmp_path: Path
+    emulator: Emulator, redis_server: RedisServer, postgres_server: PostgresServer, tmp_path: Path
 ) -> None:
     url = "redis://redis.internal:6379/0"
-    connect, limiter = [
-        b.code.replace(url, redis_server.url) for b in BLOCKS if b.page == "docs/store.md"
+    connect, postgres = blocks(
+        "docs/store.md", "Many workers: conversations on Redis or PostgreSQL"
+    )
+    connect = connect.replace(url, redis_server.url)
+    (limiter,) = [
+        b.replace(url, redis_server.url) for b in blocks("docs/store.md", "Limits across processes")
     ]
+    dsn = "postgresql://livebridge@db1:5432,db2:5432/app?target_session_attrs=read-write"
+    on_postgres = connect.replace(
+        connect.splitlines()[2], postgres.replace(dsn, postgres_server.url).strip()
+    )
     prelude = quickstart_tools() + textwrap.dedent("""
         client = genai.Client()
         MODEL, user_id = "gemini-3.8-live", "user-42"
@@ -310,6 +322,8 @@ async def test_store_fragments_on_a_real_redis(
         """)
     env = offline_environment(**emulator.env())
     run_python(inside_main(connect, prelude), env, tmp_path)
+    assert "PostgresStore(" in on_postgres and "RedisStore(" not in on_postgres
+    run_python(inside_main(on_postgres, prelude), env, tmp_path)
     run_python(inside_main(limiter + "print(policy.limiter)\n", "import livebridge"), env, tmp_path)
     assert emulator.violations == []
 

@@ -76,12 +76,22 @@ class UnreadableArguments(msgspec.Struct, frozen=True, gc=False):
 
 @dataclass(frozen=True, slots=True)
 class CallContext:
-    """What a handler may ask for by declaring a parameter of this type."""
+    """What a handler may ask for by declaring a parameter of this type.
+
+    ``idempotency_key`` is the same for every run attempt of one request (a retry after a
+    failure, another worker after a takeover) and different for two requests, even with the
+    same arguments: forward it to the side effect (a payment provider's idempotency key,
+    ``livebridge.calls.keys``). ``fence`` is the conversation's lease epoch the handler runs
+    under (None without a store): it only grows, so a system that keeps the highest fence it
+    saw can refuse a worker that lost the conversation.
+    """
 
     call_id: str
     function: str
     turn: int
     session_id: str | None = None
+    idempotency_key: str = ""
+    fence: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 import anyio
 import msgspec
 
-from livebridge.calls import outcomes, plans, results
+from livebridge.calls import approval, outcomes, plans, results
 from livebridge.calls.call import (
     Call,
     CallContext,
@@ -45,7 +45,9 @@ from livebridge.calls.call import (
     Partial,
     is_failure,
 )
+from livebridge.calls.confirm import TurnGate
 from livebridge.calls.eager import EagerStarter
+from livebridge.calls.keys import RequestKeys
 from livebridge.calls.lingering import reap
 from livebridge.calls.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait, check_calls
 from livebridge.calls.policy import CallPolicy
@@ -118,9 +120,11 @@ class Dispatcher:
         self._running: dict[str, Pending] = {}
         self._requests: Requests[Pending] = Requests(ledger_size, self._is_decided)
         self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
+        self._keys = RequestKeys(journal.conversation if journal else None, ledger_size)
         self._limiters_by_tool: dict[str, tuple[SlotLimiter, ...]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._starter: EagerStarter | None = None
+        self._gate = TurnGate()  # irreversible calls waiting for their turn (``confirm``)
         self._loop_time: Callable[[], float] = time.monotonic
 
     def cancel(self, call_id: str) -> bool:
@@ -132,6 +136,11 @@ class Dispatcher:
         if pending.scope is not None:  # else it has not started, and will not run
             pending.scope.cancel()
         return True
+
+    def confirm(self, call_ids: Iterable[str], withdrawn: str | None = None) -> None:
+        """The model's turn that issued these calls is confirmed, or ``withdrawn`` (why): an
+        irreversible call held for it starts now, or ends ``cancelled`` without running."""
+        self._gate.decide(call_ids, withdrawn)
 
     def answered(self, call_id: str) -> Outcome | None:
         """The remembered outcome of an earlier call id, if any."""
@@ -157,16 +166,24 @@ class Dispatcher:
         on_settled: OnSettled | None = None,
         on_partial: OnPartial | None = None,
         refuse: bool = False,
+        confirmed: bool = True,
     ) -> list[Outcome]:
         """Answer every call; returns one ``Outcome`` per call, in the order given.
 
         ``on_settled`` runs synchronously as each call settles; ``on_partial`` receives each
         item an async-generator handler yields (without it, the items are collected into one
         ``{"output": [...]}``). ``refuse``: the owner is shutting down; a call not answered
-        before is answered ``session_closing`` (retryable) without running.
+        before is answered ``session_closing`` (retryable) without running. ``confirmed``
+        False: the model's turn that issued them may still be withdrawn; an irreversible tool's
+        call waits for ``confirm()`` or ``CallPolicy.confirm_window`` seconds of silence.
         """
         started = self.start(
-            calls, turn=turn, on_settled=on_settled, on_partial=on_partial, refuse=refuse
+            calls,
+            turn=turn,
+            on_settled=on_settled,
+            on_partial=on_partial,
+            refuse=refuse,
+            confirmed=confirmed,
         )
         return started if isinstance(started, list) else await started
 
@@ -178,13 +195,14 @@ class Dispatcher:
         on_settled: OnSettled | None = None,
         on_partial: OnPartial | None = None,
         refuse: bool = False,
+        confirmed: bool = True,
     ) -> list[Outcome] | Coroutine[Any, Any, list[Outcome]]:
         """``run()`` starting every call now: the outcomes if all settled at once (no task to
         wait in), else a coroutine to await exactly once (cancelled, it cancels what runs)."""
         if not calls:
             return []
         check_calls(calls)
-        batch = Batch(calls, turn, on_settled, on_partial, self._clock(), refuse)
+        batch = Batch(calls, turn, on_settled, on_partial, self._clock(), refuse, confirmed)
         if self._observers:
             emit(self._observers, BatchStarted(self.session_id, turn, len(calls)))
         starter = self._starter
@@ -216,7 +234,7 @@ class Dispatcher:
                     batch.runs[index] = (pending, tool)  # to abandon it if it overstays
                     scope = pending.scope
                     if ticket is None and scope is not None and scope.deadline == math.inf:
-                        pending.arm()  # it suspended: the timeout runs
+                        pending.arm()  # it suspended: the timeout runs (a gated call's: none yet)
                 case Settle(outcome):
                     starter.resume()  # settled by the caller, as the task it is
                     self._settle(batch, index, outcome)
@@ -319,8 +337,19 @@ class Dispatcher:
             if isinstance(admitted, Outcome):  # answered from the journal of a previous owner
                 return Settle(admitted)
             ticket = admitted
-        pending = Pending(call, now + (tool.timeout or policy.timeout))
+        if tool.context_parameter is not None:  # its key now, in plan order; its context later
+            failed = request.first.outcome if request is not None else None
+            retry = failed is not None and is_failure(failed.kind)
+            epoch = self._journal.seq if self._journal else 0
+            kwargs[tool.context_parameter] = self._keys.key(
+                tool.name, canonical, epoch, retry=retry
+            )
+        # A gated call's deadline is set once it is allowed to start (``_allowed``).
+        deadline = math.inf if tool.gated else now + (tool.timeout or policy.timeout)
+        pending = Pending(call, deadline)
         self._running[call.id] = pending
+        if tool.irreversible and not batch.confirmed:
+            self._gate.hold(call.id, now + policy.confirm_window)
         firsts[key] = pending
         self._requests.put(key, pending, call.id, batch.received)
         if app_key is not None:
@@ -415,6 +444,25 @@ class Dispatcher:
         limiters = self._limiters_by_tool[tool.name] = tuple(x for x in candidates if x is not None)
         return limiters
 
+    async def _allowed(self, pending: Pending, tool: Tool) -> Outcome | None:
+        """None when the handler may start, else the call's answer: its turn withdrawn before
+        it was confirmed (an irreversible tool), or denied by the tool's ``approve`` callback
+        (asked only once the turn stands)."""
+        call = pending.call
+        if tool.irreversible:
+            withdrawn = await self._gate.wait(call.id)
+            if withdrawn is not None:
+                return outcomes.unconfirmed(call, withdrawn)
+        if tool.approve is not None:
+            journal = self._journal
+            conversation = journal.conversation if journal else self.session_id
+            arguments = dict(call.args) if isinstance(call.args, dict) else {}
+            request = approval.ApprovalRequest(tool.name, arguments, call.id, conversation)
+            refusal = await approval.ask(tool.approve, request, tool.approval_timeout)
+            if refusal is not None:
+                return outcomes.denied(call, refusal)
+        return None
+
     async def _execute(
         self,
         batch: Batch,
@@ -442,6 +490,14 @@ class Dispatcher:
             if pending.cancel_requested:  # cancelled before it started: never run
                 return
             try:
+                if tool.gated:  # allowed first, holding no slot; its timeout runs from then
+                    outcome = await self._allowed(pending, tool)
+                    if outcome is not None:
+                        return
+                    pending.deadline = self._loop_time() + (tool.timeout or self.policy.timeout)
+                    batch.rearm()
+                    if ticket is None:
+                        pending.arm()
                 limiters = self._limiters_by_tool.get(tool.name) or self._limiters(tool)
                 try:  # as a rule, each one is free at once
                     for limiter in limiters:
@@ -459,9 +515,12 @@ class Dispatcher:
                 if ticket is not None:  # its deadline runs once its entry is written, not before
                     await ticket.begin()
                     pending.arm()  # (start() leaves a journaled call's alone)
-                if tool.context_parameter is not None:
-                    context = CallContext(call.id, tool.name, batch.turn, self.session_id)
-                    kwargs[tool.context_parameter] = context
+                if (name := tool.context_parameter) is not None:  # (it holds the key till now)
+                    fence = self._journal.lease.epoch if self._journal else None
+                    key = kwargs[name]
+                    kwargs[name] = CallContext(
+                        call.id, tool.name, batch.turn, self.session_id, key, fence
+                    )
                 started = self._clock()
                 if self._observers:
                     event = CallStarted(self.session_id, batch.turn, call, tool.behavior, started)
@@ -488,6 +547,8 @@ class Dispatcher:
                     for limiter in reversed(acquired):
                         limiter.release_on_behalf_of(pending)
         finally:
+            if tool.irreversible:
+                self._gate.forget(call.id)  # cancelled before it reached the gate
             if outcome is None:
                 scope = pending.scope
                 if scope is not None and scope.cancel_called:  # the scope's cancellation, leaving

@@ -19,6 +19,7 @@ __all__ = [
     "abandoned",
     "cancelled",
     "copied",
+    "denied",
     "failure",
     "fanout",
     "invalid_arguments",
@@ -27,6 +28,7 @@ __all__ = [
     "store_unavailable",
     "timeout",
     "twin",
+    "unconfirmed",
     "unknown",
 ]
 
@@ -98,6 +100,18 @@ def abandoned(call: Call, tool_name: str, seconds: float, sched: Any) -> Outcome
 def cancelled(call: Call, latency: float) -> Outcome:
     response = payloads.error("cancelled", "The call was cancelled.", retryable=True)
     return make(call, "cancelled", response, latency=latency)
+
+
+def denied(call: Call, reason: str) -> Outcome:
+    """The tool's ``approve`` callback said no (or nothing in time): the handler did not run."""
+    return make(call, "rejected", payloads.error("denied", reason, retryable=False))
+
+
+def unconfirmed(call: Call, why: str) -> Outcome:
+    """An irreversible call whose turn was withdrawn (interrupted, new input) before it was
+    confirmed: the handler did not run, and the model is told so."""
+    message = f"The call was not run: {why} before the turn that asked for it was confirmed."
+    return make(call, "cancelled", payloads.error("cancelled", message, retryable=True))
 
 
 def store_unavailable(call: Call, exc: Exception) -> Outcome:

@@ -123,6 +123,7 @@ class Batch:
 
     __slots__ = (
         "calls",
+        "confirmed",
         "done",
         "left",
         "on_partial",
@@ -142,9 +143,11 @@ class Batch:
         on_partial: Callable[[Partial], None] | None,
         received: float,
         refuse: bool = False,
+        confirmed: bool = True,
     ) -> None:
         self.calls = calls
         self.refuse = refuse
+        self.confirmed = confirmed  # False: the turn that issued them may yet be withdrawn
         self.turn = turn
         self.on_settled = on_settled
         self.on_partial = on_partial
@@ -161,6 +164,13 @@ class Batch:
     def results(self) -> list[Outcome]:
         assert not self.left, "every call settles before run() returns"
         return self.outcomes  # type: ignore[return-value]
+
+    def rearm(self) -> None:
+        """A call's deadline changed: ``until_settled`` looks at the deadlines again."""
+        done = self.done
+        if done is not None and not done.is_set():
+            self.done = asyncio.Event()
+            done.set()
 
     async def until_settled(
         self,

@@ -21,6 +21,9 @@ class CallPolicy:
     ``frames.BYTES_PER_CALL`` bytes for each call a turn may carry. ``idempotency_ttl`` is how long
     (seconds) a tool's ``idempotency_key`` makes later calls the same request; at most
     ``idempotency_cache`` keys are remembered (the oldest is forgotten first).
+    ``confirm_window`` is how long (seconds) an irreversible tool's call waits for its turn to be
+    confirmed where the vendor may still withdraw it (Gemini): that long without an
+    interruption, a cancellation or new input confirms it.
     """
 
     max_parallel: int = 8
@@ -31,6 +34,7 @@ class CallPolicy:
     idempotency_ttl: float = 600.0
     idempotency_cache: int = 4096
     limiter: SlotLimiter | None = None
+    confirm_window: float = 0.5
 
     def __post_init__(self) -> None:
         if self.max_parallel < 1 or self.max_calls_per_turn < 1:
@@ -45,5 +49,7 @@ class CallPolicy:
                 f"max_frame_bytes must be at least {least}: max_result_bytes + 1024, and"
                 f" {frames.BYTES_PER_CALL} bytes for each of max_calls_per_turn"
             )
+        if not self.confirm_window >= 0:
+            raise ValueError("confirm_window must not be negative")
         if not self.idempotency_ttl >= 0 or self.idempotency_cache < 1:
             raise ValueError("idempotency_ttl must not be negative, idempotency_cache at least 1")

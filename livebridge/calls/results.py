@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from livebridge.calls import outcomes, payloads
@@ -16,21 +17,35 @@ from livebridge.calls.call import Call, Outcome, Partial, Result
 from livebridge.calls.plans import Pending
 from livebridge.calls.tools import Tool
 
-__all__ = ["STREAM_END", "deliver", "ended", "stream", "success"]
+__all__ = ["Streamed", "deliver", "ended", "stream", "success"]
 
 log = logging.getLogger("livebridge.calls.dispatch")
 
-#: A stream whose items were all sent as partials; a Result, so that ``success`` tells both
-#: apart from a plain value with one test.
-STREAM_END = Result(object())
+
+@dataclass(frozen=True, slots=True)
+class Streamed:
+    """A stream whose items were all sent as partials: what they weighed together, so that the
+    call's ``result_bytes`` is what was sent for it, not the empty end."""
+
+    result_bytes: int
+    truncated: bool
 
 
 def success(call: Call, tool: Tool, value: Any, latency: float, max_result_bytes: int) -> Outcome:
     """A handler returned ``value`` (a ``Result`` may carry its own scheduling)."""
     scheduling = tool.scheduling
+    if isinstance(value, Streamed):
+        return Outcome(
+            call.id,
+            tool.name,
+            "ok",
+            {},
+            latency,
+            value.result_bytes,
+            value.truncated,
+            scheduling=scheduling,
+        )
     if isinstance(value, Result):
-        if value is STREAM_END:
-            return Outcome(call.id, tool.name, "ok", {}, latency, 2, scheduling=scheduling)
         value, scheduling = value.value, value.scheduling or scheduling
     try:
         payload = payloads.output(value, max_result_bytes)
@@ -77,8 +92,9 @@ async def stream(
     max_result_bytes: int,
 ) -> Any:
     """Run an async-generator handler: each item goes to ``on_partial`` as it comes (then the
-    value is ``STREAM_END``), or, without it, the items are collected into one list."""
+    value is ``Streamed``), or, without it, the items are collected into one list."""
     items: list[Any] = []
+    sent, truncated = 0, False
     generator = tool.handler(**kwargs)
     try:
         async for item in generator:
@@ -89,10 +105,11 @@ async def stream(
             if isinstance(item, Result):
                 value, scheduling = item.value, item.scheduling or scheduling
             payload = payloads.output(value, max_result_bytes)
+            sent, truncated = sent + payload.result_bytes, truncated or payload.truncated
             deliver(on_partial, Partial(call.id, tool.name, payload.response, scheduling))
     finally:
         await generator.aclose()
-    return items if on_partial is None else STREAM_END
+    return items if on_partial is None else Streamed(sent, truncated)
 
 
 def deliver(callback: Callable[[Any], None], item: Any) -> None:

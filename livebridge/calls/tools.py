@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, Unpack, over
 import anyio
 import msgspec
 
+from livebridge.calls.approval import Approver
 from livebridge.calls.call import (
     BEHAVIORS,
     SCHEDULINGS,
@@ -55,7 +56,13 @@ class ToolOptions(TypedDict, total=False):
     - ``idempotent=False``: True lets identical twins of one ``toolCall`` share one run;
     - ``idempotency_key=None``: ``f(arguments) -> key``; calls with the same key within
       ``CallPolicy.idempotency_ttl`` are one request, served from the first successful result;
-    - ``expose_errors=False``: True lets any exception's text reach the model.
+    - ``expose_errors=False``: True lets any exception's text reach the model;
+    - ``approve=None``: ``async f(ApprovalRequest) -> bool | str``, awaited before the handler
+      starts; False or a reason answers the call ``denied`` and the handler never runs;
+      ``approval_timeout=60.0`` seconds without an answer is a denial;
+    - ``irreversible=False``: True holds the handler until the model's turn that issued the
+      call is confirmed (``CallPolicy.confirm_window``); a call whose turn is interrupted first
+      ends ``cancelled`` without running. Journaled like a non-idempotent tool.
     """
 
     name: str | None
@@ -67,6 +74,9 @@ class ToolOptions(TypedDict, total=False):
     idempotency_key: IdempotencyKey | None
     max_concurrency: int | None
     expose_errors: bool
+    approve: Approver | None
+    approval_timeout: float
+    irreversible: bool
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -94,6 +104,15 @@ class Tool:
     #: Whether the handler's yields go out as partial answers (``willContinue``): an async
     #: generator, on a model that has streamed answers; else its items make one answer.
     streaming: bool = field(default=False, repr=False)
+    approve: Approver | None = field(default=None, repr=False)
+    approval_timeout: float = 60.0
+    irreversible: bool = False
+
+    @property
+    def gated(self) -> bool:
+        """Something must allow the handler to start (a confirmed turn, an approval): its
+        timeout runs from then, not from the call's arrival."""
+        return self.irreversible or self.approve is not None
 
     def convert_arguments(self, args: Any) -> msgspec.Struct:
         """Validate and convert the model's arguments.
@@ -176,6 +195,12 @@ class ToolRegistry:
             raise ValueError("max_concurrency must be at least 1")
         if idempotency_key is not None and not callable(idempotency_key):
             raise TypeError("idempotency_key must be a function of the arguments dict")
+        approve = options.get("approve")
+        approval_timeout = options.get("approval_timeout", 60.0)
+        if approve is not None and not callable(approve):
+            raise TypeError("approve must be a function of the ApprovalRequest")
+        if not approval_timeout > 0:
+            raise ValueError("approval_timeout must be positive")
         kind = _handler_kind(handler)
         if kind == "stream" and behavior != "NON_BLOCKING":
             raise ValueError(
@@ -201,6 +226,9 @@ class ToolRegistry:
             limiter=anyio.CapacityLimiter(max_concurrency) if max_concurrency else None,
             behavior_declared=options.get("behavior") is not None,
             streaming=kind == "stream",
+            approve=approve,
+            approval_timeout=approval_timeout,
+            irreversible=options.get("irreversible", False),
         )
         self._tools[tool_name] = tool
         return tool

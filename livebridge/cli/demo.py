@@ -74,7 +74,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
     if args.vendor == "openai" and importlib.util.find_spec("openai") is None:
         print(
             "livebridge demo: --vendor openai needs the openai package: "
-            "pip install 'livebridge[openai]'",
+            "pip install 'livebridge-voice[openai]'",
             file=sys.stderr,
         )
         return 2
@@ -121,7 +121,7 @@ def run_phone_demo_command() -> int:
     if missing:
         print(
             f"livebridge demo: --phone needs {' and '.join(missing)}: "
-            "pip install 'livebridge[phone]'",
+            "pip install 'livebridge-voice[phone]'",
             file=sys.stderr,
         )
         return 2

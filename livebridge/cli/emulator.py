@@ -208,6 +208,7 @@ def _emulator(args: argparse.Namespace) -> Emulator:
         replay=args.replay,
         pace=args.pace,
         answer_timeout=args.answer_timeout,
+        ignore_fields=args.ignore_fields,
         protocol=protocol,
         auto_response=args.auto_response,
         model=args.model,

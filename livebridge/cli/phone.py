@@ -84,11 +84,12 @@ def phone_command(args: argparse.Namespace) -> int:
         missing = [n for n in ("soxr", "numpy") if importlib.util.find_spec(n) is None]
         if missing:
             raise RunError(
-                f"the phone bridge needs {' and '.join(missing)}: pip install 'livebridge[phone]'"
+                f"the phone bridge needs {' and '.join(missing)}: "
+                "pip install 'livebridge-voice[phone]'"
             )
         if args.vendor == "openai" and importlib.util.find_spec("openai") is None:
             raise RunError(
-                "--vendor openai needs the openai package: pip install 'livebridge[openai]'"
+                "--vendor openai needs the openai package: pip install 'livebridge-voice[openai]'"
             )
         registry = registry_for(args.target, args.mcp)
         policy = parse_policy(args.policy)

@@ -16,12 +16,16 @@ from livebridge.recording.replay import MAX_GAP, MIN_ANSWER_TIMEOUT, ReplayRepor
 
 __all__ = ["add_replay_command", "add_replay_options", "replay_command"]
 
+#: What the tools logged, shown after a report with divergences: at most this many lines.
+KEPT_LOG_LINES = 50
+
 DESCRIPTION = """\
 Play the server side of a session recording (SessionOptions(record=...)) to the tools of a
 ToolRegistry: a real LiveSession connects over TLS to the emulator in replay mode, offline.
 Reports where the answers differ from the recorded ones: a call not answered, ok <-> error, a
-batch split differently, over 3x the recorded latency plus 1 s. Exits 0 without divergence, 1
-with divergences, 2 on bad input.
+value changed (--ignore-field for those that change from run to run), a batch split
+differently, over 3x the recorded latency plus 1 s. Exits 0 without divergence, 1 with
+divergences (then with what the tools logged), 2 on bad input.
 """
 
 
@@ -38,7 +42,8 @@ def add_replay_command(subcommands: argparse._SubParsersAction[argparse.Argument
 
 
 def add_replay_options(parser: argparse.ArgumentParser) -> None:
-    """``--pace`` and ``--answer-timeout``, shared with ``livebridge emulator --replay``."""
+    """``--pace``, ``--answer-timeout`` and ``--ignore-field``, shared with ``livebridge
+    emulator --replay``."""
     parser.add_argument(
         "--pace",
         choices=["fast", "recorded"],
@@ -53,6 +58,15 @@ def add_replay_options(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds to wait for each recorded answer before calling it unanswered "
         f"(default: 10x the slowest recorded answer, at least {MIN_ANSWER_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--ignore-field",
+        action="append",
+        default=[],
+        dest="ignore_fields",
+        metavar="FIELD",
+        help="a field of the answers not compared (repeatable): a name, at any depth "
+        "(timestamp), or a dotted path from the answer's root (booking.created_at)",
     )
 
 
@@ -70,12 +84,19 @@ def replay_command(args: argparse.Namespace) -> int:
     """Run the replay; 0 without divergence, 1 with, 2 on a bad recording or target."""
 
     async def run(recording: Recording, tools: ToolRegistry) -> ReplayReport:
-        return await replay(recording, tools, pace=args.pace, answer_timeout=args.answer_timeout)
+        return await replay(
+            recording,
+            tools,
+            pace=args.pace,
+            answer_timeout=args.answer_timeout,
+            ignore_fields=args.ignore_fields,
+        )
 
-    handler = logging.StreamHandler(sys.stderr)  # the app's tool errors: one line each
-    handler.setFormatter(_OneLine())
+    # What the tools logged (a tool's error, say) explains a divergence; on a replay that
+    # matches the recording, a recorded error answered again is no news.
+    logged = _Kept()
     logger = logging.getLogger("livebridge")
-    logger.addHandler(handler)
+    logger.addHandler(logged)
     try:
         recording = read_recording(args.recording)
         tools = load_registry(args.target)
@@ -87,17 +108,28 @@ def replay_command(args: argparse.Namespace) -> int:
         print(f"livebridge replay: the replay failed: {exc}", file=sys.stderr)
         return 2
     finally:
-        logger.removeHandler(handler)
+        logger.removeHandler(logged)
     print(report.render())
-    return 0 if report.ok else 1
+    if report.ok:
+        return 0
+    for line in logged.lines:
+        print(f"livebridge replay: the tools logged: {line}", file=sys.stderr)
+    return 1
 
 
-class _OneLine(logging.Formatter):
-    """A log record as one line: its message and the exception's type and text, no traceback."""
+class _Kept(logging.Handler):
+    """The first ``KEPT_LOG_LINES`` records, each as one line: its message and the exception's
+    type and text, no traceback."""
 
-    def format(self, record: logging.LogRecord) -> str:
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.lines) >= KEPT_LOG_LINES:
+            return
         text = record.getMessage()
         if record.exc_info and record.exc_info[1] is not None:
             error = record.exc_info[1]
             text += f": {type(error).__name__}: {error}"
-        return f"livebridge replay: {record.levelname.lower()}: {text}"
+        self.lines.append(" ".join(text.split()))

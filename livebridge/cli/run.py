@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import importlib.util
 import os
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
@@ -23,7 +24,7 @@ from websockets.exceptions import InvalidStatus, WebSocketException
 
 from livebridge.calls.dispatch import CallPolicy
 from livebridge.calls.tools import ToolRegistry
-from livebridge.cli.arguments import port_number
+from livebridge.cli.arguments import cannot_listen, port_number
 from livebridge.emulator import Emulator
 from livebridge.errors import (
     ConnectionLostError,
@@ -47,6 +48,8 @@ from livebridge.observe.observers import Observer
 
 __all__ = [
     "DEFAULT_MODEL",
+    "OPENAI_MODEL",
+    "VENDORS",
     "RunError",
     "add_run_command",
     "load_registry",
@@ -56,7 +59,12 @@ __all__ = [
 ]
 
 DEFAULT_MODEL = "gemini-3.8-live"
+OPENAI_MODEL = "gpt-realtime-2"
+VENDORS = ("gemini", "openai")
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+#: Where each vendor's SDK reads another endpoint from, named in connection errors.
+BASE_URL_VARIABLES = {"gemini": "GOOGLE_GEMINI_BASE_URL", "openai": "OPENAI_BASE_URL"}
+SERVICES = {"gemini": "the Gemini Live API", "openai": "the OpenAI Realtime API"}
 
 
 DESCRIPTION = """\
@@ -65,13 +73,14 @@ Talk to a Live model that calls the tools of your ToolRegistry.
 Like `uvicorn app:app`, MODULE is a dotted module name imported with the current directory first
 on the path (myapp.tools, not myapp/tools.py), and ATTR names the ToolRegistry in it. Text turns
 come from --text or, one per line, from standard input; the model's replies and each tool call are
-printed as they happen. The key comes from GEMINI_API_KEY (or GOOGLE_API_KEY); --emulator runs
-offline against the built-in emulator instead. Each --mcp adds the tools of an MCP server: a
-command line run over stdio, or an http(s):// URL (streamable HTTP); with --mcp, MODULE:ATTR
-may be left out.
+printed as they happen. The key comes from GEMINI_API_KEY (or GOOGLE_API_KEY), with --vendor
+openai from OPENAI_API_KEY; --emulator runs offline against the built-in emulator instead. Each
+--mcp adds the tools of an MCP server: a command line run over stdio, or an http(s):// URL
+(streamable HTTP); with --mcp, MODULE:ATTR may be left out.
 
 examples:
   livebridge run examples.embedded:tools --emulator --text "Weather in Paris?"
+  livebridge run examples.embedded:tools --vendor openai --emulator --text "Weather in Paris?"
   livebridge run --mcp "python -m weather_server" --mcp https://kb.example.com/mcp
 """
 
@@ -95,7 +104,11 @@ def add_run_command(subcommands: argparse._SubParsersAction[argparse.ArgumentPar
         help="a user turn (repeatable); without it, one turn per line of standard input",
     )
     parser.add_argument(
-        "--model", default=DEFAULT_MODEL, help=f"the Live model (default: {DEFAULT_MODEL})"
+        "--vendor", choices=VENDORS, default="gemini", help="whose Live API (default: gemini)"
+    )
+    parser.add_argument(
+        "--model",
+        help=f"the Live model (default: {DEFAULT_MODEL}; with --vendor openai, {OPENAI_MODEL})",
     )
     add_serving_options(parser, f"a CallPolicy setting (repeatable): {', '.join(policy_fields())}")
     parser.set_defaults(command=run_command)
@@ -137,7 +150,12 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         registry = registry_for(args.target, args.mcp)
         policy = parse_policy(args.policy)
-        key = None if args.emulator else api_key()
+        if args.vendor == "openai" and importlib.util.find_spec("openai") is None:
+            raise RunError(
+                "--vendor openai needs the openai package: pip install 'livebridge-voice[openai]'"
+            )
+        args.model = args.model or (OPENAI_MODEL if args.vendor == "openai" else DEFAULT_MODEL)
+        key = None if args.emulator else api_key(args.vendor)
         return anyio.run(_run, args, registry, policy, key)
     except RunError as exc:
         print(f"livebridge run: {exc}", file=sys.stderr)
@@ -149,8 +167,9 @@ def run_command(args: argparse.Namespace) -> int:
 # -- checking the command line ---------------------------------------------------------------
 
 
-def load_registry(target: str) -> ToolRegistry:
-    """Import ``MODULE`` and return its ``ATTR``, which must be a ``ToolRegistry``."""
+def load_registry(target: str, *, empty_ok: bool = False) -> ToolRegistry:
+    """Import ``MODULE`` and return its ``ATTR``, a ``ToolRegistry`` with tools (``empty_ok``: or
+    without, when they come from elsewhere)."""
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise RunError(f"expected MODULE:ATTR (like myapp.tools:registry), got {target!r}")
@@ -186,6 +205,11 @@ def load_registry(target: str) -> ToolRegistry:
             f"{target} is of type {type(value).__name__}, not a livebridge.ToolRegistry: "
             "point at the registry your tools are registered on"
         )
+    if not value.names() and not empty_ok:
+        raise RunError(
+            f"{target} has no tools: register them with @{attribute.rsplit('.', 1)[-1]}.tool "
+            "in the module before it is loaded here"
+        )
     return value
 
 
@@ -193,7 +217,8 @@ def registry_for(target: str | None, servers: Sequence[str]) -> ToolRegistry:
     """The registry ``MODULE:ATTR`` names (else an empty one) with each ``--mcp`` server added."""
     if target is None and not servers:
         raise RunError("give MODULE:ATTR (like myapp.tools:registry), or an MCP server with --mcp")
-    registry = load_registry(target) if target is not None else ToolRegistry()
+    empty_ok = bool(servers)  # the MCP servers' tools are listed later
+    registry = load_registry(target, empty_ok=empty_ok) if target is not None else ToolRegistry()
     for spec in servers:
         from livebridge.mcp import MCPServer
 
@@ -248,7 +273,14 @@ def parse_policy(items: Sequence[str]) -> CallPolicy:
         raise RunError(f"bad --policy: {exc}") from None
 
 
-def api_key() -> str:
+def api_key(vendor: str = "gemini") -> str:
+    """The vendor's key from the environment, or a ``RunError`` saying which to set."""
+    if vendor == "openai":
+        if os.environ.get("OPENAI_API_KEY"):
+            return os.environ["OPENAI_API_KEY"]
+        raise RunError(
+            "no API key: set OPENAI_API_KEY, or add --emulator to run against the local emulator"
+        )
     for name in KEY_VARIABLES:
         if os.environ.get(name):
             return os.environ[name]
@@ -280,33 +312,39 @@ async def _run_listed(
             metrics = serve(args.metrics_port, registry=collector)
         except OSError as exc:
             raise RunError(
-                f"cannot serve metrics on 127.0.0.1:{args.metrics_port} "
-                f"({exc.strerror or exc}): pick another --metrics-port, or 0 for any free port"
+                cannot_listen("--metrics-port", "127.0.0.1", args.metrics_port, exc)
             ) from None
         print(f"metrics: {metrics.url}", flush=True)
-    where = os.environ.get("GOOGLE_GEMINI_BASE_URL") or "the Gemini Live API"
+    variable = BASE_URL_VARIABLES[args.vendor]
+    where = os.environ.get(variable) or SERVICES[args.vendor]
+    openai = args.vendor == "openai"
     try:
         if args.emulator:
             where = "the emulator"
-            async with Emulator() as emu:
-                return await _converse(emu.client(), args, registry, policy, observers)
+            async with Emulator(protocol=args.vendor) as emu:
+                client = emu.openai_client() if openai else emu.client()
+                return await _converse(client, args, registry, policy, observers)
+        if openai:
+            from openai import AsyncOpenAI
+
+            return await _converse(AsyncOpenAI(api_key=key), args, registry, policy, observers)
         return await _converse(genai.Client(api_key=key), args, registry, policy, observers)
     except RunError:
         raise
     except Exception as exc:
-        raise RunError(_connection_failure(exc, where, args.model)) from None
+        raise RunError(_connection_failure(exc, where, args.model, variable)) from None
     finally:
         if metrics is not None:
             metrics.close()
 
 
-def _connection_failure(exc: Exception, where: str, model: str) -> str:
+def _connection_failure(exc: Exception, where: str, model: str, variable: str) -> str:
     """One line for a session that could not start or went away."""
     if isinstance(exc, ModelNotFoundError):
         return f"model {model!r} is not available for the Live API: pass --model with a Live model"
     if isinstance(exc, ConnectionLostError | OSError):
         detail = exc.reason if isinstance(exc, ConnectionLostError) and exc.reason else str(exc)
-        return f"cannot reach {where} ({detail}): check the network, or GOOGLE_GEMINI_BASE_URL"
+        return f"cannot reach {where} ({detail}): check the network, or {variable}"
     if isinstance(exc, InvalidStatus):
         status = exc.response.status_code
         hint = "check your API key" if status in (401, 403) else f"is {where} a Live API endpoint?"
@@ -317,15 +355,19 @@ def _connection_failure(exc: Exception, where: str, model: str) -> str:
 
 
 async def _converse(
-    client: genai.Client,
+    client: Any,
     args: argparse.Namespace,
     registry: ToolRegistry,
     policy: CallPolicy,
     observers: list[Observer],
 ) -> int:
-    config = types.LiveConnectConfig(
-        response_modalities=[types.Modality.AUDIO],
-        output_audio_transcription=types.AudioTranscriptionConfig(),
+    config: Any = (
+        {"output_modalities": ["text"]}
+        if args.vendor == "openai"
+        else types.LiveConnectConfig(
+            response_modalities=[types.Modality.AUDIO],
+            output_audio_transcription=types.AudioTranscriptionConfig(),
+        )
     )
     try:
         async with LiveSession.connect(
@@ -336,8 +378,7 @@ async def _converse(
             policy=policy,
             observers=observers,
         ) as session:
-            names = ", ".join(registry.names()) or "none"
-            print(f"connected to {args.model}; tools: {names}", flush=True)
+            print(f"connected to {args.model}; tools: {', '.join(registry.names())}", flush=True)
             printer = _Printer()
             async with aclosing(_turns(args.text)) as turns:
                 async for text in turns:

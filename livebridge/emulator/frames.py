@@ -30,7 +30,7 @@ def read_frame(
     """What to put in the transcript for ``frame``, and the message it carries or its rejection.
 
     Frames over ``max_bytes`` are refused as the service refuses frames of about 1 MB
-    (LIVE_PROTOCOL.md §7, googleapis/mcp-toolbox #3637); a message must be JSON with exactly one
+    (googleapis/mcp-toolbox #3637); a message must be JSON with exactly one
     known top-level field (§2).
     """
     size = len(frame) if isinstance(frame, bytes) else len(frame.encode())

@@ -102,7 +102,8 @@ class Emulator:
     ``serial_gap``: see ``Thresholds``.
     ``on_violation`` is called (on the server's thread) with each violation as it is found.
     ``replay`` serves a session recording's server side instead of a scenario, at ``pace``,
-    waiting ``answer_timeout`` for each recorded answer (``livebridge.emulator.gemini.replay``);
+    waiting ``answer_timeout`` for each recorded answer, comparing all but ``ignore_fields``
+    (``livebridge.emulator.gemini.replay``);
     ``emu.replay.finish()`` reports how the client's answers diverged from the recording.
     ``protocol``: ``"gemini"`` (Gemini Live) or ``"openai"`` (OpenAI Realtime GA at
     ``/v1/realtime``; connect with ``openai_client()``); ``auto_response`` (openai): see
@@ -130,6 +131,7 @@ class Emulator:
         replay: Recording | str | os.PathLike[str] | None = None,
         pace: Pace = "fast",
         answer_timeout: float | None = None,
+        ignore_fields: Collection[str] = (),
         protocol: Protocol = "gemini",
         auto_response: bool = False,
         model: str | None = None,
@@ -148,7 +150,9 @@ class Emulator:
 
             if scenario is not None:
                 raise UsageError("Emulator: give a scenario or a recording to replay, not both")
-            self.replay = ReplayScenario(replay, pace=pace, answer_timeout=answer_timeout)
+            self.replay = ReplayScenario(
+                replay, pace=pace, answer_timeout=answer_timeout, ignore_fields=ignore_fields
+            )
             scenario = self.replay
         self.scenario: Scenario = scenario or RuleModel()
         if model is not None and profile is not None:

@@ -34,7 +34,7 @@ Direction = Literal["client", "server"]
 
 MAX_REASON_BYTES = 123
 #: Client frames larger than this are refused with 1007, as the service does with frames of
-#: about 1 MB (LIVE_PROTOCOL.md §7, googleapis/mcp-toolbox #3637).
+#: about 1 MB (googleapis/mcp-toolbox #3637).
 MAX_FRAME_BYTES = 1 << 20
 
 

@@ -38,6 +38,7 @@ from livebridge.live.events import DROPPABLE, Closed, EventBuffer, Resumed
 from livebridge.live.options import SessionOptions
 from livebridge.live.protocol import (
     CancelCalls,
+    ConfirmCalls,
     Finish,
     Notify,
     Output,
@@ -54,7 +55,7 @@ __all__ = ["SessionActor"]
 
 log = logging.getLogger("livebridge.live.session")
 
-_ACTIONS = (RunCalls, CancelCalls, Notify, SwitchConnection)
+_ACTIONS = (RunCalls, CancelCalls, ConfirmCalls, Notify, SwitchConnection)
 #: App events the observers also hear, in their own words (``observers.record_of``).
 _VIEWED = (Resumed, Closed)
 
@@ -371,12 +372,16 @@ class SessionActor:
                         on_settled=self._on_settled,
                         on_partial=self._on_partial if partials else None,
                         refuse=refuse,
+                        confirmed=output.confirmed,
                     )
                     if not isinstance(rest, list):  # some call is still running
                         self._batches += 1
                         self._tg.start_soon(self._run_batch, rest)
                 case CancelCalls(call_ids=ids):
                     self._cancel(ids)
+                case ConfirmCalls(call_ids=ids, withdrawn=withdrawn):
+                    if self._dispatcher is not None:
+                        self._dispatcher.confirm(ids, withdrawn)
                 case Notify(event=event):
                     emit(self._observers, event)
                 case SwitchConnection(deadline=deadline):

@@ -31,6 +31,7 @@ from livebridge.observe.observers import Event
 __all__ = [
     "Action",
     "CancelCalls",
+    "ConfirmCalls",
     "ConnectionEvent",
     "ConnectionState",
     "ConnectionStateError",
@@ -88,12 +89,26 @@ class RunCalls:
     ``refuse``: they arrived while the app is leaving; answer them without running them.
     ``partials``: stream an async-generator handler's items as they come; without it they are
     collected into one final answer (a vendor that takes one output per call).
+    ``confirmed``: the model's turn that issued them can no longer be withdrawn (OpenAI
+    Realtime runs calls at a ``completed`` ``response.done``); False (Gemini, whose calls come
+    mid-generation): an irreversible tool's call waits for a ``ConfirmCalls`` naming it, or for
+    ``CallPolicy.confirm_window`` seconds of silence. A new vendor's protocol gives both.
     """
 
     calls: Sequence[Call]
     turn: int
     refuse: bool = False
     partials: bool = True
+    confirmed: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmCalls:
+    """The turn that issued these calls (``RunCalls(confirmed=False)``) is confirmed, or
+    ``withdrawn`` (why): their irreversible handlers start, or never run (``cancelled``)."""
+
+    call_ids: Sequence[str]
+    withdrawn: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +175,7 @@ def ended_by_service(cause: LivebridgeError | None) -> Finish:
     return Finish(Closed(text, cause))
 
 
-Action: TypeAlias = RunCalls | CancelCalls | SwitchConnection | Notify
+Action: TypeAlias = RunCalls | CancelCalls | ConfirmCalls | SwitchConnection | Notify
 
 
 #: What a protocol hands the shell: an event for the app, or an action.

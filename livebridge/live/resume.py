@@ -2,7 +2,11 @@
 
 Close codes become the typed errors of ``livebridge.errors``.
 
-Close codes and reasons are those observed on the real service (``LIVE_PROTOCOL.md``).
+Close codes and reasons are those reported from the real service: 1007 for a field it refuses
+(livekit/agents#3784, #5262) and for a stale handle after a long session, 1011 "Deadline
+expired" at its end (discuss.ai.google.dev t/186392), 1011 for a resumption while the old
+socket is open (aicc2025/sip-to-ai PR #14); handles last about 2 hours (ai.google.dev,
+Live API session management).
 """
 
 from __future__ import annotations

@@ -236,7 +236,7 @@ class Sources:
         if not isinstance(server, MCPServer):
             raise TypeError("add_mcp takes an MCPServer (MCPServer.stdio(...) or .http(...))")
         if importlib.util.find_spec("mcp") is None:
-            raise ImportError("add_mcp needs the MCP SDK: pip install 'livebridge[mcp]'")
+            raise ImportError("add_mcp needs the MCP SDK: pip install 'livebridge-voice[mcp]'")
         unknown = set(options) - set(MCPOptions.__annotations__)
         if unknown:
             raise TypeError(f"unknown add_mcp option(s): {', '.join(sorted(unknown))}")

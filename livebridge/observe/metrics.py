@@ -228,7 +228,8 @@ class PrometheusObserver:
         )
         self.result_bytes = Histogram(
             "livebridge_tool_result_bytes",
-            "Encoded size of successful results as sent (after truncation).",
+            "Encoded size of successful results as sent (after truncation; a streamed "
+            "call's items together).",
             ["function"],
             buckets=RESULT_BYTES_BUCKETS,
             registry=r,

@@ -11,6 +11,9 @@ recorded call id.
 - ``unanswered``: a recorded answer the app never sent (within the answer timeout, or because
   the session left the connection before the replay reached it);
 - ``kind_changed``: an answer whose kind changed (``ok`` <-> ``error``);
+- ``value_changed``: an answer of the same kind whose values changed (an error's ``type``),
+  naming the first fields that differ; ``ignore_fields`` are not compared (a name at any depth,
+  or a dotted path from the answer's root: see ``livebridge.recording.report.differences``);
 - ``batch_split``: calls answered together in the recording, apart now (or the other way);
 - ``slow``: an answer over ``SLOW_FACTOR`` times the recorded latency plus ``SLOW_MARGIN``;
 - ``unexpected_answer``: an answer to a call the recording never answered, or a second answer;
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Collection
 
 import anyio
 from google.genai import types
@@ -87,6 +91,7 @@ async def replay(
     pace: Pace = "fast",
     policy: CallPolicy | None = None,
     answer_timeout: float | None = None,
+    ignore_fields: Collection[str] = (),
     config: types.LiveConnectConfigOrDict | None = None,
     deadline: float = 300.0,
 ) -> ReplayReport:
@@ -100,7 +105,9 @@ async def replay(
 
     if not isinstance(recording, Recording):
         recording = read_recording(recording)
-    emulator = Emulator(replay=recording, pace=pace, answer_timeout=answer_timeout)
+    emulator = Emulator(
+        replay=recording, pace=pace, answer_timeout=answer_timeout, ignore_fields=ignore_fields
+    )
     player = emulator.replay
     assert player is not None
     config = config or types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])
@@ -138,12 +145,15 @@ def assert_replays(
     *,
     pace: Pace = "fast",
     answer_timeout: float | None = None,
+    ignore_fields: Collection[str] = (),
 ) -> ReplayReport:
     """For tests: ``replay`` from sync code (the CLI's path); ``AssertionError`` with the
     report if the app diverged. From async code, ``await replay(...)`` instead."""
 
     async def run() -> ReplayReport:
-        return await replay(recording, tools, pace=pace, answer_timeout=answer_timeout)
+        return await replay(
+            recording, tools, pace=pace, answer_timeout=answer_timeout, ignore_fields=ignore_fields
+        )
 
     report = anyio.run(run)
     if not report.ok:

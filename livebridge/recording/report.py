@@ -6,8 +6,10 @@ Below both the emulator's replay side (which finds divergences) and ``livebridge
 
 from __future__ import annotations
 
+import json
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from livebridge.recording.record import Recording
 
@@ -22,6 +24,7 @@ __all__ = [
     "Pace",
     "ReplayReport",
     "default_answer_timeout",
+    "differences",
 ]
 
 
@@ -29,6 +32,7 @@ Pace = Literal["recorded", "fast"]
 DivergenceKind = Literal[
     "unanswered",
     "kind_changed",
+    "value_changed",
     "batch_split",
     "slow",
     "unexpected_answer",
@@ -46,6 +50,8 @@ MIN_ANSWER_TIMEOUT = 5.0
 MAX_GAP = 30.0
 #: The model name the replaying session asks for (the emulator serves any).
 REPLAY_MODEL = "gemini-live-replay"
+#: A ``value_changed`` divergence names at most this many differing fields.
+SHOWN_DIFFERENCES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +65,11 @@ class Divergence:
     detail: str
 
     def __str__(self) -> str:
-        call = f" {self.function} ({self.call_id})" if self.call_id else ""
-        return f"line {self.line}: {self.kind}{call}: {self.detail}"
+        """``line 12: get_weather: answered error, recorded ok (...) [kind_changed, call c-1]``:
+        where and what first, the kind and the recorded call id (long ones) last."""
+        what = f"{self.function}: " if self.function else ""
+        tags = ", ".join([self.kind, *([f"call {self.call_id}"] if self.call_id else [])])
+        return f"line {self.line}: {what}{self.detail} [{tags}]"
 
 
 @dataclass(slots=True)
@@ -110,3 +119,41 @@ def default_answer_timeout(recording: Recording) -> float:
                 if at is not None:
                     slowest = max(slowest, entry.t - at)
     return max(MIN_ANSWER_TIMEOUT, 10 * slowest)
+
+
+def differences(
+    recorded: Any, replayed: Any, ignore: Collection[str] = (), path: str = ""
+) -> Iterator[str]:
+    """Where two answers' bodies differ, one ``field: recorded X, replayed Y`` each, depth first.
+
+    ``ignore`` holds fields not compared: a name without a dot is ignored at any depth
+    (``timestamp``), a dotted path only there from the body's root (``booking.created_at``,
+    list items by their index: ``slots.0``).
+    """
+    if isinstance(recorded, dict) and isinstance(replayed, dict):
+        for key in [*recorded, *(k for k in replayed if k not in recorded)]:
+            where = f"{path}.{key}" if path else str(key)
+            if key in ignore or where in ignore:
+                continue
+            if key not in replayed:
+                yield f"{where}: recorded {_shown(recorded[key])}, missing now"
+            elif key not in recorded:
+                yield f"{where}: not recorded, replayed {_shown(replayed[key])}"
+            else:
+                yield from differences(recorded[key], replayed[key], ignore, where)
+    elif isinstance(recorded, list) and isinstance(replayed, list):
+        if len(recorded) != len(replayed):
+            where = path or "the answer"
+            yield f"{where}: recorded {len(recorded)} items, replayed {len(replayed)}"
+            return
+        for index, (old, new) in enumerate(zip(recorded, replayed, strict=True)):
+            where = f"{path}.{index}" if path else str(index)
+            if where not in ignore:
+                yield from differences(old, new, ignore, where)
+    elif recorded != replayed or isinstance(recorded, bool) != isinstance(replayed, bool):
+        yield f"{path or 'the answer'}: recorded {_shown(recorded)}, replayed {_shown(replayed)}"
+
+
+def _shown(value: Any, width: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if len(text) <= width else text[: width - 3] + "..."

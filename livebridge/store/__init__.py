@@ -1,10 +1,13 @@
 """Where conversations outlive a process: resumption handles, a call journal, leases, limits.
 
-``MemoryStore`` (the default: one process) and ``RedisStore`` (many workers sharing one Redis)
-implement the ``Store`` protocol; ``LiveSession.connect(..., store=..., conversation=...)`` uses
+``MemoryStore`` (the default: one process), ``RedisStore`` (many workers sharing one Redis) and
+``PostgresStore`` (many workers sharing PostgreSQL: its commits survive a failover) implement
+the ``Store`` protocol; ``LiveSession.connect(..., store=..., conversation=...)`` uses
 one through ``StoreConnector`` and ``Journal``. ``RedisLimiter`` caps concurrent handlers across
 processes (``CallPolicy(limiter=...)``). The Redis classes import redis-py on first use
-(``pip install 'livebridge[redis]'``). The failover guarantees are in ``journal`` and docs/store.md.
+(``pip install 'livebridge-voice[redis]'``), ``PostgresStore`` psycopg
+(``livebridge-voice[postgres]``).
+The failover guarantees are in ``journal`` and docs/store.md.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from livebridge.store.memory import MemoryStore
 
 if TYPE_CHECKING:
     from livebridge.store.limiter import RedisLimiter
+    from livebridge.store.postgres import PostgresStore
     from livebridge.store.redis import RedisStore
 
 __all__ = [
@@ -39,6 +43,7 @@ __all__ = [
     "Journal",
     "Lease",
     "MemoryStore",
+    "PostgresStore",
     "RedisLimiter",
     "RedisStore",
     "Snapshot",
@@ -63,6 +68,10 @@ def __getattr__(name: str) -> Any:
         from livebridge.store.redis import RedisStore
 
         return RedisStore
+    if name == "PostgresStore":
+        from livebridge.store.postgres import PostgresStore
+
+        return PostgresStore
     if name == "RedisLimiter":
         from livebridge.store.limiter import RedisLimiter
 

@@ -199,7 +199,14 @@ class Ticket(Protocol):
 
 
 class CallJournal(Protocol):
-    """What the dispatcher asks a conversation's journal (``livebridge.store.journal``)."""
+    """What the dispatcher asks a conversation's journal (``livebridge.store.journal``).
+
+    ``conversation`` and ``seq`` (the resumable handle the conversation is at) scope a
+    handler's idempotency key; ``lease.epoch`` is the fence a handler runs under."""
+
+    conversation: str
+    seq: int
+    lease: Lease
 
     def admit(
         self, call: Call, tool: Tool, request: bytes, key: Hashable | None

@@ -69,8 +69,9 @@ MAX_BATCH = 256
 
 
 def journaled(tool: Tool) -> str | None:
-    """``before`` (started, then settled), ``after`` (settled only) or None for ``tool``."""
-    if not (tool.idempotent or tool.idempotency_key is not None):
+    """``before`` (started, then settled), ``after`` (settled only) or None for ``tool``; an
+    irreversible tool is journaled as a non-idempotent one is, whatever else it says."""
+    if tool.irreversible or not (tool.idempotent or tool.idempotency_key is not None):
         return "before"
     return "after" if tool.idempotency_key is not None else None
 

@@ -22,6 +22,10 @@ and fair enough for slots held for tens of milliseconds or more. A Redis that do
 makes ``acquire`` raise ``StoreUnavailableError`` (the call is answered ``store_unavailable``
 and its handler does not run). A slot whose renewal finds it gone (it expired while Redis was
 unreachable) is logged: the limit may then be exceeded by that one slot until it is released.
+
+A Redis that may evict keys (``maxmemory-policy`` not ``noeviction``) could drop the sorted
+set and with it every slot: ``start`` refuses it with ``EvictionPolicyError`` (a
+``UsageError``) unless ``allow_eviction=True`` (``store/eviction.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from livebridge.errors import StoreError, UsageError
+from livebridge.errors import EvictionPolicyError, StoreError, UsageError
+from livebridge.store import eviction
 from livebridge.store.base import new_owner
 from livebridge.store.redis import bounded, connect
 
@@ -88,6 +93,7 @@ class RedisLimiter:
         lease: float = 10.0,
         timeout: float = 1.0,
         poll: float = 0.005,
+        allow_eviction: bool = False,
     ) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
@@ -96,6 +102,7 @@ class RedisLimiter:
         self.url, self.name, self.capacity = url, name, capacity
         self.key = f"{prefix}:limiter:{name}"
         self.lease, self.timeout, self.poll = lease, timeout, poll
+        self.allow_eviction = allow_eviction
         self._owner = new_owner()
         self._redis: redis.asyncio.Redis | None = None
         self._held: dict[object, str] = {}  # borrower → slot token
@@ -118,8 +125,9 @@ class RedisLimiter:
     async def start(self) -> None:
         """Connect (checked with a PING) and start renewing; a no-op while running.
 
-        Raises ``UsageError`` when it cannot work (no redis-py, a bad URL, Redis unreachable):
-        a configuration error, said once, instead of one refusal per call.
+        Raises ``UsageError`` when it cannot work (no redis-py, a bad URL, Redis unreachable,
+        or ``EvictionPolicyError``: a Redis that may evict the slots): a configuration error,
+        said once, instead of one refusal per call.
         """
         if self._starting is None:
             self._starting = asyncio.Lock()
@@ -132,6 +140,12 @@ class RedisLimiter:
                 raise UsageError(f"RedisLimiter {self.name!r} cannot work: {exc}") from None
             try:
                 await self._call("ping", client.ping())
+                policy = await self._call("read maxmemory-policy", eviction.read_policy(client))
+                where = f"Redis at {self.url} (limiter {self.name!r})"
+                eviction.judge(policy, where, allow=self.allow_eviction)
+            except EvictionPolicyError:
+                await client.aclose()
+                raise
             except StoreError as exc:
                 await client.aclose()
                 raise UsageError(

@@ -12,10 +12,20 @@ Lua scripts, each one round trip. Writes and renewals check the stored owner *an
 same script (fencing), so a worker that lost its lease, even for a moment, can never overwrite
 the new owner nor renew its way back.
 
+Redis Sentinel: a ``redis+sentinel://host:port[,host:port...]/service[/db]`` URL asks the
+sentinels which server is the master of ``service`` (redis-py's ``Sentinel``), and asks again
+when a connection breaks or finds a demoted master, so the store follows a failover. Redis
+replicates asynchronously: writes the old master acknowledged but had not yet sent to the
+promoted replica are lost, a lease epoch or a ``started`` entry among them (docs/store.md).
+
 Slowness and failure: every operation is bounded by ``timeout`` seconds (socket and overall),
 is not retried (the caller decides: a call is refused, a heartbeat tries again) and fails as
 ``StoreUnavailableError`` naming the operation. redis-py is imported on first use (the
-``livebridge[redis]`` extra).
+``livebridge-voice[redis]`` extra).
+
+Eviction: the first acquisition, and the first after any failed operation (the Redis may have
+been restarted or replaced), reads the server's ``maxmemory-policy`` and refuses one that may
+evict keys (``store/eviction.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import anyio
 import msgspec
 
 from livebridge.errors import ConversationBusyError, LeaseLostError, StoreUnavailableError
+from livebridge.store import eviction
 from livebridge.store.base import (
     DEFAULT_HANDLE_TTL,
     DEFAULT_LEASE_TTL,
@@ -43,7 +54,10 @@ from livebridge.store.base import (
 if TYPE_CHECKING:
     import redis.asyncio
 
-__all__ = ["RedisStore", "bounded", "connect"]
+#: What a missing redis-py is answered with.
+NEEDS_REDIS = "RedisStore needs redis-py: pip install 'livebridge-voice[redis]'"
+
+__all__ = ["SENTINEL_SCHEME", "RedisStore", "bounded", "connect", "sentinel"]
 
 T = TypeVar("T")
 
@@ -123,7 +137,9 @@ def connect(url: str, timeout: float) -> redis.asyncio.Redis:
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
     except ImportError:  # pragma: no cover - depends on the install
-        raise ImportError("RedisStore needs redis-py: pip install 'livebridge[redis]'") from None
+        raise ImportError(
+            "RedisStore needs redis-py: pip install 'livebridge-voice[redis]'"
+        ) from None
     return redis.asyncio.Redis.from_url(
         url,
         socket_timeout=timeout,
@@ -133,12 +149,63 @@ def connect(url: str, timeout: float) -> redis.asyncio.Redis:
     )
 
 
+#: The URL scheme of a store found through Redis Sentinel.
+SENTINEL_SCHEME = "redis+sentinel://"
+
+
+def sentinel(url: str, timeout: float) -> redis.asyncio.Redis:
+    """A client of the master that the sentinels in ``url`` name
+    (``redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]``; the password
+    is the master's), failing fast like ``connect``'s."""
+    try:
+        from redis.asyncio.retry import Retry
+        from redis.asyncio.sentinel import Sentinel
+        from redis.backoff import NoBackoff
+    except ImportError:  # pragma: no cover - depends on the install
+        raise ImportError(
+            "RedisStore needs redis-py: pip install 'livebridge-voice[redis]'"
+        ) from None
+    userinfo, _, rest = url.removeprefix(SENTINEL_SCHEME).rpartition("@")
+    hosts, _, path = rest.partition("/")
+    service, _, db = path.strip("/").partition("/")
+    addresses: list[tuple[str, int]] = []
+    for address in hosts.split(","):
+        host, _, port = address.strip().rpartition(":")
+        if not host or not port.isdigit():
+            addresses = []
+            break
+        addresses.append((host, int(port)))
+    if not addresses or not service or not (db == "" or db.isdigit()):
+        raise ValueError(
+            f"{url!r} is not a Sentinel URL: redis+sentinel://host:port[,host:port...]/service[/db]"
+        )
+    user, _, password = userinfo.partition(":")
+    options: dict[str, Any] = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "retry": Retry(NoBackoff(), 0),
+    }
+    sentinels = Sentinel(addresses, sentinel_kwargs=dict(options), **options)
+    client: redis.asyncio.Redis = sentinels.master_for(
+        service,
+        db=int(db or 0),
+        username=user or None,
+        password=password or None,
+        health_check_interval=0,
+        **options,
+    )
+    return client
+
+
 class RedisStore:
-    """A ``Store`` in Redis at ``url`` (``redis://host:port/db``), keys under ``prefix``.
+    """A ``Store`` in Redis at ``url`` (``redis://host:port/db``, or a Sentinel URL:
+    ``redis+sentinel://host:port,host:port/service/db``), keys under ``prefix``.
 
     ``timeout`` bounds each operation (seconds); ``handle_ttl`` is how long a handle and the
     journal beside it are kept after their owner's last write or heartbeat (longer than
-    ``lease_ttl``, see ``Store``).
+    ``lease_ttl``, see ``Store``). A Redis whose ``maxmemory-policy`` is not ``noeviction``
+    (or cannot be read) is refused with ``EvictionPolicyError`` on first use, unless
+    ``allow_eviction`` (then it is logged as a warning).
     """
 
     def __init__(
@@ -149,6 +216,7 @@ class RedisStore:
         timeout: float = 0.5,
         handle_ttl: float = DEFAULT_HANDLE_TTL,
         lease_ttl: float = DEFAULT_LEASE_TTL,
+        allow_eviction: bool = False,
     ) -> None:
         if not timeout > 0:
             raise ValueError("timeout must be positive")
@@ -159,12 +227,17 @@ class RedisStore:
         self.handle_ttl = handle_ttl
         self.lease_ttl = lease_ttl
         self._ttl_ms = round(handle_ttl * 1000)
-        self.redis = connect(url, timeout)
+        if url.startswith(SENTINEL_SCHEME):
+            self.redis = sentinel(url, timeout)
+        else:
+            self.redis = connect(url, timeout)
         self._acquire = self.redis.register_script(_ACQUIRE)
         self._renew = self.redis.register_script(_RENEW)
         self._release = self.redis.register_script(_RELEASE)
         self._write = self.redis.register_script(_WRITE)
         self._direct = _Direct(self.redis)
+        self.allow_eviction = allow_eviction
+        self._policy_checked = False  # again after any failure: it may be another Redis
 
     def keys(self, conversation: str) -> tuple[str, str, str, str]:
         """The lease, epoch, handle and journal keys of ``conversation``."""
@@ -174,6 +247,10 @@ class RedisStore:
     async def acquire(
         self, conversation: str, owner: str, ttl: float, *, since: Lease | None = None
     ) -> Lease:
+        if not self._policy_checked:
+            policy = await self._run("read maxmemory-policy", eviction.read_policy(self.redis))
+            eviction.judge(policy, f"Redis at {self.url}", allow=self.allow_eviction)
+            self._policy_checked = True
         keys = list(self.keys(conversation)[:2])
         args: list[str | int] = [
             owner,
@@ -235,6 +312,9 @@ class RedisStore:
     async def aclose(self) -> None:
         await self._direct.aclose()
         await self.redis.aclose()
+        manager = getattr(self.redis.connection_pool, "sentinel_manager", None)
+        for client in manager.sentinels if manager is not None else ():
+            await client.aclose()
 
     # -- internals -------------------------------------------------------------------------
 
@@ -260,7 +340,11 @@ class RedisStore:
             raise LeaseLostError(lost(conversation, lease.owner))
 
     async def _run(self, operation: str, work: Awaitable[T]) -> T:
-        return await bounded(work, self.timeout, f"Redis at {self.url}", operation)
+        try:
+            return await bounded(work, self.timeout, f"Redis at {self.url}", operation)
+        except StoreUnavailableError:
+            self._policy_checked = False
+            raise
 
 
 class _Direct:
@@ -285,6 +369,8 @@ class _Direct:
         async with self._slots:
             connection = self._idle.pop() if self._idle else self._connection()
             try:
+                if not connection.is_connected:  # (a Sentinel's connection asks where, here)
+                    await connection.connect()
                 await connection.send_packed_command(command)
                 try:
                     reply = await connection.read_response()

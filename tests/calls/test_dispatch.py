@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import AsyncIterator
@@ -455,6 +456,23 @@ async def test_stream_items_become_partials() -> None:
     assert [p.scheduling for p in partials] == ["SILENT", "SILENT", "INTERRUPT"]
     assert {p.call_id for p in partials} == {"c1"}
     assert (end.kind, end.response) == ("ok", {})
+    # What the call weighed is what was sent for it: its items, not the empty end.
+    sent = sum(len(json.dumps(p.response, separators=(",", ":"))) for p in partials)
+    assert (end.result_bytes, end.truncated) == (sent, False)
+
+
+async def test_a_streamed_item_cut_to_size_marks_the_call_truncated() -> None:
+    tools = ToolRegistry()
+
+    @tools.tool(behavior="NON_BLOCKING")
+    async def pages() -> AsyncIterator[str]:
+        yield "short"
+        yield "x" * 5000
+
+    dispatcher = Dispatcher(tools, CallPolicy(max_result_bytes=1000))
+    partials: list[Partial] = []
+    [end] = await dispatcher.run([Call("c1", "pages", {})], on_partial=partials.append)
+    assert end.truncated and 1000 < end.result_bytes <= 1000 + 20
 
 
 async def test_stream_items_are_collected_without_on_partial() -> None:

@@ -100,8 +100,10 @@ def test_run_on_a_busy_metrics_port(busy_port: int) -> None:
     result = livebridge(
         "run", "examples.embedded:tools", "--emulator", "--metrics-port", str(busy_port)
     )
-    one_line_failure(
-        result, f"livebridge run: cannot serve metrics on 127.0.0.1:{busy_port}", "already in use"
+    line = one_line_failure(result)
+    assert line == (
+        f"livebridge run: cannot listen on 127.0.0.1:{busy_port} (Address already in "
+        "use): pick another --metrics-port, or 0 for any free port"
     )
 
 
@@ -142,4 +144,4 @@ def test_demo_on_openai_without_the_openai_package() -> None:
         timeout=120,
         check=False,
     )
-    one_line_failure(result, "--vendor openai needs the openai package", "livebridge[openai]")
+    one_line_failure(result, "--vendor openai needs the openai package", "livebridge-voice[openai]")

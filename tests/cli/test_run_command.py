@@ -19,6 +19,7 @@ import livebridge
 
 registry = livebridge.ToolRegistry()
 not_a_registry = 42
+empty = livebridge.ToolRegistry()
 
 
 @registry.tool
@@ -42,7 +43,7 @@ def environment(**extra: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL")
+        if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "OPENAI_API_KEY")
     }
     return env | extra
 
@@ -88,6 +89,24 @@ def test_weather_in_two_cities_on_the_emulator(app_dir: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_the_same_registry_on_openai_realtime(app_dir: Path) -> None:
+    result = run(
+        app_dir,
+        "travel_tools:registry",
+        "--vendor",
+        "openai",
+        "--emulator",
+        "--text",
+        "weather in Paris and Rome",
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "connected to gpt-realtime-2; tools: get_weather" in out
+    assert "✓ get_weather(city='Paris') → ok" in out
+    assert "✗ get_weather(city='Rome') → error" in out and "no data for Rome" in out
+    assert "model > Paris: city Paris, sky sunny; Rome: that failed" in out
+
+
 def test_turns_from_standard_input_and_a_metrics_endpoint(app_dir: Path) -> None:
     result = subprocess.run(
         command("travel_tools:registry", "--emulator", "--metrics-port", "0"),
@@ -129,6 +148,14 @@ def closed_port() -> int:
         (["travel_tools:registry", "--emulator", "--policy", "timeout=soon"], "needs a number"),
         (["travel_tools:registry", "--emulator", "--policy", "max_parallel=0"], "at least 1"),
         (["travel_tools:registry", "--text", "hi"], "no API key: set GEMINI_API_KEY"),
+        (
+            ["travel_tools:registry", "--vendor", "openai", "--text", "hi"],
+            "no API key: set OPENAI_API_KEY",
+        ),
+        (
+            ["travel_tools:empty", "--emulator"],
+            "travel_tools:empty has no tools: register them with @empty.tool",
+        ),
     ],
 )
 def test_each_usage_error_is_one_line(app_dir: Path, args: list[str], expected: str) -> None:

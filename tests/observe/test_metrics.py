@@ -196,7 +196,7 @@ def _non_loopback_address() -> str | None:
 
 def test_endpoint_is_not_reachable_beyond_loopback_by_default() -> None:
     with serve(registry=CollectorRegistry()) as server:
-        assert server._server.socket.getsockname()[0] == "127.0.0.1"
+        assert server.host == "127.0.0.1"  # the bound socket's own address
         with socket.create_connection(("127.0.0.1", server.port), timeout=5):
             pass
         address = _non_loopback_address()

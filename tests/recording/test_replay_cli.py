@@ -78,11 +78,17 @@ def test_the_command_prints_each_divergence_and_exits_1_without_a_traceback() ->
     assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].endswith("2 divergence(s)")
-    assert all(": kind_changed get_weather (function-call-" in line for line in lines[1:])
+    for line in lines[1:]:
+        assert ": get_weather: answered error, recorded ok (RuntimeError: The tool raised " in line
+        assert line.endswith("]") and "[kind_changed, call function-call-" in line
     assert len(lines) == 3
-    # The app's tool errors are logged one line each.
+    # What the tools logged explains the divergences: one line each, after the report.
     assert "Traceback" not in result.stderr
     assert result.stderr.count("RuntimeError: weather backend unreachable") == 2
+    assert all(
+        line.startswith("livebridge replay: the tools logged: ")
+        for line in result.stderr.splitlines()
+    )
 
 
 @pytest.mark.parametrize(
@@ -239,5 +245,57 @@ async def test_the_emulator_command_prints_the_divergence_report_at_exit(tmp_pat
     assert server.returncode == 0
     assert (
         f"{path}: 1 answers on 1 of 1 connection(s) replayed, 1 divergence(s)\n"
-        '  line 4: kind_changed get_time (rec-1): answered error, recorded ok {"message": "down"}\n'
+        "  line 4: get_time: answered error, recorded ok (down) "
+        "[kind_changed, call rec-1]\n"
     ) in out.decode()
+
+
+def test_a_changed_value_is_a_divergence_naming_the_field_unless_ignored() -> None:
+    """A tool that answers ``ok`` with other values than the recorded ones diverges, with the
+    field, the recorded and the replayed value on one line; ``--ignore-field`` leaves it out."""
+    result = livebridge_replay(str(SHIPPED), "tests.replay_tools:wrong_city")
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    weather = calls_of_function(SHIPPED, "get_weather")
+    assert lines[0].endswith(f"{len(weather)} divergence(s)")
+    for line in lines[1:]:
+        assert ': get_weather: the answer changed: output.city: recorded "' in line
+        assert 'replayed "WRONG CITY" [value_changed, call function-call-' in line
+    assert result.stderr == ""  # the tools logged nothing
+
+    ignored = livebridge_replay(
+        str(SHIPPED), "tests.replay_tools:wrong_city", "--ignore-field", "city"
+    )
+    assert ignored.returncode == 0, ignored.stdout + ignored.stderr
+    by_path = livebridge_replay(
+        str(SHIPPED), "tests.replay_tools:wrong_city", "--ignore-field", "output.city"
+    )
+    assert by_path.returncode == 0, by_path.stdout + by_path.stderr
+    elsewhere = livebridge_replay(
+        str(SHIPPED), "tests.replay_tools:wrong_city", "--ignore-field", "city.output"
+    )
+    assert elsewhere.returncode == 1
+
+
+def test_a_recorded_error_answered_again_passes_in_silence(tmp_path: Path) -> None:
+    """An error the recording has, answered again as the same error, is no divergence and
+    nothing on stderr: a run that passed says nothing about errors."""
+    call = tool_call("rec-1")
+    failed = answer("rec-1")
+    failed["msg"]["toolResponse"]["functionResponses"][0]["response"] = {
+        "error": {"type": "RuntimeError", "message": "clock backend down", "retryable": False}
+    }
+    path = a_recording(tmp_path, call, failed)
+    result = livebridge_replay(str(path), "tests.replay_tools:broken_clock")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.endswith("0 divergence(s)\n") and result.stderr == ""
+
+
+def calls_of_function(path: Path, name: str) -> list[str]:
+    return [
+        call["id"]
+        for e in read_recording(str(path)).entries
+        if e.ev == "recv" and "toolCall" in e.data["msg"]
+        for call in e.data["msg"]["toolCall"]["functionCalls"]
+        if call["name"] == name
+    ]

@@ -1,5 +1,6 @@
-"""The ``Store`` contract: ``MemoryStore`` and ``RedisStore`` (a real redis-server) pass the same
-tests; then what only one of them has (Redis TTLs and failures, the memory bounds)."""
+"""The ``Store`` contract: ``MemoryStore``, ``RedisStore`` (a real redis-server) and
+``PostgresStore`` (a real PostgreSQL) pass the same tests; then what only one of them has
+(Redis TTLs and failures, the memory bounds)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,19 @@ import anyio
 import pytest
 
 from livebridge.errors import ConversationBusyError, LeaseLostError, StoreUnavailableError
-from livebridge.store import Entry, HandleRecord, Lease, MemoryStore, RedisStore, Store
+from livebridge.store import (
+    Entry,
+    HandleRecord,
+    Lease,
+    MemoryStore,
+    PostgresStore,
+    RedisStore,
+    Store,
+)
+from tests.postgres_server import PostgresServer, postgres_server, prefix
 from tests.redis_server import RedisServer, redis_server
 
-__all__ = ["redis_server"]
+__all__ = ["postgres_server", "redis_server"]
 
 Factory = Callable[..., Store]
 
@@ -23,13 +33,21 @@ def entry(call_id: str, state: str = "started", epoch: int = 0, **extra: Any) ->
     return Entry(call_id, "book", f"req-{call_id}", state, epoch, "w1", time.time(), **extra)  # type: ignore[arg-type]
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "postgres"])
 async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
     made: list[Store] = []
     if request.param == "memory":
 
         def factory(**options: Any) -> Store:
             made.append(MemoryStore(**options))
+            return made[-1]
+
+    elif request.param == "postgres":
+        postgres: PostgresServer = request.getfixturevalue("postgres_server")
+        tables = prefix()
+
+        def factory(**options: Any) -> Store:
+            made.append(PostgresStore(postgres.url, prefix=tables, **options))
             return made[-1]
 
     else:

@@ -1,8 +1,11 @@
-"""Failover across processes: the emulator, two workers and Redis, each in its own process.
+"""Failover across processes: the emulator, two workers and the store (Redis or PostgreSQL),
+each in its own process.
 
 The first worker is killed (SIGKILL) while its non-idempotent handler runs; the second is
 refused while the dead one's lease is live, then takes over, resumes the stored handle, and
-answers the model's re-issued call ``outcome_unknown`` instead of running it again.
+answers the model's re-issued call ``outcome_unknown`` instead of running it again. When the
+store lost the ``started`` entry (as a promoted Redis replica can), the second worker runs the
+call again: with the same idempotency key, for the side effect to dedupe, and a higher fence.
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+import redis
 
+from tests.postgres_server import PostgresServer, postgres_server, prefix
 from tests.redis_server import RedisServer, redis_server
 
-__all__ = ["redis_server"]
+__all__ = ["postgres_server", "redis_server"]
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_KEYS = {"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY"}
@@ -68,11 +74,32 @@ def emulator(tmp_path: Path) -> Iterator[EmulatorProcess]:
         emu.kill()
 
 
+@pytest.fixture(params=["redis", "postgres"])
+def store(request: pytest.FixtureRequest) -> list[str]:
+    """The store's URL, then the worker flags it needs."""
+    if request.param == "postgres":
+        postgres: PostgresServer = request.getfixturevalue("postgres_server")
+        return [postgres.url, f"--prefix={prefix()}"]
+    redis: RedisServer = request.getfixturevalue("redis_server")
+    return [redis.url]
+
+
 def worker(
-    emu: EmulatorProcess, redis: RedisServer, runs: Path, *flags: str
+    emu: EmulatorProcess, store: list[str], runs: Path, *flags: str
 ) -> subprocess.Popen[str]:
+    url, *options = store
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.store_worker", redis.url, "user-42", TEXT, str(runs), *flags],
+        [
+            sys.executable,
+            "-m",
+            "tests.store_worker",
+            url,
+            "user-42",
+            TEXT,
+            str(runs),
+            *options,
+            *flags,
+        ],
         cwd=ROOT,
         env=emu.env,
         stdout=subprocess.PIPE,
@@ -87,10 +114,10 @@ def lines(output: str) -> list[dict[str, Any]]:
 
 @pytest.mark.serial
 def test_kill_mid_call_then_the_next_worker_takes_over(
-    emulator: EmulatorProcess, redis_server: RedisServer, tmp_path: Path
+    emulator: EmulatorProcess, store: list[str], tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs.txt"
-    first = worker(emulator, redis_server, runs, "--greet", "--hang")
+    first = worker(emulator, store, runs, "--greet", "--hang")
     try:
         assert first.stdout is not None
         seen: list[dict[str, Any]] = []
@@ -103,18 +130,19 @@ def test_kill_mid_call_then_the_next_worker_takes_over(
         first.kill()
         first.communicate(timeout=30)
 
-    busy = worker(emulator, redis_server, runs)
+    busy = worker(emulator, store, runs)
     _, err = busy.communicate(timeout=60)
     assert busy.returncode == 3
     assert err.splitlines()[-1].startswith("busy: conversation 'user-42' is held by")
     assert "retry after that" in err and "Traceback" not in err
 
-    second = worker(emulator, redis_server, runs, "--wait-lease")
+    second = worker(emulator, store, runs, "--wait-lease")
     out, err = second.communicate(timeout=120)
     assert second.returncode == 0, err
     report = emulator.stop()
 
-    assert runs.read_text().splitlines() == [f"Paris {first.pid}"]  # ran once in total
+    (run,) = runs.read_text().splitlines()  # ran once in total
+    assert run.split()[:2] == ["Paris", str(first.pid)]
     events = lines(out)
     loaded = events[0]
     assert loaded["event"] == "loaded" and loaded["handle"]
@@ -151,3 +179,45 @@ def test_kill_mid_call_then_the_next_worker_takes_over(
         ("client_crash", sessions[0])
     ]
     assert killed_call in report["violations"][0]["message"]
+
+
+def forget_journal(store: list[str]) -> None:
+    """Lose the conversation's journal, as a Redis failover to a lagging replica can."""
+    url, *options = store
+    if url.startswith("postgresql://"):
+        (tables,) = [o.partition("=")[2] for o in options if o.startswith("--prefix=")]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"UPDATE {tables}_call SET forgotten = true".encode())
+    else:
+        with redis.Redis.from_url(url) as client:
+            assert client.delete("livebridge:{user-42}:journal") == 1
+
+
+@pytest.mark.serial
+def test_a_call_whose_entry_the_store_lost_runs_again_with_the_same_key(
+    emulator: EmulatorProcess, store: list[str], tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs.txt"
+    first = worker(emulator, store, runs, "--greet", "--hang")
+    try:
+        assert first.stdout is not None
+        while '"running"' not in (line := first.stdout.readline()):
+            assert line, f"the first worker ended early: {first.communicate()[1]}"
+        os.kill(first.pid, signal.SIGKILL)
+    finally:
+        first.kill()
+        first.communicate(timeout=30)
+    forget_journal(store)
+
+    second = worker(emulator, store, runs, "--wait-lease")
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    emulator.stop()
+    settled = [e for e in lines(out) if e["event"] == "settled"]
+    assert [e["outcome"] for e in settled] == ["ok"]  # nothing in the journal: it ran again
+    (city1, pid1, key1, fence1), (city2, pid2, key2, fence2) = [
+        line.split() for line in runs.read_text().splitlines()
+    ]
+    assert (city1, pid1, city2, pid2) == ("Paris", str(first.pid), "Paris", str(second.pid))
+    assert key1 == key2  # the payment provider sees one request
+    assert int(fence2) > int(fence1) >= 1

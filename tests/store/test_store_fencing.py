@@ -20,14 +20,15 @@ from livebridge.emulator import Emulator
 from livebridge.errors import ConversationBusyError, LeaseLostError
 from livebridge.live.events import Closed, ToolCallStarted, TurnComplete
 from livebridge.observe.observers import LeaseChanged, Recorder, SessionClosed
-from livebridge.store import Entry, Journal, MemoryStore, RedisStore, Store
+from livebridge.store import Entry, Journal, MemoryStore, PostgresStore, RedisStore, Store
 from livebridge.store.base import request_digest
+from tests.postgres_server import PostgresServer, postgres_server, prefix
 from tests.redis_server import RedisServer, redis_server
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until
 from tests.store.test_store_journal import admit
 from tests.store.test_store_session import Booking
 
-__all__ = ["redis_server"]
+__all__ = ["postgres_server", "redis_server"]
 
 LEASE_TTL = 1.0
 
@@ -131,10 +132,14 @@ async def test_split_brain_after_a_redis_pause_ends_the_old_owner(
     assert not [e for e in events if isinstance(e, TurnComplete)]  # A answered nothing more
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "postgres"])
 def make_store(request: pytest.FixtureRequest) -> Callable[..., Store]:
     if request.param == "memory":
         return MemoryStore
+    if request.param == "postgres":
+        postgres: PostgresServer = request.getfixturevalue("postgres_server")
+        tables = prefix()
+        return lambda **options: PostgresStore(postgres.url, prefix=tables, **options)
     server: RedisServer = request.getfixturevalue("redis_server")
     return lambda **options: RedisStore(server.url, **options)
 
@@ -168,7 +173,7 @@ async def test_a_handle_that_arrives_while_a_call_runs_never_covers_it(
         await store.aclose()
 
 
-@pytest.mark.parametrize("kind", ["memory", "redis"])
+@pytest.mark.parametrize("kind", ["memory", "redis", "postgres"])
 @pytest.mark.parametrize(("handle_ttl", "lease_ttl"), [(10.0, 10.0), (5.0, 10.0)])
 def test_a_handle_ttl_within_the_lease_is_refused(
     kind: str, handle_ttl: float, lease_ttl: float
@@ -176,6 +181,8 @@ def test_a_handle_ttl_within_the_lease_is_refused(
     with pytest.raises(ValueError, match=r"handle_ttl \(.*\) must be longer than lease_ttl"):
         if kind == "memory":
             MemoryStore(handle_ttl=handle_ttl, lease_ttl=lease_ttl)
+        elif kind == "postgres":
+            PostgresStore("postgresql://127.0.0.1:1/x", handle_ttl=handle_ttl, lease_ttl=lease_ttl)
         else:
             RedisStore("redis://127.0.0.1:1/0", handle_ttl=handle_ttl, lease_ttl=lease_ttl)
 

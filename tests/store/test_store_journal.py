@@ -71,6 +71,22 @@ def test_which_tools_are_journaled() -> None:
     assert [journaled(t) for t in tools] == ["before", None, "after"]
 
 
+def test_an_irreversible_tool_is_journaled_before_it_runs_whatever_else_it_says() -> None:
+    more = ToolRegistry()
+
+    @more.tool(irreversible=True, idempotent=True)
+    async def hang_up(reason: str) -> str:
+        """Irreversible, even if repeating it would change nothing."""
+        return reason
+
+    @more.tool(irreversible=True, idempotency_key=lambda args: args["reason"])
+    async def refund(reason: str) -> str:
+        """Irreversible, with a key."""
+        return reason
+
+    assert [journaled(t) for t in more] == ["before", "before"]
+
+
 def test_only_entries_the_resumed_conversation_does_not_know_are_candidates() -> None:
     journal = Journal(MemoryStore(), "c", "me")
     known = entry("old", "book", 2)

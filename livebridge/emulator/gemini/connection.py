@@ -195,7 +195,7 @@ class EmulatedSession(ModelTurns):
             return
         accepted = self.checker.on_tool_response(raw, response.function_responses)
         for record, answer in accepted:
-            # BLOCKING: ``scheduling`` is ignored (LIVE_PROTOCOL.md §7, livekit agents PR #6600).
+            # BLOCKING: ``scheduling`` is ignored (livekit/agents PR #6600).
             if record.blocking or not answer.response:
                 continue
             scheduling = answer.scheduling or "WHEN_IDLE"
@@ -250,8 +250,8 @@ class EmulatedSession(ModelTurns):
         elif realtime.audio is not None:
             await self._on_audio(raw, realtime.audio)
         elif realtime.media_chunks:
-            # 3.x models refuse the deprecated form with 1007 (LIVE_PROTOCOL.md §2,
-            # kizuna-ai-lab/sokuji#150, close code per aicc2025/sip-to-ai#5); 2.x still take it.
+            # 3.x models refuse the deprecated form with 1007
+            # (kizuna-ai-lab/sokuji#150, close code per aicc2025/sip-to-ai#5); 2.x still take it.
             if not self.profile.media_chunks:
                 self.checker.flag("deprecated_media_chunks", MEDIA_CHUNKS_DEPRECATED, raw, "error")
                 await self.close(1007, MEDIA_CHUNKS_DEPRECATED)

@@ -24,6 +24,7 @@ import dataclasses
 import itertools
 import json
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ from livebridge.emulator.shared import Shared
 from livebridge.recording.record import Entry, Recording, read_recording, restore_audio
 from livebridge.recording.report import (
     MAX_GAP,
+    SHOWN_DIFFERENCES,
     SLOW_FACTOR,
     SLOW_MARGIN,
     Divergence,
@@ -41,6 +43,7 @@ from livebridge.recording.report import (
     Pace,
     ReplayReport,
     default_answer_timeout,
+    differences,
 )
 
 __all__ = ["ReplayScenario"]
@@ -85,6 +88,7 @@ class _Answer:
     at: float  # monotonic, as the transcript's
     kind: str  # ok | error
     detail: str  # the error, shortened
+    body: Any  # the answer's ``response``, compared with the recorded one
     name: str | None
     line: int  # the last recorded line played when it arrived
 
@@ -127,12 +131,15 @@ class ReplayScenario:
         *,
         pace: Pace = "fast",
         answer_timeout: float | None = None,
+        ignore_fields: Collection[str] = (),
     ) -> None:
         if not isinstance(recording, Recording):
             recording = read_recording(recording)
         _name_nameless(recording.entries)
         self.recording = recording
         self.pace = pace
+        #: Fields of the answers not compared (``livebridge.recording.report.differences``).
+        self.ignore_fields = frozenset(ignore_fields)
         self.answer_timeout = answer_timeout or default_answer_timeout(recording)
         self._connections = recording.connections()
         self.report = ReplayReport(
@@ -281,9 +288,11 @@ class ReplayScenario:
             messages.add(answer.message)
             found.append(recorded_id)
             if answer.kind != kind:
-                extra = f" {answer.detail}" if answer.detail else ""
+                extra = f" ({answer.detail})" if answer.detail else ""
                 text = f"answered {answer.kind}, recorded {kind}{extra}"
                 self._diverge("kind_changed", entry.line, recorded_id, name, text)
+            else:
+                self._compare(entry, recorded_id, name, response.get("response"), answer.body)
             call = self._calls.get(recorded_id)
             took = answer.at - self._issued_at[issued]
             recorded_took = entry.t - call.t if call is not None else 0.0
@@ -309,6 +318,23 @@ class ReplayScenario:
                 f"recorded one answer for {', '.join(recorded_ids)}; replayed in "
                 f"{len(messages)} message(s) with {', '.join(together)}",
             )
+
+    def _compare(
+        self, entry: Entry, recorded_id: str, name: Any, recorded: Any, replayed: Any
+    ) -> None:
+        """A ``value_changed`` divergence naming the first fields whose values differ (of an
+        error, only its ``type``: its message may quote what changes from run to run)."""
+        if _kind(recorded) == "error":
+            recorded, replayed = _error_type(recorded), _error_type(replayed)
+        found = list(
+            itertools.islice(
+                differences(recorded, replayed, self.ignore_fields), 1 + SHOWN_DIFFERENCES
+            )
+        )
+        if found:
+            more = "; ..." if len(found) > SHOWN_DIFFERENCES else ""
+            text = "the answer changed: " + "; ".join(found[:SHOWN_DIFFERENCES]) + more
+            self._diverge("value_changed", entry.line, recorded_id, name, text)
 
     def _numbered(self, entry: Entry, responses: list[Any]) -> list[tuple[str, int]]:
         """Each response's recorded id and its place among that call's recorded answers."""
@@ -336,10 +362,9 @@ class ReplayScenario:
                     continue
                 body = response.get("response")
                 kind = _kind(body)
-                error = body.get("error") if isinstance(body, dict) else None
-                detail = json.dumps(error)[:120] if kind == "error" else ""
+                detail = _error_text(body) if kind == "error" else ""
                 answer = _Answer(
-                    self._messages, item.at, kind, detail, response.get("name"), self._line
+                    self._messages, item.at, kind, detail, body, response.get("name"), self._line
                 )
                 self._answers.setdefault(str(response.get("id")), []).append(answer)
         self._cursor = end
@@ -408,3 +433,18 @@ class ReplayScenario:
 
 def _kind(body: Any) -> str:
     return "error" if isinstance(body, dict) and "error" in body else "ok"
+
+
+def _error_type(body: Any) -> Any:
+    error = body.get("error") if isinstance(body, dict) else None
+    return {"error": {"type": error.get("type")}} if isinstance(error, dict) else body
+
+
+def _error_text(body: Any, width: int = 120) -> str:
+    """An error answer as ``RuntimeError: the service is down``, else its JSON; shortened."""
+    error = body.get("error")
+    if isinstance(error, dict) and ("type" in error or "message" in error):
+        text = ": ".join(str(error[k]) for k in ("type", "message") if error.get(k) is not None)
+    else:
+        text = json.dumps(error, default=repr)
+    return text if len(text) <= width else text[: width - 3] + "..."

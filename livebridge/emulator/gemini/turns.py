@@ -100,7 +100,7 @@ class ModelTurns(Connection):
         """Ask again, under new ids, the BLOCKING calls an interruption left unanswered.
 
         The service has been seen to drop a pending call when a turn is interrupted without a
-        ``toolCallCancellation`` (LIVE_PROTOCOL.md §7, Gemini forum thread 196216); the model then
+        ``toolCallCancellation`` (Gemini developer forum thread 196216); the model then
         asks the same question in its next turn (DESIGN.md: a re-issue).
         """
         for record in list(self.checker.calls.values()):
@@ -121,7 +121,8 @@ class ModelTurns(Connection):
         """End ``owner``'s turn: ``turnComplete`` with usage.
 
         It waits while a BLOCKING call of the turn is unanswered, as the service does (no
-        ``turnComplete`` until then, LIVE_PROTOCOL.md §4 [CB]), unless ``wait`` is False.
+        ``turnComplete`` until then: google-gemini/cookbook, Get_started_LiveAPI_tools),
+        unless ``wait`` is False.
         """
         if wait and not interrupted:
             await self.wait_until(lambda: self.floor_owner != owner or not self._turn_blocked())
@@ -187,7 +188,7 @@ class ModelTurns(Connection):
         open calls, then ``turnComplete`` (or, with ``complete=False``, the turn just ends).
 
         The service normally cancels the turn's calls, but has been seen to drop them without a
-        ``toolCallCancellation`` (LIVE_PROTOCOL.md §7, Gemini forum thread 196216); the
+        ``toolCallCancellation`` (Gemini developer forum thread 196216); the
         ``generationComplete`` docstring says an interrupted turn ends "interrupted >
         turn_complete" (§3).
         """

@@ -2,15 +2,16 @@
 
 A response's ``function_call`` items are one batch. The client owes each call exactly one
 ``function_call_output`` (none for a call of a response that ended ``cancelled`` or
-``incomplete``), then exactly one continuation once every output of the batch is in
-(LIVE_PROTOCOL.md §6): a ``response.create``, or nothing when a response the server started by
-itself after the last output already answers them. A response that began before every output
-was in (a ``response.create`` sent early, user speech detected while the calls ran) has not
-seen them all and continues nothing: the batch still owes its continuation. A refused
+``incomplete``), then exactly one continuation once every output of the batch is in (OpenAI's
+realtime function-calling guide): a ``response.create``, or nothing when a response the server
+started by itself after the last output already answers them. A response that began before every
+output was in (a ``response.create`` sent early, user speech detected while the calls ran) has
+not seen them all and continues nothing: the batch still owes its continuation. A refused
 ``response.create`` (a response is in progress) changed nothing and counts for nothing, and an
 out-of-band one (``response.conversation: "none"``) writes to no conversation: neither is a
 continuation. Calls move through the contract's table (``livebridge.emulator.contract``), so a
-call's life reads the same on both vendors; the timing checks' bounds (``Thresholds``) are shared.
+call's life reads the same on both vendors; the timing checks' bounds (``Thresholds``) are
+shared.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ must not break the emulator); a frame the service would refuse becomes an ``Even
 the connection sends back as an ``error`` event (the service does not close for a bad event).
 Server events are plain JSON objects built by ``event``; the objects they carry (items,
 responses, the session) are built here so every event shows them alike. Shapes follow the
-official ``openai`` SDK's ``types/realtime`` (LIVE_PROTOCOL.md §6).
+official ``openai`` SDK's ``types/realtime`` and OpenAI's realtime guides.
 """
 
 from __future__ import annotations

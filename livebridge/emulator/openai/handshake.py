@@ -3,7 +3,7 @@
 The official SDK connects to ``{base_url}/realtime?model=…`` (base URL ``…/v1``) with
 ``Authorization: Bearer <key>``. What the real service refuses at the HTTP level is refused
 here the same way; beta-shaped requests (``OpenAI-Beta: realtime=v1``) are accepted, then
-refused in-band with ``beta_api_shape_disabled`` as the service does (LIVE_PROTOCOL.md §6).
+refused in-band with ``beta_api_shape_disabled`` as the service does (langwatch/scenario PR #604).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ turn detection, or ``auto_response``) opens one; the scenario's ``say``/``speak`
 fill it; ``turn_complete`` ends it ``completed``, ``cancel``/``interrupted`` end it ``cancelled``.
 A response carrying calls stays open until the scenario waits for their outputs (it then ends
 ``completed``, as the service ends a response after its function calls) or cancels them, so a
-scenario can cancel calls the client has already seen (LIVE_PROTOCOL.md §6). A response no
+scenario can cancel calls the client has already seen (the
+SDK's ``response.done`` statuses). A response no
 scenario step waits for (a continuation opened before every output was in, a
 ``response.create`` with nothing new, an out-of-band one) the service answers at once with what
 it has, as the real one does. Every event is recorded in the transcript as it was sent.

@@ -19,6 +19,11 @@ on the wire, and answered by name, in call order; its streamed items are collect
 answer. On a model where new input cancels a running BLOCKING call (``gemini-3.8-live``), text
 or an activity start sent while one runs cancels it here, whether or not a
 ``toolCallCancellation`` follows: its fate is ``cancelled`` and nothing is sent for it.
+
+Irreversible tools (``livebridge.calls.confirm``): a call arrives mid-generation, so a
+``toolCall`` holding one is run unconfirmed (``RunCalls.confirmed`` False). ``generationComplete``
+or ``turnComplete`` confirm it (``ConfirmCalls``); ``interrupted``, or text or an activity start
+sent by the app, withdraw it first. Otherwise ``CallPolicy.confirm_window`` decides.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from livebridge.live.events import (
 )
 from livebridge.live.protocol import (
     CancelCalls,
+    ConfirmCalls,
     Finish,
     Output,
     ProtocolOptions,
@@ -97,6 +103,7 @@ class GeminiLiveProtocol(LiveProtocol):
         self._last_call_message = -1
         self._last_handle_message = -1
         self._nameless = 0  # calls without an id admitted so far
+        self._unconfirmed: list[str] = []  # irreversible calls whose turn may be withdrawn
 
     @property
     def switch_ready(self) -> bool:
@@ -184,6 +191,7 @@ class GeminiLiveProtocol(LiveProtocol):
         out: list[Output],
     ) -> None:
         if content.interrupted:  # pending calls keep running: see the module docstring
+            self._withdraw_turn("the model's turn was interrupted", out)
             out.append(Interrupted())
         if content.model_turn is not None:
             calls: list[wire.FunctionCall] = []
@@ -206,6 +214,9 @@ class GeminiLiveProtocol(LiveProtocol):
         if said is not None and said.text:
             self._model_output(now)
             out.append(OutputTranscript(said.text, bool(said.finished)))
+        if (content.generation_complete or content.turn_complete) and self._unconfirmed:
+            out.append(ConfirmCalls(self._unconfirmed))  # the turn that issued them stands
+            self._unconfirmed = []
         if content.turn_complete:
             self.turn += 1
             usage_dict = wire.to_builtins(usage) if usage is not None else None
@@ -257,9 +268,27 @@ class GeminiLiveProtocol(LiveProtocol):
         if not admitted:
             return
         behaviors: dict[str, Behavior] = {lc.call.id: lc.behavior for lc in live_calls}
+        held = self._unconfirmed
         for call in admitted:
             out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
-        out.append(RunCalls(admitted, self.turn, refuse=self._leaving, partials=not anonymous))
+            tool = self.tools.get(call.name)
+            if tool is not None and tool.irreversible:
+                held.append(call.id)
+        out.append(
+            RunCalls(
+                admitted,
+                self.turn,
+                refuse=self._leaving,
+                partials=not anonymous,
+                confirmed=not held,
+            )
+        )
+
+    def _withdraw_turn(self, why: str, out: list[Output]) -> None:
+        """The turn is withdrawn before it was confirmed: its irreversible calls never run."""
+        if self._unconfirmed:
+            out.append(ConfirmCalls(self._unconfirmed, withdrawn=why))
+            self._unconfirmed = []
 
     def _nameless_key(self) -> str:
         """A key for a call without an id: unique in this session, never sent."""
@@ -326,8 +355,10 @@ class GeminiLiveProtocol(LiveProtocol):
         return ToolAnswers(answers.function_responses, answers.encoded)
 
     def _input_sent(self, item: ClientItem, now: float, out: list[Output]) -> None:
-        if self.profile.input_cancels_blocking and _is_new_input(item):
-            self._cancel_blocking(now, out)
+        if _is_new_input(item):
+            self._withdraw_turn("new input from the user arrived", out)
+            if self.profile.input_cancels_blocking:
+                self._cancel_blocking(now, out)
 
 
 def _is_new_input(item: ClientItem) -> bool:

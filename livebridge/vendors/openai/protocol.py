@@ -12,7 +12,8 @@ out. What differs, and why:
   The cost is the tail of the same response (function calls come last in it, so a few ms); the
   gain is that no handler with side effects runs for a generation the user interrupted, and the
   calls of one response are admitted together: fan-out, duplicate and grouping rules apply per
-  response exactly as per Gemini ``toolCall``.
+  response exactly as per Gemini ``toolCall``. The calls it runs are thus confirmed
+  (``RunCalls.confirmed``): an irreversible tool waits for nothing more.
 - **Grouping.** The calls of one response are one BLOCKING batch of the ledger: each gets one
   ``conversation.item.create`` (``function_call_output``, JSON text of the livebridge payload),
   and once every call of the batch is answered exactly one ``response.create`` follows. There
