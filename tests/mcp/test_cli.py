@@ -48,6 +48,9 @@ async def get_weather(city: str) -> dict:
 def app_dir(tmp_path: Path) -> Path:
     (tmp_path / "forecast_server.py").write_text(FORECAST_SERVER)
     (tmp_path / "travel_tools.py").write_text(TOOLS_MODULE)
+    (tmp_path / "empty_tools.py").write_text(
+        "import livebridge\n\nregistry = livebridge.ToolRegistry()\n"
+    )
     return tmp_path
 
 
@@ -83,6 +86,14 @@ def test_run_with_a_registry_and_an_mcp_server(app_dir: Path) -> None:
     assert "tools: get_weather, get_forecast" in result.stdout
     assert "✓ get_weather(city='Lima') → ok" in result.stdout
     assert "✓ get_forecast(city='Lima') → ok" in result.stdout
+
+
+def test_a_registry_without_tools_of_its_own_takes_the_mcp_servers(app_dir: Path) -> None:
+    mcp = ["--mcp", server_command(app_dir)]
+    result = run_in(app_dir, "run", "empty_tools:registry", *mcp, "--emulator", "--text", "Lima")
+    assert result.returncode == 0, result.stderr
+    assert "✓ get_forecast(city='Lima') → ok" in result.stdout
+    one_line_failure(run_in(app_dir, "run", "empty_tools:registry", "--emulator"), "no tools")
 
 
 @pytest.mark.parametrize(
