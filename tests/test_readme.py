@@ -93,6 +93,9 @@ RUN_BY = {
     ("docs/index.md", "A session in a few lines"): "tests/test_docs.py",
     ("docs/models.md", "Choosing and overriding the profile"): "tests/test_docs.py",
     ("docs/phone.md", "In your own app (ASGI)"): "tests/test_docs.py",
+    ("docs/mcp.md", "An MCP server"): "tests/mcp/test_docs_page.py",
+    ("docs/mcp.md", "Its tools in a session"): "tests/mcp/test_docs_page.py",
+    ("docs/emulator.md", "An agent with MCP tools, offline"): "tests/mcp/test_docs_page.py",
     ("docs/configuration.md", "When the session ends"): "tests/test_docs.py",
     ("docs/configuration.md", "Configuration and events"): "tests/live/test_session_docs_tools.py",
 }

@@ -400,8 +400,9 @@ class Dispatcher:
             tool = self.tools.get(call.name) if isinstance(call.name, str) else None
             behavior = tool.behavior if tool is not None else "BLOCKING"
             known, received = tool is not None, batch.received
+            server = getattr(tool, "server", None) or None  # an MCP server's tool
             event = CallSettled(
-                self.session_id, batch.turn, call, behavior, outcome, received, known
+                self.session_id, batch.turn, call, behavior, outcome, received, known, server
             )
             emit(self._observers, event)
         if batch.on_settled is not None:

@@ -66,7 +66,7 @@ def failure(
     if isinstance(exc, StoreError):
         return store_unavailable(call, exc)
     if isinstance(exc, ToolError):
-        response = payloads.error("tool_error", exc.message, retryable=exc.retryable)
+        response = payloads.error(exc.kind, exc.message, retryable=exc.retryable)
     elif isinstance(exc, payloads.UnserializableResult):
         log.error(
             "tool %s (call %s) returned an unserializable result: %s", tool_name, call.id, exc

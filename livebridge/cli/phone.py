@@ -23,9 +23,12 @@ from livebridge.cli.run import (
     OPENAI_MODEL,
     RunError,
     add_serving_options,
+    add_tool_sources,
     api_key,
     load_object,
+    mcp_listed,
     parse_policy,
+    registry_for,
     require_tools,
 )
 
@@ -38,16 +41,16 @@ DEFAULT_MAX_CALLS = 20
 
 DESCRIPTION = """\
 Answer phone calls with a Live model that calls the tools of your ToolRegistry (MODULE:ATTR, as
-for `livebridge run`), or with the agent of each call: MODULE:ATTR may name a
-livebridge.phone.PhoneAgent or a function agent(call) -> PhoneAgent given the IncomingCall.
-Serves Twilio Media Streams at ws://HOST:PORT/twilio and the voice
-webhook at http://HOST:PORT/twiml (point the number's webhook at PUBLIC-URL/twiml, POST or
-GET): it answers <Connect><Stream> to this server, then <Hangup/>. A tool named end_call hangs
-up once the caller heard what was said before it. Every request must carry Twilio's signature
-made with TWILIO_AUTH_TOKEN (without it the command refuses to start, unless
---no-signature-check: for offline and local testing only). The model is reached with the vendor
-SDK's own environment variables (GEMINI_API_KEY or GOOGLE_API_KEY, GOOGLE_GEMINI_BASE_URL;
-OPENAI_API_KEY, OPENAI_BASE_URL); --emulator answers offline with the built-in emulator instead.
+for `livebridge run`) and of each --mcp server, or with the agent of each call: MODULE:ATTR may
+name a livebridge.phone.PhoneAgent or a function agent(call) -> PhoneAgent given the
+IncomingCall. Serves Twilio Media Streams at ws://HOST:PORT/twilio and the voice webhook at
+http://HOST:PORT/twiml (point the number's webhook at PUBLIC-URL/twiml, POST or GET): it answers
+<Connect><Stream> to this server, then <Hangup/>. A tool named end_call hangs up once the caller
+heard what was said before it. Every request must carry Twilio's signature made with
+TWILIO_AUTH_TOKEN (without it the command refuses to start, unless --no-signature-check: for
+offline and local testing only). The model is reached with the vendor SDK's own environment
+variables (GEMINI_API_KEY or GOOGLE_API_KEY, GOOGLE_GEMINI_BASE_URL; OPENAI_API_KEY,
+OPENAI_BASE_URL); --emulator answers offline with the built-in emulator instead.
 
 example:
   TWILIO_AUTH_TOKEN=... livebridge phone myapp.tools:registry --public-url https://agent.example.com
@@ -74,11 +77,7 @@ def add_phone_command(subcommands: argparse._SubParsersAction[argparse.ArgumentP
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "target",
-        metavar="MODULE:ATTR",
-        help="a ToolRegistry, a PhoneAgent or a function agent(call) -> PhoneAgent",
-    )
+    add_tool_sources(parser, "a ToolRegistry, a PhoneAgent or a function agent(call) -> PhoneAgent")
     parser.add_argument(
         "--instructions",
         metavar="TEXT",
@@ -144,7 +143,12 @@ def phone_command(args: argparse.Namespace) -> int:
             raise RunError(
                 "--vendor openai needs the openai package: pip install 'livebridge-voice[openai]'"
             )
-        registry = _load_agent(args.target)
+        # An agent is a registry, a PhoneAgent or a function; --mcp adds to a registry.
+        registry = (
+            _load_agent(args.target)
+            if args.target is not None and not args.mcp
+            else registry_for(args.target, args.mcp)
+        )
         args.instructions = _instructions(args.instructions)
         policy = parse_policy(args.policy)
         if not args.emulator:
@@ -269,6 +273,8 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any, token: st
     openai = args.vendor == "openai"
     model = args.model or (OPENAI_MODEL if openai else DEFAULT_MODEL)
     async with AsyncExitStack() as stack:
+        if isinstance(registry, ToolRegistry):  # listed once, for every call
+            await stack.enter_async_context(mcp_listed(registry))
         observers: list[Observer] = []
         listeners: list[Any] = []
         if args.metrics_port is not None:
