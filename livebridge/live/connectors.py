@@ -45,6 +45,11 @@ VENDORS: Final[Mapping[str, tuple[str, str]]] = MappingProxyType(
         "openai": ("openai.AsyncOpenAI", "livebridge.vendors.openai.connector:OpenAIConnector"),
     }
 )
+#: Model-name prefixes that select another protocol of a vendor's client, as ``module:Class``:
+#: an ``openai.AsyncOpenAI`` with a ``gpt-live`` model speaks GPT-Live, not Realtime.
+_BY_MODEL: Final[Mapping[tuple[str, str], str]] = MappingProxyType(
+    {("openai", "gpt-live"): "livebridge.vendors.openai_live.connector:GptLiveConnector"}
+)
 #: Synchronous clients of a vendor SDK, refused with a word on the async one to use instead.
 _SYNC_CLIENTS: Final = {
     "openai.AzureOpenAI": "openai.AsyncOpenAI",
@@ -127,7 +132,11 @@ def connector_for(
             f"{type(client).__name__}: pass a {', '.join(c for c, _ in VENDORS.values())} "
             "or a connector"
         )
-    factory: Callable[..., Connector] = _load(VENDORS[vendor][1])
+    path = VENDORS[vendor][1]
+    for (owner, prefix), connector in _BY_MODEL.items():
+        if owner == vendor and model.rpartition("/")[2].startswith(prefix):
+            path = connector
+    factory: Callable[..., Connector] = _load(path)
     return factory(
         client,
         model=model,
