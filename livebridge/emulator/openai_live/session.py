@@ -16,10 +16,13 @@ What the real service does at the delegation step, reproduced so that a client's
 - no resumption: a new socket is a new session; ``session.close`` rejects later commands.
 
 Each fault a client makes is kept in ``verdicts`` under the peer-bug name of ``GPT_LIVE.md``
-§7 it reproduces (``T1`` an early continuation, ``T4`` an output for a dropped call, ``T6`` an
-output over the budget, ``T8`` a field the schema refuses, ``T10`` an unknown client event,
-``T11`` a second output for one call, ``T12`` an output for a call the session never had,
-``T13`` a command after ``session.close``).
+§7 it reproduces: ``T1`` an early continuation, ``T2`` a second continuation with no output
+since the last, ``T4`` an output for a dropped call, ``T5`` a continuation while a response
+still runs, ``T6`` an output over the budget, ``T8`` a field the schema refuses, ``T10`` an
+unknown client event, ``T11`` a second output for one call, ``T12`` an output for a call the
+session never had, ``T13`` a command after ``session.close``. A refusal is the client's fault
+only when it had provably read what makes it one (an output for a call shows it read every
+event before that call); one that crossed news on the wire counts in ``races`` instead.
 """
 
 from __future__ import annotations
@@ -83,6 +86,11 @@ class Backend:
     used_items: int = 0
     used_bytes: int = 0
     queued_text: list[str] = field(default_factory=list)
+    fresh: bool = False  # an output or text came since the last response.create
+    told: dict[str, int] = field(default_factory=dict)  # call id -> when it was announced
+    dropped_at: dict[str, int] = field(default_factory=dict)  # call id -> when it was dropped
+    read_through: int = 0  # the client provably read the events up to here
+    races: int = 0  # refusals of what crossed events the client had not read yet
     creates: int = 0  # response.create accepted
     refusals: int = 0  # response.create refused
 
@@ -107,6 +115,7 @@ class LiveServerSession:
         self.session: dict[str, Any] | None = None
         self.backend = Backend()
         self.verdicts: list[Verdict] = []
+        self.errors: list[str] = []
         self.received: list[dict[str, Any]] = []
         self.closing = False
         self.finished = False
@@ -117,6 +126,7 @@ class LiveServerSession:
         self._cond = asyncio.Condition()
         self._send_lock = asyncio.Lock()
         self._last_delegation: str | None = None
+        self._told = 0  # server events sent so far (what the client may have read)
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -163,6 +173,7 @@ class LiveServerSession:
         await self.send(event)
 
     async def nested(self, delegation: str | None, event: dict[str, Any]) -> None:
+        self._told += 1
         await self.send({"type": "response.event", "delegation_id": delegation, "event": event})
 
     def abort(self) -> None:
@@ -230,6 +241,7 @@ class LiveServerSession:
             await self.nested(delegation, added)
             done_item = {**item, "status": "completed", "arguments": json.dumps(arguments)}
             self.backend.open[call_id] = response_id
+            self.backend.told[call_id] = self._told + 1
             done = {"type": "response.output_item.done", "output_index": index, "item": done_item}
             await self.nested(delegation, done)
         if text:
@@ -252,6 +264,7 @@ class LiveServerSession:
             for call_id in [c for c, r in self.backend.open.items() if r == response_id]:
                 del self.backend.open[call_id]
                 self.backend.dropped.add(call_id)
+                self.backend.dropped_at[call_id] = self._told + 1
         await self.nested(delegation, {"type": f"response.{status}", "response": snapshot})
         await self.changed()
 
@@ -260,17 +273,29 @@ class LiveServerSession:
     async def serve(self, scenario: LiveScenario | None) -> None:
         """Read client events until the socket closes; the scenario plays the model alongside."""
         task = asyncio.ensure_future(scenario(self)) if scenario is not None else None
+        if task is not None:
+            task.add_done_callback(self._scenario_ended)
         try:
             async for frame in self.ws:
                 await self.handle(frame)
         except ConnectionClosed:
             pass
+        except Exception as error:  # the service's internal error: reported, and 1011
+            self.errors.append(f"{type(error).__name__}: {error}")
+            await self.ws.close(1011, "Internal error occurred.")
         finally:
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
             self.finished = True
             await self.changed()
+
+    def _scenario_ended(self, task: asyncio.Future[None]) -> None:
+        """A scenario that failed is the test's error: kept in ``errors``."""
+        if not task.cancelled() and task.exception() is not None:
+            error = task.exception()
+            self.errors.append(f"scenario: {type(error).__name__}: {error}")
+            self.shared.notify()
 
     async def handle(self, frame: str | bytes) -> None:
         try:
@@ -380,7 +405,11 @@ class LiveServerSession:
                 )
                 return
             if call_id in backend.dropped:
-                self.verdict("T4", f"output for {call_id}, which a failed response dropped")
+                if backend.dropped_at.get(call_id, 0) <= backend.read_through:
+                    self.verdict("T4", f"output for {call_id}, which a failed response dropped")
+                else:  # the output crossed the failure on the wire
+                    backend.races += 1
+                    backend.fresh = True  # the client owes a continuation for it all the same
                 await self.error(
                     self.options.dropped_code,
                     f"No open function call with call_id '{call_id}': its response failed.",
@@ -412,12 +441,15 @@ class LiveServerSession:
                 return
             backend.open.pop(call_id, None)
             backend.answered[call_id] = item["output"]
+            backend.read_through = max(backend.read_through, backend.told.get(call_id, 0))
+            backend.fresh = True
             return
         if item.get("type") == "message":
             if not await self._fits(size, event_id, None):
                 return
             parts = item.get("content") or []
             backend.queued_text += [p.get("text", "") for p in parts if isinstance(p, dict)]
+            backend.fresh = True
             return
         await self.error(
             "invalid_value", f"Unsupported item type {item.get('type')!r}.", event_id, "item.type"
@@ -453,13 +485,21 @@ class LiveServerSession:
         if backend.open:
             backend.refusals += 1
             missing = ", ".join(backend.open)
-            self.verdict("T1", f"response.create while {missing} had no output")
+            if min(backend.told.get(c, 0) for c in backend.open) <= backend.read_through:
+                self.verdict("T1", f"response.create while {missing} had no output")
+            else:  # the create crossed new calls on the wire
+                backend.races += 1
             await self.error(
                 "function_call_outputs_required",
                 f"Missing function call outputs for: {missing}.",
                 event_id,
             )
             return
+        if backend.running:
+            self.verdict("T5", f"response.create while {', '.join(backend.running)} still ran")
+        if not backend.fresh:
+            self.verdict("T2", "a second response.create with no output since the last one")
+        backend.fresh = False
         backend.creates += 1
         delegation = self._last_delegation
         calls = self.next_calls.pop(0) if self.next_calls else []

@@ -196,7 +196,9 @@ class GptLiveProtocol(LiveProtocol):
             )
             if dropped:
                 self._withdraw(dropped, _why(kind, response), now, out)
-            if self.gate.is_open and not self.gate.owed:
+            if self.gate.is_open and self.gate.owed:
+                out.append(CancelCalls(()))  # cancels nothing: wakes the writer, the gate opened
+            elif self.gate.is_open:
                 self.turn += 1
                 usage = response.usage if response else None
                 out.append(TurnComplete(usage, kind.removeprefix("response.")))
