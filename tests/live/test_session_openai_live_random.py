@@ -16,7 +16,7 @@ import pytest
 
 import livebridge
 from livebridge.emulator import Emulator
-from livebridge.emulator.openai_live import LiveServerSession
+from livebridge.emulator.openai_live import LiveOptions, LiveServerSession
 from livebridge.errors import SessionEndedError
 from livebridge.live.events import ErrorReported, SessionEvent, ToolCallSettled
 from tests.emulator.openai_live_helpers import MODEL, open_live, outputs, sent
@@ -98,6 +98,8 @@ async def test_random_delegations_keep_one_fate_per_call_and_one_create_per_gate
             arrived.set()
 
     emulator = Emulator(scenario, model=MODEL)
+    assert emulator.live is not None
+    emulator.live.options = LiveOptions(proof=True)  # refusals that crossed news are races
     try:
         registry = tools(rng)
         async with (

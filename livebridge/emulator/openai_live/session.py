@@ -21,8 +21,9 @@ since the last, ``T4`` an output for a dropped call, ``T5`` a continuation while
 still runs, ``T6`` an output over the budget, ``T8`` a field the schema refuses, ``T10`` an
 unknown client event, ``T11`` a second output for one call, ``T12`` an output for a call the
 session never had, ``T13`` a command after ``session.close``. A refusal is the client's fault
-only when it had provably read what makes it one (an output for a call shows it read every
-event before that call); one that crossed news on the wire counts in ``races`` instead.
+only when it had provably read what makes it one (with ``LiveOptions.proof``: an output for a
+call shows it read every event before that call); one that crossed news on the wire counts in
+``races`` instead.
 """
 
 from __future__ import annotations
@@ -58,13 +59,16 @@ class LiveOptions:
 
     ``items``/``bytes``: the backend's input for the whole session. ``dropped_code``: the error
     for an output sent to a call a failed response dropped. ``duplicate``: what a second output
-    for one call gets (``"error"``, ``"ignore"`` or ``"accept"``).
+    for one call gets (``"error"``, ``"ignore"`` or ``"accept"``). ``proof``: name a refusal
+    as the client's fault only when it provably read what makes it one (see the module
+    docstring); without it, every refusal is a verdict.
     """
 
     items: int = 128
     bytes: int = 32_768
     dropped_code: str = "function_call_not_found"
     duplicate: str = "error"
+    proof: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,8 +408,10 @@ class LiveServerSession:
                     event_id,
                 )
                 return
+            if call_id in backend.told:  # an output for a call shows it read up to that call
+                backend.read_through = max(backend.read_through, backend.told[call_id])
             if call_id in backend.dropped:
-                if backend.dropped_at.get(call_id, 0) <= backend.read_through:
+                if not self._raced(backend.dropped_at.get(call_id, 0)):
                     self.verdict("T4", f"output for {call_id}, which a failed response dropped")
                 else:  # the output crossed the failure on the wire
                     backend.races += 1
@@ -441,7 +447,6 @@ class LiveServerSession:
                 return
             backend.open.pop(call_id, None)
             backend.answered[call_id] = item["output"]
-            backend.read_through = max(backend.read_through, backend.told.get(call_id, 0))
             backend.fresh = True
             return
         if item.get("type") == "message":
@@ -475,6 +480,10 @@ class LiveServerSession:
         backend.used_bytes += size
         return True
 
+    def _raced(self, told: int) -> bool:
+        """Did a refusal cross, on the wire, the event (number ``told``) that causes it?"""
+        return self.options.proof and told > self.backend.read_through
+
     async def _on_create(self, event_id: str | None) -> None:
         backend = self.backend
         if (self.session or {}).get("delegation", {}).get("type") != "responses":
@@ -485,7 +494,7 @@ class LiveServerSession:
         if backend.open:
             backend.refusals += 1
             missing = ", ".join(backend.open)
-            if min(backend.told.get(c, 0) for c in backend.open) <= backend.read_through:
+            if not self._raced(min(backend.told.get(c, 0) for c in backend.open)):
                 self.verdict("T1", f"response.create while {missing} had no output")
             else:  # the create crossed new calls on the wire
                 backend.races += 1
