@@ -187,7 +187,8 @@ def _emulator(args: argparse.Namespace) -> Emulator:
         held = _seconds("--held-answers", args.held_answers)
     reissue = args.reissue_after
     if args.model is not None:
-        backend: profiles.Backend = "openai" if protocol == "openai" else "developer"
+        live = args.model.startswith("gpt-live")  # GPT-Live: an OpenAI model, its own side
+        backend: profiles.Backend = "openai" if protocol == "openai" or live else "developer"
         if profiles.known_profile(args.model, backend) is None:
             known = ", ".join(profiles.families(backend))
             raise UsageError(f"--model {args.model!r} is not a model livebridge knows: {known}")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, cast
+
+import openai
 
 import livebridge
 from livebridge import LiveSession
@@ -26,6 +28,11 @@ def open_live(
         config=config or {"instructions": "Be brief."},
         **settings,
     )
+
+
+def live_client(emu: Emulator) -> openai.AsyncOpenAI:
+    """``emu.client()``: on a GPT-Live emulator, an ``openai.AsyncOpenAI`` that trusts it."""
+    return cast(openai.AsyncOpenAI, emu.client())
 
 
 def sent(emu: Emulator, kind: str) -> list[dict[str, Any]]:

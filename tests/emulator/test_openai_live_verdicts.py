@@ -11,7 +11,7 @@ from typing import Any
 
 from livebridge.emulator import Emulator
 from livebridge.emulator.openai_live import LiveOptions, LiveServerSession
-from tests.emulator.openai_live_helpers import MODEL
+from tests.emulator.openai_live_helpers import MODEL, live_client
 
 TOOL = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
 SESSION: dict[str, Any] = {
@@ -27,7 +27,7 @@ async def started(live: LiveServerSession) -> None:
 @asynccontextmanager
 async def raw(emu: Emulator, session: dict[str, Any] | None = None) -> AsyncIterator[Any]:
     """A started session on the SDK's own connection."""
-    async with emu.client().live.connect() as conn:
+    async with live_client(emu).live.connect() as conn:
         await conn.send_raw(json.dumps({"type": "session.start", "session": session or SESSION}))
         assert (await until(conn, "session.started"))["type"] == "session.started"
         yield conn
@@ -116,7 +116,7 @@ async def test_t6_an_oversized_output_is_refused_and_its_call_stays_open() -> No
 
 
 async def test_t8_a_field_the_strict_schema_refuses_ends_the_start() -> None:
-    async with Emulator(model=MODEL) as emu, emu.client().live.connect() as conn:
+    async with Emulator(model=MODEL) as emu, live_client(emu).live.connect() as conn:
         wrong = {**SESSION, "parallel_tool_calls": True}  # belongs in delegation.responses
         await conn.send_raw(json.dumps({"type": "session.start", "session": wrong}))
         error = await until(conn, "session.started")

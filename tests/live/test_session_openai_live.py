@@ -14,6 +14,7 @@ from livebridge.errors import SessionEndedError
 from livebridge.live.events import (
     Closed,
     ErrorReported,
+    TextOut,
     ToolCallSettled,
     ToolCallStarted,
     TurnComplete,
@@ -218,3 +219,20 @@ async def test_the_continuation_waits_for_the_response_that_asked() -> None:
     assert emu.live is not None
     assert emu.live.sessions[0].verdicts == []
     assert len(sent(emu, "response.create")) == 1
+
+
+async def test_typed_text_goes_to_the_backend_and_is_continued_once() -> None:
+    """``send_text`` queues a user message for the backend (``response.item.create``), and the
+    gate sends the one ``response.create`` that starts work on it."""
+
+    async def scenario(live: LiveServerSession) -> None:
+        await live.wait_until(lambda: live.started)
+
+    async with Emulator(scenario, model=MODEL) as emu, open_live(emu, registry()) as session:
+        await session.send_text("What is my plan?")
+        events = await collect_until(session, lambda e: isinstance(e, TurnComplete))
+    assert [m["item"]["type"] for m in sent(emu, "response.item.create")] == ["message"]
+    assert len(sent(emu, "response.create")) == 1
+    assert any(isinstance(e, TextOut) for e in events)
+    assert emu.live is not None
+    assert emu.live.sessions[0].verdicts == []
