@@ -115,13 +115,15 @@ def connector_for(
     tls_read_buffer: int = TLS_READ_BUFFER,
     connect_timeout: float = CONNECT_SECONDS,
     profile: ModelProfile | None = None,
+    **extra: Any,
 ) -> Connector:
     """The connector for ``client``'s vendor, from ``VENDORS``.
 
     ``config`` is the vendor's own: a ``LiveConnectConfig`` (or dict) for Gemini, a
     ``session.update`` session dict for OpenAI (merged over livebridge's defaults).
     ``profile`` replaces the model profile the connector would choose (``livebridge.profiles``);
-    ``connect_timeout`` bounds the opening of each connection (``SessionOptions``).
+    ``connect_timeout`` bounds the opening of each connection (``SessionOptions``); ``extra``:
+    what only one vendor's connector takes (GPT-Live's ``delegate``).
     Adding a vendor is one line in ``VENDORS`` (and its folder under ``livebridge/vendors/``):
     its connector takes these same arguments.
     """
@@ -147,6 +149,7 @@ def connector_for(
         tls_read_buffer=tls_read_buffer,
         connect_timeout=connect_timeout,
         profile=profile,
+        **extra,
     )
 
 

@@ -150,3 +150,21 @@ async def test_t10_t11_t12_t13_alpha_events_duplicates_strangers_and_late_comman
         assert closed["reason"] == "close_requested"
     live = emulator.live.sessions[0]
     assert cases(live) == ["T10", "T11", "T12"]
+
+
+async def test_t8_appends_without_their_fields_or_for_no_client_delegation() -> None:
+    """MemberJunction's shapes: an append with ``instructions`` instead of ``content``, and one
+    naming a delegation id the session never gave."""
+    async with Emulator(model=MODEL) as emu, raw(emu, {"model": MODEL}) as conn:
+        wrong = {"type": "session.instructions.append", "instructions": "Be brief."}
+        await conn.send_raw(json.dumps(wrong))
+        assert (await until(conn, "error"))["error"]["param"] == "content"
+        phantom = {
+            "type": "session.commentary.append",
+            "delegation_id": "backend_delegation_1",
+            "content": "Done.",
+        }
+        await conn.send_raw(json.dumps(phantom))
+        assert (await until(conn, "error"))["error"]["param"] == "delegation_id"
+        assert emu.live is not None
+        assert cases(emu.live.sessions[0]) == ["T8", "T8"]

@@ -47,6 +47,9 @@ from livebridge.emulator.shared import Shared
 __all__ = ["LiveOptions", "LiveScenario", "LiveServerSession", "Verdict"]
 
 _ids = itertools.count(1)
+#: The longest append accepted: 500 tokens as the service estimates them (1,756 characters
+#: were seen accepted, 1,900 refused).
+MAX_APPEND_CHARS = 1_850
 
 
 def new_id(prefix: str) -> str:
@@ -127,6 +130,8 @@ class LiveServerSession:
         #: Calls the next continuation makes (each a list of (name, arguments)); empty: it
         #: answers in text.
         self.next_calls: list[list[tuple[str, dict[str, Any]]]] = []
+        #: Client delegations sent, with the text of the appends that answered each.
+        self.client_delegations: dict[str, list[str]] = {}
         self._cond = asyncio.Condition()
         self._send_lock = asyncio.Lock()
         self._last_delegation: str | None = None
@@ -342,6 +347,8 @@ class LiveServerSession:
             await self._on_item(event, event_id)
         elif kind == "response.create":
             await self._on_create(event_id)
+        elif kind.endswith(".append") and kind != "session.input_audio.append":
+            await self._on_append(kind, event, event_id)
         elif kind == "session.close":
             await self._on_close()
         await self.changed()
@@ -363,6 +370,66 @@ class LiveServerSession:
         await self.send(
             {"type": "session.started", "client_event_id": event_id, "session": self.session}
         )
+
+    async def _on_append(self, kind: str, event: dict[str, Any], event_id: str | None) -> None:
+        """A context append: ``content`` and ``delegation_id`` required, the id a known
+        client delegation (or null), the text within the service's 500 tokens."""
+        content, delegation = event.get("content"), event.get("delegation_id")
+        if not isinstance(content, str) or "delegation_id" not in event:
+            missing = "content" if not isinstance(content, str) else "delegation_id"
+            self.verdict("T8", f"{kind} without {missing}")
+            await self.error(
+                "missing_required_parameter",
+                f"Missing required parameter: '{missing}'.",
+                event_id,
+                missing,
+            )
+            return
+        if delegation is not None and delegation not in self.client_delegations:
+            self.verdict("T8", f"{kind} for {delegation!r}, not a client delegation")
+            await self.error(
+                "invalid_value",
+                f"Unknown client delegation '{delegation}'.",
+                event_id,
+                "delegation_id",
+            )
+            return
+        if len(content) > MAX_APPEND_CHARS:
+            await self.error(
+                "invalid_value",
+                "Context append text must not exceed 500 tokens.",
+                event_id,
+                "content",
+            )
+            return
+        if delegation is not None:
+            self.client_delegations[delegation].append(content)
+        at = int(self.audio_ms)
+        acknowledged = kind.removeprefix("session.").replace(".append", ".appended")
+        await self.send(
+            {
+                "type": f"session.{acknowledged}",
+                "client_event_id": event_id,
+                "start_ms": at,
+                "end_ms": at,
+            }
+        )
+
+    async def delegate_to_client(self) -> str:
+        """A client delegation: ``session.delegation.created`` (target ``client``); the
+        appends that answer it collect in ``client_delegations``."""
+        delegation = new_id("item")
+        self.client_delegations[delegation] = []
+        created = {"id": delegation, "type": "delegation", "target": "client"}
+        await self.send(
+            {
+                "type": "session.delegation.created",
+                "offset_ms": int(self.audio_ms),
+                "delegation": created,
+            }
+        )
+        await self.changed()
+        return delegation
 
     async def _on_audio(self, event: dict[str, Any], event_id: str | None) -> None:
         try:

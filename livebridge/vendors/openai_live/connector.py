@@ -11,7 +11,7 @@ off: GPT-Live has no resumption, and a new socket would be a new session.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -34,8 +34,9 @@ from livebridge.live.options import CONNECT_SECONDS
 from livebridge.live.protocol import ProtocolOptions
 from livebridge.live.transport import MAX_MESSAGE_BYTES, ClientItem, TransportKind
 from livebridge.live.websocket import close, closed, host_of, opening_timed_out, read_by_peer
-from livebridge.vendors.openai_live import wire
+from livebridge.vendors.openai_live import delegation, wire
 from livebridge.vendors.openai_live.config import session_config
+from livebridge.vendors.openai_live.delegation import Delegation
 from livebridge.vendors.openai_live.protocol import GptLiveProtocol
 
 __all__ = ["GptLiveConnector", "LiveTransport", "is_live_model"]
@@ -69,6 +70,7 @@ class GptLiveConnector:
         websocket_options: Mapping[str, Any] | None = None,
         connect_timeout: float = CONNECT_SECONDS,
         profile: profiles.ModelProfile | None = None,
+        delegate: Callable[[Delegation], Any] | None = None,
     ) -> None:
         if profile is not None and profile.vendor != "openai":
             raise UsageError(f"an AsyncOpenAI needs an OpenAI model profile, not {profile.family}")
@@ -80,6 +82,17 @@ class GptLiveConnector:
         self.session = session_config(
             config, self._tools, model=model, parallel_tool_calls=self.profile.parallel_tool_calls
         )
+        self._delegate = delegate
+        client_mode = (self.session.get("delegation") or {}).get("type") == "client"
+        if client_mode and delegate is None:
+            raise UsageError(
+                "client delegation needs SessionOptions(delegate=fn): fn answers each delegation"
+            )
+        if delegate is not None and not client_mode:
+            raise UsageError(
+                "SessionOptions(delegate=...) answers client delegations: give "
+                'config={"delegation": {"type": "client"}}'
+            )
         self._options: dict[str, Any] = {
             "compression": None,
             "max_size": MAX_MESSAGE_BYTES,
@@ -95,7 +108,12 @@ class GptLiveConnector:
         adapted = self._tools if tools is self._given else self.profile.adapt(tools)
         g711 = self.session["audio"]["format"]["type"] == "audio/pcmu"
         budget = (self.profile.backend_items, self.profile.backend_bytes)
-        return GptLiveProtocol(adapted, options, budget=budget, g711=g711, observed=observed)
+        client = self._delegate is not None
+        if self._delegate is not None:
+            adapted = delegation.registry(self._delegate)
+        return GptLiveProtocol(
+            adapted, options, budget=budget, g711=g711, client=client, observed=observed
+        )
 
     @asynccontextmanager
     async def open(self, handle: str | None) -> AsyncIterator[LiveTransport]:

@@ -58,7 +58,7 @@ from livebridge.live.resume import CloseDecision
 from livebridge.live.skeleton import LiveProtocol, log
 from livebridge.live.transport import ClientItem, Frames, Text
 from livebridge.vendors.gemini import wire as gemini_wire
-from livebridge.vendors.openai_live import wire
+from livebridge.vendors.openai_live import delegation, wire
 from livebridge.vendors.openai_live.gate import OUTPUT_PREFIX, Budget, Gate
 
 __all__ = ["BUFFER_FULL", "OUTPUTS_REQUIRED", "GptLiveProtocol", "answer"]
@@ -66,6 +66,7 @@ __all__ = ["BUFFER_FULL", "OUTPUTS_REQUIRED", "GptLiveProtocol", "answer"]
 OUTPUTS_REQUIRED = "function_call_outputs_required"
 BUFFER_FULL = "response_input_buffer_full"
 _UNBOUNDED = 1 << 40  # each output is its own frame
+_REPLY = "livebridge.delegation_reply"  # never on the wire: ``_answer_item`` unpacks it
 _PLACEHOLDER = '{"error":{"type":"result_refused","message":"the result did not fit"}}'
 
 
@@ -80,6 +81,10 @@ def answer(
     """One call's answer: a ``response.item.create`` of its ``function_call_output``."""
     if isinstance(answer, Partial):
         raise ValueError(f"call {answer.call_id}: GPT-Live takes one output per call")
+    if answer.name == delegation.DELEGATE:  # a client delegation: spoken commentary
+        output = answer.response.get("output") if answer.kind == "ok" else None
+        text = output if isinstance(output, str) and output.strip() else delegation.APOLOGY
+        return {"type": _REPLY, "messages": delegation.appends(answer.call_id, text)}
     return {
         "type": "response.item.create",
         "event_id": OUTPUT_PREFIX + answer.call_id,
@@ -101,10 +106,12 @@ class GptLiveProtocol(LiveProtocol):
         *,
         budget: tuple[int | None, int | None] = (None, None),
         g711: bool = False,
+        client: bool = False,
         observed: bool = True,
     ) -> None:
         """``budget``: the backend's session input, (items, bytes); ``g711``: the session's
-        audio is ``audio/pcmu``."""
+        audio is ``audio/pcmu``; ``client``: client delegation, ``tools`` holding the app's
+        delegate (``openai_live.delegation``)."""
         super().__init__(
             tools, options, observed=observed, delays=None, encode=answer, frame_budget=_UNBOUNDED
         )
@@ -113,6 +120,8 @@ class GptLiveProtocol(LiveProtocol):
         self._names: dict[str, str] = {}  # open call id -> tool name (for placeholders)
         self._resend: list[dict[str, Any]] = []  # outputs the service refused, re-answered
         self.refused: list[str] = []  # codes of the service's refusals, in order
+        self._client = client
+        self.acknowledged = 0  # appends the service placed on the timeline
 
     @property
     def idle(self) -> bool:
@@ -164,6 +173,10 @@ class GptLiveProtocol(LiveProtocol):
             out.append(OutputTranscript(message.delta))
         elif kind == "session.input_transcript.delta" and message.delta:
             out.append(InputTranscript(message.delta))
+        elif kind == "session.delegation.created" and message.delegation is not None:
+            self._delegated(message.delegation, message.offset_ms, now, out)
+        elif kind == "session.commentary.appended":
+            self.acknowledged += 1
         elif kind in ("session.started", "session.updated") and message.session is not None:
             self.session_id = self.session_id or message.session.id
         elif kind == "error":
@@ -217,6 +230,18 @@ class GptLiveProtocol(LiveProtocol):
         for each in admitted:
             out.append(ToolCallStarted(each.id, each.name, each.args, "BLOCKING"))
         out.append(RunCalls(admitted, self.turn, refuse=self._leaving, partials=False))
+
+    def _delegated(
+        self, given: wire.Delegation, offset: int | None, now: float, out: list[Output]
+    ) -> None:
+        """A client delegation: the app's delegate runs once for it, as a call."""
+        if not self._client or given.target != "client" or not given.id:
+            return
+        args = {"delegation_id": given.id, "offset_ms": offset}
+        admitted = self.ledger.receive([LiveCall(Call(given.id, delegation.DELEGATE, args))], now)
+        self._fates(out)
+        if admitted:
+            out.append(RunCalls(admitted, self.turn, refuse=self._leaving, partials=False))
 
     def _withdraw(self, call_ids: list[str], why: str, now: float, out: list[Output]) -> None:
         """Calls the service dropped (their response failed): their fate is ``cancelled``."""
@@ -301,6 +326,8 @@ class GptLiveProtocol(LiveProtocol):
         answers = self.ledger.drain(now)
         if answers is not None:
             sent = [a.call_id for a in answers.answered if a.outcome is not None]
+            if self._client:
+                sent = []  # replies to delegations: no backend, no gate
             self.gate.outputs_sent(sent)
             for call_id in sent:
                 self._names.pop(call_id, None)
@@ -314,7 +341,10 @@ class GptLiveProtocol(LiveProtocol):
         return self.outbox.take(blocking=False)
 
     def _answer_item(self, answers: Outgoing) -> ClientItem:
-        return Frames(answers.function_responses, "response.item.create")
+        if not self._client:
+            return Frames(answers.function_responses, "response.item.create")
+        messages = [m for reply in answers.function_responses for m in reply.get("messages", ())]
+        return Frames(messages, "session.commentary.append")
 
     def _input_sent(self, item: ClientItem, now: float, out: list[Output]) -> None:
         if isinstance(item, Frames) and item.kind == "response.create":

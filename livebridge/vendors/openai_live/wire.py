@@ -102,6 +102,7 @@ class ServerEvent(msgspec.Struct, omit_defaults=True):
     delta: str | None = None
     error: ErrorDetail | None = None
     reason: str | None = None
+    offset_ms: int | None = None
 
 
 _decoder = msgspec.json.Decoder(ServerEvent)
