@@ -259,7 +259,16 @@ def _print_summary(emulator: Emulator, violations: list[Violation]) -> None:
         print(f"  {severity:<8}{kind:<28}{count}", flush=True)
     if emulator.replay is not None:  # how the client's answers compare with the recording's
         print(emulator.replay.finish().render(), flush=True)
-    print("PASS: no violations" if not violations else "FAIL: the client broke the contract")
+    live = emulator.live  # GPT-Live: the peer faults each connection made, by name
+    faults = [
+        v for session in (live.sessions if live is not None else ()) for v in session.verdicts
+    ]
+    for verdict in faults:
+        print(f"  verdict {verdict.case}: {verdict.detail}", flush=True)
+    if violations or faults:
+        print("FAIL: the client broke the contract")
+    else:
+        print("PASS: no violations")
 
 
 def _write_report(path: Path, emulator: Emulator, violations: list[Violation]) -> None:
