@@ -205,7 +205,8 @@ def _emulator(args: argparse.Namespace) -> Emulator:
         held = _seconds("--held-answers", args.held_answers)
     reissue = args.reissue_after
     if args.model is not None:
-        backend: profiles.Backend = "openai" if protocol == "openai" else "developer"
+        live = args.model.startswith("gpt-live")  # GPT-Live: an OpenAI model, its own side
+        backend: profiles.Backend = "openai" if protocol == "openai" or live else "developer"
         if profiles.known_profile(args.model, backend) is None:
             known = ", ".join(profiles.families(backend))
             raise UsageError(f"--model {args.model!r} is not a model livebridge knows: {known}")
@@ -264,7 +265,13 @@ async def _serve(emulator: Emulator, args: argparse.Namespace) -> int:
     _print_summary(emulator, counts)
     if args.report is not None:
         _write_report(args.report, emulator, violations)
-    return sum(counts.values())
+    return sum(counts.values()) + len(_live_verdicts(emulator))
+
+
+def _live_verdicts(emulator: Emulator) -> list[Any]:
+    """GPT-Live: the peer faults each connection made, by name (``--strict`` counts them)."""
+    live = emulator.live
+    return [v for session in (live.sessions if live is not None else ()) for v in session.verdicts]
 
 
 def _print_summary(emulator: Emulator, counts: dict[tuple[str, str], int]) -> None:
@@ -285,7 +292,10 @@ def _print_summary(emulator: Emulator, counts: dict[tuple[str, str], int]) -> No
         )
     if emulator.replay is not None:  # how the client's answers compare with the recording's
         print(emulator.replay.finish().render(), flush=True)
-    print("PASS: no violations" if not total else "FAIL: the client broke the contract")
+    faults = _live_verdicts(emulator)
+    for verdict in faults:
+        print(f"  verdict {verdict.case}: {verdict.detail}", flush=True)
+    print("PASS: no violations" if not (total or faults) else "FAIL: the client broke the contract")
 
 
 def _write_report(path: Path, emulator: Emulator, violations: list[Violation]) -> None:

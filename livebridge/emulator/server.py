@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection
 from http import HTTPStatus
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from google import genai
 from google.genai import types
@@ -59,6 +59,8 @@ from livebridge.errors import UsageError
 
 if TYPE_CHECKING:
     from livebridge.emulator.gemini.replay import ReplayScenario
+    from livebridge.emulator.openai_live.session import LiveScenario
+    from livebridge.emulator.openai_live.side import LiveSide
     from livebridge.recording.record import Recording
     from livebridge.recording.report import Pace
 
@@ -118,7 +120,7 @@ class Emulator:
 
     def __init__(
         self,
-        scenario: Scenario | None = None,
+        scenario: Scenario | LiveScenario | None = None,
         *,
         port: int = 0,
         faults: Faults | None = None,
@@ -156,7 +158,14 @@ class Emulator:
                 replay, pace=pace, answer_timeout=answer_timeout, ignore_fields=ignore_fields
             )
             scenario = self.replay
-        self.scenario: Scenario = scenario or RuleModel()
+        #: GPT-Live (``model="gpt-live-…"``): its own side serves every connection.
+        self.live: LiveSide | None = None
+        if model is not None and model.startswith("gpt-live"):
+            from livebridge.emulator.openai_live.side import LiveSide
+
+            self.live = LiveSide(model, cast("LiveScenario | None", scenario), None)
+            scenario = None
+        self.scenario: Scenario = cast("Scenario | None", scenario) or RuleModel()
         if model is not None and profile is not None:
             raise UsageError("Emulator: give a model to behave as, or a profile, not both")
         self.model = model
@@ -181,6 +190,8 @@ class Emulator:
             retention=retention or Retention(),
             forget=self._forget,
         )
+        if self.live is not None:
+            self.live.shared = self._shared
         #: Connections accepted so far (``connections`` may keep only the newest).
         self.connections_served = 0
         self._judged = threading.Condition()
@@ -258,6 +269,8 @@ class Emulator:
         ``vertexai``: on the Vertex AI path, as in express mode (an API key, no project)."""
         if self._certificates is None:
             raise RuntimeError("the emulator is not running")
+        if self.live is not None:  # an openai.AsyncOpenAI whose live.connect() trusts us
+            return self.live.client(self.base_url, self._certificates.client_context())  # type: ignore[no-any-return]
         if self.protocol != "gemini":
             raise UsageError("this emulator speaks OpenAI Realtime: use emu.openai_client()")
         client_args = dict(http_kwargs.pop("async_client_args", None) or {})
@@ -301,7 +314,7 @@ class Emulator:
                 "SSL_CERT_FILE": self.ca_file,
                 "GOOGLE_API_KEY": "test",
             }
-        if self.protocol == "openai":
+        if self.protocol == "openai" or self.live is not None:
             return {
                 "OPENAI_BASE_URL": f"{self.base_url}/v1",
                 "OPENAI_API_KEY": "test",
@@ -417,6 +430,9 @@ class Emulator:
 
     async def _handle(self, ws: ServerConnection) -> None:
         assert ws.request is not None
+        if self.live is not None:
+            await self.live.handle(ws)
+            return
         if self.protocol == "openai":
             await self._handle_realtime(ws)
             return
@@ -485,6 +501,8 @@ class Emulator:
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         """Refuse at the HTTP level what the service refuses there, with a one-line reason."""
+        if self.live is not None:
+            return self.live.process_request(connection, request)
         if self.protocol == "openai":
             result = handshake.route(request.path, request.headers)
             if isinstance(result, handshake.RealtimeRoute):

@@ -104,6 +104,7 @@ class LiveSession(SessionActor):
                 tls_read_buffer=options.tls_read_buffer,
                 connect_timeout=options.connect_timeout,
                 profile=options.profile,
+                **({"delegate": options.delegate} if options.delegate is not None else {}),
             )
         protocol = connector.protocol(
             tools,
