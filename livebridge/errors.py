@@ -5,6 +5,8 @@ session's end. Each message says what happened and what to do::
 
     LivebridgeError                   catch-all for livebridge's own errors
     ├── ToolError                     raised BY a handler: its message is safe to show the model
+    │   ├── MCPUnavailableError       an MCP server died or is restarting: ``unavailable``
+    │   └── MCPBadReplyError          an MCP reply that is not a tools/call result: ``bad_reply``
     ├── UnserializableResult          a handler returned something with no JSON form
     ├── LocalProtocolError            a caller of livebridge broke a rule (a bug in that code)
     │   ├── LedgerError               the session shell or a dispatcher misused the call ledger
@@ -23,6 +25,7 @@ session's end. Each message says what happened and what to do::
     │   │   └── WireError             a client frame the service would refuse (the emulator)
     │   ├── FrameTooLargeError        a frame over the client's size limit
     │   └── ServiceReportedError      an ``error`` event (OpenAI Realtime): reported, not fatal
+    ├── MCPError                      an MCP server could not start or list its tools (at connect)
     ├── StoreError                    the conversation store (``livebridge.store``) failed us
     │   ├── StoreUnavailableError     unreachable, too slow or full: the new call is refused
     │   ├── ConversationBusyError     another worker holds the conversation's live lease
@@ -62,6 +65,9 @@ __all__ = [
     "LiveSessionError",
     "LivebridgeError",
     "LocalProtocolError",
+    "MCPBadReplyError",
+    "MCPError",
+    "MCPUnavailableError",
     "MalformedMessageError",
     "ModelCapabilityError",
     "ModelNotFoundError",
@@ -96,6 +102,9 @@ class ToolError(LivebridgeError):
     Raise it from a handler to answer ``{"error": {"type": "tool_error", "message": ...}}``;
     any other exception is answered with a generic message and logged with its traceback.
     """
+
+    #: The answer's ``error.type``; a subclass may name its own kind of failure.
+    kind: str = "tool_error"
 
     def __init__(self, message: str, *, retryable: bool = False) -> None:
         super().__init__(message)
@@ -226,6 +235,30 @@ class ServiceReportedError(RemoteProtocolError):
         self.type = type
         self.code = code
         self.param = param
+
+
+class MCPUnavailableError(ToolError):
+    """An MCP server is down mid-call (it died, or is being started again): the call's answer
+    is ``unavailable``, retryable."""
+
+    kind = "unavailable"
+
+
+class MCPBadReplyError(ToolError):
+    """An MCP server's reply to a call could not be read as a tools/call result: the call's
+    answer is ``bad_reply``; the session goes on."""
+
+    kind = "bad_reply"
+
+
+class MCPError(LivebridgeError):
+    """An MCP server (``livebridge.mcp``) could not start, initialize or list its tools, or its
+    tools cannot be declared as configured; raised by ``LiveSession.connect`` before anything is
+    opened, naming the server (``server``)."""
+
+    def __init__(self, server: str, message: str) -> None:
+        super().__init__(f"MCP server {server!r}: {message}")
+        self.server = server
 
 
 class StoreError(LivebridgeError):

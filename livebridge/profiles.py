@@ -82,6 +82,8 @@ class ModelProfile:
     - ``session_seconds``, ``connection_seconds``, ``handle_seconds``: how long a session and
       one connection last, how long a resumption handle stays valid (None: no such limit, or
       no resumption at all for ``handle_seconds`` on OpenAI);
+    - ``backend_items``, ``backend_bytes``: (GPT-Live) the delegated Responses backend's input
+      for the whole session, at most so many items and UTF-8 bytes (None: no such budget);
     - ``sources``: where each fact comes from; ``known``: False for the defaults an unknown
       model name gets.
     """
@@ -101,6 +103,8 @@ class ModelProfile:
     session_seconds: float | None = None
     connection_seconds: float | None = None
     handle_seconds: float | None = None
+    backend_items: int | None = None
+    backend_bytes: int | None = None
     sources: tuple[str, ...] = ()
     known: bool = True
 
@@ -289,6 +293,37 @@ _GPT_REALTIME_2 = replace(
     ),
 )
 
+#: OpenAI GPT-Live (``v1/live/sessions``): the voice model delegates tool calls to a hosted
+#: Responses backend; every call is answered before that backend goes on, several may come in one
+#: response, and the backend's input is capped for the whole session. The sources differ on
+#: whether the 32,768 bytes reset per continuation: treated as per session until one settles it.
+_GPT_LIVE = replace(
+    _GPT_REALTIME,
+    family="gpt-live-1",
+    parallel_tool_calls=True,
+    session_seconds=2 * 60 * 60.0,
+    backend_items=128,
+    backend_bytes=32_768,
+    sources=(
+        "developers.openai.com guides/live-delegation: response.event envelopes, one "
+        "function_call_output per call, response.create refused while a call is open",
+        "openai-python 3.60 types/live (SessionStartEvent, ResponseEvent, ResponseCreateEvent)",
+        "livekit/agents#7234 and #7266: function_call_outputs_required, session-wide gate",
+        "field report, aplisay/llm-agent#320/#321: 128 items and 32,768 bytes per session, "
+        "response_input_buffer_full",
+        "field report, aplisay/llm-agent#306: sessions end after two hours",
+    ),
+)
+_GPT_LIVE_11 = replace(
+    _GPT_LIVE,
+    family="gpt-live-1.1",
+    sources=(
+        *_GPT_LIVE.sources,
+        "openai-python 3.60 types/live: model literal gpt-live-1.1 (no protocol change "
+        "documented); apidog.com gpt-live-1-1-api (2026-11-20)",
+    ),
+)
+
 #: Every known model family on every backend it is reached on.
 PROFILES: tuple[ModelProfile, ...] = (
     *(
@@ -303,6 +338,8 @@ PROFILES: tuple[ModelProfile, ...] = (
         )
         for row in (developer, _on_vertex(developer))
     ),
+    _GPT_LIVE_11,
+    _GPT_LIVE,
     _GPT_REALTIME_2,
     _GPT_REALTIME,
     replace(_GPT_REALTIME, family="gpt-realtime-mini"),

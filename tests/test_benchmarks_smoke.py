@@ -45,6 +45,13 @@ def test_profile_calls_quick_puts_livebridge_next_to_the_floor() -> None:
     assert "livebridge / raw:" in out
 
 
+def test_remembered_prints_bytes_per_call_for_small_and_large_results() -> None:
+    out = run_benchmark("benchmarks.remembered", "--quick")
+    table = rows(out, "| results | calls in one session")
+    assert [row[:2] for row in table] == [["small", "512"], ["60 KB", "512"]]
+    assert all(int(row[3].replace(",", "")) > 0 for row in table)
+
+
 @pytest.mark.timeout(600)  # four processes under valgrind, each importing livebridge
 def test_instructions_counts_livebridge_next_to_its_floor() -> None:
     # Without ``-X dev``: under valgrind, dev mode's checks would take minutes. The memory loop

@@ -26,7 +26,16 @@ from typing import Any
 
 from livebridge.calls import frames
 from livebridge.calls.call import AnswerEncoder, Outcome
-from livebridge.calls.lives import LIVE_STATES, READY, Answered, BlockingBatch, Item, Life, Outgoing
+from livebridge.calls.lives import (
+    LIVE_STATES,
+    READY,
+    Answered,
+    BlockingBatch,
+    Ended,
+    Item,
+    Life,
+    Outgoing,
+)
 from livebridge.errors import LedgerError
 
 __all__ = ["ENVELOPE_BYTES", "Delivery"]
@@ -60,17 +69,17 @@ class Delivery:
 
     def admit_anonymous(self, life: Life) -> None:
         """An anonymous call arrived: it is released after the earlier ones of its name."""
-        self.unreleased.setdefault(life.call.name, deque()).append(life)
+        self.unreleased.setdefault(life.name, deque()).append(life)
 
-    def release(self, lives: Iterable[Life | None], batch: BlockingBatch | None) -> None:
+    def release(self, lives: Iterable[Life | Ended | None], batch: BlockingBatch | None) -> None:
         """Queue the answers of ``lives`` settled in ``batch`` (not withdrawn, not re-issued),
         in call order; an anonymous call whose function has an earlier one waiting stays."""
         ready = self.ready
         names: set[str] | None = None
         for life in lives:
-            if life is not None and life.batch is batch and life.state == "settled":
+            if type(life) is Life and life.batch is batch and life.state == "settled":
                 if life.anonymous:
-                    name = life.call.name
+                    name = life.name
                     queue = self.unreleased[name]
                     if queue[0] is not life:
                         continue  # released when the earlier ones of its function are
@@ -88,7 +97,7 @@ class Delivery:
 
     def leave_queue(self, life: Life) -> None:
         """An anonymous call ended before its answer was queued: the next of its name may go."""
-        name = life.call.name
+        name = life.name
         queue = self.unreleased.get(name)
         if queue is None or life not in queue:
             return
@@ -128,8 +137,8 @@ class Delivery:
         self._backlog = bool(self.ready)
         answered = [
             Answered(
-                life.call.id,
-                life.call.name,
+                life.call_id,
+                life.name,
                 life.behavior,
                 answer if isinstance(answer, Outcome) else None,
                 now - life.received_at,

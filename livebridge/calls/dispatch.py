@@ -41,6 +41,7 @@ import anyio
 import msgspec
 
 from livebridge.calls import approval, outcomes, plans, results
+from livebridge.calls.answered import Answers
 from livebridge.calls.call import (
     Call,
     CallContext,
@@ -86,6 +87,12 @@ _asdict = msgspec.structs.asdict
 _has_outcome = operator.attrgetter("first.outcome")
 
 
+def _failed(request: Request[Pending]) -> bool:
+    """A request whose first call failed: a retry of it keeps its idempotency key."""
+    outcome = request.first.outcome
+    return outcome is not None and is_failure(outcome.kind)
+
+
 #: How many turns ``submit()`` remembers (for twins and the fan-out limit).
 _TURNS_KEPT = 64
 
@@ -103,12 +110,14 @@ class _Turn:
 class Dispatcher:
     """Runs batches of calls against a registry; one per session.
 
-    Remembers the last ``ledger_size`` answered call ids (a re-delivered id gets its answer
-    again without the handler running twice) and as many earlier requests, to tell a re-issue
-    from a new request. ``answer_seen(call_id)`` says whether the model could have seen that
-    call's answer; a session passes ``CallLedger.answer_seen``. The default (no connection to
-    know about, as with the non-streaming APIs) takes every settled answer as seen. ``journal``
-    (a session with a store, ``livebridge.store.journal``) is asked before a call runs.
+    Remembers the last ``ledger_size`` answered call ids (a re-delivered id is not run again:
+    it gets its answer again while that is kept within ``policy.remembered_bytes``, else
+    ``already_answered``; ``livebridge.calls.answered``) and as many earlier requests, to tell
+    a re-issue from a new request. ``answer_seen(call_id)`` says whether the model could have
+    seen that call's answer; a session passes ``CallLedger.answer_seen``. The default (no
+    connection to know about, as with the non-streaming APIs) takes every settled answer as
+    seen. ``journal`` (a session with a store, ``livebridge.store.journal``) is asked before a
+    call runs.
     """
 
     def __init__(
@@ -134,10 +143,9 @@ class Dispatcher:
         self._limiter = LocalSlots(policy.max_parallel)
         # Worker threads for sync handlers: their own pool, not anyio's process-wide default.
         self._threads = anyio.CapacityLimiter(policy.max_parallel)
-        self._ledger_size = ledger_size
-        self._answered: OrderedDict[str, Outcome] = OrderedDict()
+        self._answered = Answers(ledger_size, policy.remembered_bytes)
         self._running: dict[str, Pending] = {}
-        self._requests: Requests[Pending] = Requests(ledger_size, self._stale)
+        self._requests: Requests[Pending] = Requests(ledger_size, self._stale, _failed)
         self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
         self._keys = RequestKeys(journal.conversation if journal else None, ledger_size)
         self._limiters_by_tool: dict[str, tuple[SlotLimiter, ...]] = {}
@@ -145,6 +153,7 @@ class Dispatcher:
         self._starter: EagerStarter | None = None
         self._gate = TurnGate()  # irreversible calls waiting for their turn (``confirm``)
         self._loop_time: Callable[[], float] = time.monotonic
+        self._ledger_size = ledger_size
         self._turns: OrderedDict[int, _Turn] = OrderedDict()  # ``submit()``'s recent turns
         self._unsent: OrderedDict[str, None] | None = None  # ``report()``: answers not seen
 
@@ -191,8 +200,14 @@ class Dispatcher:
         return self._is_decided(request)
 
     def answered(self, call_id: str) -> Outcome | None:
-        """The remembered outcome of an earlier call id, if any."""
-        return self._answered.get(call_id)
+        """The remembered outcome of an earlier call id, if its payload is still kept."""
+        earlier = self._answered.get(call_id)
+        return None if isinstance(earlier, str) else earlier
+
+    @property
+    def remembered_bytes(self) -> int:
+        """Bytes charged now for the answers kept to answer a re-delivered id again."""
+        return self._answered.used
 
     @property
     def lingering(self) -> int:
@@ -383,7 +398,9 @@ class Dispatcher:
             return Rejoin(running)
         earlier = self._answered.get(call.id)
         if earlier is not None:
-            self._answered.move_to_end(call.id)
+            self._answered.answered_again(call.id)
+            if isinstance(earlier, str):  # its payload was let go: still not run again
+                return Settle(outcomes.already_answered(call, earlier))
             return Settle(earlier)
         if batch.refuse:
             return Settle(outcomes.closing(call))
@@ -481,17 +498,15 @@ class Dispatcher:
             return
         settled[index] = outcome
         batch.left -= 1
-        answered = self._answered
-        answered[outcome.call_id] = outcome
-        if len(answered) > self._ledger_size:
-            answered.popitem(last=False)
+        self._answered.put(outcome)
         if self._observers:
             call = batch.calls[index]
             tool = self.tools.get(call.name) if isinstance(call.name, str) else None
             behavior = tool.behavior if tool is not None else "BLOCKING"
             known, received = tool is not None, batch.received
+            server = getattr(tool, "server", None) or None  # an MCP server's tool
             event = CallSettled(
-                self.session_id, batch.turn, call, behavior, outcome, received, known
+                self.session_id, batch.turn, call, behavior, outcome, received, known, server
             )
             emit(self._observers, event)
         if batch.on_settled is not None:

@@ -22,37 +22,51 @@ the provider is the one who knows.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import secrets
-from collections import OrderedDict
-from collections.abc import Hashable
 
 __all__ = ["RequestKeys"]
 
 
 class RequestKeys:
-    """The keys of the requests a dispatcher ran, the newest ``capacity`` remembered."""
+    """The keys of the requests a dispatcher ran, the newest ``capacity`` remembered (up to a
+    quarter more before the oldest are forgotten together).
+
+    Each request is remembered by a digest of its tool and arguments, with its epoch and
+    ordinal packed in one int (about 100 bytes a request, whatever its arguments): its key is
+    derived again when a retry needs it.
+    """
 
     __slots__ = ("_capacity", "_last", "scope")
 
     def __init__(self, scope: str | None = None, capacity: int = 4096) -> None:
         self.scope = scope if scope is not None else secrets.token_hex(8)
         self._capacity = capacity
-        self._last: OrderedDict[Hashable, tuple[int, int, str]] = OrderedDict()
+        #: digest of (tool, arguments) -> epoch << 32 | ordinal, oldest first (a plain dict:
+        #: an ordered one costs twice as much per entry; the oldest go a quarter at a time)
+        self._last: dict[bytes, int] = {}
 
     def key(self, name: str, canonical: bytes, epoch: int, *, retry: bool) -> str:
         """The key of a request about to run; ``retry``: the same request failed before."""
-        request = (name, canonical)
+        request = hashlib.blake2b(name.encode() + b"\0" + canonical, digest_size=16).digest()
         last = self._last.pop(request, None)
         if last is not None and retry:
             self._last[request] = last
-            return last[2]
-        ordinal = last[1] + 1 if last is not None and last[0] == epoch else 1
+            return self._derive(name, canonical, last >> 32, last & _ORDINAL)
+        ordinal = (last & _ORDINAL) + 1 if last is not None and last >> 32 == epoch else 1
+        last_of = self._last
+        last_of[request] = epoch << 32 | ordinal
+        if len(last_of) > self._capacity + self._capacity // 4:
+            for old in list(itertools.islice(last_of, len(last_of) - self._capacity)):
+                del last_of[old]
+        return self._derive(name, canonical, epoch, ordinal)
+
+    def _derive(self, name: str, canonical: bytes, epoch: int, ordinal: int) -> str:
         digest = hashlib.blake2b(digest_size=16)
         for part in (self.scope, str(epoch), name, str(ordinal)):
             digest.update(part.encode() + b"\0")
         digest.update(canonical)
-        key = f"lb-{digest.hexdigest()}"
-        self._last[request] = (epoch, ordinal, key)
-        if len(self._last) > self._capacity:
-            self._last.popitem(last=False)
-        return key
+        return f"lb-{digest.hexdigest()}"
+
+
+_ORDINAL = (1 << 32) - 1

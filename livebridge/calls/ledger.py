@@ -22,7 +22,8 @@ frames of at most ``max_frame_bytes`` is the answer queue's part (``livebridge.c
 Identity rules:
 - an id that is still live is never run twice: a second delivery is dropped;
 - after a life ends, the first copy from the *other* source (``modelTurn`` vs ``toolCall``) on
-  the same connection is the twin of the same delivery and is dropped too;
+  the same connection is the twin of the same delivery and is dropped too (while the life is
+  among the newest ``FATES_KEPT`` fates, or may still change: a twin comes right after);
 - any other delivery of an ended id is a re-issue: a new life, which the dispatcher answers from
   its cache, so an id is answered again only when the server asked again after its answer.
 
@@ -50,12 +51,14 @@ from livebridge.calls import payloads
 from livebridge.calls.call import AnswerEncoder, Call, Outcome, Partial
 from livebridge.calls.delivery import Delivery
 from livebridge.calls.lives import (
-    FATE_OF,
+    FINAL,
     LIVE_STATES,
     SETTLED,
+    TRANSITIONS,
     Answered,
     BlockingBatch,
     CallState,
+    Ended,
     Event,
     Fate,
     FateKind,
@@ -85,6 +88,11 @@ __all__ = [
 ]
 
 _MAX_HANDLES = 16
+#: The newest fates kept in full for ``fates()`` (and every one not taken yet, up to
+#: ``history``); older ids are judged by ``FINAL`` records once nothing can change them.
+FATES_KEPT = 256
+_NAMES_SHARED = 256
+_VIAS: dict[Via, tuple[Via, ...]] = {"tool_call": ("tool_call",), "model_turn": ("model_turn",)}
 DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
 
 
@@ -98,8 +106,9 @@ class CallLedger:
         encode: AnswerEncoder,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     ) -> None:
-        """``history``: how many ended calls (and fates) are remembered, so that a long
-        session's memory stays bounded; twins and re-issues are recognised within it.
+        """``history``: how many ended calls are remembered, so that a long session's memory
+        stays bounded; re-issues are recognised within it (the newest ``FATES_KEPT`` in full,
+        as ``fates()`` reports them; older ones by their fate alone, ``lives.FINAL``).
         ``encode`` builds each answer's wire dict; no message drained is larger than
         ``max_frame_bytes`` once encoded."""
         if history < 1:
@@ -107,16 +116,19 @@ class CallLedger:
         if max_frame_bytes < 1024:
             raise ValueError("max_frame_bytes must be at least 1024")
         self._history = history
+        self._kept_in_full = min(history, FATES_KEPT)
         self._delivery = Delivery(encode, max_frame_bytes)
         #: Answered on this connection, not yet known to be read: (send number, life).
-        self._unacknowledged: list[tuple[int, Life]] = []
+        self._unacknowledged: list[tuple[int, Ended]] = []
         self._sends = 0  # messages of answers sent so far, on every connection
         #: The shell proves reads with ``read_through()``: a server message alone proves none.
         self.reads_proven = False
-        self._lives: dict[str, Life] = {}  # the newest life of each id
+        #: The newest delivery of each id: its life, or the record it left once it ended.
+        self._lives: dict[str, Life | Ended] = {}
         self._live: dict[str, Life] = {}  # lives without a fate yet, in arrival order
-        self._fates: deque[Fate] = deque(maxlen=history)
+        self._fates: deque[Ended] = deque()  # the newest, in the order they ended
         self._untaken = 0  # fates not yet returned by take_fates()
+        self._names: dict[str, str] = {}  # one copy of each tool name (the first few)
         self._notices: list[Notice] = []
         self._seq = 0  # deliveries admitted so far; a handle knows those below its mark
         self._epoch = 0  # connections opened so far; twins are matched within one
@@ -173,8 +185,8 @@ class CallLedger:
         return life is None or life.acknowledged
 
     def fates(self) -> list[Fate]:
-        """The last ``history`` fates, in the order they happened."""
-        return list(self._fates)
+        """The last fates (``FATES_KEPT``, or ``history`` if fewer), in the order they happened."""
+        return [life.fate() for life in self._fates]
 
     def take_fates(self) -> list[Fate]:
         """The fates that happened since the last call."""
@@ -183,7 +195,7 @@ class CallLedger:
             return []
         self._untaken = 0
         # From the newest end: the cost is the fates taken, not the history kept.
-        taken = list(itertools.islice(reversed(self._fates), untaken))
+        taken = [life.fate() for life in itertools.islice(reversed(self._fates), untaken)]
         taken.reverse()
         return taken
 
@@ -204,23 +216,25 @@ class CallLedger:
         the dispatcher answers them ``session_closing`` without running them.
         """
         _check(calls)
-        lives, live = self._lives, self._live
-        seq, epoch, vias = self._seq, self._epoch, (via,)
+        lives, live, names = self._lives, self._live, self._names
+        seq, epoch, vias = self._seq, self._epoch, _VIAS[via]
         batch = BlockingBatch([], 0)  # the BLOCKING calls admitted (unused if there are none)
         dropped: set[str] = set()  # ids dropped from this message so far
         admitted: list[Call] = []
         for live_call in calls:
             call = live_call.call
             previous = lives.get(call.id)
-            if previous is not None and self._drops(previous, via, self._seq, dropped):
+            if previous is not None and self._drops(call.id, previous, via, self._seq, dropped):
                 continue
-            behavior = live_call.behavior
+            behavior, name = live_call.behavior, call.name
+            if type(name) is str:  # one copy of each name, not one per remembered call
+                name = names.get(name) or self._share(name)
             if behavior == "BLOCKING":  # validated above: it does not stream
-                life = Life(call, behavior, None, False, now, seq, epoch, vias, batch)
+                life = Life(call.id, name, behavior, None, False, now, seq, epoch, vias, batch)
                 batch.ids.append(call.id)
             else:
                 scheduling, streaming = live_call.scheduling, live_call.streaming
-                life = Life(call, behavior, scheduling, streaming, now, seq, epoch, vias)
+                life = Life(call.id, name, behavior, scheduling, streaming, now, seq, epoch, vias)
             if live_call.anonymous:
                 life.anonymous = True
                 self._delivery.admit_anonymous(life)
@@ -234,14 +248,16 @@ class CallLedger:
 
     def partial(self, item: Partial) -> None:
         """A streaming handler yielded ``item``; it goes out with ``willContinue: true``."""
-        life = self._lives.get(item.call_id) or _never_received(item.call_id)
+        call_id = item.call_id
+        life = self._lives.get(call_id) or _never_received(call_id)
+        if isinstance(life, Ended):  # withdrawn meanwhile (or an illegal move: it raises)
+            _ended_move(call_id, life, "partial")
+            self._note("dropped_result", call_id, f"item for a {life.state} call dropped")
+            return
         if life.state == "running" and not life.streaming:
-            raise LedgerError(f"call {item.call_id}: {life.call.name} is not a streaming tool")
-        move(life, "partial")
-        if life.state == "running":
-            self._delivery.ready.append((life, item))
-        else:
-            self._note("dropped_result", life, f"item for a {life.state} call dropped")
+            raise LedgerError(f"call {call_id}: {life.name} is not a streaming tool")
+        move(life, "partial")  # a live call streams only while running: else this raises
+        self._delivery.ready.append((life, item))
 
     def settle(self, outcome: Outcome) -> None:
         """A call's final outcome, from the dispatcher.
@@ -250,14 +266,14 @@ class CallLedger:
         cancelled at shutdown) is an answer like any other: its error payload is sent.
         """
         life = self._lives.get(outcome.call_id) or _never_received(outcome.call_id)
-        if life.outcome is not None:
+        if life.settled if isinstance(life, Ended) else life.outcome is not None:
             raise LedgerError(f"call {outcome.call_id} settled twice")
         if outcome.kind == "orphaned":
             raise LedgerError(f"call {outcome.call_id}: only the ledger orphans calls")
-        if life.state != "running":  # withdrawn meanwhile (or an illegal move: it raises)
-            move(life, "settle")
-            life.outcome = outcome
-            self._note("dropped_result", life, f"result for a {life.state} call dropped")
+        if isinstance(life, Ended):  # withdrawn meanwhile (or an illegal move: it raises)
+            _ended_move(outcome.call_id, life, "settle")
+            life.settled = True  # nothing of its result is kept (``FINAL`` ones are settled)
+            self._note("dropped_result", outcome.call_id, f"result for a {life.state} call dropped")
             return
         life.state = SETTLED
         life.outcome = outcome
@@ -284,13 +300,13 @@ class CallLedger:
             if life is None:
                 self._notices.append(Notice("unknown_cancel", call_id, "cancel for unknown id"))
                 continue
-            if life.state not in LIVE_STATES:
-                self._note("late_cancel", life, f"cancel for a call already {life.state}")
+            if isinstance(life, Ended):
+                self._note("late_cancel", call_id, f"cancel for a call already {life.state}")
                 continue
             if life.state == "running":
                 running.append(call_id)
-            self._end([life], "cancel", why, now)
             batch = life.batch
+            self._end([life], "cancel", why, now)
             if batch is not None and not batch.running:  # the rest of its batch may go now
                 self._delivery.release(map(self._lives.get, batch.ids), batch)
         return running
@@ -350,7 +366,7 @@ class CallLedger:
         reason = "fresh session" if handle is None else "not known to the resumed session"
         unknown = [life for life in self._live.values() if mark is None or life.seq >= mark]
         self._end(unknown, "orphan", reason, now)
-        orphaned = [life.call.id for life in unknown]
+        orphaned = [life.call_id for life in unknown]
         if handle is None:
             self._handles.clear()
         self._delivery.requeue_in_flight()
@@ -364,7 +380,7 @@ class CallLedger:
 
         Results that settle later are still answered while a socket is open.
         """
-        return [life.call.id for life in self._live.values() if life.state == "running"]
+        return [life.call_id for life in self._live.values() if life.state == "running"]
 
     def close(self, now: float) -> list[str]:
         """The session is over: every call without a fate is orphaned; returns their ids.
@@ -391,20 +407,20 @@ class CallLedger:
         A call cancelled or orphaned while its answer was being written keeps that fate.
         If the socket closes first, ``disconnected()`` puts the message back in the queue.
         """
-        answered = self._delivery.sent(outgoing)
-        self._end(answered, "send", "sent", now)
+        ended = self._end(self._delivery.sent(outgoing), "send", "sent", now)
         self._sends += 1
         number = self._sends
-        self._unacknowledged += [(number, life) for life in answered]
+        self._unacknowledged += [(number, record) for record in ended]
 
     # -- internals ------------------------------------------------------------------------
 
-    def _drops(self, previous: Life, via: Via, start: int, dropped: set[str]) -> bool:
+    def _drops(
+        self, call_id: str, previous: Life | Ended, via: Via, start: int, dropped: set[str]
+    ) -> bool:
         """Whether a delivery of an id already known is dropped (noted): repeated in this
         message (admitted at or after ``start``, or in ``dropped``), still live, or a twin."""
-        call_id = previous.call.id
         if previous.seq >= start or call_id in dropped:
-            self._note("duplicate_delivery", previous, "id repeated in one message")
+            self._note("duplicate_delivery", call_id, "id repeated in one message")
             return True
         live = previous.state in LIVE_STATES
         twin = previous.epoch == self._epoch and via not in previous.via
@@ -412,27 +428,69 @@ class CallLedger:
             return False  # a re-issue: a new life
         if via not in previous.via:
             previous.via = (*previous.via, via)
-        self._note("duplicate_delivery", previous, f"second delivery via {via} dropped")
+        self._note("duplicate_delivery", call_id, f"second delivery via {via} dropped")
         dropped.add(call_id)
         return True
 
-    def _end(self, lives: list[Life], event: Event, why: str, now: float) -> None:
-        """Give each of ``lives`` its fate by ``event``."""
-        fate, live, fates, history = FATE_OF[event], self._live, self._fates, self._history
+    def _end(self, lives: list[Life], event: Event, why: str, now: float) -> list[Ended]:
+        """Give each of ``lives`` its fate by ``event``; returns the records they leave in the
+        history in their place (their fate's fields; no arguments, no payload)."""
+        live, by_id, fates, history = self._live, self._lives, self._fates, self._history
         # Look for ended lives to forget after each one only if these can pass the mark.
-        prune = len(self._lives) - len(live) + len(lives) - history > history // 4
+        prune = len(by_id) - len(live) + len(lives) - history > history // 4
+        sent = event == "send"
+        records = []
         for life in lives:
             move(life, event)
-            call, outcome, received = life.call, life.outcome, life.received_at
-            del live[call.id]
-            fates.append(Fate(call.id, call.name, life.behavior, fate, why, outcome, received, now))
-            if life.anonymous and event != "send":  # sent ones left the queue when released
+            call_id, outcome = life.call_id, life.outcome
+            del live[call_id]
+            latency = outcome.latency if outcome is not None and not sent else 0.0
+            record = Ended(
+                call_id,
+                life.name,
+                life.behavior,
+                life.state,
+                why,
+                latency,
+                life.received_at,
+                now,
+                life.epoch,
+                life.via,
+                outcome is not None,
+            )
+            by_id[call_id] = record  # a live id is its newest delivery: it keeps its place
+            fates.append(record)
+            records.append(record)
+            if life.anonymous and not sent:  # sent ones left the queue when released
                 self._delivery.leave_queue(life)
             if prune:
                 self._forget_old()
         self._untaken += len(lives)
-        if event != "send":  # answers of theirs may be queued: ``drain`` drops them
+        if len(fates) > self._kept_in_full:
+            self._let_go_of_old_fates()
+        if not sent:  # answers of theirs may be queued: ``drain`` drops them
             self._delivery.stale = True
+        return records
+
+    def _let_go_of_old_fates(self) -> None:
+        """Past the newest fates, a record taken by ``take_fates()`` (or beyond ``history``)
+        leaves the history; if nothing can change it any more, its id is judged by the shared
+        ``FINAL`` record of its fate from now on, and the record itself is let go."""
+        fates, by_id, keep, history = self._fates, self._lives, self._kept_in_full, self._history
+        while len(fates) > keep and (len(fates) > self._untaken or len(fates) > history):
+            record = fates.popleft()
+            call_id = record.call_id
+            # ``record.final``, inline: this runs for every call
+            final = record.settled and (record.acknowledged or record.state != "answered")
+            if final and by_id.get(call_id) is record:
+                by_id[call_id] = FINAL[record.state]
+
+    def _share(self, name: str) -> str:
+        """The copy of ``name`` the records share: names of tools are few; any others, from
+        a model that makes them up, are not kept beyond ``_NAMES_SHARED``."""
+        if len(self._names) < _NAMES_SHARED:
+            self._names[name] = name
+        return name
 
     def _forget_old(self) -> None:
         """Drop the oldest ended lives beyond ``history`` (pending ones are always kept)."""
@@ -445,8 +503,8 @@ class CallLedger:
         ):
             del lives[call_id]
 
-    def _note(self, kind: NoticeKind, life: Life, detail: str) -> None:
-        self._notices.append(Notice(kind, life.call.id, detail))
+    def _note(self, kind: NoticeKind, call_id: str, detail: str) -> None:
+        self._notices.append(Notice(kind, call_id, detail))
 
 
 def _check(calls: Sequence[LiveCall]) -> None:
@@ -456,6 +514,12 @@ def _check(calls: Sequence[LiveCall]) -> None:
             raise LedgerError("a call without an id cannot be answered; filter it out first")
         if live_call.streaming and live_call.behavior == "BLOCKING":
             raise LedgerError(f"call {live_call.call.id}: only NON_BLOCKING calls can stream")
+
+
+def _ended_move(call_id: str, record: Ended, event: Event) -> None:
+    """``event`` for a delivery that ended: its fate stays; raise if the table has no such move."""
+    if (record.state, event) not in TRANSITIONS:
+        raise LedgerError(f"call {call_id}: cannot {event} a call that is {record.state}")
 
 
 def _never_received(call_id: str) -> NoReturn:

@@ -5,11 +5,17 @@ The states and the rules that move a life between them are described in ``livebr
 ``TRANSITIONS`` is the only table of them. Per-call records are ``gc=False`` msgspec Structs
 (never part of a reference cycle): the history keeps thousands of them, and tracked survivors
 make the garbage collector run often and slowly.
+
+Once a life ends, the ledger keeps an ``Ended`` record in its place: the one record of that
+delivery the history remembers, so it is small (its fate's fields and what a later delivery of
+the id is judged by), never the call's arguments nor its answer's payload. A ``Fate`` is built
+from it when asked for. Past the newest fates, a record nothing can change any more gives way
+to the one shared record of its fate (``FINAL``): an old id then costs its dict entry alone.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias, cast
 
 import msgspec
 
@@ -18,6 +24,7 @@ from livebridge.errors import LedgerError
 
 __all__ = [
     "FATE_OF",
+    "FINAL",
     "LIVE_STATES",
     "READY",
     "SETTLED",
@@ -25,6 +32,7 @@ __all__ = [
     "Answered",
     "BlockingBatch",
     "CallState",
+    "Ended",
     "Event",
     "Fate",
     "FateKind",
@@ -112,7 +120,9 @@ class Fate(msgspec.Struct, frozen=True, gc=False):
     behavior: Behavior
     fate: FateKind
     reason: str
-    outcome: Outcome | None  # the answer sent, or the result that was withheld (if any)
+    #: The handler's, for a call whose answer was not sent (cancelled or orphaned after it
+    #: settled); else 0.0 (an answer sent carries its own, ``Answered.outcome``).
+    latency: float
     received_at: float
     ended_at: float
 
@@ -128,7 +138,8 @@ class Notice(msgspec.Struct, frozen=True, gc=False):
 class Life(msgspec.Struct, eq=False, gc=False):
     """One delivery of a call id, from its receipt to its fate (``CallState``)."""
 
-    call: Call
+    call_id: str
+    name: str
     behavior: Behavior
     scheduling: Scheduling | None
     streaming: bool
@@ -139,8 +150,49 @@ class Life(msgspec.Struct, eq=False, gc=False):
     batch: BlockingBatch | None = None
     state: CallState = "running"
     outcome: Outcome | None = None
-    acknowledged: bool = False  # its answer was sent and a later server message arrived
     anonymous: bool = False  # answered by name: in order among its function's anonymous calls
+    acknowledged: ClassVar[bool] = False  # an answer not sent yet cannot have been seen
+
+
+class Ended(msgspec.Struct, eq=False, gc=False):
+    """What the history keeps of a delivery once it ended: its fate's fields, and what a later
+    delivery of its id is judged by (a twin or a re-issue), never a payload."""
+
+    call_id: str
+    name: str
+    behavior: Behavior
+    state: CallState  # its fate: answered, cancelled or orphaned
+    reason: str
+    #: The handler's, if it had settled and its answer was not sent (a sent answer carried it).
+    latency: float
+    received_at: float
+    ended_at: float
+    epoch: int
+    via: tuple[Via, ...]
+    settled: bool  # a result came, before or after the fate: a second one is refused
+    acknowledged: bool = False  # its answer was sent and a later server message arrived
+    #: Never running: in no batch, in no message being received, streaming nothing.
+    batch: ClassVar[None] = None
+    seq: ClassVar[int] = -1
+    streaming: ClassVar[bool] = False
+
+    @property
+    def final(self) -> bool:
+        """Nothing can change it any more: settled, and its answer (if sent) acknowledged."""
+        return self.settled and (self.acknowledged or self.state != "answered")
+
+    def fate(self) -> Fate:
+        """The ``Fate`` the ledger reports for this delivery."""
+        return Fate(
+            self.call_id,
+            self.name,
+            self.behavior,
+            cast(FateKind, self.state),
+            self.reason,
+            self.latency,
+            self.received_at,
+            self.ended_at,
+        )
 
 
 class BlockingBatch(msgspec.Struct, gc=False):
@@ -152,6 +204,27 @@ class BlockingBatch(msgspec.Struct, gc=False):
     split: bool = False  # too large for one frame: its answers go out over several, in order
 
 
+#: What an old ended delivery that nothing can change any more (``Ended.final``) is judged by,
+#: by its fate: every such id shares one of these, and its own record is let go. No twin of it
+#: can come any more (both sources are marked seen).
+FINAL: dict[CallState, Ended] = {
+    state: Ended(
+        "",
+        "",
+        "BLOCKING",
+        state,
+        "",
+        0.0,
+        0.0,
+        0.0,
+        -1,
+        ("tool_call", "model_turn"),
+        True,
+        state == "answered",
+    )
+    for state in ("answered", "cancelled", "orphaned")
+}
+
 #: An answer queued to send, with the life it answers.
 Item: TypeAlias = tuple[Life, Outcome | Partial]
 
@@ -160,7 +233,7 @@ def move(life: Life, event: Event) -> None:
     """Move ``life`` by ``event`` as ``TRANSITIONS`` says; raise ``LedgerError`` if it cannot."""
     target = TRANSITIONS.get((life.state, event))
     if target is None:
-        raise LedgerError(f"call {life.call.id}: cannot {event} a call that is {life.state}")
+        raise LedgerError(f"call {life.call_id}: cannot {event} a call that is {life.state}")
     if life.state == "running" and target != "running" and life.batch is not None:
         life.batch.running -= 1
     life.state = target

@@ -17,6 +17,7 @@ from livebridge.errors import StoreError, ToolError
 
 __all__ = [
     "abandoned",
+    "already_answered",
     "cancelled",
     "copied",
     "denied",
@@ -65,7 +66,7 @@ def failure(
     if isinstance(exc, StoreError):
         return store_unavailable(call, exc)
     if isinstance(exc, ToolError):
-        response = payloads.error("tool_error", exc.message, retryable=exc.retryable)
+        response = payloads.error(exc.kind, exc.message, retryable=exc.retryable)
     elif isinstance(exc, payloads.UnserializableResult):
         log.error(
             "tool %s (call %s) returned an unserializable result: %s", tool_name, call.id, exc
@@ -153,6 +154,18 @@ def unknown(call: Call, available: list[str]) -> Outcome:
 
 def invalid_arguments(call: Call, message: str) -> Outcome:
     return make(call, "rejected", payloads.error("invalid_arguments", message))
+
+
+def already_answered(call: Call, kind: OutcomeKind) -> Outcome:
+    """A re-delivered id answered long ago, whose answer the session no longer keeps
+    (``CallPolicy.remembered_bytes``): not run again, and told so."""
+    message = (
+        f"Call {call.id} was answered earlier in this session ({kind}); it was not run again,"
+        " and that answer is no longer kept. Use the answer given then."
+    )
+    response = payloads.error("already_answered", message, retryable=False, duplicate_of=call.id)
+    outcome = make(call, "duplicate", response)
+    return msgspec.structs.replace(outcome, duplicate_of=call.id)
 
 
 def twin(call: Call, first_id: str) -> Outcome:

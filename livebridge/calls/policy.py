@@ -21,6 +21,10 @@ class CallPolicy:
     ``frames.BYTES_PER_CALL`` bytes for each call a turn may carry. ``idempotency_ttl`` is how long
     (seconds) a tool's ``idempotency_key`` makes later calls the same request; at most
     ``idempotency_cache`` keys are remembered (the oldest is forgotten first).
+    ``remembered_bytes`` bounds the answers a session keeps to answer a re-delivered call id
+    again (``livebridge.calls.answered``): each is charged its encoded size plus 512 bytes, and
+    the oldest beyond the budget keeps only its kind (a re-delivery then gets
+    ``already_answered``, and is still not run).
     ``confirm_window`` is how long (seconds) an irreversible tool's call waits for its turn to be
     confirmed where the vendor may still withdraw it (Gemini): that long without an
     interruption, a cancellation or new input confirms it.
@@ -33,6 +37,7 @@ class CallPolicy:
     max_frame_bytes: int = payloads.DEFAULT_MAX_FRAME_BYTES
     idempotency_ttl: float = 600.0
     idempotency_cache: int = 4096
+    remembered_bytes: int = 262_144
     limiter: SlotLimiter | None = None
     confirm_window: float = 0.5
 
@@ -53,3 +58,5 @@ class CallPolicy:
             raise ValueError("confirm_window must not be negative")
         if not self.idempotency_ttl >= 0 or self.idempotency_cache < 1:
             raise ValueError("idempotency_ttl must not be negative, idempotency_cache at least 1")
+        if self.remembered_bytes < 0:
+            raise ValueError("remembered_bytes must not be negative")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from itertools import islice, takewhile
 from typing import Generic, Literal, TypeVar
 
 import msgspec
@@ -29,6 +28,7 @@ from livebridge.calls.call import OutcomeKind, is_failure
 __all__ = [
     "MAX_IDS_PER_REQUEST",
     "PRUNE_ABOVE",
+    "RETRY_WINDOW",
     "Repeat",
     "Request",
     "Requests",
@@ -73,28 +73,42 @@ class Request(msgspec.Struct, Generic[F], eq=False, gc=False):
         del self.ids[:-MAX_IDS_PER_REQUEST]
 
 
-#: Above this many remembered requests, each ``put`` forgets the stale ones at the oldest end.
-PRUNE_ABOVE = 32
+#: Above this many remembered requests, a ``put`` forgets every stale one once there were as
+#: many puts since the last sweep as that sweep kept requests (and at least this many).
+PRUNE_ABOVE = 8
+#: A stale request a later call may still look up (``retried``) outlives a sweep while it is
+#: among this many newest requests kept: at most so many failures are kept for their retries.
+RETRY_WINDOW = 32
 
 
 class Requests(Generic[F]):
     """The newest request of each key, at most ``capacity`` (oldest forgotten first).
 
     ``stale(request)`` says a request can no longer change a decision (its answer was seen,
-    or it failed). Above ``PRUNE_ABOVE`` requests, each ``put`` forgets the stale ones from the
-    oldest end up to the first that is not, so in a conversation whose answers arrive the
-    memory stays small, far below ``capacity``, and most puts look at nothing.
+    or it failed). Above ``PRUNE_ABOVE`` requests, a ``put`` forgets every stale one, wherever
+    it is, once there were as many puts since the last sweep as that sweep kept (at least
+    ``PRUNE_ABOVE``): a request still running holds no others, and the answers requests pin
+    (each its first call's outcome) are those the model may not have seen and about as many
+    more. A sweep costs at most twice the puts since the last: O(1) per put, amortised.
+    ``retried(request)``: a stale request a later call still looks up (one that failed: its
+    retry keeps the request's idempotency key, ``keys``); a sweep spares it while it is among
+    the newest ``RETRY_WINDOW`` requests kept.
     """
 
     def __init__(
-        self, capacity: int, stale: Callable[[Request[F]], bool] = lambda request: False
+        self,
+        capacity: int,
+        stale: Callable[[Request[F]], bool] = lambda request: False,
+        retried: Callable[[Request[F]], bool] = lambda request: False,
     ) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self._capacity = capacity
         self._stale = stale
+        self._retried = retried
         self._by_key: OrderedDict[Hashable, Request[F]] = OrderedDict()
-        self._check_above = min(capacity, PRUNE_ABOVE)  # below it, a put checks nothing
+        self._puts = 0  # since the last sweep
+        self._sweep_after = PRUNE_ABOVE  # puts, then a sweep (when above ``PRUNE_ABOVE``)
 
     def get(self, key: Hashable) -> Request[F] | None:
         """The newest request of ``key``, if remembered."""
@@ -108,17 +122,17 @@ class Requests(Generic[F]):
         by_key = self._by_key
         by_key.pop(key, None)  # re-inserted at the newest end
         by_key[key] = request
-        if len(by_key) <= self._check_above:
-            return request
-        size = len(by_key)
-        if size > self._capacity:
+        if len(by_key) > self._capacity:
             by_key.popitem(last=False)
-            size -= 1
-        if size > PRUNE_ABOVE and self._stale(next(iter(by_key.values()))):
-            # The oldest is stale: it goes, with the stale ones right after it (never this one).
-            after = takewhile(self._stale, islice(by_key.values(), 1, size - 1))
-            for _ in range(1 + len(list(after))):
-                by_key.popitem(last=False)
+        self._puts += 1
+        if self._puts > self._sweep_after and len(by_key) > PRUNE_ABOVE:
+            stale, retried = self._stale, self._retried
+            recent = len(by_key) - RETRY_WINDOW  # from this index on: spared if retried
+            for index, (old, r) in enumerate(list(by_key.items())):
+                if r is not request and stale(r) and (index < recent or not retried(r)):
+                    del by_key[old]
+            self._puts = 0
+            self._sweep_after = max(PRUNE_ABOVE, len(by_key))
         return request
 
     def expire(self, now: float, ttl: float) -> None:

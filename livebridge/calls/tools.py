@@ -10,7 +10,8 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, Unpack, overload
 
@@ -29,6 +30,9 @@ from livebridge.calls.call import (
 
 if TYPE_CHECKING:
     from google.genai import types
+
+    from livebridge.mcp.server import MCPServer
+    from livebridge.mcp.tools import MCPOptions, Sources
 
 __all__ = ["HandlerKind", "IdempotencyKey", "Tool", "ToolOptions", "ToolRegistry"]
 
@@ -142,6 +146,7 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self._mcp: Sources | None = None
 
     def get(self, name: str) -> Tool | None:
         """The tool registered under ``name``, if any."""
@@ -227,6 +232,38 @@ class ToolRegistry:
         )
         self._tools[tool_name] = tool
         return tool
+
+    def add_mcp(self, server: MCPServer, /, **options: Unpack[MCPOptions]) -> None:
+        """Declare the tools of an MCP server (``livebridge.mcp``) when a session connects.
+
+        ``options`` are ``ToolOptions`` for each of its tools (``timeout`` 10 s unless given)
+        and ``include`` / ``exclude`` / ``prefix`` / ``per_tool`` (``MCPOptions``). The server
+        is started and its tools listed by ``connect_mcp``, which ``LiveSession.connect`` uses.
+        """
+        from livebridge.mcp.tools import Sources
+
+        if self._mcp is None:
+            self._mcp = Sources()
+        self._mcp.add(server, options)
+
+    @asynccontextmanager
+    async def connect_mcp(self) -> AsyncIterator[ToolRegistry]:
+        """While in this block the registry's MCP servers run and their tools are registered
+        (listed once, shared by every block of the process using them; the last to leave stops
+        them). Raises ``MCPError`` naming a server that cannot start or list its tools."""
+        if self._mcp is None:
+            yield self
+            return
+        async with self._mcp.in_use(self):
+            yield self
+
+    def register(self, tools: Iterable[Tool]) -> None:
+        """Add tools built elsewhere (an MCP server's), by name; a name taken is a ValueError."""
+        tools = list(tools)
+        for tool in tools:
+            if tool.name in self._tools:
+                raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools.update((tool.name, tool) for tool in tools)
 
     def with_tools(self, tools: Iterable[Tool]) -> ToolRegistry:
         """A new registry holding ``tools`` (e.g. this one's, adapted to a model), by name."""

@@ -3,8 +3,9 @@
 It prints the environment lines that point a google-genai program (with ``--protocol openai``,
 an ``openai`` program) at it, each violation as it is
 found, and a summary when it stops (SIGINT or SIGTERM); ``--report`` writes the transcript and the
-violations as JSON, ``--strict`` makes any violation exit 1. A bad flag or scenario is one line on
-stderr and exit 2.
+violations as JSON, ``--strict`` makes any violation exit 1. What it keeps for the report is
+bounded in bytes (``--report-mb``, the newest kept); the summary and ``--strict`` count every
+violation. A bad flag or scenario is one line on stderr and exit 2.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import argparse
 import asyncio
 import signal
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from livebridge.emulator.faults import Faults, MessagePredicate
 from livebridge.emulator.gemini.checker import HELD_ANSWERS_SECONDS, Violation
 from livebridge.emulator.scenario import Scenario
 from livebridge.emulator.server import PROTOCOLS, Emulator
-from livebridge.emulator.shared import STANDALONE
+from livebridge.emulator.shared import STANDALONE_BYTES, Retention
 from livebridge.emulator.steps import load_scenario
 from livebridge.errors import UsageError
 
@@ -60,6 +60,12 @@ def add_emulator_command(subcommands: argparse._SubParsersAction[argparse.Argume
     add_replay_options(parser)
     parser.add_argument("--report", type=Path, help="write transcript and violations here (JSON)")
     parser.add_argument("--strict", action="store_true", help="exit 1 if there were violations")
+    parser.add_argument(
+        "--report-mb",
+        metavar="MIB",
+        help=f"MiB of transcript, sessions and violations kept for the report, the newest "
+        f"(default {STANDALONE_BYTES >> 20}); the summary counts every violation",
+    )
     parser.add_argument(
         "--models", help="comma-separated model names served (default: any); others get 1008"
     )
@@ -104,13 +110,13 @@ def run_emulator(args: argparse.Namespace) -> int:
     """Serve until SIGINT/SIGTERM; 0, or 1 under ``--strict`` with violations, or 2 on bad input."""
     try:
         emulator = _emulator(args)
-        violations = asyncio.run(_serve(emulator, args))
+        found = asyncio.run(_serve(emulator, args))
     except UsageError as error:  # a bad flag or file (ScenarioError too): one line
         print(f"{_PROG}: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # before the signal handlers were in place: nothing served
         return 130
-    return 1 if args.strict and violations else 0
+    return 1 if args.strict and found else 0
 
 
 def parse_faults(text: str) -> Faults:
@@ -145,6 +151,18 @@ def _seconds(flag: str, text: str) -> float:
     if not value >= 0:
         raise UsageError(f"{flag} needs a number of seconds ≥ 0, got {text!r}")
     return value
+
+
+def _mebibytes(text: str | None) -> int:
+    if text is None:
+        return STANDALONE_BYTES
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"--report-mb needs a number of MiB, got {text!r}") from None
+    if not 0 < value < 1 << 20:
+        raise UsageError(f"--report-mb needs a number of MiB > 0, got {text!r}")
+    return int(value * (1 << 20))
 
 
 def _port(text: str) -> int:
@@ -187,7 +205,8 @@ def _emulator(args: argparse.Namespace) -> Emulator:
         held = _seconds("--held-answers", args.held_answers)
     reissue = args.reissue_after
     if args.model is not None:
-        backend: profiles.Backend = "openai" if protocol == "openai" else "developer"
+        live = args.model.startswith("gpt-live")  # GPT-Live: an OpenAI model, its own side
+        backend: profiles.Backend = "openai" if protocol == "openai" or live else "developer"
         if profiles.known_profile(args.model, backend) is None:
             known = ", ".join(profiles.families(backend))
             raise UsageError(f"--model {args.model!r} is not a model livebridge knows: {known}")
@@ -204,7 +223,7 @@ def _emulator(args: argparse.Namespace) -> Emulator:
         check_audio_during_blocking=not args.no_audio_check,
         held_answers=held,
         on_violation=_print_violation,
-        retention=STANDALONE,
+        retention=Retention(max_bytes=_mebibytes(args.report_mb)),
         replay=args.replay,
         pace=args.pace,
         answer_timeout=args.answer_timeout,
@@ -223,7 +242,8 @@ def _print_violation(violation: Violation) -> None:
     )
 
 
-async def _serve(emulator: Emulator, args: argparse.Namespace) -> list[Violation]:
+async def _serve(emulator: Emulator, args: argparse.Namespace) -> int:
+    """Serve until a signal; the number of violations found."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -240,26 +260,42 @@ async def _serve(emulator: Emulator, args: argparse.Namespace) -> list[Violation
         await stop.wait()
     finally:
         await emulator.stop()
-    violations = list(emulator.violations)
-    _print_summary(emulator, violations)
+    violations = list(emulator.violations)  # waits for the closed connections' verdicts
+    counts = emulator.violation_counts
+    _print_summary(emulator, counts)
     if args.report is not None:
         _write_report(args.report, emulator, violations)
-    return violations
+    return sum(counts.values()) + len(_live_verdicts(emulator))
 
 
-def _print_summary(emulator: Emulator, violations: list[Violation]) -> None:
-    kinds = Counter((v.severity, v.kind) for v in violations)
-    errors = sum(n for (severity, _), n in kinds.items() if severity == "error")
+def _live_verdicts(emulator: Emulator) -> list[Any]:
+    """GPT-Live: the peer faults each connection made, by name (``--strict`` counts them)."""
+    live = emulator.live
+    return [v for session in (live.sessions if live is not None else ()) for v in session.verdicts]
+
+
+def _print_summary(emulator: Emulator, counts: dict[tuple[str, str], int]) -> None:
+    total = sum(counts.values())
+    errors = sum(n for (severity, _), n in counts.items() if severity == "error")
     print(
-        f"summary: {emulator.connections_served} connection(s), {len(violations)} violation(s) "
-        f"({errors} error(s), {len(violations) - errors} warning(s))",
+        f"summary: {emulator.connections_served} connection(s), {total} violation(s) "
+        f"({errors} error(s), {total - errors} warning(s))",
         flush=True,
     )
-    for (severity, kind), count in sorted(kinds.items()):
+    for (severity, kind), count in sorted(counts.items()):
         print(f"  {severity:<8}{kind:<28}{count}", flush=True)
+    if emulator.transcript_dropped:  # the report keeps the newest within --report-mb
+        print(
+            f"  the report keeps the newest: {emulator.transcript_dropped} transcript "
+            f"entries, {total - len(emulator.violations)} violation(s) dropped",
+            flush=True,
+        )
     if emulator.replay is not None:  # how the client's answers compare with the recording's
         print(emulator.replay.finish().render(), flush=True)
-    print("PASS: no violations" if not violations else "FAIL: the client broke the contract")
+    faults = _live_verdicts(emulator)
+    for verdict in faults:
+        print(f"  verdict {verdict.case}: {verdict.detail}", flush=True)
+    print("PASS: no violations" if not (total or faults) else "FAIL: the client broke the contract")
 
 
 def _write_report(path: Path, emulator: Emulator, violations: list[Violation]) -> None:
@@ -270,6 +306,10 @@ def _write_report(path: Path, emulator: Emulator, violations: list[Violation]) -
             {"id": s.id, "model": s.model, "close": s.close_info, "errors": s.errors}
             for s in emulator.connections
         ],
+        "violation_counts": {
+            f"{severity}:{kind}": n for (severity, kind), n in emulator.violation_counts.items()
+        },
+        "transcript_dropped": emulator.transcript_dropped,
     }
     try:
         path.write_bytes(msgspec.json.format(msgspec.json.encode(report)))

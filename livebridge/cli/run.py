@@ -11,8 +11,8 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import AsyncGenerator, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -29,6 +29,7 @@ from livebridge.emulator import Emulator
 from livebridge.errors import (
     ConnectionLostError,
     LiveSessionError,
+    MCPError,
     ModelNotFoundError,
     RunError,
     SessionEndedError,
@@ -52,7 +53,10 @@ __all__ = [
     "RunError",
     "add_run_command",
     "load_registry",
+    "mcp_listed",
     "parse_policy",
+    "registry_for",
+    "require_tools",
 ]
 
 DEFAULT_MODEL = "gemini-3.8-live"
@@ -71,11 +75,14 @@ Like `uvicorn app:app`, MODULE is a dotted module name imported with the current
 on the path (myapp.tools, not myapp/tools.py), and ATTR names the ToolRegistry in it. Text turns
 come from --text or, one per line, from standard input; the model's replies and each tool call are
 printed as they happen. The key comes from GEMINI_API_KEY (or GOOGLE_API_KEY), with --vendor
-openai from OPENAI_API_KEY; --emulator runs offline against the built-in emulator instead.
+openai from OPENAI_API_KEY; --emulator runs offline against the built-in emulator instead. Each
+--mcp adds the tools of an MCP server: a command line run over stdio, or an http(s):// URL
+(streamable HTTP); with --mcp, MODULE:ATTR may be left out.
 
 examples:
   livebridge run examples.embedded:tools --emulator --text "Weather in Paris?"
   livebridge run examples.embedded:tools --vendor openai --emulator --text "Weather in Paris?"
+  livebridge run --mcp "python -m weather_server" --mcp https://kb.example.com/mcp
 """
 
 
@@ -86,7 +93,7 @@ def add_run_command(subcommands: argparse._SubParsersAction[argparse.ArgumentPar
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.tools:registry")
+    add_tool_sources(parser)
     parser.add_argument(
         "--emulator", action="store_true", help="use the local emulator instead of the service"
     )
@@ -108,6 +115,23 @@ def add_run_command(subcommands: argparse._SubParsersAction[argparse.ArgumentPar
     parser.set_defaults(command=run_command)
 
 
+def add_tool_sources(
+    parser: argparse.ArgumentParser, target_help: str = "e.g. myapp.tools:registry"
+) -> None:
+    """``MODULE:ATTR`` and ``--mcp``, where each command running the app's tools finds them."""
+    parser.add_argument(
+        "target", metavar="MODULE:ATTR", nargs="?", help=f"{target_help} (optional with --mcp)"
+    )
+    parser.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="SERVER",
+        help='an MCP server whose tools to add (repeatable): a command line ("python -m '
+        'server") or an http(s):// URL',
+    )
+
+
 def add_serving_options(parser: argparse.ArgumentParser, policy_help: str) -> None:
     """``--metrics-port`` and ``--policy``, as each command running the app's tools takes them."""
     parser.add_argument(
@@ -124,7 +148,7 @@ def add_serving_options(parser: argparse.ArgumentParser, policy_help: str) -> No
 def run_command(args: argparse.Namespace) -> int:
     """Run the session; 0 when it ended normally."""
     try:
-        registry = load_registry(args.target)
+        registry = registry_for(args.target, args.mcp)
         policy = parse_policy(args.policy)
         if args.vendor == "openai" and importlib.util.find_spec("openai") is None:
             raise RunError(
@@ -143,8 +167,31 @@ def run_command(args: argparse.Namespace) -> int:
 # -- checking the command line ---------------------------------------------------------------
 
 
-def load_registry(target: str) -> ToolRegistry:
-    """Import ``MODULE`` and return its ``ATTR``, which must be a ``ToolRegistry``."""
+def load_registry(target: str, *, empty_ok: bool = False) -> ToolRegistry:
+    """Import ``MODULE`` and return its ``ATTR``, a ``ToolRegistry`` with tools (``empty_ok``: or
+    without, when they come from elsewhere)."""
+    value = load_object(target)
+    if not isinstance(value, ToolRegistry):
+        raise RunError(
+            f"{target} is of type {type(value).__name__}, not a livebridge.ToolRegistry: "
+            "point at the registry your tools are registered on"
+        )
+    return value if empty_ok else require_tools(value, target)
+
+
+def require_tools(registry: ToolRegistry, target: str) -> ToolRegistry:
+    """``registry``, unless it has no tools: a model given none is never what was meant."""
+    if not registry.names():
+        attribute = target.rpartition(":")[2].rsplit(".", 1)[-1]
+        raise RunError(
+            f"{target} has no tools: register them with @{attribute}.tool "
+            "in the module before it is loaded here"
+        )
+    return registry
+
+
+def load_object(target: str) -> Any:
+    """Import ``MODULE`` and return its ``ATTR``, whatever it is."""
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise RunError(f"expected MODULE:ATTR (like myapp.tools:registry), got {target!r}")
@@ -175,17 +222,36 @@ def load_registry(target: str) -> ToolRegistry:
             hint = f"; ToolRegistry objects in it: {', '.join(found)}" if found else ""
             raise RunError(f"module {module_name!r} has no attribute {attribute!r}{hint}")
         value = getattr(value, part)
-    if not isinstance(value, ToolRegistry):
-        raise RunError(
-            f"{target} is of type {type(value).__name__}, not a livebridge.ToolRegistry: "
-            "point at the registry your tools are registered on"
-        )
-    if not value.names():
-        raise RunError(
-            f"{target} has no tools: register them with @{attribute.rsplit('.', 1)[-1]}.tool "
-            "in the module before it is loaded here"
-        )
     return value
+
+
+def registry_for(target: str | None, servers: Sequence[str]) -> ToolRegistry:
+    """The registry ``MODULE:ATTR`` names (else an empty one) with each ``--mcp`` server added."""
+    if target is None and not servers:
+        raise RunError("give MODULE:ATTR (like myapp.tools:registry), or an MCP server with --mcp")
+    empty_ok = bool(servers)  # the MCP servers' tools are listed later
+    registry = load_registry(target, empty_ok=empty_ok) if target is not None else ToolRegistry()
+    for spec in servers:
+        from livebridge.mcp import MCPServer
+
+        try:
+            registry.add_mcp(MCPServer.parse(spec))
+        except ValueError as exc:
+            raise RunError(f"bad --mcp {spec!r}: {exc}") from None
+        except ImportError as exc:
+            raise RunError(f"--mcp: {exc}") from None
+    return registry
+
+
+@asynccontextmanager
+async def mcp_listed(registry: ToolRegistry) -> AsyncIterator[None]:
+    """While in this block the registry's MCP servers run, their tools listed (so metrics know
+    their names); one that cannot start is a ``RunError``."""
+    try:
+        async with registry.connect_mcp():
+            yield
+    except MCPError as exc:
+        raise RunError(f"{exc}: check the --mcp command or URL") from None
 
 
 def policy_fields() -> dict[str, type]:
@@ -240,6 +306,13 @@ def api_key(vendor: str = "gemini") -> str:
 
 
 async def _run(
+    args: argparse.Namespace, registry: ToolRegistry, policy: CallPolicy, key: str | None
+) -> int:
+    async with mcp_listed(registry):
+        return await _run_listed(args, registry, policy, key)
+
+
+async def _run_listed(
     args: argparse.Namespace, registry: ToolRegistry, policy: CallPolicy, key: str | None
 ) -> int:
     observers: list[Observer] = []

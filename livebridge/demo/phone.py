@@ -1,19 +1,24 @@
 """``livebridge demo --phone``: a whole phone call, offline — the bridge, the emulator and a
 simulated caller over real sockets — printed as what the caller heard and when.
 
-The caller asks for the weather in two cities (two parallel calls), hears the answer, says
-goodbye; the model says goodbye and calls ``end_call``, and the bridge hangs up only after the
-caller heard the goodbye (its mark came back).
+The call comes in as on Twilio: the caller posts to the voice webhook and streams to the URL
+of the TwiML, each request signed (with ``TWILIO_AUTH_TOKEN`` when it is set, else a token made
+up for the run) and the server checking every signature. The caller asks for the weather in two
+cities (two parallel calls), hears the answer, says goodbye; the model says goodbye and calls
+``end_call``, and the bridge hangs up only after the caller heard the goodbye (its mark came
+back).
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Literal, TextIO
 
 import anyio
 
@@ -21,10 +26,9 @@ from livebridge.calls.tools import ToolRegistry
 from livebridge.emulator import Conversation, Emulator
 from livebridge.emulator.speech import spoken
 from livebridge.live.options import SessionOptions
-from livebridge.live.session import LiveSession
 from livebridge.observe.observers import Observer
+from livebridge.phone.agent import AgentSource, session_opener
 from livebridge.phone.bridge import (
-    OPENAI_PHONE_CONFIG,
     BargedIn,
     CallEnded,
     Listener,
@@ -34,9 +38,11 @@ from livebridge.phone.bridge import (
     PhoneEvent,
     PhoneOptions,
 )
-from livebridge.phone.caller import SimulatedCaller, speech
+from livebridge.phone.caller import SimulatedCaller, ring, speech
+from livebridge.phone.gate import STREAM_PATH, TELNYX_PATH
 from livebridge.phone.server import serve_phone
-from livebridge.phone.twilio import StreamStarted
+from livebridge.phone.telnyx import TelnyxStream
+from livebridge.phone.twilio import TwilioStream
 
 __all__ = ["PhoneScript", "phone_tools", "run_phone_demo"]
 
@@ -108,35 +114,36 @@ def phone_tools(delay: float = 0.3) -> ToolRegistry:
 @asynccontextmanager
 async def phone_line(
     emulator: Emulator,
-    tools: ToolRegistry,
+    tools: AgentSource,
     *,
     listeners: Sequence[Listener] = (),
     observers: Sequence[Observer] = (),
     options: SessionOptions | None = None,
     phone: PhoneOptions | None = None,
+    auth_token: str | None = None,
+    max_calls: int | None = None,
+    provider: Literal["twilio", "telnyx"] = "twilio",
+    telnyx_public_key: str | None = None,
 ) -> AsyncIterator[tuple[PhoneBridge, str]]:
     """A bridge to ``emulator`` (Gemini, or OpenAI with μ-law both ways) served on a free
-    port: the bridge and its ``ws://`` URL."""
-
-    @asynccontextmanager
-    async def open_session(start: StreamStarted) -> AsyncIterator[LiveSession]:
-        openai = emulator.protocol == "openai"
-        async with LiveSession.connect(
-            emulator.openai_client() if openai else emulator.client(),
-            model="gpt-realtime-2" if openai else "gemini-3.8-live",
-            tools=tools,
-            config=OPENAI_PHONE_CONFIG
-            if openai
-            else {"response_modalities": ["AUDIO"], "output_audio_transcription": {}},
-            options=options,
-            observers=observers,
-        ) as session:
-            yield session
-
-    bridge = PhoneBridge(open_session, options=phone, listeners=listeners)
-    async with serve_phone(bridge) as server:
-        port = next(iter(server.sockets)).getsockname()[1]
-        yield bridge, f"ws://127.0.0.1:{port}/twilio"
+    port, answering with ``tools`` (a registry, an agent or an agent function): the bridge and
+    its ``ws://`` URL (the webhook is at ``/twiml`` beside it). With ``auth_token`` every
+    request must be signed with it. ``provider="telnyx"``: Telnyx's routes (``/texml``,
+    ``/telnyx``), its webhooks checked with ``telnyx_public_key``."""
+    openai = emulator.protocol == "openai"
+    client = emulator.openai_client() if openai else emulator.client()
+    opener = session_opener(tools, client, observers=observers, options=options)
+    codec = TelnyxStream if provider == "telnyx" else TwilioStream
+    bridge = PhoneBridge(opener, options=phone, listeners=listeners, codec=codec)
+    async with serve_phone(
+        bridge,
+        auth_token=auth_token,
+        max_calls=max_calls,
+        provider=provider,
+        telnyx_public_key=telnyx_public_key,
+    ) as server:
+        path = TELNYX_PATH if provider == "telnyx" else STREAM_PATH
+        yield bridge, f"ws://127.0.0.1:{server.port}{path}"
 
 
 async def run_phone_demo(out: TextIO | None = None) -> int:
@@ -144,12 +151,22 @@ async def run_phone_demo(out: TextIO | None = None) -> int:
     began = time.monotonic()
     log = _CallLog(out or sys.stdout, began)
     listeners = (log.on_event,)
+    token = os.environ.get("TWILIO_AUTH_TOKEN") or secrets.token_urlsafe(24)
     async with (
         Emulator(PhoneScript()) as emu,
-        phone_line(emu, phone_tools(), listeners=listeners) as (_, url),
+        phone_line(emu, phone_tools(), listeners=listeners, auth_token=token) as (_, url),
     ):
-        log.line(f"dialing {url}")
-        async with SimulatedCaller.dial(url) as caller:
+        webhook = url.removeprefix("ws://").removesuffix("/twilio")
+        rung = await ring(f"http://{webhook}/twiml", auth_token=token)
+        stream = rung.stream_url
+        if rung.status != 200 or stream is None:
+            log.line(f"the voice webhook answered {rung.status}: {rung.body.strip()}")
+            return 1
+        log.line(f"voice webhook (signed POST): stream to {stream}")
+        log.line(f"dialing {url} (signed)")
+        async with SimulatedCaller.dial(
+            url, auth_token=token, signed_url=stream, parameters=rung.parameters
+        ) as caller:
             for text in (QUESTION, GOODBYE):
                 log.line(f"caller says: {text}")
                 await caller.say(speech(text))

@@ -19,6 +19,7 @@ from websockets.exceptions import ConnectionClosed
 from livebridge.emulator.contract import Answer, CallChecker, CallRecord, Ending
 from livebridge.emulator.frames import ending_of
 from livebridge.emulator.shared import Shared, UserTurn, cap_reason
+from livebridge.errors import UsageError
 
 __all__ = [
     "FRAME_SECONDS",
@@ -59,7 +60,7 @@ class Connection:
 
     def __init__(self, shared: Shared, ws: ServerConnection, session_id: str) -> None:
         self.shared = shared
-        self.ws = ws
+        self._ws: ServerConnection | None = ws
         self.id = session_id
         self.errors: list[str] = []
         self.close_info: dict[str, Any] | None = None
@@ -71,6 +72,14 @@ class Connection:
         self._tasks: set[asyncio.Task[None]] = set()
         self._aborted = False
         self.turns: asyncio.Queue[UserTurn] = asyncio.Queue(MAX_WAITING_TURNS)
+
+    @property
+    def ws(self) -> ServerConnection:
+        """The websocket. A finished connection lets go of it: the socket's TLS buffers and
+        compressors (about 300 KB) would otherwise live as long as the connection is reported."""
+        if self._ws is None:
+            raise UsageError(f"connection {self.id} has finished: its websocket is released")
+        return self._ws
 
     @property
     def pending_calls(self) -> list[CallRecord]:
@@ -116,7 +125,8 @@ class Connection:
         self.checker.finish(ending)
         self.close_info = {"code": self.ws.close_code, "reason": self.ws.close_reason}
         self.finished = True
-        self.shared.notify()
+        self._ws = self._group = None  # what the report keeps is the connection's, not the socket's
+        self.shared.finished(self)
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run work in this connection's task group; a failure in it is the service's

@@ -8,7 +8,10 @@ few hundred cities, plus any a scenario adds with ``RuleModel(places=...)``), wr
 Oslo and Lisbon?") is never one. A function takes one place when its only required parameter (or,
 with none required, its only parameter, or one named ``city``) is a string; a parameter named like
 a ticker (``symbol``, ``ticker``) takes the all-capitals words instead ("Price of ACME and
-GLOBEX?"). The model waits for the BLOCKING answers, then speaks them back as text
+GLOBEX?"). With ``RuleModel(by_description=True)`` (tools it did not write, an MCP server's), it
+calls only the functions whose name or description shares a word with the turn ("Weather in
+Oslo?" picks "Weather for a city.", not "Book a guided tour."), or all when none does. The model
+waits for the BLOCKING answers, then speaks them back as text
 (``outputTranscription``) and audio; NON_BLOCKING answers are reported by the connection as they
 arrive. Any sustained audio followed by silence is a user utterance, taken to say ``heard``. On
 OpenAI Realtime the calls are one response's ``function_call`` items, and the spoken answer goes
@@ -31,9 +34,11 @@ if TYPE_CHECKING:
     from livebridge.vendors.gemini import wire
 
 __all__ = [
+    "COMMON_WORDS",
     "JOINERS",
     "SYMBOL_PARAMETERS",
     "RuleModel",
+    "described",
     "named_places",
     "place_parameter",
     "ticker_symbols",
@@ -49,6 +54,11 @@ JOINERS = frozenset(
 #: Parameters that take ticker symbols rather than places.
 SYMBOL_PARAMETERS = frozenset({"symbol", "symbols", "ticker", "tickers", "ticker_symbol", "stock"})
 _SYMBOL = re.compile(r"\b[A-Z][A-Z0-9]{1,5}(?:\.[A-Z]{1,2})?\b")
+#: Words of a turn that say nothing about which tool it asks for.
+_COMMON = """what whats what's tell about please with from this that there have like could would
+does city cities town place places some want need know give show today tomorrow"""
+COMMON_WORDS = frozenset(_COMMON.split())
+_WORD = re.compile(r"[^\W\d_]+")
 _KNOWN = {place.casefold(): place for place in PLACES}
 _LONGEST = max(len(place.split()) for place in PLACES)
 
@@ -111,6 +121,25 @@ def place_parameter(declaration: wire.FunctionDeclaration) -> str | None:
     return name if kind is None or str(kind).lower() == "string" else None
 
 
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.casefold()) if len(w) >= 4} - COMMON_WORDS
+
+
+def _same_word(a: str, b: str) -> bool:
+    """The same word, give or take an ending ("forecast", "forecasts"; "book", "booking")."""
+    short, long = sorted((a, b), key=len)
+    return long.startswith(short)
+
+
+def described(text: str, declaration: wire.FunctionDeclaration, places: Collection[str]) -> bool:
+    """Does ``text`` (its places left out) share a word with the function's name or
+    description?"""
+    asked = _words(text) - {w for place in places for w in _words(place)}
+    own = _words(declaration.name.replace("_", " ").replace("-", " "))
+    own |= _words(declaration.description or "")
+    return any(_same_word(a, b) for a in asked for b in own)
+
+
 @dataclass(frozen=True, slots=True)
 class RuleModel:
     """Answers every user turn by rule; ``heard`` is what an audio turn is taken to say."""
@@ -120,18 +149,26 @@ class RuleModel:
     speak_seconds: float = 0.4
     #: Places known besides ``PLACES`` (a scenario's own: "Narnia", "Gotham").
     places: Collection[str] = ()
+    #: Call only the functions whose name or description shares a word with the turn.
+    by_description: bool = False
 
     async def __call__(self, conv: Conversation) -> None:
         while True:
             await self.respond(conv, await conv.expect_turn())
 
-    def pick_functions(self, conv: Conversation) -> list[tuple[str, str]]:
-        """(function, place parameter) for each declared function taking a place."""
+    def pick_functions(self, conv: Conversation, text: str = "") -> list[tuple[str, str]]:
+        """(function, place parameter) for each declared function taking a place (with
+        ``by_description``, each the turn ``text`` describes, if any is)."""
+        declarations = conv.declarations
         picked = [
             (name, parameter)
-            for name, declaration in conv.declarations.items()
+            for name, declaration in declarations.items()
             if (parameter := place_parameter(declaration)) is not None
         ]
+        if self.by_description:
+            places = named_places(text, self.places)
+            matching = [p for p in picked if described(text, declarations[p[0]], places)]
+            picked = matching or picked
         return sorted(picked, key=lambda pair: pair[0] != self.function)
 
     async def respond(self, conv: Conversation, turn: UserTurn) -> None:
@@ -141,7 +178,7 @@ class RuleModel:
         places, symbols = named_places(text, self.places), ticker_symbols(text)
         asked = [
             (subject, (name, parameter))
-            for name, parameter in self.pick_functions(conv)
+            for name, parameter in self.pick_functions(conv, text)
             for subject in (symbols if parameter in SYMBOL_PARAMETERS else places)
         ]
         if not asked:

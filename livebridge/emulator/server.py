@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection
 from http import HTTPStatus
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from google import genai
 from google.genai import types
@@ -59,6 +59,8 @@ from livebridge.errors import UsageError
 
 if TYPE_CHECKING:
     from livebridge.emulator.gemini.replay import ReplayScenario
+    from livebridge.emulator.openai_live.session import LiveScenario
+    from livebridge.emulator.openai_live.side import LiveSide
     from livebridge.recording.record import Recording
     from livebridge.recording.report import Pace
 
@@ -109,14 +111,16 @@ class Emulator:
     ``/v1/realtime``; connect with ``openai_client()``); ``auto_response`` (openai): see
     ``ServiceOptions``.
     ``transcript``, ``violations``, ``connections`` and the resumption handles keep everything
-    for the emulator's life (its report) unless ``retention`` bounds them (``Retention``; the
-    ``livebridge emulator`` command keeps ``STANDALONE``). A connection has ``OPEN_TIMEOUT``
-    seconds for its TLS and WebSocket handshakes.
+    for the emulator's life (its report) unless ``retention`` bounds them (``Retention``:
+    ``max_bytes`` bounds them all in bytes, ``kept_bytes`` says what they hold; the
+    ``livebridge emulator`` command keeps ``STANDALONE``, 16 MiB). A finished connection lets go
+    of its socket. A connection has ``OPEN_TIMEOUT`` seconds for its TLS and WebSocket
+    handshakes.
     """
 
     def __init__(
         self,
-        scenario: Scenario | None = None,
+        scenario: Scenario | LiveScenario | None = None,
         *,
         port: int = 0,
         faults: Faults | None = None,
@@ -154,7 +158,14 @@ class Emulator:
                 replay, pace=pace, answer_timeout=answer_timeout, ignore_fields=ignore_fields
             )
             scenario = self.replay
-        self.scenario: Scenario = scenario or RuleModel()
+        #: GPT-Live (``model="gpt-live-…"``): its own side serves every connection.
+        self.live: LiveSide | None = None
+        if model is not None and model.startswith("gpt-live"):
+            from livebridge.emulator.openai_live.side import LiveSide
+
+            self.live = LiveSide(model, cast("LiveScenario | None", scenario), None)
+            scenario = None
+        self.scenario: Scenario = cast("Scenario | None", scenario) or RuleModel()
         if model is not None and profile is not None:
             raise UsageError("Emulator: give a model to behave as, or a profile, not both")
         self.model = model
@@ -177,7 +188,10 @@ class Emulator:
             notify=self._notify,
             on_violation=on_violation,
             retention=retention or Retention(),
+            forget=self._forget,
         )
+        if self.live is not None:
+            self.live.shared = self._shared
         #: Connections accepted so far (``connections`` may keep only the newest).
         self.connections_served = 0
         self._judged = threading.Condition()
@@ -198,6 +212,17 @@ class Emulator:
     def transcript_dropped(self) -> int:
         """Transcript entries dropped under ``retention`` (the oldest first)."""
         return self._shared.dropped
+
+    @property
+    def kept_bytes(self) -> int | None:
+        """The bytes the report holds now, as ``Retention.max_bytes`` counts them (None when
+        no byte budget is set)."""
+        return self._shared.kept_bytes
+
+    @property
+    def violation_counts(self) -> dict[tuple[str, str], int]:
+        """Every violation so far by (severity, kind), including any ``retention`` dropped."""
+        return dict(self._shared.tally)
 
     @property
     def base_url(self) -> str:
@@ -221,7 +246,8 @@ class Emulator:
 
     @property
     def violations(self) -> list[Violation]:
-        """Every violation so far; connections the client has closed are judged first."""
+        """Every violation so far (under ``retention``, the newest; ``violation_counts``
+        counts them all); connections the client has closed are judged first."""
         if threading.current_thread() is not self._thread:
             with self._judged:
                 self._judged.wait_for(self._closed_ones_judged, SETTLE_SECONDS)
@@ -243,6 +269,8 @@ class Emulator:
         ``vertexai``: on the Vertex AI path, as in express mode (an API key, no project)."""
         if self._certificates is None:
             raise RuntimeError("the emulator is not running")
+        if self.live is not None:  # an openai.AsyncOpenAI whose live.connect() trusts us
+            return self.live.client(self.base_url, self._certificates.client_context())  # type: ignore[no-any-return]
         if self.protocol != "gemini":
             raise UsageError("this emulator speaks OpenAI Realtime: use emu.openai_client()")
         client_args = dict(http_kwargs.pop("async_client_args", None) or {})
@@ -286,7 +314,7 @@ class Emulator:
                 "SSL_CERT_FILE": self.ca_file,
                 "GOOGLE_API_KEY": "test",
             }
-        if self.protocol == "openai":
+        if self.protocol == "openai" or self.live is not None:
             return {
                 "OPENAI_BASE_URL": f"{self.base_url}/v1",
                 "OPENAI_API_KEY": "test",
@@ -402,6 +430,9 @@ class Emulator:
 
     async def _handle(self, ws: ServerConnection) -> None:
         assert ws.request is not None
+        if self.live is not None:
+            await self.live.handle(ws)
+            return
         if self.protocol == "openai":
             await self._handle_realtime(ws)
             return
@@ -458,11 +489,20 @@ class Emulator:
         sessions.append(session)
         trim(sessions, self._shared.retention.connections)
 
+    def _forget(self, ids: set[int]) -> None:
+        """Let go of the finished connections ``Retention.max_bytes`` dropped."""
+        if any(id(session) in ids for session in self.sessions):
+            self.sessions[:] = [s for s in self.sessions if id(s) not in ids]
+        if any(id(session) in ids for session in self.realtime_sessions):
+            self.realtime_sessions[:] = [s for s in self.realtime_sessions if id(s) not in ids]
+
     async def _play(self, session: EmulatedSession | RealtimeSession) -> None:
         await self.scenario(Conversation(session))
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         """Refuse at the HTTP level what the service refuses there, with a one-line reason."""
+        if self.live is not None:
+            return self.live.process_request(connection, request)
         if self.protocol == "openai":
             result = handshake.route(request.path, request.headers)
             if isinstance(result, handshake.RealtimeRoute):

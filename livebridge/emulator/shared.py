@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from livebridge.emulator.contract import CallRecord, Thresholds, Violation
 from livebridge.emulator.faults import Faults
-from livebridge.errors import ScenarioError
+from livebridge.emulator.history import Ledger, footprint
+from livebridge.errors import ScenarioError, UsageError
 from livebridge.vendors.gemini import wire
 
 __all__ = [
     "MAX_FRAME_BYTES",
     "MAX_REASON_BYTES",
     "STANDALONE",
+    "STANDALONE_BYTES",
     "Report",
     "Retention",
     "ScenarioError",
@@ -90,19 +93,34 @@ class ServiceOptions:
 
 @dataclass(frozen=True, slots=True)
 class Retention:
-    """How much of its report an emulator keeps: the newest ``transcript`` entries,
-    ``violations``, ``connections`` (their sessions) and resumption ``handles``; None keeps
-    everything (an emulator in a test lives for one test). The oldest go first, a quarter of
-    the bound at a time; ``Shared.dropped`` counts what went."""
+    """How much of its report an emulator keeps; None keeps everything (an emulator in a test
+    lives for one test).
+
+    ``max_bytes`` bounds the whole report in memory: each transcript entry, finished
+    connection, resumption handle and violation is charged what it holds (``history.footprint``)
+    and, past the budget, the oldest detail goes first (transcript entries, finished
+    connections with their calls, handles), then the oldest violations, until a quarter of the
+    budget is free. ``transcript``, ``violations``, ``connections`` and ``handles`` bound those
+    by count (the newest kept, the oldest going a quarter of the bound at a time).
+    ``Shared.dropped`` counts the transcript entries that went; ``Shared.tally`` counts every
+    violation, kept or not.
+    """
 
     transcript: int | None = None
     violations: int | None = None
     connections: int | None = None
     handles: int | None = None
+    max_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_bytes is not None and self.max_bytes < 1:
+            raise UsageError(f"Retention: max_bytes must be at least 1, got {self.max_bytes}")
 
 
-#: What ``livebridge emulator`` keeps, serving for as long as it runs: about 100 MB at most.
-STANDALONE = Retention(transcript=20_000, violations=10_000, connections=1_000, handles=1_000)
+#: What ``livebridge emulator`` keeps by default, serving for as long as it runs: 16 MiB of
+#: report (about 20,000 transcript entries of a text conversation, or 230 sessions of 5 turns).
+STANDALONE_BYTES = 16 << 20
+STANDALONE = Retention(max_bytes=STANDALONE_BYTES)
 
 
 def trim(items: list[Any], bound: int | None) -> int:
@@ -119,7 +137,8 @@ class Shared:
     """State shared by every connection of one emulator (lives on the server thread).
 
     ``on_violation`` is called on the server thread for each violation as it is found.
-    ``retention`` bounds what is kept (``Retention``).
+    ``retention`` bounds what is kept (``Retention``); ``forget`` is called with the finished
+    connections ``Retention.max_bytes`` lets go (the emulator keeps the connection lists).
     """
 
     faults: Faults
@@ -131,17 +150,35 @@ class Shared:
     handles: dict[str, dict[str, CallRecord]] = field(default_factory=dict)
     stopping: bool = False
     retention: Retention = field(default_factory=Retention)
+    forget: Callable[[set[int]], None] = lambda ids: None
     #: Transcript entries dropped so far (``transcript[i]`` is entry ``dropped + i`` of all).
     dropped: int = 0
+    #: Every violation reported, kept or not, by (severity, kind).
+    tally: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: What ``Retention.max_bytes`` charges (None: no byte budget).
+    ledger: Ledger | None = None
+
+    def __post_init__(self) -> None:
+        if self.retention.max_bytes is not None:
+            self.ledger = Ledger(self.retention.max_bytes)
+
+    @property
+    def kept_bytes(self) -> int | None:
+        """The bytes the report holds, as ``Retention.max_bytes`` counts them (None: unbounded)."""
+        return None if self.ledger is None else self.ledger.kept
 
     def record(self, direction: Direction, session: str, message: dict[str, Any]) -> None:
-        self.transcript.append(TranscriptEntry(time.monotonic(), direction, session, message))
+        entry = TranscriptEntry(time.monotonic(), direction, session, message)
+        self.transcript.append(entry)
         self.dropped += trim(self.transcript, self.retention.transcript)
+        self._charge(entry)
         self.notify()
 
     def report(self, violation: Violation) -> None:
         self.violations.append(violation)
+        self.tally[violation.severity, violation.kind] += 1
         trim(self.violations, self.retention.violations)
+        self._charge(violation, summary=True)
         if self.on_violation is not None:
             self.on_violation(violation)
         self.notify()
@@ -153,6 +190,49 @@ class Shared:
         if bound is not None and len(self.handles) > bound:
             for old in list(self.handles)[: len(self.handles) - bound]:
                 del self.handles[old]
+        # The records are the connection's (charged when it ends): the handle holds the map.
+        self._charge(_Handle(handle), footprint(handle) + footprint(calls, exclude=calls.values()))
+
+    def finished(self, connection: object) -> None:
+        """A connection was judged: from now on it is history, charged what it holds."""
+        self._charge(connection, footprint(connection, exclude=(self,)))
+        self.notify()
+
+    def _charge(self, item: object, size: int | None = None, *, summary: bool = False) -> None:
+        if self.ledger is None:
+            return
+        gone = self.ledger.charge(item, footprint(item) if size is None else size, summary=summary)
+        if gone:
+            self._let_go(gone)
+
+    def _let_go(self, gone: list[Any]) -> None:
+        """Drop what the ledger let go: the oldest items of each list, handles, connections."""
+        ids = {id(item) for item in gone}
+        entries = _leading(self.transcript, ids)
+        del self.transcript[:entries]
+        self.dropped += entries
+        del self.violations[: _leading(self.violations, ids)]
+        for item in gone:
+            if isinstance(item, _Handle):
+                self.handles.pop(item.handle, None)
+        self.forget(ids)
+
+
+@dataclass(frozen=True, slots=True)
+class _Handle:
+    """A resumption handle as the ledger knows it."""
+
+    handle: str
+
+
+def _leading(items: list[Any], ids: set[int]) -> int:
+    """How many of the first ``items`` are among ``ids`` (the ledger lets go oldest first)."""
+    count = 0
+    for item in items:
+        if id(item) not in ids:
+            break
+        count += 1
+    return count
 
 
 def cap_reason(reason: str) -> str:

@@ -45,6 +45,11 @@ VENDORS: Final[Mapping[str, tuple[str, str]]] = MappingProxyType(
         "openai": ("openai.AsyncOpenAI", "livebridge.vendors.openai.connector:OpenAIConnector"),
     }
 )
+#: Model-name prefixes that select another protocol of a vendor's client, as ``module:Class``:
+#: an ``openai.AsyncOpenAI`` with a ``gpt-live`` model speaks GPT-Live, not Realtime.
+_BY_MODEL: Final[Mapping[tuple[str, str], str]] = MappingProxyType(
+    {("openai", "gpt-live"): "livebridge.vendors.openai_live.connector:GptLiveConnector"}
+)
 #: Synchronous clients of a vendor SDK, refused with a word on the async one to use instead.
 _SYNC_CLIENTS: Final = {
     "openai.AzureOpenAI": "openai.AsyncOpenAI",
@@ -110,13 +115,15 @@ def connector_for(
     tls_read_buffer: int = TLS_READ_BUFFER,
     connect_timeout: float = CONNECT_SECONDS,
     profile: ModelProfile | None = None,
+    **extra: Any,
 ) -> Connector:
     """The connector for ``client``'s vendor, from ``VENDORS``.
 
     ``config`` is the vendor's own: a ``LiveConnectConfig`` (or dict) for Gemini, a
     ``session.update`` session dict for OpenAI (merged over livebridge's defaults).
     ``profile`` replaces the model profile the connector would choose (``livebridge.profiles``);
-    ``connect_timeout`` bounds the opening of each connection (``SessionOptions``).
+    ``connect_timeout`` bounds the opening of each connection (``SessionOptions``); ``extra``:
+    what only one vendor's connector takes (GPT-Live's ``delegate``).
     Adding a vendor is one line in ``VENDORS`` (and its folder under ``livebridge/vendors/``):
     its connector takes these same arguments.
     """
@@ -127,7 +134,11 @@ def connector_for(
             f"{type(client).__name__}: pass a {', '.join(c for c, _ in VENDORS.values())} "
             "or a connector"
         )
-    factory: Callable[..., Connector] = _load(VENDORS[vendor][1])
+    path = VENDORS[vendor][1]
+    for (owner, prefix), connector in _BY_MODEL.items():
+        if owner == vendor and model.rpartition("/")[2].startswith(prefix):
+            path = connector
+    factory: Callable[..., Connector] = _load(path)
     return factory(
         client,
         model=model,
@@ -138,6 +149,7 @@ def connector_for(
         tls_read_buffer=tls_read_buffer,
         connect_timeout=connect_timeout,
         profile=profile,
+        **extra,
     )
 
 

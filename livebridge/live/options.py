@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from livebridge.live import resume
 from livebridge.live.outbox import AudioPolicy
@@ -46,6 +47,8 @@ class SessionOptions:
     ``RecordingError``; one whose writing fails later stops there (observers hear
     ``RecordingFailed``) and the session goes on unrecorded.
 
+    ``delegate`` (GPT-Live client delegation) is called once per delegation, in arrival order,
+    with a ``Delegation``; it returns the reply's text, or an async iterator of text.
     ``profile`` replaces the model profile chosen from the model name and the client's backend
     (``livebridge.profiles``): for a model the table does not know, or one that behaves
     differently from what the table says.
@@ -73,6 +76,7 @@ class SessionOptions:
     record_audio: Literal["keep", "length"] = "length"
     record_max_bytes: int = 256 * 1024 * 1024
     profile: ModelProfile | None = None
+    delegate: Callable[[Any], Any] | None = None
 
     def protocol_options(self) -> ProtocolOptions:
         """The protocol's share (its ``max_frame_bytes`` is the session's ``CallPolicy``'s)."""

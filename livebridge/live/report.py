@@ -105,8 +105,9 @@ class Reporter:
                 why = closed
             elif reasons is not None:
                 why = reasons.get(why, why)
-            latency = fate.outcome.latency if fate.outcome else 0.0
-            out.append(ToolCallSettled(fate.call_id, fate.name, fate.fate, latency, reason=why))
+            out.append(
+                ToolCallSettled(fate.call_id, fate.name, fate.fate, fate.latency, reason=why)
+            )
             if fate.fate == "orphaned":
                 self.orphaned(fate.call_id, fate.name, fate.behavior, why, out)
         for notice in ledger.take_notices():  # duplicates, late cancels: worth a log line

@@ -104,6 +104,7 @@ class LiveSession(SessionActor):
                 tls_read_buffer=options.tls_read_buffer,
                 connect_timeout=options.connect_timeout,
                 profile=options.profile,
+                **({"delegate": options.delegate} if options.delegate is not None else {}),
             )
         protocol = connector.protocol(
             tools,
@@ -173,7 +174,22 @@ class LiveSession(SessionActor):
             exception of the block's own, ``aclose()`` and a cancellation from outside are
             left as they are.
         :raises LeaseLostError: another worker took the conversation over (``store``).
+        :raises MCPError: an MCP server of ``tools`` could not start or list its tools (before
+            any socket opens).
         """
+        tools = args.get("tools")
+        if isinstance(tools, ToolRegistry):  # its MCP servers' tools are listed first
+            async with tools.connect_mcp(), cls._open(client, **args) as session:
+                yield session
+        else:
+            async with cls._open(client, **args) as session:
+                yield session
+
+    @classmethod
+    @asynccontextmanager
+    async def _open(
+        cls, client: Any = None, **args: Unpack[SessionArgs]
+    ) -> AsyncIterator[LiveSession]:
         session = cls(client, **args)
         try:
             async with AsyncExitStack() as stack, anyio.create_task_group() as tg:

@@ -321,7 +321,16 @@ class PrometheusObserver:
             "Calls found started without a result when a conversation was taken over.",
             registry=r,
         )
+        self.mcp_calls = Counter(
+            "livebridge_mcp_calls",
+            "MCP servers' tool calls by server and outcome.",
+            ["server", "outcome"],
+            registry=r,
+        )
         self._zeros()
+        from livebridge.mcp.metrics import MCPCollector  # the process's MCP server connections
+
+        r.register(MCPCollector())
 
     def _zeros(self) -> None:
         """Export at 0 the series that ratios and alerts read before anything happened (calls
@@ -430,6 +439,8 @@ class PrometheusObserver:
         if ran:
             self.in_flight.dec()
             self.duration.labels(function).observe(outcome.latency)
+        if event.server is not None:
+            self.mcp_calls.labels(event.server, outcome.kind).inc()
         if outcome.kind == "ok":
             self.result_bytes.labels(function).observe(outcome.result_bytes)
         if outcome.truncated:

@@ -71,6 +71,7 @@ class CallSettled:
     outcome: Outcome
     started_at: float  # time.monotonic() when the call was received
     known_function: bool  # False when the name is not in the registry
+    server: str | None = None  # the MCP server whose tool it is (``livebridge.mcp``)
 
 
 @dataclass(frozen=True, slots=True)

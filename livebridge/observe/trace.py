@@ -36,7 +36,8 @@ class TraceObserver:
 
     Each record carries its fields both as attributes (``extra``: ``session``, ``turn``,
     ``call_id``, ``function``, ``arguments``, ``started_at``, ``latency``, ``outcome``,
-    ``result_bytes``, ``truncated``, ``behavior``) and as one JSON-able dict, ``record.livebridge``.
+    ``result_bytes``, ``truncated``, ``behavior``, and ``server`` for an MCP server's tool) and as
+    one JSON-able dict, ``record.livebridge``.
     ``arguments`` is JSON text of at most ``max_args_bytes`` UTF-8 bytes, after ``redact(function,
     args)`` (a failing hook hides the arguments entirely). ``started_at`` is wall-clock epoch
     seconds when the call was received; ``latency`` is the handler's run time.
@@ -99,7 +100,7 @@ class TraceObserver:
         """The trace record of one settled call, as a JSON-able dict."""
         outcome = event.outcome
         age = time.monotonic() - event.started_at
-        return {
+        fields = {
             "session": event.session_id,
             "turn": event.turn,
             "call_id": event.call.id,
@@ -112,6 +113,9 @@ class TraceObserver:
             "truncated": outcome.truncated,
             "behavior": event.behavior,
         }
+        if event.server is not None:
+            fields["server"] = event.server  # the MCP server that ran it
+        return fields
 
     def _arguments(self, function: str, args: Any) -> str:
         if self.redact is not None and isinstance(args, dict):
@@ -139,6 +143,8 @@ class TraceObserver:
         }
         if fields["session"] is not None:
             attributes["livebridge.live.session"] = fields["session"]
+        if "server" in fields:
+            attributes["livebridge.mcp.server"] = fields["server"]
         span = self._tracer.start_span(
             f"execute_tool {fields['function']}",
             attributes=attributes,

@@ -12,22 +12,23 @@ running call gets its fate and the Live connection closes with 1000; a caller wh
 the session is still opening abandons the opening. When the Live session ends on its own
 (``SessionEndedError``) the stream is closed: 1000 and ``session_closed`` for a normal close by
 the service, 1011 and ``session_failed`` otherwise. Every call ends in one ``CallEnded``. DTMF
-keys reach the listeners as ``DtmfPressed`` and, with ``dtmf_to_model``, the model as text.
+keys reach the listeners as ``DtmfPressed`` and, with ``dtmf_to_model``, the model as text. Each
+call is logged twice, at INFO on ``livebridge.phone``: when its ``start`` arrives and when it ends
+(its duration, its tool calls by outcome, why it ended).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 import anyio
 from anyio.abc import TaskGroup
-from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed
 
 from livebridge.errors import SessionEndedError
 from livebridge.live.events import AudioOut, Closed, Interrupted, ToolCallSettled, ToolCallStarted
@@ -39,6 +40,7 @@ from livebridge.phone.twilio import (
     Dtmf,
     MarkEchoed,
     MediaIn,
+    StreamEvent,
     StreamStarted,
     StreamStopped,
     TwilioStream,
@@ -49,11 +51,13 @@ __all__ = [
     "BargedIn",
     "CallAnswered",
     "CallEnded",
+    "CallSocket",
     "DtmfPressed",
     "EndReason",
     "FrameSkipped",
     "Listener",
     "MarkHeard",
+    "MediaCodec",
     "ModelAnswered",
     "PhoneBridge",
     "PhoneEvent",
@@ -133,7 +137,7 @@ class MarkHeard:
 
 @dataclass(frozen=True, slots=True)
 class FrameSkipped:
-    """A Twilio frame was skipped (``twilio.TwilioStream`` says why)."""
+    """A media-stream frame was skipped (the codec, ``twilio.TwilioStream``, says why)."""
 
     reason: str
 
@@ -141,16 +145,59 @@ class FrameSkipped:
 @dataclass(frozen=True, slots=True)
 class CallEnded:
     """The call is over; ``answered``: it had started (``CallAnswered`` came before);
-    ``marks``: those sent before each hang-up tool ran."""
+    ``marks``: those sent before each hang-up tool ran; ``call_sid`` (empty before ``start``);
+    ``duration``: seconds from the stream's opening; ``tool_calls``: how many calls had each
+    outcome (``ok``, ``error``, ``cancelled``, ``orphaned``...)."""
 
     reason: EndReason
     marks: tuple[str, ...] = field(default_factory=tuple)
     answered: bool = True
+    call_sid: str = ""
+    duration: float = field(default=0.0, compare=False)  # a clock's reading: not compared
+    tool_calls: dict[str, int] = field(default_factory=dict)
 
 
 PhoneEvent: TypeAlias = (
     CallAnswered | DtmfPressed | ModelAnswered | BargedIn | MarkHeard | FrameSkipped | CallEnded
 )
+
+
+class CallSocket(Protocol):
+    """The media stream's WebSocket as the bridge uses it (``asgi.StarletteCallSocket``)."""
+
+    async def receive(self) -> str | bytes | None:
+        """The next message; None once the provider's side closed or went away."""
+        ...
+
+    async def send(self, text: str) -> None:
+        """Send a message; nothing happens once the socket is closed."""
+        ...
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        """Close the stream (again: nothing happens)."""
+        ...
+
+
+class MediaCodec(Protocol):
+    """A provider's media-stream messages, without I/O (``twilio.TwilioStream``): frames in →
+    ``StreamStarted``, ``MediaIn``, ``MarkEchoed``, ``Dtmf``, ``StreamStopped``; the frames out
+    that play μ-law, mark a point in it, and drop what is buffered. Another provider's stream
+    is another codec; the bridge is the same."""
+
+    @property
+    def last_skipped(self) -> str | None:
+        """Why the latest frame was skipped, if it was."""
+        ...
+
+    def receive(self, text: str | bytes) -> StreamEvent | None: ...
+
+    def media(self, ulaw: bytes) -> str: ...
+
+    def mark(self, name: str) -> str: ...
+
+    def clear(self) -> str: ...
+
+
 #: Opens the Live session of one call, given its ``start`` (``customParameters`` and all).
 SessionOpener = Callable[[StreamStarted], AbstractAsyncContextManager[LiveSession]]
 Listener = Callable[[PhoneEvent], None]
@@ -166,16 +213,18 @@ class PhoneBridge:
         options: PhoneOptions | None = None,
         listeners: Sequence[Listener] = (),
         clock: Callable[[], float] = time.monotonic,
+        codec: Callable[[], MediaCodec] = TwilioStream,
     ) -> None:
         self.open_session = open_session
+        self.codec = codec
         self.options = options or PhoneOptions()
         self.listeners = tuple(listeners)
         self.clock = clock
 
-    async def serve(self, websocket: ServerConnection) -> EndReason:
+    async def serve(self, websocket: CallSocket) -> EndReason:
         """Run one call on an accepted WebSocket until it ends; how it ended. Every way out
         emits one ``CallEnded`` (a cancelled call as ``disconnected``)."""
-        call = _Call(self, websocket, TwilioStream())
+        call = _Call(self, websocket, self.codec())
         reason: EndReason = "disconnected"
         try:
             reason = await self._serve(call)
@@ -193,7 +242,13 @@ class PhoneBridge:
             return "disconnected"
         if start is None:
             return "disconnected"
-        sid = start.call_sid or "?"
+        sid = call.call_sid = start.call_sid or "?"
+        log.info(
+            "call %s started: stream %s, parameters %s",
+            sid,
+            start.stream_sid or "?",
+            ", ".join(sorted(start.custom_parameters)) or "none",
+        )
         try:
             reason = await call.answer(start)
         except SessionEndedError as ended:  # the service or the network ended it mid-call
@@ -214,7 +269,7 @@ class PhoneBridge:
 class _Call:
     """The state of one call between the two loops that move its audio."""
 
-    def __init__(self, bridge: PhoneBridge, websocket: ServerConnection, stream: TwilioStream):
+    def __init__(self, bridge: PhoneBridge, websocket: CallSocket, stream: MediaCodec):
         self.bridge = bridge
         self.options = bridge.options
         self.websocket = websocket
@@ -228,6 +283,9 @@ class _Call:
         self.early_keys: list[str] = []  # DTMF pressed while the session opened
         self.speech_ended: float | None = None  # the caller's, awaiting the model's answer
         self.changed = anyio.Event()  # set on each mark echoed, then replaced
+        self.began = bridge.clock()
+        self.call_sid = ""
+        self.outcomes: Counter[str] = Counter()  # tool calls settled, by outcome
 
     def emit(self, event: PhoneEvent) -> None:
         for listener in self.bridge.listeners:
@@ -237,8 +295,30 @@ class _Call:
                 log.exception("a phone listener failed on %r", event)
 
     def finish(self, reason: EndReason) -> None:
+        """Log the call's end and emit its one ``CallEnded``."""
         answered = self.session is not None
-        self.emit(CallEnded(reason, tuple(self.hang_marks.values()), answered))
+        duration = self.bridge.clock() - self.began
+        tools = dict(sorted(self.outcomes.items()))
+        counted = ", ".join(f"{n} {kind}" for kind, n in tools.items()) or "none"
+        if self.call_sid:
+            log.info(
+                "call %s ended after %.1f s (%s): tool calls %s",
+                self.call_sid,
+                duration,
+                reason,
+                counted,
+            )
+        else:
+            log.info("a stream ended after %.1f s without a valid start (%s)", duration, reason)
+        marks = tuple(self.hang_marks.values())
+        self.emit(CallEnded(reason, marks, answered, self.call_sid, duration, tools))
+
+    async def count_late_fates(self, session: LiveSession) -> None:
+        """Count the calls settled as the session closed, which no loop read any more."""
+        with anyio.move_on_after(1.0):
+            async for event in session.events():
+                if isinstance(event, ToolCallSettled):
+                    self.outcomes[event.outcome] += 1
 
     def _receive(self, text: str | bytes) -> object:
         event = self.stream.receive(text)
@@ -247,15 +327,12 @@ class _Call:
         return event
 
     async def until_start(self) -> StreamStarted | None:
-        try:
-            async for text in self.websocket:
-                event = self._receive(text)
-                if isinstance(event, StreamStarted):
-                    return event
-                if isinstance(event, StreamStopped):
-                    return None
-        except ConnectionClosed:
-            pass
+        while (text := await self.websocket.receive()) is not None:
+            event = self._receive(text)
+            if isinstance(event, StreamStarted):
+                return event
+            if isinstance(event, StreamStopped):
+                return None
         return None
 
     async def answer(self, start: StreamStarted) -> EndReason:
@@ -285,7 +362,9 @@ class _Call:
                     if self.options.dtmf_to_model:  # keys pressed while it opened
                         for digit in self.early_keys:
                             await session.send_text(self.options.dtmf_text.format(digit=digit))
-                    return await self.run()
+                    reason = await self.run()
+                await self.count_late_fates(session)
+                return reason
         except BaseExceptionGroup as group:  # the session's own error, not a group of one
             if len(group.exceptions) == 1:
                 raise group.exceptions[0] from None
@@ -296,16 +375,13 @@ class _Call:
     async def _until_gone(self) -> EndReason:
         """Read the caller until they leave: what they say before the model is there is
         not kept (Twilio streams from the first ring); the keys they press are."""
-        try:
-            async for text in self.websocket:
-                event = self._receive(text)
-                if isinstance(event, Dtmf):
-                    self.emit(DtmfPressed(event.digit))
-                    self.early_keys.append(event.digit)
-                elif isinstance(event, StreamStopped):
-                    return "caller_hung_up"
-        except ConnectionClosed:
-            pass
+        while (text := await self.websocket.receive()) is not None:
+            event = self._receive(text)
+            if isinstance(event, Dtmf):
+                self.emit(DtmfPressed(event.digit))
+                self.early_keys.append(event.digit)
+            elif isinstance(event, StreamStopped):
+                return "caller_hung_up"
         return "disconnected"
 
     async def run(self) -> EndReason:
@@ -327,24 +403,21 @@ class _Call:
         session = self._session()
         if session.input_encoding == "pcm16":
             self.inbound = Resampler(PHONE_RATE, session.input_rate)
-        try:
-            async for text in self.websocket:
-                event = self._receive(text)
-                if isinstance(event, MediaIn):
-                    await self._caller_audio(session, event.ulaw)
-                elif isinstance(event, MarkEchoed):
-                    echo = self.playout.echoed(event.name, self.bridge.clock())
-                    if echo is not None:
-                        self.emit(MarkHeard(echo.name, echo.lag))
-                    self._changed()
-                elif isinstance(event, Dtmf):
-                    self.emit(DtmfPressed(event.digit))
-                    if self.options.dtmf_to_model:
-                        await session.send_text(self.options.dtmf_text.format(digit=event.digit))
-                elif isinstance(event, StreamStopped):
-                    return "caller_hung_up"
-        except ConnectionClosed:
-            pass
+        while (text := await self.websocket.receive()) is not None:
+            event = self._receive(text)
+            if isinstance(event, MediaIn):
+                await self._caller_audio(session, event.ulaw)
+            elif isinstance(event, MarkEchoed):
+                echo = self.playout.echoed(event.name, self.bridge.clock())
+                if echo is not None:
+                    self.emit(MarkHeard(echo.name, echo.lag))
+                self._changed()
+            elif isinstance(event, Dtmf):
+                self.emit(DtmfPressed(event.digit))
+                if self.options.dtmf_to_model:
+                    await session.send_text(self.options.dtmf_text.format(digit=event.digit))
+            elif isinstance(event, StreamStopped):
+                return "caller_hung_up"
         return "disconnected"
 
     async def _caller_audio(self, session: LiveSession, ulaw: bytes) -> None:
@@ -368,6 +441,8 @@ class _Call:
         session = self._session()
         hang_up = self.options.hang_up_tools
         async for event in session.events():
+            if isinstance(event, ToolCallSettled):
+                self.outcomes[event.outcome] += 1
             if isinstance(event, AudioOut):
                 await self._model_audio(event)
             elif isinstance(event, ModelTurnComplete):

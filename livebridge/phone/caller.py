@@ -6,6 +6,11 @@ once the audio before it has played, drops its buffer on ``clear`` (echoing the 
 as Twilio does), presses keys and hangs up with ``stop``. Speech comes from ``espeak-ng`` where
 it is installed, else a tone. Everything it heard is kept with the time it was heard, for tests
 and ``livebridge demo --phone``.
+
+Given the auth token, it signs what it sends as Twilio does (``X-Twilio-Signature``): the
+stream's upgrade, and the voice webhook's form POST (``ring``). What Twilio signs is the public
+``https://``/``wss://`` URL; a local server is reached over ``http://``/``ws://``, as behind a
+TLS-terminating proxy, so the URL signed defaults to the one dialled with the secure scheme.
 """
 
 from __future__ import annotations
@@ -16,21 +21,28 @@ import json
 import shutil
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
+from xml.etree import ElementTree
 
 import anyio
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from livebridge.phone import telnyx
 from livebridge.phone.audio import PHONE_RATE, SILENCE, Resampler, pcm16_to_ulaw
 from livebridge.phone.playout import FRAME_BYTES, FRAME_SECONDS
+from livebridge.phone.signature import HEADER, signature
 
-__all__ = ["Heard", "SimulatedCaller", "speech", "tone"]
+__all__ = ["Heard", "Rung", "SimulatedCaller", "ring", "secure", "speech", "tone"]
 
 #: Received audio held for playing, in frames (a minute): a server far ahead of real time
 #: loses the oldest, as a phone line would not hold more either.
@@ -72,6 +84,99 @@ def speech(text: str) -> bytes:
     return pcm16_to_ulaw(resample(pcm) + resample.flush())
 
 
+def secure(url: str) -> str:
+    """``url`` with the scheme Twilio uses: ``https://`` for ``http://``, ``wss://`` for ``ws://``."""
+    for plain, tls in (("http://", "https://"), ("ws://", "wss://")):
+        if url.startswith(plain):
+            return tls + url.removeprefix(plain)
+    return url
+
+
+@dataclass(frozen=True, slots=True)
+class Rung:
+    """The voice webhook's answer: its HTTP status and body, and the ``<Stream>`` URL in it."""
+
+    status: int
+    body: str
+
+    @property
+    def stream_url(self) -> str | None:
+        try:
+            root = ElementTree.fromstring(self.body)
+        except ElementTree.ParseError:
+            return None
+        stream = root.find("./Connect/Stream")
+        return None if stream is None else stream.get("url")
+
+    @property
+    def parameters(self) -> dict[str, str]:
+        """The ``<Parameter>`` values of the ``<Stream>``: its ``customParameters``."""
+        try:
+            root = ElementTree.fromstring(self.body)
+        except ElementTree.ParseError:
+            return {}
+        return {
+            p.get("name", ""): p.get("value", "")
+            for p in root.findall("./Connect/Stream/Parameter")
+        }
+
+    @property
+    def rejected(self) -> bool:
+        return self.status == 200 and "<Reject" in self.body
+
+
+async def ring(
+    webhook: str,
+    *,
+    auth_token: str | None = None,
+    signed_url: str | None = None,
+    form: Mapping[str, str] | None = None,
+    method: str = "POST",
+    call_sid: str = "CA00000000000000000000000000000001",
+    telnyx_key: Ed25519PrivateKey | None = None,
+    timestamp: int | None = None,
+) -> Rung:
+    """What Twilio does when a call comes in: fetch the TwiML from ``webhook`` (a form POST of
+    the call's details, or a GET), signed with ``auth_token`` over ``signed_url`` (default: the
+    ``webhook`` with ``https://``). With ``telnyx_key``, what Telnyx does: the TeXML webhook
+    signed with Ed25519 at ``timestamp`` (default: now)."""
+    fields = (
+        dict(form)
+        if form is not None
+        else {
+            "AccountSid": "AC00000000000000000000000000000001",
+            "CallSid": call_sid,
+            "CallStatus": "ringing",
+            "Direction": "inbound",
+            "From": "+15550100",
+            "To": "+15550199",
+        }
+    )
+    body = urlencode(fields).encode() if method == "POST" else None
+    request = urllib.request.Request(webhook, data=body, method=method)
+    if body is not None:
+        request.add_header("Content-Type", "application/x-www-form-urlencoded")
+    if auth_token is not None:
+        params = list(fields.items()) if body is not None else []
+        signed = signature(auth_token, signed_url or secure(webhook), params)
+        request.add_header(HEADER, signed)
+    if telnyx_key is not None:  # Telnyx: Ed25519 over "timestamp|body"
+        stamp = str(int(time.time()) if timestamp is None else timestamp)
+        signed_bytes = telnyx_key.sign(stamp.encode() + b"|" + (body or b""))
+        request.add_header(telnyx.SIGNATURE_HEADER, base64.b64encode(signed_bytes).decode())
+        request.add_header(telnyx.TIMESTAMP_HEADER, stamp)
+
+    def fetch() -> Rung:
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return Rung(response.status, response.read().decode())
+        except urllib.error.HTTPError as refused:
+            with refused:
+                return Rung(refused.code, refused.read().decode(errors="replace"))
+
+    return await anyio.to_thread.run_sync(fetch)
+
+
 @dataclass(slots=True)
 class _Playback:
     """What the caller holds to play: frames and the marks between them, in order."""
@@ -83,9 +188,13 @@ class _Playback:
 class SimulatedCaller:
     """One call's caller; open it with ``SimulatedCaller.dial(url)``."""
 
-    def __init__(self, websocket: ClientConnection, stream_sid: str) -> None:
+    def __init__(
+        self, websocket: ClientConnection, stream_sid: str, provider: str = "twilio"
+    ) -> None:
         self.websocket = websocket
         self.stream_sid = stream_sid
+        self.provider = provider
+        self._sid_field = "stream_id" if provider == "telnyx" else "streamSid"
         self.clock: Callable[[], float] = time.monotonic
         self.heard: list[Heard] = []
         self.cleared: list[float] = []  # when each clear arrived
@@ -108,19 +217,42 @@ class SimulatedCaller:
         parameters: dict[str, str] | None = None,
         stream_sid: str = "MZ00000000000000000000000000000001",
         call_sid: str = "CA00000000000000000000000000000001",
+        auth_token: str | None = None,
+        signed_url: str | None = None,
+        provider: str = "twilio",
     ) -> AsyncIterator[SimulatedCaller]:
-        """Connect to a bridge at ``url`` and start the stream; leaving hangs up."""
-        async with connect(url) as websocket:
-            caller = cls(websocket, stream_sid)
-            await websocket.send(json.dumps({"event": "connected", "protocol": "Call"}))
-            start = {
-                "streamSid": stream_sid,
-                "accountSid": "AC00000000000000000000000000000001",
-                "callSid": call_sid,
-                "tracks": ["inbound"],
-                "customParameters": parameters or {},
-                "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1},
-            }
+        """Connect to a bridge at ``url`` and start the stream; leaving hangs up. With
+        ``auth_token`` the upgrade is signed over ``signed_url`` (the ``<Stream>`` URL the
+        TwiML gave; default: ``url`` with ``wss://``). ``provider="telnyx"`` speaks Telnyx's
+        frames instead (``url`` then carries the token the TeXML gave in its query)."""
+        headers = {}
+        if auth_token is not None:
+            headers[HEADER] = signature(auth_token, signed_url or secure(url))
+        async with connect(url, additional_headers=headers) as websocket:
+            caller = cls(websocket, stream_sid, provider)
+            if provider == "telnyx":
+                await websocket.send(json.dumps({"event": "connected", "version": "1.0.0"}))
+                start: dict[str, Any] = {
+                    "call_control_id": call_sid,
+                    "from": (parameters or {}).get("From", "+15550100"),
+                    "to": (parameters or {}).get("To", "+15550199"),
+                    "custom_parameters": parameters or {},
+                    "media_format": {"encoding": "PCMU", "sample_rate": 8000, "channels": 1},
+                }
+            else:
+                await websocket.send(json.dumps({"event": "connected", "protocol": "Call"}))
+                start = {
+                    "streamSid": stream_sid,
+                    "accountSid": "AC00000000000000000000000000000001",
+                    "callSid": call_sid,
+                    "tracks": ["inbound"],
+                    "customParameters": parameters or {},
+                    "mediaFormat": {
+                        "encoding": "audio/x-mulaw",
+                        "sampleRate": 8000,
+                        "channels": 1,
+                    },
+                }
             await caller.send({"event": "start", "start": start})
             async with anyio.create_task_group() as tg:
                 tg.start_soon(caller._receive)
@@ -146,8 +278,8 @@ class SimulatedCaller:
         await self.send({"event": "dtmf", "dtmf": {"track": "inbound_track", "digit": digit}})
 
     async def send(self, message: dict[str, Any]) -> None:
-        """Send a frame of this stream (``streamSid`` added)."""
-        await self.send_raw(json.dumps({**message, "streamSid": self.stream_sid}))
+        """Send a frame of this stream (``streamSid``, or Telnyx's ``stream_id``, added)."""
+        await self.send_raw(json.dumps({**message, self._sid_field: self.stream_sid}))
 
     async def send_raw(self, text: str) -> None:
         with suppress(ConnectionClosed):
@@ -158,7 +290,10 @@ class SimulatedCaller:
         if self._hung_up:
             return
         self._hung_up = True
-        await self.send({"event": "stop", "stop": {"callSid": "", "accountSid": ""}})
+        if self.provider == "telnyx":
+            await self.send({"event": "stop", "stop": {"call_control_id": "", "user_id": ""}})
+        else:
+            await self.send({"event": "stop", "stop": {"callSid": "", "accountSid": ""}})
         await self.websocket.close()
 
     async def wait_until(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:  # noqa: ASYNC109

@@ -1,65 +1,128 @@
-"""The phone bridge's server: Media Streams at ``/twilio``, the voice webhook at ``/twiml``.
+"""The phone line served: ``asgi.asgi_app`` on uvicorn, on a socket bound before it starts.
 
-Twilio's voice webhook fetches ``/twiml`` (set its method to GET: this server reads no request
-bodies) and gets ``<Connect><Stream>`` to this server's ``/twilio``, then ``<Hangup/>``, which
-runs once the bridge closes the stream. The stream's public address is ``public_url`` when
-given (the tunnel or load balancer Twilio reaches), else the request's ``Host``.
+``serve_app`` serves any ASGI app (the phone line alone, or mounted in a bigger app) until the
+block is left; ``serve_phone`` serves the phone line's. uvicorn's signal handling is left out:
+the program that serves decides what a signal does (``livebridge phone`` stops on SIGINT and
+SIGTERM).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from urllib.parse import urlsplit
-from xml.sax.saxutils import quoteattr
+import socket
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
-from websockets.http11 import Request, Response
+import anyio
+import uvicorn
 
+from livebridge.phone.agent import AgentSource
+from livebridge.phone.asgi import asgi_app
 from livebridge.phone.bridge import PhoneBridge
 
-__all__ = ["STREAM_PATH", "TWIML_PATH", "serve_phone", "stream_url", "twiml"]
+__all__ = ["PhoneServer", "serve_app", "serve_phone"]
 
-STREAM_PATH = "/twilio"
-TWIML_PATH = "/twiml"
-
-
-def stream_url(public_url: str | None, host: str | None) -> str:
-    """The ``wss://`` address Twilio streams to: ``public_url``'s host, else the ``Host``."""
-    if public_url:
-        parts = urlsplit(public_url if "//" in public_url else f"//{public_url}")
-        scheme = "ws" if parts.scheme in ("http", "ws") else "wss"
-        return f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}{STREAM_PATH}"
-    return f"wss://{host or 'localhost'}{STREAM_PATH}"
+#: Bytes a Media Streams message may have (Twilio's are a few hundred).
+MAX_MESSAGE = 1024 * 1024
+#: Seconds the calls still open at shutdown get to end before they are cut.
+SHUTDOWN_GRACE = 10.0
 
 
-def twiml(url: str) -> str:
-    """The voice webhook's answer: stream the call to ``url``, hang up when the stream ends."""
-    return (
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f"<Response><Connect><Stream url={quoteattr(url)}/></Connect><Hangup/></Response>\n"
+@dataclass(frozen=True, slots=True)
+class PhoneServer:
+    """A listening server: its sockets and its port."""
+
+    sockets: tuple[socket.socket, ...]
+    port: int
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn, telling when it listens, leaving signals to the program."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = anyio.Event()
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.ready.set()
+
+
+@asynccontextmanager
+async def serve_app(app: Any, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[PhoneServer]:
+    """Serve the ASGI ``app`` with uvicorn on ``host:port`` (0: any free port) until the
+    block is left. Raises ``OSError`` when the address cannot be bound."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.create_server((host, port), family=family, reuse_port=False)
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        ws="websockets-sansio",
+        ws_max_size=MAX_MESSAGE,
+        timeout_graceful_shutdown=int(SHUTDOWN_GRACE),
     )
+    server = _Uvicorn(config)
+
+    async def run() -> None:
+        try:
+            await server.serve([listening])
+        finally:
+            server.ready.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await server.ready.wait()
+            if not server.started:
+                raise OSError(f"the server on {host}:{port} did not start")
+            try:
+                yield PhoneServer((listening,), listening.getsockname()[1])
+            finally:
+                server.should_exit = True
+    except BaseExceptionGroup as group:  # the block's own exception, as it was raised
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+    finally:
+        listening.close()
 
 
 @asynccontextmanager
 async def serve_phone(
-    bridge: PhoneBridge, host: str = "127.0.0.1", port: int = 0, public_url: str | None = None
-) -> AsyncIterator[Server]:
-    """Serve ``bridge`` on ``host:port`` (0: any free port) until the block is left."""
+    agent: AgentSource | PhoneBridge,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    public_url: str | None = None,
+    *,
+    auth_token: str | None = None,
+    max_calls: int | None = None,
+    client: Any = None,
+    provider: Literal["twilio", "telnyx"] = "twilio",
+    telnyx_public_key: str | None = None,
+) -> AsyncIterator[PhoneServer]:
+    """Serve the phone line of ``agent`` (``asgi_app``'s) on ``host:port`` until the block
+    is left.
 
-    def route(connection: ServerConnection, request: Request) -> Response | None:
-        path = request.path.partition("?")[0]
-        if path == TWIML_PATH:
-            body = twiml(stream_url(public_url, request.headers.get("Host"))).encode()
-            headers = Headers({"Content-Type": "text/xml", "Content-Length": str(len(body))})
-            return Response(200, "OK", headers, body)
-        if path != STREAM_PATH:
-            return connection.respond(404, f"nothing here: the stream is at {STREAM_PATH}\n")
-        return None
-
-    async def handler(websocket: ServerConnection) -> None:
-        await bridge.serve(websocket)
-
-    async with serve(handler, host, port, process_request=route, compression=None) as server:
+    ``auth_token``: Twilio's auth token; every request must then be signed with it (pass it
+    in production: without it anyone who finds the address can open Live sessions).
+    ``max_calls``: how many calls at once, at most. ``provider="telnyx"``: Telnyx's
+    routes, its webhooks checked with ``telnyx_public_key`` (``asgi_app``).
+    """
+    app = asgi_app(
+        agent,
+        public_url=public_url,
+        auth_token=auth_token,
+        max_calls=max_calls,
+        client=client,
+        provider=provider,
+        telnyx_public_key=telnyx_public_key,
+    )
+    async with serve_app(app, host, port) as server:
         yield server

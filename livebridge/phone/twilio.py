@@ -1,11 +1,17 @@
-"""Twilio Media Streams messages, without I/O: text text frames in → events, and the
-frames out.
+"""Twilio Media Streams messages, without I/O: text frames in → events, and the frames out.
 
 Twilio sends ``connected``, ``start`` (the ``streamSid`` and media format), ``media`` (base64
 μ-law, 8 kHz), ``dtmf``, ``mark`` (echoed once the audio sent before it has played) and
 ``stop``; the server sends ``media``, ``mark`` and ``clear`` (drop the buffered audio), each
-naming the ``streamSid``. A frame that does not decode, an unknown event, a payload that is not
-base64 or media before ``start`` is logged and skipped: one bad frame never ends a call.
+naming the ``streamSid``.
+
+Each frame is decoded into a typed structure of the documented shape, so a value of the wrong
+type, a missing field or nesting deeper than any frame has is a decoding error, not an exception
+later. Fields the bridge does not read are not checked. A frame that is not of the documented
+shape, an unknown event, a payload that is not base64, media before ``start`` or a second
+``start`` is one skipped frame, counted by reason and logged (at most one warning every
+``LOG_INTERVAL`` seconds per stream): one bad frame never ends a call, and ``receive`` never
+raises.
 """
 
 from __future__ import annotations
@@ -13,12 +19,15 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Annotated, TypeAlias
 
 import msgspec
 
 __all__ = [
+    "LOG_INTERVAL",
     "Dtmf",
     "MarkEchoed",
     "MediaIn",
@@ -30,6 +39,14 @@ __all__ = [
 
 log = logging.getLogger("livebridge.phone")
 
+#: Seconds between two warnings about skipped frames on one stream: a flood is counted, and
+#: the next warning says how many were skipped in between.
+LOG_INTERVAL = 10.0
+
+#: The one media format a bidirectional stream carries, and the only one the bridge plays.
+ENCODING = "audio/x-mulaw"
+RATE = 8000
+
 
 @dataclass(frozen=True, slots=True)
 class StreamStarted:
@@ -38,8 +55,8 @@ class StreamStarted:
     stream_sid: str
     call_sid: str = ""
     custom_parameters: dict[str, str] = field(default_factory=dict)
-    encoding: str = "audio/x-mulaw"
-    rate: int = 8000
+    encoding: str = ENCODING
+    rate: int = RATE
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,24 +89,80 @@ class StreamStopped:
 StreamEvent: TypeAlias = StreamStarted | MediaIn | MarkEchoed | Dtmf | StreamStopped
 
 
-class _Start(msgspec.Struct, rename="camel"):
+# -- the frames Twilio sends, as documented (twilio.com/docs/voice/media-streams/websocket-messages)
+
+
+class _Frame(msgspec.Struct, tag_field="event", rename="camel", kw_only=True):
+    stream_sid: str | None = None
+
+
+class _Connected(_Frame, tag="connected"):
+    pass
+
+
+class _MediaFormat(msgspec.Struct, rename="camel", frozen=True):
+    encoding: str = ENCODING
+    sample_rate: int = RATE
+    channels: int = 1
+
+
+class _StartBody(msgspec.Struct, rename="camel", frozen=True):
     stream_sid: str = ""
     call_sid: str = ""
-    custom_parameters: dict[str, Any] = msgspec.field(default_factory=dict)
-    media_format: dict[str, Any] = msgspec.field(default_factory=dict)
+    custom_parameters: dict[str, str] = {}
+    media_format: _MediaFormat = _MediaFormat()
 
 
-class _Frame(msgspec.Struct, rename="camel"):
-    event: str = ""
-    stream_sid: str | None = None
-    start: _Start | None = None
-    media: dict[str, Any] | None = None
-    mark: dict[str, Any] | None = None
-    dtmf: dict[str, Any] | None = None
+class _Start(_Frame, tag="start"):
+    start: _StartBody = _StartBody()
 
 
-_decoder = msgspec.json.Decoder(_Frame)
+class _MediaBody(msgspec.Struct, frozen=True):
+    payload: str
+    timestamp: str | int | None = None  # a string of digits, as Twilio sends it, or a number
+
+
+class _Media(_Frame, tag="media"):
+    media: _MediaBody
+
+
+class _MarkBody(msgspec.Struct, frozen=True):
+    name: str
+
+
+class _Mark(_Frame, tag="mark"):
+    mark: _MarkBody
+
+
+class _DtmfBody(msgspec.Struct, frozen=True):
+    digit: Annotated[str, msgspec.Meta(pattern="^[0-9A-D*#]$")]
+
+
+class _Dtmf(_Frame, tag="dtmf"):
+    dtmf: _DtmfBody
+
+
+class _StopBody(msgspec.Struct, frozen=True):
+    pass  # accountSid and callSid: not read
+
+
+class _Stop(_Frame, tag="stop"):
+    stop: _StopBody | None = None
+
+
+class _Envelope(msgspec.Struct, frozen=True):
+    """Only the event's name: why a frame that did not decode was skipped."""
+
+    event: str | None = None
+
+
+_FRAMES = {"connected", "start", "media", "mark", "dtmf", "stop"}
+_decoder = msgspec.json.Decoder(_Connected | _Start | _Media | _Mark | _Dtmf | _Stop)
+_envelope = msgspec.json.Decoder(_Envelope)
 _encoder = msgspec.json.Encoder()
+#: What decoding raises on a frame that is not one: not JSON, not of the shape (ValidationError
+#: is a DecodeError), nested past the decoder's depth, or a str that is not Unicode text.
+_UNDECODABLE = (msgspec.DecodeError, RecursionError, UnicodeError)
 
 
 class TwilioStream:
@@ -100,12 +173,17 @@ class TwilioStream:
     ``streamSid`` that ``start`` gave.
     """
 
-    __slots__ = ("last_skipped", "skipped", "stream_sid")
+    __slots__ = ("_clock", "_logged_at", "_unlogged", "last_skipped", "skipped", "stream_sid")
 
-    def __init__(self) -> None:
+    PROVIDER = "Twilio"
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.stream_sid: str | None = None
         self.skipped: dict[str, int] = {}
         self.last_skipped: str | None = None  # why the latest frame was skipped, if it was
+        self._clock = clock
+        self._logged_at: float | None = None
+        self._unlogged = 0  # skipped since the latest warning
 
     @property
     def started(self) -> bool:
@@ -116,72 +194,86 @@ class TwilioStream:
         self.last_skipped = None
         try:
             frame = _decoder.decode(text)
-        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-            self._skip("undecodable", f"not a Media Streams frame: {exc}")
+        except _UNDECODABLE as exc:
+            self._undecodable(text, exc)
             return None
-        event = frame.event
-        if event == "media":
-            return self._media(frame)
-        if event == "connected":
-            return None
-        if event == "start":
-            start = frame.start or _Start()
-            sid = start.stream_sid or frame.stream_sid
-            if not sid:
-                self._skip("bad_start", "start without a streamSid")
-                return None
-            self.stream_sid = sid
-            fmt = start.media_format
-            return StreamStarted(
-                stream_sid=sid,
-                call_sid=start.call_sid,
-                custom_parameters={str(k): str(v) for k, v in start.custom_parameters.items()},
-                encoding=str(fmt.get("encoding", "audio/x-mulaw")),
-                rate=int(fmt.get("sampleRate", 8000)),
-            )
-        if event == "mark":
-            name = (frame.mark or {}).get("name")
-            if not isinstance(name, str):
-                self._skip("bad_mark", "mark without a name")
-                return None
-            return MarkEchoed(name)
-        if event == "dtmf":
-            digit = (frame.dtmf or {}).get("digit")
-            if not isinstance(digit, str) or not digit:
-                self._skip("bad_dtmf", "dtmf without a digit")
-                return None
-            return Dtmf(digit)
-        if event == "stop":
-            return StreamStopped()
-        self._skip("unknown_event", f"unknown event {event!r}")
-        return None
+        match frame:
+            case _Media():
+                return self._media(frame.media)
+            case _Start():
+                return self._start(frame)
+            case _Mark():
+                return MarkEchoed(frame.mark.name)
+            case _Dtmf():
+                return Dtmf(frame.dtmf.digit)
+            case _Stop():
+                return StreamStopped()
+        return None  # connected
 
-    def _media(self, frame: _Frame) -> MediaIn | None:
+    def _undecodable(self, text: str | bytes, exc: Exception) -> None:
+        try:
+            event = _envelope.decode(text).event
+        except _UNDECODABLE:
+            event = None
+        if event is None:
+            reason, what = "undecodable", "not a Media Streams frame"
+        elif event in _FRAMES:
+            reason, what = f"bad_{event}", f"a {event} frame not of the documented shape"
+        else:
+            reason, what = "unknown_event", f"unknown event {event[:40]!r}"
+        self._skip(reason, f"{what}: {str(exc)[:200]}")
+
+    def _start(self, frame: _Start) -> StreamStarted | None:
+        start = frame.start
+        sid = start.stream_sid or frame.stream_sid
+        if not sid:
+            self._skip("bad_start", "start without a streamSid")
+            return None
+        if self.stream_sid is not None:
+            self._skip("repeated_start", "a second start on one stream")
+            return None
+        fmt = start.media_format
+        if (fmt.encoding, fmt.sample_rate, fmt.channels) != (ENCODING, RATE, 1):
+            self._skip(
+                "bad_start",
+                f"the stream carries {fmt.encoding[:40]!r} at {fmt.sample_rate} Hz, "
+                f"{fmt.channels} channel(s); the bridge takes {ENCODING} at {RATE} Hz, mono",
+            )
+            return None
+        self.stream_sid = sid
+        return StreamStarted(sid, start.call_sid, dict(start.custom_parameters))
+
+    def _media(self, media: _MediaBody) -> MediaIn | None:
         if self.stream_sid is None:
             self._skip("media_before_start", "media before start")
             return None
-        media = frame.media or {}
-        payload = media.get("payload")
-        if not isinstance(payload, str):
-            self._skip("bad_payload", "media without a payload")
-            return None
         try:
-            ulaw = base64.b64decode(payload, validate=True)
+            ulaw = base64.b64decode(media.payload, validate=True)
         except (binascii.Error, ValueError):
             self._skip("bad_payload", "media payload is not base64")
             return None
-        timestamp = media.get("timestamp")
-        try:
-            stamp = int(timestamp) if timestamp is not None else None
-        except (TypeError, ValueError):
-            stamp = None
+        stamp = media.timestamp
+        if isinstance(stamp, str):
+            if not (stamp.isascii() and stamp.isdigit() and len(stamp) <= 18):
+                self._skip("bad_media", "media timestamp is not a number of ms")
+                return None
+            stamp = int(stamp)
+        elif stamp is not None and stamp < 0:
+            self._skip("bad_media", "media timestamp is negative")
+            return None
         return MediaIn(ulaw, stamp)
 
     def _skip(self, reason: str, detail: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
         self.last_skipped = reason
-        log.warning("skipped a Twilio frame: %s", detail)
-        return None
+        now = self._clock()
+        if self._logged_at is not None and now - self._logged_at < LOG_INTERVAL:
+            self._unlogged += 1
+            return
+        more = f" ({self._unlogged} more skipped since the last warning)" if self._unlogged else ""
+        log.warning("skipped a %s frame: %s%s", self.PROVIDER, detail, more)
+        self._logged_at = now
+        self._unlogged = 0
 
     # -- frames to Twilio -----------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from livebridge.calls.ledger import CallLedger, LiveCall
 from livebridge.calls.repeats import (
     MAX_IDS_PER_REQUEST,
     PRUNE_ABOVE,
+    RETRY_WINDOW,
     Repeat,
     Requests,
     classify,
@@ -134,8 +135,8 @@ async def test_idempotency_cache_is_bounded() -> None:
 
 
 def test_requests_forget_stale_ones_and_stay_small() -> None:
-    """Seen answers are forgotten from the oldest end once more than ``PRUNE_ABOVE`` are kept;
-    one request that still matters holds the ones after it (they are forgotten in order)."""
+    """Seen answers are forgotten once more than ``PRUNE_ABOVE`` are kept; one request that
+    still matters is kept, and holds none of the stale ones after it (each pins its answer)."""
     stale: set[int] = set()
     requests: Requests[int] = Requests(4096, lambda request: request.first in stale)
     for i in range(1000):
@@ -147,11 +148,29 @@ def test_requests_forget_stale_ones_and_stay_small() -> None:
     for i in range(1001, 1200):
         requests.put(("work", i), i, f"c{i}", float(i))
         stale.add(i)
+        assert len(requests) <= PRUNE_ABOVE + 2  # the running one, and the newest stale ones
     assert requests.get(("work", 1000)) is not None
-    assert len(requests) == 200  # held behind the running one: bounded by ``capacity`` alone
     stale.add(1000)
-    requests.put(("work", 1200), 1200, "c1200", 1200.0)
-    assert len(requests) == 1
+    for i in range(1200, 1200 + PRUNE_ABOVE + 1):
+        requests.put(("work", i), i, f"c{i}", float(i))
+        stale.add(i)
+    assert requests.get(("work", 1000)) is None and len(requests) <= PRUNE_ABOVE + 1
+
+
+def test_a_sweep_spares_a_failed_request_among_the_newest_for_its_retry() -> None:
+    """A failed request is stale, but its retry still looks it up (to keep its idempotency
+    key): sweeps spare it while it is among the newest ``RETRY_WINDOW`` requests kept."""
+    failed: set[int] = {0}
+    requests: Requests[int] = Requests(4096, lambda request: True, lambda r: r.first in failed)
+    requests.put(("pay", 0), 0, "c0", 0.0)
+    for i in range(1, 200):  # seen answers: swept
+        requests.put(("work", i), i, f"c{i}", float(i))
+    assert requests.get(("pay", 0)) is not None and len(requests) <= PRUNE_ABOVE + 2
+    for i in range(200, 300):  # failures: the newest of them are spared
+        failed.add(i)
+        requests.put(("pay", i), i, f"c{i}", float(i))
+    assert requests.get(("pay", 0)) is None and requests.get(("pay", 299)) is not None
+    assert len(requests) <= 2 * RETRY_WINDOW + 1
 
 
 # -- random conversations against a reference model ----------------------------------------

@@ -251,6 +251,36 @@ async def test_a_violation_is_reported_live_in_the_summary_and_in_the_report(
     vendor.check_report(summary, written)
 
 
+async def test_a_violation_the_report_has_no_room_for_still_counts(tmp_path: Path) -> None:
+    """``--report-mb`` bounds what is kept; the summary and ``--strict`` count every violation."""
+    vendor, report = VENDORS[0], tmp_path / "report.json"
+    server = await asyncio.create_subprocess_exec(
+        *CLI,
+        "emulator",
+        "--strict",
+        "--report-mb",
+        "0.001",  # 1 KiB: less than one violation with what it carried
+        "--report",
+        str(report),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        code, _, err = await run_program(vendor, server, vendor.bad_program)
+        assert code == 0, err
+    finally:
+        server.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.wait_for(server.communicate(), 30)
+    assert server.returncode == 1
+    summary = out.decode().splitlines()
+    assert "summary: 1 connection(s), 1 violation(s) (1 error(s), 0 warning(s))" in summary
+    assert any(line.strip().startswith("the report keeps the newest: ") for line in summary)
+    written = json.loads(report.read_text())
+    assert written["violations"] == []  # no room for it, but counted
+    assert written["violation_counts"] == {"error:unknown_id": 1}
+    assert written["transcript_dropped"] > 0
+    assert len(report.read_bytes()) < 64 << 10
+
+
 @pytest.fixture
 def busy_port() -> Iterator[int]:
     with socket.socket() as taken:
@@ -280,6 +310,8 @@ def bad_inputs(tmp_path: Path, busy: int) -> list[tuple[list[str], str]]:
         (["--reissue-after", "x"], "--reissue-after needs a number of seconds, got 'x'"),
         (["--models", ","], "--models needs at least one model name"),
         (["--report", str(tmp_path / "no" / "r.json")], "--report: the folder"),
+        (["--report-mb", "lots"], "--report-mb needs a number of MiB, got 'lots'"),
+        (["--report-mb", "0"], "--report-mb needs a number of MiB > 0, got '0'"),
     ]
 
 

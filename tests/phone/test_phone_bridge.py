@@ -277,7 +277,8 @@ async def test_a_session_that_cannot_open_ends_the_call_with_1011() -> None:
         async with SimulatedCaller.dial(f"ws://127.0.0.1:{port}/twilio") as caller:
             await caller.wait_until(lambda: caller.closed_at is not None, WAIT)
     assert caller.close_code == 1011
-    assert events == [CallEnded("session_failed", answered=False)]
+    sid = "CA00000000000000000000000000000001"
+    assert events == [CallEnded("session_failed", answered=False, call_sid=sid)]
 
 
 async def test_dtmf_reaches_the_app_and_optionally_the_model(emulator: Emulator) -> None:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from livebridge.phone.twilio import (
     Dtmf,
@@ -61,7 +65,7 @@ def test_a_whole_stream_decodes() -> None:
         ("{not json", "undecodable"),
         (json.dumps({"event": "hangup"}), "unknown_event"),
         (media("***not base64***"), "bad_payload"),
-        (json.dumps({"event": "media", "media": {}}), "bad_payload"),
+        (json.dumps({"event": "media", "media": {}}), "bad_media"),
         (json.dumps({"event": "mark", "mark": {}}), "bad_mark"),
         (json.dumps({"event": "dtmf", "dtmf": {"digit": ""}}), "bad_dtmf"),
         (json.dumps({"event": "start", "start": {}}), "bad_start"),
@@ -98,3 +102,128 @@ def test_outgoing_frames_name_the_stream() -> None:
         "mark": {"name": "u1.1"},
     }
     assert json.loads(stream.clear()) == {"event": "clear", "streamSid": "MZ1"}
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def start_with(**media_format: Any) -> str:
+    frame = json.loads(json.dumps(START))
+    frame["start"]["mediaFormat"].update(media_format)
+    return json.dumps(frame)
+
+
+@pytest.mark.parametrize(
+    ("frame", "reason"),
+    [
+        (start_with(sampleRate="8k"), "bad_start"),
+        (start_with(sampleRate=None), "bad_start"),
+        (start_with(sampleRate=16000), "bad_start"),
+        (start_with(encoding="audio/l16"), "bad_start"),
+        (json.dumps(START).replace('"+15550100"', nested(20_000)), "undecodable"),
+        (json.dumps(START).replace('"+15550100"', "7"), "bad_start"),
+        (json.dumps({"event": "start", "start": []}), "bad_start"),
+        ('{"event": "start", "x": ' + nested(20_000) + "}", "undecodable"),
+    ],
+)
+def test_a_bad_start_is_skipped_and_the_stream_waits_for_a_good_one(
+    frame: str, reason: str
+) -> None:
+    stream = TwilioStream()
+    assert stream.receive(frame) is None
+    assert stream.skipped == {reason: 1}
+    assert not stream.started
+    assert isinstance(stream.receive(json.dumps(START)), StreamStarted)
+
+
+@pytest.mark.parametrize(
+    ("frame", "reason"),
+    [
+        ('{"event": "media", "media": ' + nested(20_000) + "}", "undecodable"),
+        ('{"event": "mark", "mark": ' + nested(20_000) + "}", "undecodable"),
+        ('{"event": "mark", "mark": {"name": ' + nested(3) + "}}", "bad_mark"),
+        (
+            json.dumps({"event": "media", "media": {"payload": "/w==", "timestamp": "²"}}),
+            "bad_media",
+        ),
+        (
+            json.dumps({"event": "media", "media": {"payload": "/w==", "timestamp": [1]}}),
+            "bad_media",
+        ),
+        (json.dumps({"event": "media", "media": {"payload": 255}}), "bad_media"),
+        (json.dumps({"event": "dtmf", "dtmf": {"digit": "12"}}), "bad_dtmf"),
+        (json.dumps({"event": "stop", "stop": "now"}), "bad_stop"),
+        (json.dumps({"event": 5}), "undecodable"),
+        (json.dumps(["event", "media"]), "undecodable"),
+        (b"\xff\xfe{", "undecodable"),
+        ('{"event": "media\ud800"}', "undecodable"),
+        (json.dumps(START), "repeated_start"),
+    ],
+)
+def test_a_frame_of_the_wrong_shape_is_skipped(frame: str | bytes, reason: str) -> None:
+    stream = TwilioStream()
+    stream.receive(json.dumps(START))
+    assert stream.receive(frame) is None
+    assert stream.skipped == {reason: 1}
+    assert stream.stream_sid == "MZ1"
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner),
+    max_leaves=20,
+)
+EVENTS = st.sampled_from(["connected", "start", "media", "mark", "dtmf", "stop", "hangup"])
+FIELDS = st.sampled_from(
+    ["start", "media", "mark", "dtmf", "stop", "streamSid", "customParameters", "mediaFormat"]
+)
+
+
+@st.composite
+def mangled(draw: st.DrawFn) -> str | bytes:
+    """A frame of some event with a field of any type, nested at any depth, or garbage."""
+    kind = draw(st.integers(0, 3))
+    if kind == 0:
+        return draw(st.binary(max_size=64))
+    if kind == 1:
+        return json.dumps(draw(JSON))
+    if kind == 3:
+        depth = draw(st.integers(1, 30_000))
+        deep = nested(depth) if draw(st.booleans()) else '{"a": ' * depth + "1" + "}" * depth
+        return f'{{"event": "{draw(EVENTS)}", "{draw(FIELDS)}": {deep}}}'
+    body: Any = draw(JSON)
+    frame = json.loads(json.dumps(START))
+    frame["event"] = draw(EVENTS)
+    target = draw(st.sampled_from([frame, frame["start"], frame["start"]["mediaFormat"]]))
+    target[draw(FIELDS | st.sampled_from(["sampleRate", "encoding", "payload", "name"]))] = body
+    return json.dumps(frame)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(mangled(), min_size=1, max_size=8))
+def test_receive_never_raises(frames: list[str | bytes]) -> None:
+    stream = TwilioStream()
+    stream.receive(json.dumps(START))
+    for frame in frames:
+        event = stream.receive(frame)
+        assert (event is None) or stream.last_skipped is None
+        assert stream.stream_sid == "MZ1"
+    assert stream.receive(media(base64.b64encode(b"\xff" * 160).decode())) is not None
+
+
+def test_skipped_frames_are_counted_and_logged_at_most_once_a_while(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [0.0]
+    stream = TwilioStream(clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="livebridge.phone"):
+        for _ in range(1_000):
+            stream.receive("{not json")
+        assert len(caplog.records) == 1
+        now[0] = 10.0
+        stream.receive("{not json")
+    assert stream.skipped == {"undecodable": 1_001}
+    first, second = (record.getMessage() for record in caplog.records)
+    assert "more skipped" not in first
+    assert second.endswith("(999 more skipped since the last warning)")

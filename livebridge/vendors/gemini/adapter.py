@@ -81,7 +81,21 @@ async def run_tool_loop(
     The registry's declarations are added to ``config.tools`` and automatic function calling
     is disabled, so every call goes through ``dispatcher``. Returns the first response without
     function calls, or the response of round ``max_rounds`` (whose calls are then unanswered).
+    The registry's MCP servers run for the loop (``ToolRegistry.connect_mcp``).
     """
+    async with tools.connect_mcp():
+        return await _tool_loop(client, model, contents, tools, dispatcher, config, max_rounds)
+
+
+async def _tool_loop(
+    client: Any,
+    model: str,
+    contents: Any,
+    tools: ToolRegistry,
+    dispatcher: Dispatcher | None,
+    config: types.GenerateContentConfig | None,
+    max_rounds: int,
+) -> types.GenerateContentResponse:
     from google.genai import types
 
     dispatcher = dispatcher or Dispatcher(tools)

@@ -1,0 +1,98 @@
+"""What a session remembers of the calls it answered: each id's answer, within a byte budget.
+
+A call id answered earlier is answered again without running (docs/contract.md). The newest
+answers keep their payload while together they fit ``CallPolicy.remembered_bytes``, each
+charged its encoded size plus ``ANSWER_OVERHEAD`` (the record and the Python objects of a small
+payload). An older answer keeps only its kind: a re-delivery of its id is still not run, and
+is answered ``already_answered`` (``outcomes.already_answered``). At most ``capacity`` ids are
+remembered; beyond them the oldest is forgotten and a re-delivery of it runs again.
+
+Entries live in one plain dict, oldest first (a remembered id answered again moves to the
+newest end); the oldest are forgotten a quarter of ``capacity`` at a time, so that forgetting
+costs O(1) per call and no ordered dict is paid for per entry.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+
+from livebridge.calls.call import Outcome, OutcomeKind
+
+__all__ = ["ANSWER_OVERHEAD", "Answers", "charge"]
+
+#: Bytes charged to the budget for each remembered payload beyond its encoded size: about what
+#: an ``Outcome`` with a small payload takes in memory (measured: 580 bytes for ``{"i": n}``).
+ANSWER_OVERHEAD = 512
+
+
+def charge(outcome: Outcome) -> int:
+    """What keeping ``outcome``'s payload costs the budget."""
+    return outcome.result_bytes + ANSWER_OVERHEAD
+
+
+class Answers:
+    """The answers of the last ``capacity`` call ids; payloads within ``budget`` bytes."""
+
+    __slots__ = ("_budget", "_by_id", "_capacity", "_kept", "_used")
+
+    def __init__(self, capacity: int, budget: int) -> None:
+        if capacity < 1 or budget < 0:
+            raise ValueError("capacity must be at least 1 and budget not negative")
+        self._capacity = capacity
+        self._budget = budget
+        #: id -> its answer with payload, or only its kind once the payload was let go.
+        self._by_id: dict[str, Outcome | OutcomeKind] = {}
+        self._kept: deque[str] = deque()  # ids whose payloads were kept, oldest first
+        self._used = 0  # bytes charged for the payloads kept
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    @property
+    def used(self) -> int:
+        """Bytes charged for the payloads kept now (at most the budget)."""
+        return self._used
+
+    def get(self, call_id: str) -> Outcome | OutcomeKind | None:
+        """The answer of ``call_id`` (its kind alone once its payload was let go), if any."""
+        return self._by_id.get(call_id)
+
+    def answered_again(self, call_id: str) -> None:
+        """``call_id`` was answered again from here: it is now the newest id."""
+        by_id = self._by_id
+        by_id[call_id] = by_id.pop(call_id)
+
+    def put(self, outcome: Outcome) -> None:
+        """Remember ``outcome`` as its id's answer (it replaces another answer of that id)."""
+        by_id, call_id = self._by_id, outcome.call_id
+        earlier = by_id.get(call_id)
+        if earlier is outcome or isinstance(earlier, str):  # answered again from here
+            return
+        if earlier is not None:  # a second settle of a running id (a rejoin cancelled first)
+            self._used -= charge(earlier)
+        elif len(by_id) >= self._capacity + self._capacity // 4:
+            self._forget_oldest()
+        by_id[call_id] = outcome
+        self._kept.append(call_id)
+        self._used += outcome.result_bytes + ANSWER_OVERHEAD  # ``charge``, inline
+        if self._used > self._budget or len(self._kept) > self._capacity:
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """Drop the oldest payloads until the rest fit the budget; their kinds stay."""
+        by_id, kept = self._by_id, self._kept
+        while kept and (self._used > self._budget or len(kept) > self._capacity):
+            entry = by_id.get(call_id := kept.popleft())
+            if entry is not None and not isinstance(entry, str):
+                by_id[call_id] = entry.kind
+                self._used -= charge(entry)
+
+    def _forget_oldest(self) -> None:
+        """Forget the oldest ids down to ``capacity``."""
+        by_id = self._by_id
+        excess = len(by_id) - self._capacity + 1
+        for call_id in list(itertools.islice(by_id, excess)):
+            entry = by_id.pop(call_id)
+            if not isinstance(entry, str):
+                self._used -= charge(entry)

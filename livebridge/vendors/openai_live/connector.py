@@ -1,0 +1,221 @@
+"""GPT-Live connections through the official ``openai`` SDK's ``client.live.connect()``.
+
+The SDK opens the websocket (``{base_url}/live/sessions``, authentication, headers); livebridge
+sends ``session.start`` and waits for ``session.started`` before anything else goes out (a
+socket that sends nothing is told nothing, and an early command is refused). An ``error``
+instead of ``session.started`` fails the connect with the service's words. Events then travel
+as msgspec frames on the SDK's websocket (``openai_live.wire``). The SDK's reconnection is left
+off: GPT-Live has no resumption, and a new socket would be a new session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from openai import AsyncOpenAI, OpenAIError
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from livebridge import profiles
+from livebridge.calls.tools import ToolRegistry
+from livebridge.errors import (
+    LiveSessionError,
+    MalformedMessageError,
+    ModelNotFoundError,
+    PolicyViolationError,
+    TransportClosed,
+    UsageError,
+)
+from livebridge.live import resume, secrets
+from livebridge.live.options import CONNECT_SECONDS
+from livebridge.live.protocol import ProtocolOptions
+from livebridge.live.transport import MAX_MESSAGE_BYTES, ClientItem, TransportKind
+from livebridge.live.websocket import close, closed, host_of, opening_timed_out, read_by_peer
+from livebridge.vendors.openai_live import delegation, wire
+from livebridge.vendors.openai_live.config import session_config
+from livebridge.vendors.openai_live.delegation import Delegation
+from livebridge.vendors.openai_live.protocol import GptLiveProtocol
+
+__all__ = ["GptLiveConnector", "LiveTransport", "is_live_model"]
+
+_EARLY_LIMIT = 64
+
+
+def is_live_model(model: str) -> bool:
+    """A model name that selects GPT-Live rather than OpenAI Realtime."""
+    return profiles.bare_model_name(model).startswith("gpt-live")
+
+
+class GptLiveConnector:
+    """Opens the GPT-Live connection of one session with an ``openai.AsyncOpenAI``.
+
+    ``config`` is the ``session`` object of ``session.start`` (checked at once against the
+    strict schema: ``openai_live.config``); the registry's tools go into
+    ``delegation.responses.tools``. The arguments are ``OpenAIConnector``'s.
+    """
+
+    def __init__(
+        self,
+        client: AsyncOpenAI,
+        *,
+        model: str,
+        tools: ToolRegistry,
+        config: Mapping[str, Any] | None = None,
+        transport: TransportKind = "wire",
+        keepalive: Mapping[str, float] | None = None,
+        tls_read_buffer: int = 8 * 1024,
+        websocket_options: Mapping[str, Any] | None = None,
+        connect_timeout: float = CONNECT_SECONDS,
+        profile: profiles.ModelProfile | None = None,
+        delegate: Callable[[Delegation], Any] | None = None,
+    ) -> None:
+        if profile is not None and profile.vendor != "openai":
+            raise UsageError(f"an AsyncOpenAI needs an OpenAI model profile, not {profile.family}")
+        self._client = client
+        self._model = model
+        self.profile = profile or profiles.profile_for(model, "openai")
+        self._given = tools
+        self._tools = self.profile.adapt(tools)
+        self.session = session_config(
+            config, self._tools, model=model, parallel_tool_calls=self.profile.parallel_tool_calls
+        )
+        self._delegate = delegate
+        client_mode = (self.session.get("delegation") or {}).get("type") == "client"
+        if client_mode and delegate is None:
+            raise UsageError(
+                "client delegation needs SessionOptions(delegate=fn): fn answers each delegation"
+            )
+        if delegate is not None and not client_mode:
+            raise UsageError(
+                "SessionOptions(delegate=...) answers client delegations: give "
+                'config={"delegation": {"type": "client"}}'
+            )
+        self._options: dict[str, Any] = {
+            "compression": None,
+            "max_size": MAX_MESSAGE_BYTES,
+            **(resume.keepalive_settings() if keepalive is None else keepalive),
+            **(websocket_options or {}),
+        }
+        self._connect_timeout = connect_timeout
+        secrets.protect(getattr(client, "api_key", None))
+
+    def protocol(
+        self, tools: ToolRegistry, options: ProtocolOptions, *, observed: bool
+    ) -> GptLiveProtocol:
+        adapted = self._tools if tools is self._given else self.profile.adapt(tools)
+        g711 = self.session["audio"]["format"]["type"] == "audio/pcmu"
+        budget = (self.profile.backend_items, self.profile.backend_bytes)
+        client = self._delegate is not None
+        if self._delegate is not None:
+            adapted = delegation.registry(self._delegate)
+        return GptLiveProtocol(
+            adapted, options, budget=budget, g711=g711, client=client, observed=observed
+        )
+
+    @asynccontextmanager
+    async def open(self, handle: str | None) -> AsyncIterator[LiveTransport]:
+        if handle is not None:
+            raise UsageError("GPT-Live has no resumption handles")
+        timeout = self._connect_timeout
+        deadline = anyio.current_time() + timeout
+        options = {**self._options, "open_timeout": timeout}
+        manager = self._client.live.connect(websocket_connection_options=options)  # type: ignore[arg-type]
+        try:
+            async with manager as connection:
+                ws = connection._connection
+                session_id, early = await self._start(ws, deadline)
+                yield LiveTransport(ws, session_id, early)
+        except ConnectionClosed as exc:
+            raise closed(exc) from None
+        except InvalidStatus as exc:
+            status = exc.response.status_code
+            said = (exc.response.body or b"")[:200].decode("utf-8", "replace")
+            error: LiveSessionError = (
+                PolicyViolationError(
+                    f"OpenAI refused the GPT-Live connection (HTTP {status}: {said})"
+                )
+                if status in (401, 403)
+                else LiveSessionError(
+                    f"OpenAI refused the GPT-Live connection (HTTP {status}: {said})"
+                )
+            )
+            raise TransportClosed(status, said, error=error) from None
+        except InvalidHandshake as exc:
+            error = LiveSessionError(f"GPT-Live handshake failed: {exc}")
+            raise TransportClosed(None, str(exc), error=error) from None
+        except TimeoutError:
+            raise opening_timed_out(self._host(), timeout, "the websocket handshake") from None
+        except OSError as exc:
+            raise TransportClosed(None, f"network error: {exc}") from None
+        except OpenAIError as exc:
+            error = LiveSessionError(f"The openai SDK could not connect: {exc}")
+            raise TransportClosed(None, str(exc), error=error) from None
+
+    def _host(self) -> str:
+        client = self._client
+        return host_of(getattr(client, "websocket_base_url", None) or client.base_url)
+
+    async def _start(self, ws: Any, deadline: float) -> tuple[str | None, list[wire.ServerEvent]]:
+        """Send ``session.start``; wait for ``session.started``."""
+        start = {"type": "session.start", "event_id": "livebridge_start", "session": self.session}
+        with contextlib.suppress(ConnectionClosed):
+            await ws.send(wire.encode(start), text=True)
+        early: list[wire.ServerEvent] = []
+        with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+            while True:
+                try:
+                    event = wire.decode_server(await ws.recv(decode=False))
+                except MalformedMessageError:
+                    continue
+                if event.type == "session.started":
+                    return (event.session.id if event.session else None), early
+                if event.type == "error":
+                    raise TransportClosed(1008, "session refused", error=_refused(event.error))
+                if len(early) < _EARLY_LIMIT:
+                    early.append(event)
+        raise opening_timed_out(self._host(), self._connect_timeout, "session.start")
+
+
+def _refused(detail: wire.ErrorDetail | None) -> LiveSessionError:
+    detail = detail or wire.ErrorDetail()
+    code = detail.code or detail.type or "error"
+    said = (detail.message or "no message").rstrip(". ")
+    where = f" (parameter {detail.param})" if detail.param else ""
+    text = f"GPT-Live refused session.start: {code}{where}: {said}."
+    if detail.code == "model_not_found":
+        return ModelNotFoundError(text + " Check the model name (e.g. gpt-live-1.1).")
+    return LiveSessionError(text + " Fix the config given to LiveSession.connect.")
+
+
+class LiveTransport:
+    """msgspec frames on the SDK's websocket."""
+
+    def __init__(self, ws: Any, session_id: str | None, early: list[wire.ServerEvent]) -> None:
+        self.session_id = session_id
+        self._ws = ws
+        self._early = early
+
+    async def recv(self) -> wire.ServerEvent:
+        if self._early:
+            return self._early.pop(0)
+        try:
+            frame = await self._ws.recv(decode=False)
+        except ConnectionClosed as exc:
+            raise closed(exc) from None
+        return wire.decode_server(frame)
+
+    async def send(self, item: ClientItem) -> None:
+        try:
+            for frame in wire.client_frames(item):
+                await self._ws.send(frame, text=True)
+        except ConnectionClosed as exc:
+            raise closed(exc) from None
+
+    async def close(self) -> None:
+        await close(self._ws)
+
+    async def read_by_peer(self) -> None:
+        await read_by_peer(self._ws)
