@@ -108,7 +108,15 @@ def test_a_registry_without_tools_of_its_own_takes_the_mcp_servers(app_dir: Path
             ["MCP server 'mcp-server': could not start", "check the --mcp"],
         ),
         (
-            ("phone", "--mcp", "/nonexistent/mcp-server", "--emulator", "--port", "0"),
+            (
+                "phone",
+                "--mcp",
+                "/nonexistent/mcp-server",
+                "--emulator",
+                "--no-signature-check",
+                "--port",
+                "0",
+            ),
             ["MCP server 'mcp-server': could not start", "check the --mcp"],
         ),
     ],
@@ -119,7 +127,15 @@ def test_mcp_usage_errors(args: tuple[str, ...], expected: list[str]) -> None:
 
 @pytest.fixture
 def phone(app_dir: Path) -> Iterator[subprocess.Popen[str]]:
-    command = ["phone", "--mcp", server_command(app_dir), "--emulator", "--port", "0"]
+    command = [
+        "phone",
+        "--mcp",
+        server_command(app_dir),
+        "--emulator",
+        "--no-signature-check",
+        "--port",
+        "0",
+    ]
     process = subprocess.Popen(
         [sys.executable, "-m", "livebridge", *command],
         cwd=app_dir,
