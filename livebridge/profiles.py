@@ -77,6 +77,10 @@ class ModelProfile:
     - ``input_cancels_blocking``: new input while a BLOCKING call runs makes the service cancel
       that call; ``interrupt_waits_for_user``: an ``INTERRUPT`` answer waits until the user has
       finished speaking instead of talking over them;
+    - ``turn_complete_after_call``: the model ends its turn (``generationComplete``,
+      ``turnComplete``) right after a ``toolCall``, BLOCKING calls included, and speaks the
+      answers in a turn of their own (False: no ``turnComplete`` until every BLOCKING call of
+      the turn is answered);
     - ``media_chunks``: the deprecated ``realtimeInput.mediaChunks`` is still accepted;
     - ``parallel_tool_calls``: (OpenAI) one response may carry several calls when asked to;
     - ``session_seconds``, ``connection_seconds``, ``handle_seconds``: how long a session and
@@ -96,6 +100,7 @@ class ModelProfile:
     call_ids: bool
     input_cancels_blocking: bool = False
     interrupt_waits_for_user: bool = False
+    turn_complete_after_call: bool = False
     media_chunks: bool = True
     parallel_tool_calls: bool = False
     session_seconds: float | None = None
@@ -252,15 +257,32 @@ _GEMINI_25 = replace(
     behaviors=_BOTH,
     schedulings=_ALL_SCHEDULINGS,
     will_continue=True,
+    turn_complete_after_call=True,
     media_chunks=True,
     sources=(
         "js-genai Behavior docs: 'Defaults to BLOCKING'",
         "ai.google.dev live-api/tools: 2.5 supports synchronous and asynchronous calls",
         "google-genai types: scheduling and will_continue on FunctionResponse",
+        "google/adk-python models/gemini_llm_connection.py: native-audio models send "
+        "turn_complete right after a tool call (3.x withholds it until the answer)",
+        "livekit/agents#7195, #6569: toolCall, then generationComplete and turnComplete, on "
+        "native audio (field reports)",
     ),
 )
-_GEMINI_LIVE_25 = replace(_GEMINI_25, family="gemini-live-2.5-flash")
-_GEMINI_20 = replace(_GEMINI_25, family="gemini-2.0-flash-live")
+_GEMINI_LIVE_25_NATIVE = replace(_GEMINI_25, family="gemini-live-2.5-flash-native-audio")
+#: The half-cascade models withhold ``turnComplete`` while a BLOCKING call runs: the cookbook's
+#: recorded outputs show it.
+_HALF_CASCADE = (
+    "google-gemini/cookbook quickstarts/Get_started_LiveAPI_tools.ipynb: no turnComplete for a "
+    "BLOCKING call's turn until its answer is sent (recorded outputs)",
+)
+_GEMINI_LIVE_25 = replace(
+    _GEMINI_25,
+    family="gemini-live-2.5-flash",
+    turn_complete_after_call=False,
+    sources=(*_GEMINI_25.sources[:3], *_HALF_CASCADE),
+)
+_GEMINI_20 = replace(_GEMINI_LIVE_25, family="gemini-2.0-flash-live")
 
 #: OpenAI Realtime: every call is answered before the model goes on (no NON_BLOCKING, no
 #: scheduling, no streamed answers); sessions last at most 60 minutes, with no resumption.
@@ -298,6 +320,7 @@ PROFILES: tuple[ModelProfile, ...] = (
             _GEMINI_38,
             _GEMINI_31,
             _GEMINI_25,
+            _GEMINI_LIVE_25_NATIVE,
             _GEMINI_LIVE_25,
             _GEMINI_20,
         )
@@ -312,8 +335,12 @@ PROFILES: tuple[ModelProfile, ...] = (
 
 #: What an unknown model gets on each backend: the documented defaults (BLOCKING unless
 #: declared, NON_BLOCKING with scheduling and streamed answers on the Developer API).
-DEVELOPER_DEFAULT = replace(_GEMINI_25, family="", known=False)
-VERTEX_DEFAULT = replace(_on_vertex(_GEMINI_25), family="", known=False)
+#: An unknown name is taken to withhold ``turnComplete`` while a BLOCKING call runs, as the 3.x
+#: and half-cascade families do (google/adk-python gemini_llm_connection.py, the cookbook).
+DEVELOPER_DEFAULT = replace(_GEMINI_25, family="", known=False, turn_complete_after_call=False)
+VERTEX_DEFAULT = replace(
+    _on_vertex(_GEMINI_25), family="", known=False, turn_complete_after_call=False
+)
 OPENAI_DEFAULT = replace(_GPT_REALTIME, family="", known=False)
 _DEFAULTS: dict[Backend, ModelProfile] = {
     "developer": DEVELOPER_DEFAULT,

@@ -2,7 +2,8 @@
 calls in its turns, and what the service does on its own (re-issues, resumption updates, goAway).
 
 The model's side holds "the floor" while a turn is open; a pending BLOCKING call keeps it open (no
-``turnComplete``), barge-in takes it away. Scenarios drive it through ``Conversation``; all of it
+``turnComplete``) unless the profile ends the turn right after a call (native audio 2.5),
+barge-in takes it away. Scenarios drive it through ``Conversation``; all of it
 runs in the connection's one task group. ``EmulatedSession`` adds the client's messages.
 """
 
@@ -231,9 +232,17 @@ class ModelTurns(Connection):
         *,
         reissue_of: str | None = None,
     ) -> list[str]:
-        """Send one ``toolCall`` (under ``ids`` where given; ``reissue_of``: asking again)."""
+        """Send one ``toolCall`` (under ``ids`` where given; ``reissue_of``: asking again).
+
+        On a model that ends its turn after a call (``turn_complete_after_call``: native audio
+        2.5), ``turnComplete`` follows at once, BLOCKING calls or not; the answers are then
+        spoken in a turn of their own.
+        """
         await self.open_turn(owner)
-        return await self._send_tool_call(owner, calls, ids=ids, reissue_of=reissue_of)
+        issued = await self._send_tool_call(owner, calls, ids=ids, reissue_of=reissue_of)
+        if self.profile.turn_complete_after_call:
+            await self.complete_turn(owner, wait=False)
+        return issued
 
     async def _send_tool_call(
         self,
@@ -276,7 +285,14 @@ class ModelTurns(Connection):
         while True:
             await asyncio.sleep(delay)
             record = self.checker.calls[current]
-            if not record.open or self.floor_owner != owner:
+            if not record.open:
+                return
+            if self.profile.turn_complete_after_call:  # the turn ended with the call
+                (current,) = await self.issue_calls(
+                    owner, [(record.name, record.args)], reissue_of=root
+                )
+                continue
+            if self.floor_owner != owner:
                 return
             (current,) = await self._send_tool_call(
                 owner, [(record.name, record.args)], reissue_of=root
