@@ -81,6 +81,9 @@ class ModelProfile:
       ``turnComplete``) right after a ``toolCall``, BLOCKING calls included, and speaks the
       answers in a turn of their own (False: no ``turnComplete`` until every BLOCKING call of
       the turn is answered);
+    - ``history_seed_starts_turn``: with ``historyConfig.initialHistoryInClientContent``, the
+      history the client seeds (``clientContent`` up to ``turnComplete``) starts a model turn
+      (False: it is context only; the client's next ``realtimeInput`` starts the turn);
     - ``media_chunks``: the deprecated ``realtimeInput.mediaChunks`` is still accepted;
     - ``parallel_tool_calls``: (OpenAI) one response may carry several calls when asked to;
     - ``session_seconds``, ``connection_seconds``, ``handle_seconds``: how long a session and
@@ -101,6 +104,7 @@ class ModelProfile:
     input_cancels_blocking: bool = False
     interrupt_waits_for_user: bool = False
     turn_complete_after_call: bool = False
+    history_seed_starts_turn: bool = True
     media_chunks: bool = True
     parallel_tool_calls: bool = False
     session_seconds: float | None = None
@@ -198,6 +202,16 @@ def _on_vertex(developer: ModelProfile) -> ModelProfile:
 #: (``goAway`` first), a resumption handle 2 hours after the session's end.
 _SESSION, _CONNECTION, _HANDLE = 15 * 60.0, 10 * 60.0, 2 * 3600.0
 
+#: A 3.x model takes a seeded history as context only; the client's next realtime input starts
+#: the turn.
+_SEED_WAITS = (
+    "google-genai types.HistoryConfig: the initial history 'will not trigger a model call'; "
+    "the client starts the conversation with realtime_input",
+    "pipecat services/google/gemini_live/llm.py _send_initial_context: 3.x 'won't run "
+    "inference without a realtime input' after the seed; google/adk-python "
+    "gemini_llm_connection.send_history (a framework's observation)",
+)
+
 _GEMINI_38 = ModelProfile(
     family="gemini-3.8-live",
     vendor="gemini",
@@ -209,6 +223,7 @@ _GEMINI_38 = ModelProfile(
     call_ids=True,
     input_cancels_blocking=True,
     interrupt_waits_for_user=True,
+    history_seed_starts_turn=False,
     media_chunks=False,
     session_seconds=_SESSION,
     connection_seconds=_CONNECTION,
@@ -220,6 +235,7 @@ _GEMINI_38 = ModelProfile(
         "running BLOCKING call; INTERRUPT waits for the user to finish speaking",
         "livekit/agents#7302, PR #7329 (field reports)",
         "discuss.ai.google.dev t/186392: sessions closed at 58:00 with 1011 (field report)",
+        *_SEED_WAITS,
     ),
 )
 _GEMINI_38_THINKING = replace(
@@ -233,6 +249,7 @@ _GEMINI_38_THINKING = replace(
         "firebase/firebase-android-sdk#8616: NON_BLOCKING required on every tool",
         "roomkit-live/roomkit#42: an unnamed function response reads as a failed call "
         "(field report)",
+        *_SEED_WAITS,
     ),
 )
 _GEMINI_31 = replace(
@@ -249,6 +266,7 @@ _GEMINI_31 = replace(
         "pipecat#4448 disables NON_BLOCKING on 3.x; PatterAI/Patter#210 opted into it "
         "(conflicting field reports: the documentation is followed)",
         "kizuna-ai-lab/sokuji#150: realtime_input.media_chunks refused (field report)",
+        *_SEED_WAITS,
     ),
 )
 _GEMINI_25 = replace(
@@ -258,6 +276,7 @@ _GEMINI_25 = replace(
     schedulings=_ALL_SCHEDULINGS,
     will_continue=True,
     turn_complete_after_call=True,
+    history_seed_starts_turn=True,
     media_chunks=True,
     sources=(
         "js-genai Behavior docs: 'Defaults to BLOCKING'",
@@ -267,6 +286,8 @@ _GEMINI_25 = replace(
         "turn_complete right after a tool call (3.x withholds it until the answer)",
         "livekit/agents#7195, #6569: toolCall, then generationComplete and turnComplete, on "
         "native audio (field reports)",
+        "pipecat gemini_live/llm.py _send_initial_context: on 2.5 a seed ending in "
+        "turn_complete runs inference",
     ),
 )
 _GEMINI_LIVE_25_NATIVE = replace(_GEMINI_25, family="gemini-live-2.5-flash-native-audio")
@@ -280,7 +301,7 @@ _GEMINI_LIVE_25 = replace(
     _GEMINI_25,
     family="gemini-live-2.5-flash",
     turn_complete_after_call=False,
-    sources=(*_GEMINI_25.sources[:3], *_HALF_CASCADE),
+    sources=(*_GEMINI_25.sources[:3], _GEMINI_25.sources[-1], *_HALF_CASCADE),
 )
 _GEMINI_20 = replace(_GEMINI_LIVE_25, family="gemini-2.0-flash-live")
 

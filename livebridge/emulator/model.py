@@ -10,13 +10,15 @@ with none required, its only parameter, or one named ``city``) is a string; a pa
 a ticker (``symbol``, ``ticker``) takes the all-capitals words instead ("Price of ACME and
 GLOBEX?"). The model waits for the BLOCKING answers, then speaks them back as text
 (``outputTranscription``) and audio; NON_BLOCKING answers are reported by the connection as they
-arrive. Any sustained audio followed by silence is a user utterance, taken to say ``heard``. On
-OpenAI Realtime the calls are one response's ``function_call`` items, and the spoken answer goes
-into the response the client's ``response.create`` opens.
+arrive. It starts answering ``first_output`` seconds after the user's turn ends, as a real model
+takes a moment. Any sustained audio followed by silence is a user utterance, taken to say
+``heard``. On OpenAI Realtime the calls are one response's ``function_call`` items, and the
+spoken answer goes into the response the client's ``response.create`` opens.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from livebridge.vendors.gemini import wire
 
 __all__ = [
+    "FIRST_OUTPUT_SECONDS",
     "JOINERS",
     "SYMBOL_PARAMETERS",
     "RuleModel",
@@ -46,6 +49,9 @@ _TOKEN = re.compile(r"[^\W\d_][\w'\u2019-]*|[^\w\s]")
 JOINERS = frozenset(
     "de da do dos das del della di du la le les van von der den am an upon".split()  # noqa: SIM905
 ) | {word for place in PLACES for word in place.split() if word.islower()}
+#: The default time to first output, in seconds: of the order of the few hundred milliseconds
+#: realtime models take to start answering (``RuleModel.first_output``).
+FIRST_OUTPUT_SECONDS = 0.3
 #: Parameters that take ticker symbols rather than places.
 SYMBOL_PARAMETERS = frozenset({"symbol", "symbols", "ticker", "tickers", "ticker_symbol", "stock"})
 _SYMBOL = re.compile(r"\b[A-Z][A-Z0-9]{1,5}(?:\.[A-Z]{1,2})?\b")
@@ -120,6 +126,10 @@ class RuleModel:
     speak_seconds: float = 0.4
     #: Places known besides ``PLACES`` (a scenario's own: "Narnia", "Gotham").
     places: Collection[str] = ()
+    #: Seconds from the end of a user turn to the model's first output (call or words): a real
+    #: model thinks before it answers, and a client racing its own input against that answer
+    #: must be seen to race (0: at once).
+    first_output: float = FIRST_OUTPUT_SECONDS
 
     async def __call__(self, conv: Conversation) -> None:
         while True:
@@ -138,6 +148,8 @@ class RuleModel:
         text = turn.text if turn.kind == "text" and turn.text else self.heard
         if turn.kind == "audio":
             await conv.heard(text)
+        if self.first_output > 0:
+            await asyncio.sleep(self.first_output)
         places, symbols = named_places(text, self.places), ticker_symbols(text)
         asked = [
             (subject, (name, parameter))

@@ -11,8 +11,9 @@ import asyncio
 
 from google.genai import live, types
 
-from livebridge.emulator import Emulator
+from livebridge.emulator import Emulator, RuleModel
 from tests.emulator.helpers import answer, next_message, weather_config
+from tests.emulator.helpers import tool_call as next_tool_call
 
 NATIVE_AUDIO = "gemini-2.5-flash-native-audio-preview-09-2025"
 
@@ -44,4 +45,51 @@ async def test_native_audio_25_ends_its_turn_right_after_a_blocking_call() -> No
         await session.send_tool_response(function_responses=[answer(call) for call in calls])
         spoken = [m.text async for m in session.receive() if m.text]
         assert "sunny in Oslo" in "".join(spoken)
+    assert emu.violations == []
+
+
+async def test_a_3x_history_seed_waits_for_the_realtime_input_that_starts_the_turn() -> None:
+    """Pipecat on 3.x: the history seed ends with ``turnComplete`` and starts nothing; its
+    ``realtimeInput`` text " " starts the turn, which answers the seed's last question."""
+    config = weather_config(
+        types.Behavior.BLOCKING,
+        history_config=types.HistoryConfig(initial_history_in_client_content=True),
+    )
+    async with (
+        Emulator() as emu,
+        emu.client().aio.live.connect(model="gemini-3.8-live", config=config) as session,
+    ):
+        seed: list[types.Content | types.ContentDict] = [
+            types.Content(role="user", parts=[types.Part(text="Hello there.")]),
+            types.Content(role="model", parts=[types.Part(text="Hi! How can I help?")]),
+            types.Content(role="user", parts=[types.Part(text="Weather in Paris and Oslo?")]),
+        ]
+        await session.send_client_content(turns=seed, turn_complete=True)
+        await session.send_realtime_input(text=" ")
+        call = await asyncio.wait_for(next_tool_call(session), 5)
+        calls = call.function_calls or []
+        assert [c.args for c in calls] == [{"city": "Paris"}, {"city": "Oslo"}]
+        await session.send_tool_response(function_responses=[answer(c) for c in calls])
+        spoken = [m.text async for m in session.receive() if m.text]
+        assert "sunny in Oslo" in "".join(spoken)
+    assert emu.violations == []
+
+
+async def test_the_rule_model_takes_its_time_to_first_output() -> None:
+    """A configurable time to first output: a race between the client's input and the
+    model's answer shows, as it would against the service."""
+    loop = asyncio.get_running_loop()
+    config = weather_config(types.Behavior.BLOCKING)
+    async with (
+        Emulator(RuleModel(first_output=0.5)) as emu,
+        emu.client().aio.live.connect(model="gemini-3.8-live", config=config) as session,
+    ):
+        asked = loop.time()
+        await session.send_realtime_input(text="Weather in Lima?")
+        call = await next_tool_call(session)
+        assert loop.time() - asked >= 0.5
+        await session.send_tool_response(
+            function_responses=[answer(c) for c in call.function_calls or []]
+        )
+        [m async for m in session.receive()]
     assert emu.violations == []

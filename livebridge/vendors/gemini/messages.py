@@ -26,6 +26,7 @@ __all__ = [
     "FunctionResponse",
     "GenerationConfig",
     "GoAway",
+    "HistoryConfig",
     "ModalityTokenCount",
     "Part",
     "RealtimeInput",
@@ -122,6 +123,10 @@ class GenerationConfig(_Wire):
     response_modalities: list[str] | None = None
 
 
+class HistoryConfig(_Wire):
+    initial_history_in_client_content: bool | None = None
+
+
 class SessionResumptionConfig(_Wire):
     handle: str | None = None
     transparent: bool | None = None
@@ -149,6 +154,7 @@ class Setup(_Wire):
     realtime_input_config: RealtimeInputConfig | None = None
     context_window_compression: dict[str, Any] | None = None
     response_modalities: list[str] | None = None
+    history_config: HistoryConfig | None = None
 
 
 class ClientContent(_Strict):
