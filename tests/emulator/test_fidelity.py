@@ -10,10 +10,14 @@ from __future__ import annotations
 import asyncio
 
 from google.genai import live, types
+from openai.types.realtime import RealtimeErrorEvent
 
-from livebridge.emulator import Emulator, RuleModel
+from livebridge.emulator import Emulator, RuleModel, Violation
+from livebridge.emulator.gemini.checker import Checker
+from livebridge.vendors.gemini import wire
 from tests.emulator.helpers import answer, next_message, weather_config
 from tests.emulator.helpers import tool_call as next_tool_call
+from tests.emulator.openai_helpers import until
 
 NATIVE_AUDIO = "gemini-2.5-flash-native-audio-preview-09-2025"
 
@@ -93,3 +97,59 @@ async def test_the_rule_model_takes_its_time_to_first_output() -> None:
         )
         [m async for m in session.receive()]
     assert emu.violations == []
+
+
+async def test_a_loop_answering_each_call_alone_then_crashing_is_serial_and_unanswered() -> None:
+    """A genai loop awaiting each call and answering it in its own message, whose third tool
+    raises and takes the client down: serial, split, crashed, and the call left unanswered."""
+    config = weather_config(types.Behavior.BLOCKING)
+    async with Emulator() as emu:
+        async with emu.client().aio.live.connect(model="gemini-3.8-live", config=config) as session:
+            await session.send_realtime_input(text="Weather in Paris, Oslo and Lima?")
+            calls = (await next_tool_call(session)).function_calls or []
+            assert len(calls) == 3
+            for call in calls[:2]:
+                await asyncio.sleep(0.3)  # the tool's own time: the loop awaits it
+                await session.send_tool_response(function_responses=[answer(call)])
+            await session._ws.close(1011, "get_weather('Lima') raised")
+        await emu.settled()
+        found = [(v.kind, v.severity) for v in emu.violations]
+    assert found == [
+        ("split_batch", "warning"),
+        ("serial_answers", "warning"),
+        ("client_crash", "error"),
+        ("unanswered", "error"),
+    ]
+    assert (calls[2].id or "?") in emu.violations[-1].message
+
+
+def test_pipecats_failure_text_is_opaque_even_on_an_answer_not_admitted() -> None:
+    """Pipecat answers a raising tool with ``{"value": "The function … failed and returned no
+    result."}``, cancelled calls included: the payload is judged either way."""
+    found: list[Violation] = []
+    checker = Checker("s1", found.append)
+    batch = checker.issue([("c0", "get_weather", {"city": "Oslo"}, True)])
+    checker.read(batch)
+    checker.cancel(["c0"])
+    checker.cancellation_read(["c0"])
+    failed = "The function `get_weather` failed and returned no result."
+    response = wire.FunctionResponse(id="c0", name="get_weather", response={"value": failed})
+    checker.on_tool_response({"toolResponse": {}}, [response])
+    assert [v.kind for v in found] == ["cancelled_id", "opaque_error"]
+
+
+async def test_openai_refuses_a_session_field_it_does_not_have() -> None:
+    """The GA session schema is strict: ``unknown_parameter``, naming the field."""
+    async with Emulator(protocol="openai") as emu:
+        async with emu.openai_client().realtime.connect(model="gpt-realtime") as conn:
+            assert (await conn.recv()).type == "session.created"
+            session = {"type": "realtime", "bogus_field": 1}
+            await conn.session.update(session=session)
+            error = await until(conn, "error")
+            assert isinstance(error, RealtimeErrorEvent)
+            assert (error.error.code, error.error.param) == (
+                "unknown_parameter",
+                "session.bogus_field",
+            )
+        await emu.settled()
+        assert [v.kind for v in emu.violations] == ["invalid_event"]
