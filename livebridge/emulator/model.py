@@ -12,8 +12,9 @@ GLOBEX?"). The model waits for the BLOCKING answers, then speaks them back as te
 (``outputTranscription``) and audio; NON_BLOCKING answers are reported by the connection as they
 arrive. It starts answering ``first_output`` seconds after the user's turn ends, as a real model
 takes a moment. Any sustained audio followed by silence is a user utterance, taken to say
-``heard``. On OpenAI Realtime the calls are one response's ``function_call`` items, and the
-spoken answer goes into the response the client's ``response.create`` opens.
+``heard``. On OpenAI Realtime the calls are one response's ``function_call`` items (with
+``parallel_tool_calls: false``, one call per response, the next in the response that continues
+it), and the spoken answer goes into the response the client's ``response.create`` opens.
 """
 
 from __future__ import annotations
@@ -161,7 +162,11 @@ class RuleModel:
             return
         order = {subject: index for index, subject in enumerate([*places, *symbols])}
         asked.sort(key=lambda pair: order[pair[0]])  # by subject, the declared function first
-        ids = await conv.tool_call([(name, {param: subject}) for subject, (name, param) in asked])
+        calls = [(name, {param: subject}) for subject, (name, param) in asked]
+        if not conv.parallel_calls:
+            await self._one_at_a_time(conv, [subject for subject, _ in asked], calls)
+            return
+        ids = await conv.tool_call(calls)
         blocking = [
             (place, call_id)
             for (place, _), call_id in zip(asked, ids, strict=True)
@@ -176,6 +181,19 @@ class RuleModel:
         parts = [f"{place}: {spoken(answers[call_id].response)}" for place, call_id in blocking]
         later = "" if len(blocking) == len(ids) else " More to follow when it is ready."
         await self._reply(conv, "; ".join(parts) + "." + later)
+
+    async def _one_at_a_time(
+        self, conv: Conversation, subjects: list[str], calls: list[tuple[str, dict[str, Any]]]
+    ) -> None:
+        """Without parallel calls: one call per response, the next once it is answered."""
+        parts = []
+        for subject, call in zip(subjects, calls, strict=True):
+            (call_id,) = await conv.tool_call([call])
+            answers = await conv.wait_answers([call_id])
+            if call_id not in answers:
+                return  # cancelled: the response already ended
+            parts.append(f"{subject}: {spoken(answers[call_id].response)}")
+        await self._reply(conv, "; ".join(parts) + ".")
 
     async def _reply(self, conv: Conversation, text: str) -> None:
         await conv.say(text)

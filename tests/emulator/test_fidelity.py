@@ -8,6 +8,7 @@ the client makes).
 from __future__ import annotations
 
 import asyncio
+import json
 
 from google.genai import live, types
 from openai.types.realtime import RealtimeErrorEvent
@@ -17,7 +18,19 @@ from livebridge.emulator.gemini.checker import Checker
 from livebridge.vendors.gemini import wire
 from tests.emulator.helpers import answer, next_message, weather_config
 from tests.emulator.helpers import tool_call as next_tool_call
-from tests.emulator.openai_helpers import until
+from tests.emulator.openai_helpers import (
+    THREE_CITIES,
+    ask,
+    calls,
+    configure,
+    done,
+    kinds,
+    response,
+    until,
+)
+from tests.emulator.openai_helpers import (
+    answer as output,
+)
 
 NATIVE_AUDIO = "gemini-2.5-flash-native-audio-preview-09-2025"
 
@@ -153,3 +166,23 @@ async def test_openai_refuses_a_session_field_it_does_not_have() -> None:
             )
         await emu.settled()
         assert [v.kind for v in emu.violations] == ["invalid_event"]
+
+
+async def test_openai_without_parallel_tool_calls_calls_one_tool_per_response() -> None:
+    """``parallel_tool_calls: false`` (gpt-realtime-2): one ``function_call`` per response;
+    the next comes in the response the client's ``response.create`` opens after the output."""
+    async with Emulator(protocol="openai") as emu:
+        async with emu.openai_client().realtime.connect(model="gpt-realtime-2") as conn:
+            await configure(conn, parallel_tool_calls=False)
+            await ask(conn, THREE_CITIES)
+            asked = []
+            for _ in range(3):
+                (call,) = calls(await response(conn))
+                asked.append(json.loads(call.arguments)["city"])
+                await output(conn, call)
+                await conn.response.create()
+            last = await response(conn)
+            assert calls(last) == []
+            assert done(last).response.status == "completed"
+        assert asked == ["Oslo", "Lisbon", "Paris"]
+        assert kinds(emu) == []
