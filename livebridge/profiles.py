@@ -174,23 +174,31 @@ class ModelProfile:
 def _on_vertex(developer: ModelProfile) -> ModelProfile:
     """A Gemini family's row on Vertex AI, from its Developer API row.
 
-    What Vertex does differently is the backend's, not the model's: calls come without ids
-    (livekit/agents#2194: "Vertex does not support id in function call responses"), and the SDK
-    refuses ``will_continue`` in Vertex mode (google-genai ``_live_converters
-    ._FunctionResponse_to_vertex``). ``scheduling`` was refused by Vertex with 1007 in 2025, on
-    2.x models (livekit/agents#3784, field report); google-genai 3.x forwards it, and no refusal
-    is reported for 3.x models.
+    What Vertex does differently is the backend's, not the model's: the SDK refuses
+    ``will_continue`` in Vertex mode (google-genai ``_live_converters
+    ._FunctionResponse_to_vertex``). Calls came without ids in 2025 (livekit/agents#2194:
+    "Vertex does not support id in function call responses", on 2.x models); ``gemini-3.8-live``
+    on Vertex sends and needs them (livekit-plugins-google 1.8.9, field report; google-genai 3.6
+    forwards ``id`` in Vertex mode). No source says either way for 3.1: it keeps the 2025
+    behaviour. ``scheduling`` was
+    refused by Vertex with 1007 in 2025, on 2.x models (livekit/agents#3784, field report);
+    google-genai 3.x forwards it, and no refusal is reported for 3.x models.
     """
     two = developer.family.startswith(("gemini-2", "gemini-live-2"))
+    ids = developer.family.startswith("gemini-3.8")
     return replace(
         developer,
         backend="vertex",
         will_continue=False,
-        call_ids=False,
+        call_ids=ids,
         schedulings=frozenset() if two else developer.schedulings,
         sources=(
             *developer.sources,
-            "livekit/agents#2194: Vertex sends calls without ids (field report)",
+            "livekit-plugins-google 1.8.9: gemini-3.8-live on Vertex drops an answer to a "
+            "BLOCKING call without an id; google-genai 3.6 _FunctionResponse_to_vertex "
+            "forwards id (field report, SDK)"
+            if ids
+            else "livekit/agents#2194: Vertex sends calls without ids, 2025 (field report)",
             "google-genai _live_converters: will_continue refused in Vertex mode",
             "livekit/agents#3784: scheduling refused with 1007 on Vertex in 2025 (field report)",
         ),

@@ -186,3 +186,22 @@ async def test_openai_without_parallel_tool_calls_calls_one_tool_per_response() 
             assert done(last).response.status == "completed"
         assert asked == ["Oslo", "Lisbon", "Paris"]
         assert kinds(emu) == []
+
+
+async def test_38_on_vertex_sends_calls_with_ids_and_takes_answers_by_them() -> None:
+    """gemini-3.8-live on Vertex AI: calls carry ids, and the SDK's answers echo them."""
+    config = weather_config(types.Behavior.BLOCKING)
+    async with (
+        Emulator() as emu,
+        emu.client(vertexai=True).aio.live.connect(
+            model="gemini-3.8-live", config=config
+        ) as session,
+    ):
+        await session.send_realtime_input(text="Weather in Paris and Oslo?")
+        calls = (await next_tool_call(session)).function_calls or []
+        assert len(calls) == 2 and all(call.id for call in calls)
+        await session.send_tool_response(function_responses=[answer(call) for call in calls])
+        [m async for m in session.receive()]
+        (connection,) = emu.sessions
+        assert connection.backend == "vertex"
+    assert emu.violations == []
