@@ -17,6 +17,8 @@ on the wire and the session's treatment of each call never disagree:
 - a tool declared NON_BLOCKING runs BLOCKING on a model without NON_BLOCKING calls (the model
   waits for the answer; the contract holds; a warning says so at connect);
 - a streaming tool on a backend without ``willContinue`` is answered once, with every item;
+- a tool's ``scheduling`` on a model that ignores it (``scheduling_ignored``) is left out, with
+  a warning;
 - a tool declared BLOCKING on a NON_BLOCKING-only model, or with a ``scheduling`` the backend
   refuses, cannot be served: ``adapt`` raises ``ModelCapabilityError`` naming the tool, the
   model and the fix, before any socket opens.
@@ -84,6 +86,14 @@ class ModelProfile:
     - ``history_seed_starts_turn``: with ``historyConfig.initialHistoryInClientContent``, the
       history the client seeds (``clientContent`` up to ``turnComplete``) starts a model turn
       (False: it is context only; the client's next ``realtimeInput`` starts the turn);
+    - ``scheduling_ignored``: the model does not support ``scheduling`` and ignores it where
+      given (rather than the backend refusing it): a tool's ``scheduling`` is left out at
+      ``adapt``, with a warning, instead of raising;
+    - ``interaction_status``: every ``turnComplete`` carries ``interactionStatus``:
+      ``IN_PROGRESS`` while a NON_BLOCKING call or its report is still to come, ``IDLE`` once
+      nothing is (google-genai's ``receive()`` stops at ``IDLE``);
+    - ``thinking_level_required``: a setup without ``generationConfig.thinkingConfig
+      .thinkingLevel`` is refused;
     - ``media_chunks``: the deprecated ``realtimeInput.mediaChunks`` is still accepted;
     - ``parallel_tool_calls``: (OpenAI) one response may carry several calls when asked to;
     - ``session_seconds``, ``connection_seconds``, ``handle_seconds``: how long a session and
@@ -105,6 +115,9 @@ class ModelProfile:
     interrupt_waits_for_user: bool = False
     turn_complete_after_call: bool = False
     history_seed_starts_turn: bool = True
+    scheduling_ignored: bool = False
+    interaction_status: bool = False
+    thinking_level_required: bool = False
     media_chunks: bool = True
     parallel_tool_calls: bool = False
     session_seconds: float | None = None
@@ -153,6 +166,15 @@ class ModelProfile:
                     )
                     continue
             scheduling = tool.scheduling if behavior == "NON_BLOCKING" else None
+            if scheduling is not None and self.scheduling_ignored:
+                log.warning(
+                    "tool %r asks for scheduling=%r, which %s does not support: it is left "
+                    "out (the service reports the answer when the model is idle)",
+                    tool.name,
+                    scheduling,
+                    self.family,
+                )
+                scheduling = None
             if scheduling is not None and scheduling not in self.schedulings:
                 problems.append(
                     f"tool {tool.name!r} asks for scheduling={scheduling!r}, which "
@@ -250,10 +272,20 @@ _GEMINI_38_THINKING = replace(
     _GEMINI_38,
     family="gemini-3.8-live-extended-thinking",
     behaviors=frozenset({"NON_BLOCKING"}),
+    schedulings=frozenset(),
+    scheduling_ignored=True,
     input_cancels_blocking=False,  # it has no blocking calls to cancel
+    interaction_status=True,
+    thinking_level_required=True,
     sources=(
         "livekit/agents#7302: accepts NON_BLOCKING only (field report)",
         "google-gemini/gemini-skills PR #81: blocking mode is not supported and is refused",
+        "google-gemini/gemini-skills gemini-live-api-dev migration guide: scheduling on a "
+        "function response is not supported (the emulator ignores it and warns)",
+        "google-genai 3.6 types.LiveServerContent.interaction_status: 'Always sent alongside "
+        "turn_complete'; live.py receive() stops at IDLE",
+        "pipecat gemini_live service: the service refuses a setup without "
+        "thinkingConfig.thinkingLevel (a framework's claim, not the vendor's documentation)",
         "firebase/firebase-android-sdk#8616: NON_BLOCKING required on every tool",
         "roomkit-live/roomkit#42: an unnamed function response reads as a failed call "
         "(field report)",

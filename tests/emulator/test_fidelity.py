@@ -205,3 +205,52 @@ async def test_38_on_vertex_sends_calls_with_ids_and_takes_answers_by_them() -> 
         (connection,) = emu.sessions
         assert connection.backend == "vertex"
     assert emu.violations == []
+
+
+THINKING = "gemini-3.8-live-extended-thinking"
+THINK = types.ThinkingConfig(thinking_level=types.ThinkingLevel.LOW)
+
+
+async def test_extended_thinking_says_when_it_is_idle_and_ignores_scheduling() -> None:
+    """``interactionStatus`` with every ``turnComplete``: IN_PROGRESS while the NON_BLOCKING
+    call runs, IDLE once its answer is reported, so google-genai's ``receive()`` (and Pipecat,
+    which gates turns on it) reads the whole exchange; ``scheduling`` is not obeyed."""
+    config = weather_config(types.Behavior.NON_BLOCKING, thinking_config=THINK)
+    statuses: list[str | None] = []
+    texts: list[str] = []
+    async with (
+        Emulator() as emu,
+        emu.client().aio.live.connect(model=THINKING, config=config) as session,
+    ):
+        await session.send_realtime_input(text="Weather in Oslo?")
+        async for message in session.receive():  # up to IDLE
+            if message.tool_call is not None:
+                (call,) = message.tool_call.function_calls or []
+                interrupt = types.FunctionResponseScheduling.INTERRUPT
+                await session.send_tool_response(
+                    function_responses=[answer(call, scheduling=interrupt)]
+                )
+            content = message.server_content
+            if content is not None and content.turn_complete:
+                status = content.interaction_status
+                statuses.append(status.value if status is not None else None)
+            texts.append(message.text or "")
+        (connection,) = emu.sessions
+    assert statuses == ["IN_PROGRESS", "IDLE"]
+    assert "get_weather says sunny in Oslo" in "".join(texts)
+    assert [r.scheduling for r in connection.reports] == ["WHEN_IDLE"]
+    assert [(v.kind, v.severity) for v in emu.violations] == [("unsupported_field", "warning")]
+
+
+async def test_extended_thinking_refuses_a_setup_without_a_thinking_level() -> None:
+    config = weather_config(types.Behavior.NON_BLOCKING)
+    async with Emulator() as emu:
+        try:
+            async with emu.client().aio.live.connect(model=THINKING, config=config) as session:
+                await next_message(session)
+        except Exception as error:  # the SDK's APIError for the 1007 close
+            assert "thinking_level" in str(error)
+        else:
+            raise AssertionError("the setup was accepted")
+        await emu.settled()
+        assert [v.kind for v in emu.violations] == ["malformed_message"]

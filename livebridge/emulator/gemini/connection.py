@@ -78,6 +78,8 @@ class EmulatedSession(ModelTurns):
         self.seeding = False
         #: The seeded history's last user words, which the turn the client starts answers.
         self.seeded: str | None = None
+        #: The turns still to report NON_BLOCKING answers (``interactionStatus`` waits for them).
+        self._due: set[str] = set()
 
     def start(
         self,
@@ -205,22 +207,41 @@ class EmulatedSession(ModelTurns):
             if record.blocking or not answer.response:
                 continue
             scheduling = answer.scheduling or "WHEN_IDLE"
+            if answer.scheduling is not None and self.profile.scheduling_ignored:
+                # Documented as unsupported (gemini-3.8-live-extended-thinking): not obeyed.
+                self.checker.flag(
+                    "unsupported_field",
+                    f"scheduling {answer.scheduling} on call {record.id}: {self.profile.family} "
+                    "does not support scheduling; the answer is reported when the model is idle",
+                    raw,
+                    "warning",
+                )
+                scheduling = "WHEN_IDLE"
             if scheduling == "SILENT":
                 self.reports.append(Report(record.id, scheduling, time.monotonic()))
             else:
-                self.spawn(self._report(record, answer.response, scheduling))
+                owner = f"report:{record.id}:{len(self.reports)}:{len(self._due)}"
+                self._due.add(owner)
+                self.spawn(self._report(owner, record, answer.response, scheduling))
         await self._changed()
 
-    async def _report(self, record: CallRecord, response: dict[str, Any], scheduling: str) -> None:
-        if scheduling == "INTERRUPT" and self.profile.interrupt_waits_for_user:
-            await self.wait_until(lambda: not self.voice.speaking)  # no talking over the user
-        if scheduling == "INTERRUPT":
-            await self.interrupt("keep")
-        owner = f"report:{record.id}:{len(self.reports)}"
-        await self.open_turn(owner)
-        self.reports.append(Report(record.id, scheduling, time.monotonic()))
-        await self.say(owner, f"{record.name} says {spoken(response)}")
-        await self.complete_turn(owner)
+    def _reports_due(self, owner: str) -> bool:
+        return bool(self._due - {owner})
+
+    async def _report(
+        self, owner: str, record: CallRecord, response: dict[str, Any], scheduling: str
+    ) -> None:
+        try:
+            if scheduling == "INTERRUPT" and self.profile.interrupt_waits_for_user:
+                await self.wait_until(lambda: not self.voice.speaking)  # no talking over the user
+            if scheduling == "INTERRUPT":
+                await self.interrupt("keep")
+            await self.open_turn(owner)
+            self.reports.append(Report(record.id, scheduling, time.monotonic()))
+            await self.say(owner, f"{record.name} says {spoken(response)}")
+            await self.complete_turn(owner)
+        finally:
+            self._due.discard(owner)
 
     async def _on_client_content(self, content: wire.ClientContent) -> None:
         texts = [part.text for turn in content.turns or [] for part in turn.parts if part.text]

@@ -134,7 +134,9 @@ class ModelTurns(Connection):
             )
         await self.send(
             wire.ServerMessage(
-                server_content=wire.ServerContent(turn_complete=True),
+                server_content=wire.ServerContent(
+                    turn_complete=True, interaction_status=self._interaction_status(owner)
+                ),
                 usage_metadata=usage
                 or usage_metadata(self._prompt_tokens, self._response_tokens, self.modality),
             )
@@ -142,6 +144,19 @@ class ModelTurns(Connection):
         await self._release_floor()
         if self.setup.session_resumption is not None:
             await self.resumption_update(resumable=True)
+
+    def _interaction_status(self, owner: str) -> str | None:
+        """What ``turnComplete`` says of the session, on a model that says it
+        (``interaction_status``): ``IN_PROGRESS`` while a NON_BLOCKING call is unanswered or
+        an answer's report is still to be spoken, ``IDLE`` otherwise."""
+        if not self.profile.interaction_status:
+            return None
+        waiting = any(record.open and not record.blocking for record in self.checker.calls.values())
+        return "IN_PROGRESS" if waiting or self._reports_due(owner) else "IDLE"
+
+    def _reports_due(self, owner: str) -> bool:
+        """Whether an answer's report other than ``owner``'s is still to be spoken."""
+        return False
 
     async def _release_floor(self) -> None:
         async with self._cond:

@@ -39,6 +39,7 @@ __all__ = [
     "SessionResumptionUpdate",
     "Setup",
     "SetupComplete",
+    "ThinkingConfig",
     "Tool",
     "ToolCall",
     "ToolCallCancellation",
@@ -119,8 +120,15 @@ class Tool(_Wire):
     function_declarations: list[FunctionDeclaration] | None = None
 
 
+class ThinkingConfig(_Wire):
+    thinking_level: str | None = None
+    thinking_budget: int | None = None
+    include_thoughts: bool | None = None
+
+
 class GenerationConfig(_Wire):
     response_modalities: list[str] | None = None
+    thinking_config: ThinkingConfig | None = None
 
 
 class HistoryConfig(_Wire):
