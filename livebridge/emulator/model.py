@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from livebridge.emulator.places import PLACES
-from livebridge.emulator.shared import UserTurn
+from livebridge.emulator.shared import ScenarioError, UserTurn
 from livebridge.emulator.speech import spoken
 
 if TYPE_CHECKING:
@@ -120,9 +120,11 @@ def place_parameter(declaration: wire.FunctionDeclaration) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class RuleModel:
-    """Answers every user turn by rule; ``heard`` is what an audio turn is taken to say."""
+    """Answers every user turn by rule; ``heard`` is what an audio turn is taken to say: one
+    phrase for every audio turn, or the scenario's script, one phrase per audio turn in order
+    (the last one repeats), so that what a simulated caller says is what the model hears."""
 
-    heard: str = "What's the weather in Paris and Tokyo?"
+    heard: str | Sequence[str] = "What's the weather in Paris and Tokyo?"
     function: str = "get_weather"
     speak_seconds: float = 0.4
     #: Places known besides ``PLACES`` (a scenario's own: "Narnia", "Gotham").
@@ -133,8 +135,21 @@ class RuleModel:
     first_output: float = FIRST_OUTPUT_SECONDS
 
     async def __call__(self, conv: Conversation) -> None:
+        spoken_turns = 0  # this connection's: the script starts over on each
         while True:
-            await self.respond(conv, await conv.expect_turn())
+            turn = await conv.expect_turn()
+            if turn.kind == "audio":
+                spoken_turns += 1
+            await self.respond(conv, turn, self.phrase(spoken_turns))
+
+    def phrase(self, number: int) -> str:
+        """What the ``number``-th audio turn (from 1) is taken to say."""
+        if isinstance(self.heard, str):
+            return self.heard
+        script = list(self.heard)
+        if not script:
+            raise ScenarioError("RuleModel(heard=...) needs at least one phrase")
+        return script[min(max(number, 1), len(script)) - 1]
 
     def pick_functions(self, conv: Conversation) -> list[tuple[str, str]]:
         """(function, place parameter) for each declared function taking a place."""
@@ -145,8 +160,10 @@ class RuleModel:
         ]
         return sorted(picked, key=lambda pair: pair[0] != self.function)
 
-    async def respond(self, conv: Conversation, turn: UserTurn) -> None:
-        text = turn.text if turn.kind == "text" and turn.text else self.heard
+    async def respond(self, conv: Conversation, turn: UserTurn, heard: str | None = None) -> None:
+        """Answer one turn; an audio turn is taken to say ``heard`` (default: the first
+        scripted phrase)."""
+        text = turn.text if turn.kind == "text" and turn.text else (heard or self.phrase(1))
         if turn.kind == "audio":
             await conv.heard(text)
         if self.first_output > 0:

@@ -13,10 +13,11 @@ import json
 from google.genai import live, types
 from openai.types.realtime import RealtimeErrorEvent
 
+from livebridge.demo.phone import PhoneScript
 from livebridge.emulator import Emulator, RuleModel, Violation
 from livebridge.emulator.gemini.checker import Checker
 from livebridge.vendors.gemini import wire
-from tests.emulator.helpers import answer, next_message, weather_config
+from tests.emulator.helpers import answer, next_message, pcm, weather_config
 from tests.emulator.helpers import tool_call as next_tool_call
 from tests.emulator.openai_helpers import (
     THREE_CITIES,
@@ -254,3 +255,40 @@ async def test_extended_thinking_refuses_a_setup_without_a_thinking_level() -> N
             raise AssertionError("the setup was accepted")
         await emu.settled()
         assert [v.kind for v in emu.violations] == ["malformed_message"]
+
+
+async def test_the_rule_model_hears_the_phrases_its_scenario_scripts() -> None:
+    """What a simulated caller says is scripted per scenario: each audio turn is heard as the
+    script's next phrase, never as another scenario's words."""
+    script = ("What's the weather in Paris and Oslo?", "And in Lima?")
+    config = weather_config(
+        types.Behavior.BLOCKING, input_audio_transcription=types.AudioTranscriptionConfig()
+    )
+    speech = types.Blob(data=pcm(0.4, loud=True), mime_type="audio/pcm;rate=16000")
+    silence = types.Blob(data=pcm(0.6, loud=False), mime_type="audio/pcm;rate=16000")
+    heard: list[str] = []
+    asked: list[list[str]] = []
+    async with (
+        Emulator(RuleModel(heard=script)) as emu,
+        emu.client().aio.live.connect(model="gemini-3.8-live", config=config) as session,
+    ):
+        for _ in script:
+            await session.send_realtime_input(audio=speech)
+            await session.send_realtime_input(audio=silence)
+            async for message in session.receive():
+                content = message.server_content
+                if content is not None and content.input_transcription is not None:
+                    heard.append(content.input_transcription.text or "")
+                if message.tool_call is not None:
+                    calls = message.tool_call.function_calls or []
+                    asked.append([(c.args or {}).get("city", "") for c in calls])
+                    await session.send_tool_response(function_responses=[answer(c) for c in calls])
+    assert heard == list(script)
+    assert asked == [["Paris", "Oslo"], ["Lima"]]
+    assert emu.violations == []
+
+
+def test_the_phone_script_hears_what_its_own_caller_asks() -> None:
+    """The phone demo's words belong to its script: other places, another question."""
+    assert PhoneScript(places=("Paris", "Oslo")).question == "What's the weather in Paris and Oslo?"
+    assert PhoneScript().question == "What's the weather in Paris and Tokyo?"
