@@ -17,6 +17,8 @@ on the wire and the session's treatment of each call never disagree:
 - a tool declared NON_BLOCKING runs BLOCKING on a model without NON_BLOCKING calls (the model
   waits for the answer; the contract holds; a warning says so at connect);
 - a streaming tool on a backend without ``willContinue`` is answered once, with every item;
+- a tool's ``scheduling`` on a model that ignores it (``scheduling_ignored``) is left out, with
+  a warning;
 - a tool declared BLOCKING on a NON_BLOCKING-only model, or with a ``scheduling`` the backend
   refuses, cannot be served: ``adapt`` raises ``ModelCapabilityError`` naming the tool, the
   model and the fix, before any socket opens.
@@ -77,6 +79,21 @@ class ModelProfile:
     - ``input_cancels_blocking``: new input while a BLOCKING call runs makes the service cancel
       that call; ``interrupt_waits_for_user``: an ``INTERRUPT`` answer waits until the user has
       finished speaking instead of talking over them;
+    - ``turn_complete_after_call``: the model ends its turn (``generationComplete``,
+      ``turnComplete``) right after a ``toolCall``, BLOCKING calls included, and speaks the
+      answers in a turn of their own (False: no ``turnComplete`` until every BLOCKING call of
+      the turn is answered);
+    - ``history_seed_starts_turn``: with ``historyConfig.initialHistoryInClientContent``, the
+      history the client seeds (``clientContent`` up to ``turnComplete``) starts a model turn
+      (False: it is context only; the client's next ``realtimeInput`` starts the turn);
+    - ``scheduling_ignored``: the model does not support ``scheduling`` and ignores it where
+      given (rather than the backend refusing it): a tool's ``scheduling`` is left out at
+      ``adapt``, with a warning, instead of raising;
+    - ``interaction_status``: every ``turnComplete`` carries ``interactionStatus``:
+      ``IN_PROGRESS`` while a NON_BLOCKING call or its report is still to come, ``IDLE`` once
+      nothing is (google-genai's ``receive()`` stops at ``IDLE``);
+    - ``thinking_level_required``: a setup without ``generationConfig.thinkingConfig
+      .thinkingLevel`` is refused;
     - ``media_chunks``: the deprecated ``realtimeInput.mediaChunks`` is still accepted;
     - ``parallel_tool_calls``: (OpenAI) one response may carry several calls when asked to;
     - ``session_seconds``, ``connection_seconds``, ``handle_seconds``: how long a session and
@@ -98,6 +115,11 @@ class ModelProfile:
     call_ids: bool
     input_cancels_blocking: bool = False
     interrupt_waits_for_user: bool = False
+    turn_complete_after_call: bool = False
+    history_seed_starts_turn: bool = True
+    scheduling_ignored: bool = False
+    interaction_status: bool = False
+    thinking_level_required: bool = False
     media_chunks: bool = True
     parallel_tool_calls: bool = False
     session_seconds: float | None = None
@@ -148,6 +170,15 @@ class ModelProfile:
                     )
                     continue
             scheduling = tool.scheduling if behavior == "NON_BLOCKING" else None
+            if scheduling is not None and self.scheduling_ignored:
+                log.warning(
+                    "tool %r asks for scheduling=%r, which %s does not support: it is left "
+                    "out (the service reports the answer when the model is idle)",
+                    tool.name,
+                    scheduling,
+                    self.family,
+                )
+                scheduling = None
             if scheduling is not None and scheduling not in self.schedulings:
                 problems.append(
                     f"tool {tool.name!r} asks for scheduling={scheduling!r}, which "
@@ -169,23 +200,31 @@ class ModelProfile:
 def _on_vertex(developer: ModelProfile) -> ModelProfile:
     """A Gemini family's row on Vertex AI, from its Developer API row.
 
-    What Vertex does differently is the backend's, not the model's: calls come without ids
-    (livekit/agents#2194: "Vertex does not support id in function call responses"), and the SDK
-    refuses ``will_continue`` in Vertex mode (google-genai ``_live_converters
-    ._FunctionResponse_to_vertex``). ``scheduling`` was refused by Vertex with 1007 in 2025, on
-    2.x models (livekit/agents#3784, field report); google-genai 3.x forwards it, and no refusal
-    is reported for 3.x models.
+    What Vertex does differently is the backend's, not the model's: the SDK refuses
+    ``will_continue`` in Vertex mode (google-genai ``_live_converters
+    ._FunctionResponse_to_vertex``). Calls came without ids in 2025 (livekit/agents#2194:
+    "Vertex does not support id in function call responses", on 2.x models); ``gemini-3.8-live``
+    on Vertex sends and needs them (livekit-plugins-google 1.8.9, field report; google-genai 3.6
+    forwards ``id`` in Vertex mode). No source says either way for 3.1: it keeps the 2025
+    behaviour. ``scheduling`` was
+    refused by Vertex with 1007 in 2025, on 2.x models (livekit/agents#3784, field report);
+    google-genai 3.x forwards it, and no refusal is reported for 3.x models.
     """
     two = developer.family.startswith(("gemini-2", "gemini-live-2"))
+    ids = developer.family.startswith("gemini-3.8")
     return replace(
         developer,
         backend="vertex",
         will_continue=False,
-        call_ids=False,
+        call_ids=ids,
         schedulings=frozenset() if two else developer.schedulings,
         sources=(
             *developer.sources,
-            "livekit/agents#2194: Vertex sends calls without ids (field report)",
+            "livekit-plugins-google 1.8.9: gemini-3.8-live on Vertex drops an answer to a "
+            "BLOCKING call without an id; google-genai 3.6 _FunctionResponse_to_vertex "
+            "forwards id (field report, SDK)"
+            if ids
+            else "livekit/agents#2194: Vertex sends calls without ids, 2025 (field report)",
             "google-genai _live_converters: will_continue refused in Vertex mode",
             "livekit/agents#3784: scheduling refused with 1007 on Vertex in 2025 (field report)",
         ),
@@ -196,6 +235,16 @@ def _on_vertex(developer: ModelProfile) -> ModelProfile:
 #: sessions last 15 minutes without context compression, one connection about 10 minutes
 #: (``goAway`` first), a resumption handle 2 hours after the session's end.
 _SESSION, _CONNECTION, _HANDLE = 15 * 60.0, 10 * 60.0, 2 * 3600.0
+
+#: A 3.x model takes a seeded history as context only; the client's next realtime input starts
+#: the turn.
+_SEED_WAITS = (
+    "google-genai types.HistoryConfig: the initial history 'will not trigger a model call'; "
+    "the client starts the conversation with realtime_input",
+    "pipecat services/google/gemini_live/llm.py _send_initial_context: 3.x 'won't run "
+    "inference without a realtime input' after the seed; google/adk-python "
+    "gemini_llm_connection.send_history (a framework's observation)",
+)
 
 _GEMINI_38 = ModelProfile(
     family="gemini-3.8-live",
@@ -208,6 +257,7 @@ _GEMINI_38 = ModelProfile(
     call_ids=True,
     input_cancels_blocking=True,
     interrupt_waits_for_user=True,
+    history_seed_starts_turn=False,
     media_chunks=False,
     session_seconds=_SESSION,
     connection_seconds=_CONNECTION,
@@ -219,19 +269,31 @@ _GEMINI_38 = ModelProfile(
         "running BLOCKING call; INTERRUPT waits for the user to finish speaking",
         "livekit/agents#7302, PR #7329 (field reports)",
         "discuss.ai.google.dev t/186392: sessions closed at 58:00 with 1011 (field report)",
+        *_SEED_WAITS,
     ),
 )
 _GEMINI_38_THINKING = replace(
     _GEMINI_38,
     family="gemini-3.8-live-extended-thinking",
     behaviors=frozenset({"NON_BLOCKING"}),
+    schedulings=frozenset(),
+    scheduling_ignored=True,
     input_cancels_blocking=False,  # it has no blocking calls to cancel
+    interaction_status=True,
+    thinking_level_required=True,
     sources=(
         "livekit/agents#7302: accepts NON_BLOCKING only (field report)",
         "google-gemini/gemini-skills PR #81: blocking mode is not supported and is refused",
+        "google-gemini/gemini-skills gemini-live-api-dev migration guide: scheduling on a "
+        "function response is not supported (the emulator ignores it and warns)",
+        "google-genai 3.6 types.LiveServerContent.interaction_status: 'Always sent alongside "
+        "turn_complete'; live.py receive() stops at IDLE",
+        "pipecat gemini_live service: the service refuses a setup without "
+        "thinkingConfig.thinkingLevel (a framework's claim, not the vendor's documentation)",
         "firebase/firebase-android-sdk#8616: NON_BLOCKING required on every tool",
         "roomkit-live/roomkit#42: an unnamed function response reads as a failed call "
         "(field report)",
+        *_SEED_WAITS,
     ),
 )
 _GEMINI_31 = replace(
@@ -248,6 +310,7 @@ _GEMINI_31 = replace(
         "pipecat#4448 disables NON_BLOCKING on 3.x; PatterAI/Patter#210 opted into it "
         "(conflicting field reports: the documentation is followed)",
         "kizuna-ai-lab/sokuji#150: realtime_input.media_chunks refused (field report)",
+        *_SEED_WAITS,
     ),
 )
 _GEMINI_25 = replace(
@@ -256,15 +319,35 @@ _GEMINI_25 = replace(
     behaviors=_BOTH,
     schedulings=_ALL_SCHEDULINGS,
     will_continue=True,
+    turn_complete_after_call=True,
+    history_seed_starts_turn=True,
     media_chunks=True,
     sources=(
         "js-genai Behavior docs: 'Defaults to BLOCKING'",
         "ai.google.dev live-api/tools: 2.5 supports synchronous and asynchronous calls",
         "google-genai types: scheduling and will_continue on FunctionResponse",
+        "google/adk-python models/gemini_llm_connection.py: native-audio models send "
+        "turn_complete right after a tool call (3.x withholds it until the answer)",
+        "livekit/agents#7195, #6569: toolCall, then generationComplete and turnComplete, on "
+        "native audio (field reports)",
+        "pipecat gemini_live/llm.py _send_initial_context: on 2.5 a seed ending in "
+        "turn_complete runs inference",
     ),
 )
-_GEMINI_LIVE_25 = replace(_GEMINI_25, family="gemini-live-2.5-flash")
-_GEMINI_20 = replace(_GEMINI_25, family="gemini-2.0-flash-live")
+_GEMINI_LIVE_25_NATIVE = replace(_GEMINI_25, family="gemini-live-2.5-flash-native-audio")
+#: The half-cascade models withhold ``turnComplete`` while a BLOCKING call runs: the cookbook's
+#: recorded outputs show it.
+_HALF_CASCADE = (
+    "google-gemini/cookbook quickstarts/Get_started_LiveAPI_tools.ipynb: no turnComplete for a "
+    "BLOCKING call's turn until its answer is sent (recorded outputs)",
+)
+_GEMINI_LIVE_25 = replace(
+    _GEMINI_25,
+    family="gemini-live-2.5-flash",
+    turn_complete_after_call=False,
+    sources=(*_GEMINI_25.sources[:3], _GEMINI_25.sources[-1], *_HALF_CASCADE),
+)
+_GEMINI_20 = replace(_GEMINI_LIVE_25, family="gemini-2.0-flash-live")
 
 #: OpenAI Realtime: every call is answered before the model goes on (no NON_BLOCKING, no
 #: scheduling, no streamed answers); sessions last at most 60 minutes, with no resumption.
@@ -333,6 +416,7 @@ PROFILES: tuple[ModelProfile, ...] = (
             _GEMINI_38,
             _GEMINI_31,
             _GEMINI_25,
+            _GEMINI_LIVE_25_NATIVE,
             _GEMINI_LIVE_25,
             _GEMINI_20,
         )
@@ -349,8 +433,12 @@ PROFILES: tuple[ModelProfile, ...] = (
 
 #: What an unknown model gets on each backend: the documented defaults (BLOCKING unless
 #: declared, NON_BLOCKING with scheduling and streamed answers on the Developer API).
-DEVELOPER_DEFAULT = replace(_GEMINI_25, family="", known=False)
-VERTEX_DEFAULT = replace(_on_vertex(_GEMINI_25), family="", known=False)
+#: An unknown name is taken to withhold ``turnComplete`` while a BLOCKING call runs, as the 3.x
+#: and half-cascade families do (google/adk-python gemini_llm_connection.py, the cookbook).
+DEVELOPER_DEFAULT = replace(_GEMINI_25, family="", known=False, turn_complete_after_call=False)
+VERTEX_DEFAULT = replace(
+    _on_vertex(_GEMINI_25), family="", known=False, turn_complete_after_call=False
+)
 OPENAI_DEFAULT = replace(_GPT_REALTIME, family="", known=False)
 _DEFAULTS: dict[Backend, ModelProfile] = {
     "developer": DEVELOPER_DEFAULT,

@@ -21,6 +21,7 @@ from livebridge.recording.replay import replay
 from tests.session_helpers import TEXT_CONFIG, client_messages, collect_until, of_type
 
 GEMINI_38 = "gemini-3.8-live"
+GEMINI_31 = "gemini-3.1-flash-live-preview"  # on Vertex: calls without ids
 GEMINI_25 = "gemini-2.5-flash-native-audio-preview-09-2025"
 THINKING = "gemini-3.8-live-extended-thinking"
 
@@ -156,7 +157,7 @@ async def test_nameless_vertex_calls_are_answered_by_name_in_call_order() -> Non
     async with (
         Emulator(scenario) as emu,
         LiveSession.connect(
-            emu.client(vertexai=True), model=GEMINI_38, tools=tools, config=TEXT_CONFIG
+            emu.client(vertexai=True), model=GEMINI_31, tools=tools, config=TEXT_CONFIG
         ) as session,
     ):
         await session.send_text("go")
@@ -190,7 +191,7 @@ async def test_a_streaming_tool_on_vertex_answers_once_without_will_continue() -
     async with (
         Emulator() as emu,
         LiveSession.connect(
-            emu.client(vertexai=True), model=GEMINI_38, tools=tools, config=TEXT_CONFIG
+            emu.client(vertexai=True), model=GEMINI_25, tools=tools, config=TEXT_CONFIG
         ) as session,
     ):
         await session.send_text("A tour of Oslo?")
@@ -399,7 +400,7 @@ async def test_a_vertex_recording_replays_by_name(tmp_path: Any) -> None:
         Emulator() as emu,
         LiveSession.connect(
             emu.client(vertexai=True),
-            model=GEMINI_38,
+            model=GEMINI_31,
             tools=place_tools(),
             config=TEXT_CONFIG,
             options=SessionOptions(record=str(path)),

@@ -46,7 +46,6 @@ from livebridge.phone.twilio import TwilioStream
 
 __all__ = ["PhoneScript", "phone_tools", "run_phone_demo"]
 
-QUESTION = "What's the weather in Paris and Tokyo?"
 GOODBYE = "Thanks, that's all. Goodbye!"
 
 
@@ -54,11 +53,20 @@ GOODBYE = "Thanks, that's all. Goodbye!"
 class PhoneScript:
     """The model's side of a phone call: the first utterance asks for the weather in
     ``places`` (one parallel call each), and is answered in ``reply_seconds`` of speech; any
-    later one is a goodbye, ``goodbye_seconds`` long, then ``end_call``."""
+    later one is a goodbye, ``goodbye_seconds`` long, then ``end_call``. What the caller says
+    (``question``, ``goodbye``) is this script's: the model hears it, and nothing else."""
 
     places: tuple[str, ...] = ("Paris", "Tokyo")
     reply_seconds: float = 1.2
     goodbye_seconds: float = 0.6
+    goodbye: str = GOODBYE
+
+    @property
+    def question(self) -> str:
+        """What the caller asks: the weather in this script's ``places``."""
+        *first, last = self.places
+        named = f"{', '.join(first)} and {last}" if first else last
+        return f"What's the weather in {named}?"
 
     async def __call__(self, conv: Conversation) -> None:
         turn = 0
@@ -71,7 +79,7 @@ class PhoneScript:
                 await self._goodbye(conv)
 
     async def _weather(self, conv: Conversation) -> None:
-        await conv.heard(QUESTION)
+        await conv.heard(self.question)
         ids = await conv.tool_call([("get_weather", {"city": place}) for place in self.places])
         answers = await conv.wait_answers(ids)
         if len(answers) < len(ids):
@@ -85,12 +93,16 @@ class PhoneScript:
         await conv.turn_complete()
 
     async def _goodbye(self, conv: Conversation) -> None:
-        await conv.heard(GOODBYE)
+        await conv.heard(self.goodbye)
         await conv.say("Goodbye, and have a nice day!")
         await conv.speak(self.goodbye_seconds)
         (call,) = await conv.tool_call([("end_call", {})])
         await conv.wait_answers([call])
         await conv.turn_complete()
+
+
+#: What the caller of the default script asks.
+QUESTION = PhoneScript().question
 
 
 def phone_tools(delay: float = 0.3) -> ToolRegistry:
@@ -151,9 +163,10 @@ async def run_phone_demo(out: TextIO | None = None) -> int:
     began = time.monotonic()
     log = _CallLog(out or sys.stdout, began)
     listeners = (log.on_event,)
+    script = PhoneScript()
     token = os.environ.get("TWILIO_AUTH_TOKEN") or secrets.token_urlsafe(24)
     async with (
-        Emulator(PhoneScript()) as emu,
+        Emulator(script) as emu,
         phone_line(emu, phone_tools(), listeners=listeners, auth_token=token) as (_, url),
     ):
         webhook = url.removeprefix("ws://").removesuffix("/twilio")
@@ -167,7 +180,7 @@ async def run_phone_demo(out: TextIO | None = None) -> int:
         async with SimulatedCaller.dial(
             url, auth_token=token, signed_url=stream, parameters=rung.parameters
         ) as caller:
-            for text in (QUESTION, GOODBYE):
+            for text in (script.question, script.goodbye):
                 log.line(f"caller says: {text}")
                 await caller.say(speech(text))
                 await caller.wait_until(log.answered(caller), 30)

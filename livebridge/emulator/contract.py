@@ -191,7 +191,7 @@ class CallChecker:
             )
 
     def check_serial(
-        self, message: dict[str, Any], times: list[float], what: str, advice: str
+        self, message: dict[str, Any] | None, times: list[float], what: str, advice: str
     ) -> None:
         """``serial_answers``: the answers of ``what`` came at ``times`` (the first: when the
         calls could run), each at least ``Thresholds.serial_gap`` after the one before, the
@@ -208,16 +208,15 @@ class CallChecker:
     def finish(self, ending: Ending) -> None:
         """The connection ended: every call still open was never answered.
 
-        A client that crashed (1011, or a drop without a close frame) is one ``client_crash``; a
-        normal client close leaves each open call unanswered (an error); when the server closed,
-        or the call crossed the client's close, the client had no chance to answer, so it is
-        only a warning.
+        A client that crashed (1011, or a drop without a close frame) is one ``client_crash``,
+        and each call it left open is unanswered as after a normal close: an error once the
+        client was seen to read it; when the server closed, or the call crossed the client's
+        close, the client had no chance to answer, so it is only a warning.
         """
         pending = self.pending()
         if ending == "client_crash" and pending:
             names = ", ".join(f"{r.id} ({r.name})" for r in pending)
             self.flag("client_crash", f"the client crashed with calls pending: {names}", None)
-            return
         for record in pending:
             text = f"call {record.id} ({record.name}) never answered"
             if ending == "server_close":

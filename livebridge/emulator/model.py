@@ -13,20 +13,23 @@ calls only the functions whose name or description shares a word with the turn (
 Oslo?" picks "Weather for a city.", not "Book a guided tour."), or all when none does. The model
 waits for the BLOCKING answers, then speaks them back as text
 (``outputTranscription``) and audio; NON_BLOCKING answers are reported by the connection as they
-arrive. Any sustained audio followed by silence is a user utterance, taken to say ``heard``. On
-OpenAI Realtime the calls are one response's ``function_call`` items, and the spoken answer goes
-into the response the client's ``response.create`` opens.
+arrive. It starts answering ``first_output`` seconds after the user's turn ends, as a real model
+takes a moment. Any sustained audio followed by silence is a user utterance, taken to say
+``heard``. On OpenAI Realtime the calls are one response's ``function_call`` items (with
+``parallel_tool_calls: false``, one call per response, the next in the response that continues
+it), and the spoken answer goes into the response the client's ``response.create`` opens.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from livebridge.emulator.places import PLACES
-from livebridge.emulator.shared import UserTurn
+from livebridge.emulator.shared import ScenarioError, UserTurn
 from livebridge.emulator.speech import spoken
 
 if TYPE_CHECKING:
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMON_WORDS",
+    "FIRST_OUTPUT_SECONDS",
     "JOINERS",
     "SYMBOL_PARAMETERS",
     "RuleModel",
@@ -51,6 +55,9 @@ _TOKEN = re.compile(r"[^\W\d_][\w'\u2019-]*|[^\w\s]")
 JOINERS = frozenset(
     "de da do dos das del della di du la le les van von der den am an upon".split()  # noqa: SIM905
 ) | {word for place in PLACES for word in place.split() if word.islower()}
+#: The default time to first output, in seconds: of the order of the few hundred milliseconds
+#: realtime models take to start answering (``RuleModel.first_output``).
+FIRST_OUTPUT_SECONDS = 0.3
 #: Parameters that take ticker symbols rather than places.
 SYMBOL_PARAMETERS = frozenset({"symbol", "symbols", "ticker", "tickers", "ticker_symbol", "stock"})
 _SYMBOL = re.compile(r"\b[A-Z][A-Z0-9]{1,5}(?:\.[A-Z]{1,2})?\b")
@@ -142,19 +149,38 @@ def described(text: str, declaration: wire.FunctionDeclaration, places: Collecti
 
 @dataclass(frozen=True, slots=True)
 class RuleModel:
-    """Answers every user turn by rule; ``heard`` is what an audio turn is taken to say."""
+    """Answers every user turn by rule; ``heard`` is what an audio turn is taken to say: one
+    phrase for every audio turn, or the scenario's script, one phrase per audio turn in order
+    (the last one repeats), so that what a simulated caller says is what the model hears."""
 
-    heard: str = "What's the weather in Paris and Tokyo?"
+    heard: str | Sequence[str] = "What's the weather in Paris and Tokyo?"
     function: str = "get_weather"
     speak_seconds: float = 0.4
     #: Places known besides ``PLACES`` (a scenario's own: "Narnia", "Gotham").
     places: Collection[str] = ()
     #: Call only the functions whose name or description shares a word with the turn.
     by_description: bool = False
+    #: Seconds from the end of a user turn to the model's first output (call or words): a real
+    #: model thinks before it answers, and a client racing its own input against that answer
+    #: must be seen to race (0: at once).
+    first_output: float = FIRST_OUTPUT_SECONDS
 
     async def __call__(self, conv: Conversation) -> None:
+        spoken_turns = 0  # this connection's: the script starts over on each
         while True:
-            await self.respond(conv, await conv.expect_turn())
+            turn = await conv.expect_turn()
+            if turn.kind == "audio":
+                spoken_turns += 1
+            await self.respond(conv, turn, self.phrase(spoken_turns))
+
+    def phrase(self, number: int) -> str:
+        """What the ``number``-th audio turn (from 1) is taken to say."""
+        if isinstance(self.heard, str):
+            return self.heard
+        script = list(self.heard)
+        if not script:
+            raise ScenarioError("RuleModel(heard=...) needs at least one phrase")
+        return script[min(max(number, 1), len(script)) - 1]
 
     def pick_functions(self, conv: Conversation, text: str = "") -> list[tuple[str, str]]:
         """(function, place parameter) for each declared function taking a place (with
@@ -171,10 +197,14 @@ class RuleModel:
             picked = matching or picked
         return sorted(picked, key=lambda pair: pair[0] != self.function)
 
-    async def respond(self, conv: Conversation, turn: UserTurn) -> None:
-        text = turn.text if turn.kind == "text" and turn.text else self.heard
+    async def respond(self, conv: Conversation, turn: UserTurn, heard: str | None = None) -> None:
+        """Answer one turn; an audio turn is taken to say ``heard`` (default: the first
+        scripted phrase)."""
+        text = turn.text if turn.kind == "text" and turn.text else (heard or self.phrase(1))
         if turn.kind == "audio":
             await conv.heard(text)
+        if self.first_output > 0:
+            await asyncio.sleep(self.first_output)
         places, symbols = named_places(text, self.places), ticker_symbols(text)
         asked = [
             (subject, (name, parameter))
@@ -186,7 +216,11 @@ class RuleModel:
             return
         order = {subject: index for index, subject in enumerate([*places, *symbols])}
         asked.sort(key=lambda pair: order[pair[0]])  # by subject, the declared function first
-        ids = await conv.tool_call([(name, {param: subject}) for subject, (name, param) in asked])
+        calls = [(name, {param: subject}) for subject, (name, param) in asked]
+        if not conv.parallel_calls:
+            await self._one_at_a_time(conv, [subject for subject, _ in asked], calls)
+            return
+        ids = await conv.tool_call(calls)
         blocking = [
             (place, call_id)
             for (place, _), call_id in zip(asked, ids, strict=True)
@@ -201,6 +235,19 @@ class RuleModel:
         parts = [f"{place}: {spoken(answers[call_id].response)}" for place, call_id in blocking]
         later = "" if len(blocking) == len(ids) else " More to follow when it is ready."
         await self._reply(conv, "; ".join(parts) + "." + later)
+
+    async def _one_at_a_time(
+        self, conv: Conversation, subjects: list[str], calls: list[tuple[str, dict[str, Any]]]
+    ) -> None:
+        """Without parallel calls: one call per response, the next once it is answered."""
+        parts = []
+        for subject, call in zip(subjects, calls, strict=True):
+            (call_id,) = await conv.tool_call([call])
+            answers = await conv.wait_answers([call_id])
+            if call_id not in answers:
+                return  # cancelled: the response already ended
+            parts.append(f"{subject}: {spoken(answers[call_id].response)}")
+        await self._reply(conv, "; ".join(parts) + ".")
 
     async def _reply(self, conv: Conversation, text: str) -> None:
         await conv.say(text)

@@ -104,6 +104,17 @@ class Conversation:
         return self._side.modality
 
     @property
+    def parallel_calls(self) -> bool:
+        """Whether one turn may carry several calls: on OpenAI not when the session says
+        ``parallel_tool_calls: false`` (the openai SDK documents the field for reasoning
+        realtime models such as ``gpt-realtime-2``); then the model calls one tool per
+        response and the next in the response that continues it."""
+        session = self._connection
+        if isinstance(session, RealtimeSession):
+            return session.config.parallel_tool_calls is not False
+        return True
+
+    @property
     def _side(self) -> ModelSide:
         return self._connection
 

@@ -288,7 +288,8 @@ def test_opaque_error_payloads(response: dict[str, Any], opaque: bool) -> None:
     [
         ("client_close", True, [("unanswered", "error")] * 2),
         ("client_close", False, [("unanswered", "warning")] * 2),  # crossed the client's close
-        ("client_crash", True, [("client_crash", "error")]),
+        ("client_crash", True, [("client_crash", "error"), *[("unanswered", "error")] * 2]),
+        ("client_crash", False, [("client_crash", "error"), *[("unanswered", "warning")] * 2]),
         ("server_close", True, [("unanswered", "warning")] * 2),
     ],
 )

@@ -90,8 +90,8 @@ async def drop(session: live.AsyncSession) -> None:
         (serial_loop, [("split_batch", "warning"), ("serial_answers", "warning")]),
         (gather_held_by_timeout, [("held_answers", "warning")]),
         (string_error, [("opaque_error", "warning")]),
-        (crash_close, [("client_crash", "error")]),
-        (drop, [("client_crash", "error")]),
+        (crash_close, [("client_crash", "error"), *[("unanswered", "error")] * 3]),
+        (drop, [("client_crash", "error"), *[("unanswered", "error")] * 3]),
     ],
 )
 async def test_each_check_fires_on_a_faulty_sdk_client(

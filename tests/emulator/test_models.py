@@ -92,7 +92,8 @@ async def test_vertex_sends_calls_without_ids_and_refuses_will_continue() -> Non
         await conv.tool_call([("get_weather", {"city": "Oslo"})])
         await asyncio.Event().wait()
 
-    async with Emulator(scenario) as emu, raw_connect(emu, path=VERTEX_PATH, setup=DECLARED) as ws:
+    setup = {**DECLARED, "model": "publishers/google/models/gemini-2.5-flash-native-audio"}
+    async with Emulator(scenario) as emu, raw_connect(emu, path=VERTEX_PATH, setup=setup) as ws:
         await ws.send(json.dumps({"realtimeInput": {"text": "go"}}))
         call = await recv_until(ws, "toolCall")
         (issued,) = call["toolCall"]["functionCalls"]
@@ -104,7 +105,10 @@ async def test_vertex_sends_calls_without_ids_and_refuses_will_continue() -> Non
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1007
     assert 'Unknown name "will_continue"' in closed.value.rcvd.reason
     (connection,) = emu.sessions
-    assert (connection.backend, connection.profile.family) == ("vertex", "gemini-3.8-live")
+    assert (connection.backend, connection.profile.family) == (
+        "vertex",
+        "gemini-2.5-flash-native-audio",
+    )
     assert [v.kind for v in emu.violations if v.severity == "error"] == ["unsupported_field"]
 
 

@@ -70,7 +70,10 @@ CASES: dict[str, tuple[list[Step], list[tuple[str, str]]]] = {
         [("issue", "r1", ["a"]), ("unread", "r1", "completed"), CLOSE],
         [("unanswered_call", "warning")],
     ),
-    "a crash with calls pending": ([*BATCH, ("end", "client_crash")], [("client_crash", "error")]),
+    "a crash with calls pending": (
+        [*BATCH, ("end", "client_crash")],
+        [("client_crash", "error"), *[("unanswered_call", "error")] * 2],
+    ),
     "a second output": (
         [*ANSWERED, ("output", "a"), CREATE, CLOSE],
         [("duplicate_answer", "error")],

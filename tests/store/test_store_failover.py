@@ -174,9 +174,11 @@ def test_kill_mid_call_then_the_next_worker_takes_over(
     (first_session, killed_call), (second_session, reissued) = issued  # one on each connection
     assert [first_session, second_session] == sessions
     assert answers == {reissued: 1}  # exactly one answer; the dead worker's call got none
-    # The only violation is the crash we caused: the first connection died with its call open.
+    # The only violations are the crash we caused: the first connection died with its call
+    # open, which that call never answered.
     assert [(v["kind"], v["session"]) for v in report["violations"]] == [
-        ("client_crash", sessions[0])
+        ("client_crash", sessions[0]),
+        ("unanswered", sessions[0]),
     ]
     assert killed_call in report["violations"][0]["message"]
 

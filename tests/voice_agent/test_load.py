@@ -45,7 +45,11 @@ async def converse(url: str) -> BrowserClient:
     client = await BrowserClient.open(url)
     await client.wait_for(lambda: bool(client.of_type("ready")))
     await client.stream((tone(1.0) + tone(1.0, loud=False)) * TURNS)
-    await client.wait_for(lambda: not client.open_calls, timeout=30)
+    # Every turn answered (the model takes a moment to start), and no call left open.
+    await client.wait_for(
+        lambda: len(client.of_type("turn_complete")) >= TURNS and not client.open_calls,
+        timeout=30,
+    )
     await client.close()
     return client
 

@@ -217,6 +217,7 @@ class Checker(CallChecker):
         taken: set[str] = set()  # nameless calls this message answered already
         for response in responses:
             record = self._admit(message, response, taken)
+            self._check_payload(message, response)  # whether or not the answer is admitted
             if record is None:
                 continue
             self._check_fields(message, record, response)
@@ -307,10 +308,15 @@ class Checker(CallChecker):
                 f"will_continue on blocking call {response.id}",
                 message,
             )
+
+    def _check_payload(self, message: dict[str, Any], response: wire.FunctionResponse) -> None:
+        """A failure answered as text (Pipecat's ``{"value": "The function … failed and
+        returned no result."}``) is opaque, whatever else is wrong with the answer."""
         if _is_opaque_error(response.response):
+            call = response.id or repr(response.name)
             self.flag(
                 "opaque_error",
-                f"call {response.id} failed with an unstructured payload; answer failures as "
+                f"call {call} failed with an unstructured payload; answer failures as "
                 '{"error": {"type": ..., "message": ...}} so the model can tell them from results',
                 message,
             )
@@ -338,6 +344,23 @@ class Checker(CallChecker):
                 f"the {len(blocking)} calls of batch {number}",
                 "run them concurrently and answer them in one message",
             )
+
+    def finish(self, ending: Ending) -> None:
+        """The connection ended: a batch some of whose BLOCKING calls were answered one per
+        message, one after another, and the rest never, was answered serially all the same
+        (a loop awaiting each call that stopped, or crashed, midway); then the open calls."""
+        for number, batch in self._batches.items():
+            blocking = [self.calls[i] for i in batch.ids if self.calls[i].blocking]
+            singles = all(n == 1 for _, n in batch.answer_times)
+            if len(batch.answer_times) >= 2 and singles and any(r.open for r in blocking):
+                self.check_serial(
+                    None,
+                    [batch.issued_at] + [at for at, _ in batch.answer_times],
+                    f"the first {len(batch.answer_times)} of the {len(blocking)} calls of "
+                    f"batch {number}",
+                    "run them concurrently and answer them in one message",
+                )
+        super().finish(ending)
 
     def _record(self, record: CallRecord, response: wire.FunctionResponse) -> None:
         if record.answer is None:

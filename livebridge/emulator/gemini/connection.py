@@ -74,6 +74,12 @@ class EmulatedSession(ModelTurns):
         self.resumed_from: str | None = None
         self.checker = self._new_checker(None)
         self.voice = VoiceActivity()
+        #: Seeding the initial history (``historyConfig``): clientContent up to turnComplete.
+        self.seeding = False
+        #: The seeded history's last user words, which the turn the client starts answers.
+        self.seeded: str | None = None
+        #: The turns still to report NON_BLOCKING answers (``interactionStatus`` waits for them).
+        self._due: set[str] = set()
 
     def start(
         self,
@@ -87,6 +93,8 @@ class EmulatedSession(ModelTurns):
         self.setup = setup
         self.resumed_from = handle
         self.voice = VoiceActivity.for_setup(setup)
+        history = setup.history_config
+        self.seeding = bool(history and history.initial_history_in_client_content)
         if profile is not None:
             self.profile = profile
         if known is not None:
@@ -199,30 +207,75 @@ class EmulatedSession(ModelTurns):
             if record.blocking or not answer.response:
                 continue
             scheduling = answer.scheduling or "WHEN_IDLE"
+            if answer.scheduling is not None and self.profile.scheduling_ignored:
+                # Documented as unsupported (gemini-3.8-live-extended-thinking): not obeyed.
+                self.checker.flag(
+                    "unsupported_field",
+                    f"scheduling {answer.scheduling} on call {record.id}: {self.profile.family} "
+                    "does not support scheduling; the answer is reported when the model is idle",
+                    raw,
+                    "warning",
+                )
+                scheduling = "WHEN_IDLE"
             if scheduling == "SILENT":
                 self.reports.append(Report(record.id, scheduling, time.monotonic()))
             else:
-                self.spawn(self._report(record, answer.response, scheduling))
+                owner = f"report:{record.id}:{len(self.reports)}:{len(self._due)}"
+                self._due.add(owner)
+                self.spawn(self._report(owner, record, answer.response, scheduling))
         await self._changed()
 
-    async def _report(self, record: CallRecord, response: dict[str, Any], scheduling: str) -> None:
-        if scheduling == "INTERRUPT" and self.profile.interrupt_waits_for_user:
-            await self.wait_until(lambda: not self.voice.speaking)  # no talking over the user
-        if scheduling == "INTERRUPT":
-            await self.interrupt("keep")
-        owner = f"report:{record.id}:{len(self.reports)}"
-        await self.open_turn(owner)
-        self.reports.append(Report(record.id, scheduling, time.monotonic()))
-        await self.say(owner, f"{record.name} says {spoken(response)}")
-        await self.complete_turn(owner)
+    def _reports_due(self, owner: str) -> bool:
+        return bool(self._due - {owner})
+
+    async def _report(
+        self, owner: str, record: CallRecord, response: dict[str, Any], scheduling: str
+    ) -> None:
+        try:
+            if scheduling == "INTERRUPT" and self.profile.interrupt_waits_for_user:
+                await self.wait_until(lambda: not self.voice.speaking)  # no talking over the user
+            if scheduling == "INTERRUPT":
+                await self.interrupt("keep")
+            await self.open_turn(owner)
+            self.reports.append(Report(record.id, scheduling, time.monotonic()))
+            await self.say(owner, f"{record.name} says {spoken(response)}")
+            await self.complete_turn(owner)
+        finally:
+            self._due.discard(owner)
 
     async def _on_client_content(self, content: wire.ClientContent) -> None:
         texts = [part.text for turn in content.turns or [] for part in turn.parts if part.text]
         self._prompt_tokens += sum(len(text) // 4 + 1 for text in texts)
-        if content.turn_complete:
+        if self.seeding:
+            await self._seed(content, texts)
+        elif content.turn_complete:
             await self._new_input()
             self.queue_turn(UserTurn("text", " ".join(texts)))
             await self._changed()
+
+    async def _seed(self, content: wire.ClientContent, texts: list[str]) -> None:
+        """The initial history (``historyConfig.initialHistoryInClientContent``): it ends at
+        ``turnComplete``; whether that starts a turn is the profile's
+        (``history_seed_starts_turn``: 2.5 yes, 3.x no: the next realtime input does, and is
+        answered in the light of the history's last user words)."""
+        for turn in reversed(content.turns or []):
+            words = " ".join(part.text for part in turn.parts if part.text).strip()
+            if words:  # the last words said: the user's ask, or the model's (nothing to answer)
+                self.seeded = words if (turn.role or "user") == "user" else None
+                break
+        if not content.turn_complete:
+            return
+        self.seeding = False
+        if self.profile.history_seed_starts_turn:
+            seeded, self.seeded = self.seeded, None
+            self.queue_turn(UserTurn("text", seeded or " ".join(texts)))
+            await self._changed()
+
+    def _with_seed(self, text: str) -> str:
+        """A turn's text, after a seeded history: a blank trigger (``" "``) asks what the
+        history's last user words asked."""
+        seeded, self.seeded = self.seeded, None
+        return seeded if seeded is not None and not text.strip() else text
 
     async def _new_input(self) -> None:
         """The user said something new: on a model that cancels running BLOCKING calls for it
@@ -237,7 +290,7 @@ class EmulatedSession(ModelTurns):
         if realtime.text is not None:
             self._prompt_tokens += len(realtime.text) // 4 + 1
             await self._new_input()
-            self.queue_turn(UserTurn("text", realtime.text))
+            self.queue_turn(UserTurn("text", self._with_seed(realtime.text)))
         elif realtime.activity_start is not None:
             self.voice.manual = True
             await self._new_input()

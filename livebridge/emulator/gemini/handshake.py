@@ -5,7 +5,8 @@ The paths are the Gemini Developer API's (``v1alpha``/``v1beta``, ``…Constrain
 tokens) and Vertex AI's, which google-genai uses with ``vertexai=True`` (an API key: express
 mode); the credential may come as a header, a query parameter or a bearer token, as the service
 takes it. A setup naming a model not served, a behavior the model refuses, or a resumption
-handle the service no longer knows closes the connection with the service's code and reason.
+handle the service no longer knows, or no thinking level where the model requires one, closes the
+connection with the service's code and reason.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from livebridge.vendors.gemini import wire
 __all__ = [
     "SESSION_NOT_FOUND",
     "Route",
+    "missing_thinking_level",
     "model_not_found",
     "open_session",
     "refused_declarations",
@@ -83,6 +85,23 @@ def refused_declarations(setup: wire.Setup, profile: profiles.ModelProfile) -> s
                     f"calls only; BLOCKING: {declaration.name}"
                 )
     return None
+
+
+def missing_thinking_level(setup: wire.Setup, profile: profiles.ModelProfile) -> str | None:
+    """The close reason for a setup without ``thinkingConfig.thinkingLevel`` on a model that
+    requires one (``thinking_level_required``: ``gemini-3.8-live-extended-thinking``, as
+    Pipecat's code says; a framework's claim, not the vendor's documentation), if any. The
+    wording is the emulator's, in the form of the service's 1007 reasons."""
+    if not profile.thinking_level_required:
+        return None
+    config = setup.generation_config
+    thinking = config.thinking_config if config is not None else None
+    if thinking is not None and thinking.thinking_level:
+        return None
+    return (  # the field first: a close reason is cut at 123 bytes
+        "Request contains an invalid argument. thinking_config.thinking_level is required "
+        f"for {profile.family}"
+    )
 
 
 def route(path: str, headers: Headers) -> Route | tuple[HTTPStatus, str]:
@@ -142,6 +161,11 @@ async def open_session(
     if refusal is not None:
         session.checker.flag("unsupported_behavior", refusal, wire.to_builtins(message.setup))
         await session.close(1007, refusal)
+        return False
+    missing = missing_thinking_level(message.setup, profile)
+    if missing is not None:
+        session.checker.flag("malformed_message", missing, wire.to_builtins(message.setup))
+        await session.close(1007, missing)
         return False
     handle = message.setup.session_resumption.handle if message.setup.session_resumption else None
     known = None

@@ -2,7 +2,8 @@
 calls in its turns, and what the service does on its own (re-issues, resumption updates, goAway).
 
 The model's side holds "the floor" while a turn is open; a pending BLOCKING call keeps it open (no
-``turnComplete``), barge-in takes it away. Scenarios drive it through ``Conversation``; all of it
+``turnComplete``) unless the profile ends the turn right after a call (native audio 2.5),
+barge-in takes it away. Scenarios drive it through ``Conversation``; all of it
 runs in the connection's one task group. ``EmulatedSession`` adds the client's messages.
 """
 
@@ -134,7 +135,9 @@ class ModelTurns(Connection):
             )
         await self.send(
             wire.ServerMessage(
-                server_content=wire.ServerContent(turn_complete=True),
+                server_content=wire.ServerContent(
+                    turn_complete=True, interaction_status=self._interaction_status(owner)
+                ),
                 usage_metadata=usage
                 or usage_metadata(self._prompt_tokens, self._response_tokens, self.modality),
             )
@@ -142,6 +145,19 @@ class ModelTurns(Connection):
         await self._release_floor()
         if self.setup.session_resumption is not None:
             await self.resumption_update(resumable=True)
+
+    def _interaction_status(self, owner: str) -> str | None:
+        """What ``turnComplete`` says of the session, on a model that says it
+        (``interaction_status``): ``IN_PROGRESS`` while a NON_BLOCKING call is unanswered or
+        an answer's report is still to be spoken, ``IDLE`` otherwise."""
+        if not self.profile.interaction_status:
+            return None
+        waiting = any(record.open and not record.blocking for record in self.checker.calls.values())
+        return "IN_PROGRESS" if waiting or self._reports_due(owner) else "IDLE"
+
+    def _reports_due(self, owner: str) -> bool:
+        """Whether an answer's report other than ``owner``'s is still to be spoken."""
+        return False
 
     async def _release_floor(self) -> None:
         async with self._cond:
@@ -232,9 +248,17 @@ class ModelTurns(Connection):
         *,
         reissue_of: str | None = None,
     ) -> list[str]:
-        """Send one ``toolCall`` (under ``ids`` where given; ``reissue_of``: asking again)."""
+        """Send one ``toolCall`` (under ``ids`` where given; ``reissue_of``: asking again).
+
+        On a model that ends its turn after a call (``turn_complete_after_call``: native audio
+        2.5), ``turnComplete`` follows at once, BLOCKING calls or not; the answers are then
+        spoken in a turn of their own.
+        """
         await self.open_turn(owner)
-        return await self._send_tool_call(owner, calls, ids=ids, reissue_of=reissue_of)
+        issued = await self._send_tool_call(owner, calls, ids=ids, reissue_of=reissue_of)
+        if self.profile.turn_complete_after_call:
+            await self.complete_turn(owner, wait=False)
+        return issued
 
     async def _send_tool_call(
         self,
@@ -277,7 +301,14 @@ class ModelTurns(Connection):
         while True:
             await asyncio.sleep(delay)
             record = self.checker.calls[current]
-            if not record.open or self.floor_owner != owner:
+            if not record.open:
+                return
+            if self.profile.turn_complete_after_call:  # the turn ended with the call
+                (current,) = await self.issue_calls(
+                    owner, [(record.name, record.args)], reissue_of=root
+                )
+                continue
+            if self.floor_owner != owner:
                 return
             (current,) = await self._send_tool_call(
                 owner, [(record.name, record.args)], reissue_of=root

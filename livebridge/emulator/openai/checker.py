@@ -296,13 +296,24 @@ class RealtimeChecker(CallChecker):
         return "nothing"
 
     def finish(self, ending: Ending) -> None:
-        """The connection ended: open calls were never answered, complete batches never
+        """The connection ended: outputs sent one after another before the rest never came
+        are serial all the same; open calls were never answered, complete batches never
         continued. When the server closed, or the calls' ``response.done`` crossed the
         client's close (it never answered the ping behind it), the client had no chance to
         answer: warnings only. A missing continuation is an error however the connection
         ended once the client answered a ping after the batch's last output (it had its
         chance); before that, a close by the server may have crossed it: a warning."""
         crashed = ending == "client_crash" and bool(self.pending())
+        for batch in self._batches.values():
+            unfinished = any(self.calls[i].open for i in batch.ids)
+            if batch.status == "completed" and len(batch.answer_times) >= 2 and unfinished:
+                self.check_serial(
+                    None,
+                    [batch.done_at, *batch.answer_times],
+                    f"the first {len(batch.answer_times)} of the {len(batch.ids)} calls of "
+                    f"response {batch.response_id}",
+                    "run them concurrently",
+                )
         super().finish(ending)
         if crashed:
             return

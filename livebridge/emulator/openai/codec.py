@@ -24,6 +24,7 @@ __all__ = [
     "AUDIO_RATE",
     "BETA_MESSAGE",
     "CLIENT_EVENT_TYPES",
+    "SESSION_FIELDS",
     "ClientEvent",
     "ContentPart",
     "ConversationItemCreate",
@@ -306,11 +307,43 @@ def default_session(model: str, session_id: str) -> dict[str, Any]:
     }
 
 
+#: The fields of a realtime session a ``session.update`` may carry: the openai SDK's
+#: ``RealtimeSessionCreateRequestParam`` (a strict schema: the service refuses any other with
+#: ``unknown_parameter``), and the read-only ones the service itself sends in ``session.created``
+#: (a client echoing them back is not refused here: no source says the service refuses them).
+SESSION_FIELDS = frozenset(
+    {
+        "type",
+        "audio",
+        "include",
+        "instructions",
+        "max_output_tokens",
+        "model",
+        "output_modalities",
+        "parallel_tool_calls",
+        "prompt",
+        "reasoning",
+        "tool_choice",
+        "tools",
+        "tracing",
+        "truncation",
+        "object",
+        "id",
+        "expires_at",
+    }
+)
+
+
 def merge_session(
     current: dict[str, Any], update: dict[str, Any]
 ) -> tuple[dict[str, Any], SessionConfig] | EventError:
     """Apply a ``session.update``: the fields given replace the current ones (objects merge,
-    ``null`` clears). GA requires ``session.type`` ``"realtime"`` in every update."""
+    ``null`` clears). GA requires ``session.type`` ``"realtime"`` in every update, and refuses a
+    field its session schema does not have (``unknown_parameter``)."""
+    unknown = sorted(key for key in update if key not in SESSION_FIELDS)
+    if unknown:
+        param = f"session.{unknown[0]}"
+        return EventError("unknown_parameter", f"Unknown parameter: '{param}'.", param)
     kind = update.get("type")
     if kind is None:
         return EventError(

@@ -125,7 +125,7 @@ class GeminiConnector:
         self._model = model
         self._given = tools
         self._tools = profile.adapt(tools)
-        self._config = live_config(config, self._tools)
+        self._config = live_config(config, self._tools, profile)
         self._transport: TransportKind = transport
         self._keepalive = _keepalive(keepalive)
         self._tls_read_buffer = tls_read_buffer
@@ -243,10 +243,17 @@ def _transport_closed(exc: BaseException) -> TransportClosed:
     return TransportClosed(None, f"network error: {exc}")
 
 
+#: The thinking level stated for a model that requires one when the app's config gives none.
+DEFAULT_THINKING_LEVEL = types.ThinkingLevel.LOW
+
+
 def live_config(
-    config: types.LiveConnectConfigOrDict | None, tools: ToolRegistry
+    config: types.LiveConnectConfigOrDict | None,
+    tools: ToolRegistry,
+    profile: profiles.ModelProfile | None = None,
 ) -> types.LiveConnectConfig:
-    """The app's config with the registry's functions declared."""
+    """The app's config with the registry's functions declared, and a thinking level where the
+    model requires one and the app gave none (``thinking_level_required``)."""
     if config is None:
         base = types.LiveConnectConfig()
     elif isinstance(config, types.LiveConnectConfig):
@@ -256,6 +263,12 @@ def live_config(
     declarations = tools.declarations()
     if declarations:
         base.tools = [*(base.tools or []), types.Tool(function_declarations=declarations)]
+    if profile is not None and profile.thinking_level_required:
+        thinking = base.thinking_config or types.ThinkingConfig()
+        if thinking.thinking_level is None:
+            base.thinking_config = thinking.model_copy(
+                update={"thinking_level": DEFAULT_THINKING_LEVEL}
+            )
     return base
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "FunctionResponse",
     "GenerationConfig",
     "GoAway",
+    "HistoryConfig",
     "ModalityTokenCount",
     "Part",
     "RealtimeInput",
@@ -38,6 +39,7 @@ __all__ = [
     "SessionResumptionUpdate",
     "Setup",
     "SetupComplete",
+    "ThinkingConfig",
     "Tool",
     "ToolCall",
     "ToolCallCancellation",
@@ -118,8 +120,19 @@ class Tool(_Wire):
     function_declarations: list[FunctionDeclaration] | None = None
 
 
+class ThinkingConfig(_Wire):
+    thinking_level: str | None = None
+    thinking_budget: int | None = None
+    include_thoughts: bool | None = None
+
+
 class GenerationConfig(_Wire):
     response_modalities: list[str] | None = None
+    thinking_config: ThinkingConfig | None = None
+
+
+class HistoryConfig(_Wire):
+    initial_history_in_client_content: bool | None = None
 
 
 class SessionResumptionConfig(_Wire):
@@ -149,6 +162,7 @@ class Setup(_Wire):
     realtime_input_config: RealtimeInputConfig | None = None
     context_window_compression: dict[str, Any] | None = None
     response_modalities: list[str] | None = None
+    history_config: HistoryConfig | None = None
 
 
 class ClientContent(_Strict):
