@@ -14,9 +14,11 @@ only carries it out: it delivers the protocol's events, runs and cancels calls, 
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
-from typing import Any, assert_never
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from functools import partial
+from typing import Any, assert_never, cast
 
 import anyio
 import anyio.lowlevel
@@ -46,7 +48,7 @@ from livebridge.live.protocol import (
     SwitchConnection,
 )
 from livebridge.live.skeleton import LiveProtocol
-from livebridge.live.transport import ClientItem, Transport
+from livebridge.live.transport import ClientItem, ProvesReads, Transport
 from livebridge.live.wakeup import Wakeup
 from livebridge.observe.observers import Observer, emit, record_of
 from livebridge.store import StoreConnector
@@ -71,7 +73,6 @@ class SessionActor:
 
     __slots__ = (
         "_accepting",
-        "_answers_sent",
         "_batches",
         "_block",
         "_clock",
@@ -85,8 +86,11 @@ class SessionActor:
         "_leave",
         "_leaving",
         "_observers",
+        "_ping_owed",
         "_policy",
+        "_pong",
         "_protocol",
+        "_proves",
         "_store",
         "_switching",
         "_tg",
@@ -120,7 +124,10 @@ class SessionActor:
             options.event_capacity, settled_capacity=options.settled_capacity
         )
         self._wake = Wakeup()
-        self._answers_sent = Wakeup()  # a message of answers left: its reading is to be proven
+        #: Reads are proven on this connection: the writer pings behind each message of answers.
+        self._proves = False
+        self._pong: asyncio.Future[Any] | None = None  # the proof in flight (one at a time)
+        self._ping_owed = False  # answers left while it was: a new ping once it comes back
         self._switching = False  # a goAway switch-over waits for the calls and a handle
         self._idle: anyio.Event | None = None  # set by the writer once no call is live
         self._transport: Transport | None = None
@@ -226,28 +233,37 @@ class SessionActor:
                 leave(TransportClosed(1000, "switching over after goAway"))
 
             self._leave = switch
-            read_by_peer = getattr(transport, "read_by_peer", None)
-            self._protocol.ledger.reads_proven = read_by_peer is not None
-            if read_by_peer is not None:
-                tg.start_soon(self._guarded, self._prove_reads(read_by_peer), leave)
+            self._proves = self._protocol.ledger.reads_proven = hasattr(transport, "ping_behind")
+            self._pong = None  # a pong of the last connection proves nothing here
+            self._ping_owed = False
             tg.start_soon(self._guarded, self._write(transport), leave)
             await self._guarded(self._read(transport, tg), leave)  # in this task: one task fewer
         return ended[0]
 
-    async def _prove_reads(self, read_by_peer: Callable[[], Awaitable[None]]) -> None:
-        """Tell the ledger when the server has read the answers sent: only then could the
-        model have seen them (a server message alone may have crossed them in flight)."""
-        ledger = self._protocol.ledger
-        proven = ledger.sends  # sends on an earlier connection: never proven on this one
-        while True:
-            number = ledger.sends
-            if number == proven:
-                self._answers_sent.clear()
-                await self._answers_sent.wait()
-                continue
-            await read_by_peer()
-            ledger.read_through(number)
-            proven = number
+    async def _ping_behind(self, transport: Transport) -> None:
+        """Prove the server has read the answers sent: only then could the model have seen them
+        (a server message alone may have crossed them in flight). The writer pings right behind
+        a message of answers and the pong is a callback, not a task: no wake-up of its own. One
+        ping is in flight at a time; answers sent meanwhile are proven by the next."""
+        if self._pong is not None:
+            self._ping_owed = True
+            return
+        number = self._protocol.ledger.sends
+        pong = await cast("ProvesReads", transport).ping_behind()
+        self._pong = pong
+        pong.add_done_callback(partial(self._ponged, number))
+
+    def _ponged(self, number: int, pong: asyncio.Future[Any]) -> None:
+        if not pong.cancelled():
+            pong.exception()  # retrieved: a connection that ended says so to the reader
+        if pong is not self._pong:
+            return  # a ping of an earlier connection
+        self._pong = None
+        if pong.cancelled() or pong.exception() is not None:
+            return
+        self._protocol.ledger.read_through(number)
+        if self._ping_owed:
+            self._wake.set()  # the writer pings again
 
     async def _guarded(
         self, work: Coroutine[Any, Any, None], leave: Callable[[TransportClosed], None]
@@ -320,6 +336,9 @@ class SessionActor:
     async def _write(self, transport: Transport) -> None:
         protocol = self._protocol
         while True:
+            if self._ping_owed and self._pong is None:
+                self._ping_owed = False
+                await self._ping_behind(transport)
             item = protocol.next_item(self._clock())
             if item is None:
                 self._apply(protocol.take_fates())
@@ -338,8 +357,8 @@ class SessionActor:
                 self._writing = False
             sends = protocol.ledger.sends
             self._apply(protocol.sent(item, self._clock()))
-            if protocol.ledger.sends != sends:
-                self._answers_sent.set()
+            if self._proves and protocol.ledger.sends != sends:
+                await self._ping_behind(transport)
             if self._waiting_for_room and not protocol.outbox.full:
                 self._wake.set()
 

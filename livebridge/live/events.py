@@ -185,6 +185,10 @@ _MEDIA = frozenset(DROPPABLE)  # exact types: a set look-up is cheaper than isin
 _KEPT = frozenset(KEPT)
 
 
+#: The queue of a kind no event has used yet: shared, always empty, never appended to.
+_NONE: deque[Any] = deque(maxlen=0)
+
+
 class EventBuffer:
     """A buffer between the session actor and the app: puts are O(1) and never block.
 
@@ -220,10 +224,12 @@ class EventBuffer:
             raise ValueError("settled_capacity must be at least 1")
         self.settled_capacity = settled_capacity
         self.dropped = 0
-        self._items: deque[_Queued] = deque()  # in order; discarded entries are skipped
-        self._media: deque[_Entry] = deque()  # waiting media entries, oldest first
-        self._control: deque[_Entry] = deque()  # waiting droppable control entries
-        self._settled: deque[_Entry] = deque()  # waiting fates, oldest first
+        # Each queue is made by its first event (``_NONE`` until then): an empty deque is
+        # 760 bytes on 3.11, and most sessions never need some of them.
+        self._items: deque[_Queued] = _NONE  # in order; discarded entries are skipped
+        self._media: deque[_Entry] = _NONE  # waiting media entries, oldest first
+        self._control: deque[_Entry] = _NONE  # waiting droppable control entries
+        self._settled: deque[_Entry] = _NONE  # waiting fates, oldest first
         self._waiting = 0  # entries in _items not discarded
         self._discarded = 0  # discarded entries still in _items
         self._pending_drops = 0
@@ -244,21 +250,33 @@ class EventBuffer:
                 self._count_drop(event)
                 return
         self._waiting += 1
+        items = self._items
+        if items is _NONE:
+            items = self._items = deque()
         if kind in _KEPT:  # never discarded: queued as is
-            self._items.append(event)
+            items.append(event)
         else:
             entry: _Entry = [event]
-            self._items.append(entry)
+            items.append(entry)
             if media:
-                self._media.append(entry)
+                queue = self._media
+                if queue is _NONE:
+                    queue = self._media = deque()
+                queue.append(entry)
             elif kind is ToolCallSettled:
-                self._settled.append(entry)
-                if len(self._settled) > self.settled_capacity:
-                    self._discard(self._settled.popleft())
+                queue = self._settled
+                if queue is _NONE:
+                    queue = self._settled = deque()
+                queue.append(entry)
+                if len(queue) > self.settled_capacity:
+                    self._discard(queue.popleft())
             else:
-                self._control.append(entry)
-                if len(self._control) > self.control_capacity:
-                    self._discard(self._control.popleft())
+                queue = self._control
+                if queue is _NONE:
+                    queue = self._control = deque()
+                queue.append(entry)
+                if len(queue) > self.control_capacity:
+                    self._discard(queue.popleft())
         if self._readers.futures is not None:  # the first event since readers began to wait
             self._readers.wake()
 
@@ -295,11 +313,11 @@ class EventBuffer:
     def ready(self) -> Iterator[SessionEvent]:
         """The events waiting, each taken off the buffer only when the caller asks for it:
         a reader that stops early leaves the rest queued. Ends when none is waiting."""
-        items = self._items
         while True:
             if self._pending_drops:  # discards since the last read come first
                 yield self._take_drops()
                 continue
+            items = self._items  # made by the first event, maybe while this one waited
             if not items:
                 return
             queued = items.popleft()
@@ -340,7 +358,7 @@ class EventBuffer:
         self._discarded += 1
         self._count_drop(event)
         if self._discarded > 64 and self._discarded > self._waiting:  # compact, in place:
-            items = self._items  # a reader's ``ready()`` holds this deque
+            items = self._items  # compacted in place: one deque for the readers
             kept = [e for e in items if not isinstance(e, list) or e[0] is not None]
             items.clear()
             items.extend(kept)

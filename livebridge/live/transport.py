@@ -11,6 +11,7 @@ re-exported here as part of the seam).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias
@@ -100,9 +101,10 @@ class Transport(Protocol):
 
 class ProvesReads(Protocol):
     """A transport that can tell when the peer has read what was sent (optional: the shell
-    looks for ``read_by_peer``). Without it, any later server message counts as proof."""
+    looks for ``ping_behind``). Without it, any later server message counts as proof."""
 
-    async def read_by_peer(self) -> None:
-        """Return once the peer has read every message sent before the call; raises
+    async def ping_behind(self) -> asyncio.Future[Any]:
+        """Send a ping now; the future returned completes once the peer has read every message
+        sent before it (a connection that ends sets an exception on it, or cancels it). Raises
         ``TransportClosed``."""
         ...

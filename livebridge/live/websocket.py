@@ -3,6 +3,7 @@ closing it within a bound, mapping its close to ``TransportClosed``, shrinking i
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -66,14 +67,14 @@ def closed(exc: ConnectionClosed) -> TransportClosed:
     return TransportClosed(1006, "connection lost without a close frame")
 
 
-async def read_by_peer(ws: Any) -> None:
-    """Return once the peer has read every frame sent before this call: websocket peers answer
-    pings in order, so the pong of a ping sent now proves it. Raises ``TransportClosed``."""
+async def ping_behind(ws: Any) -> asyncio.Future[Any]:
+    """Send a ping behind every frame sent so far; its pong (the future returned) proves the peer
+    has read them all: websocket peers answer pings in order. Raises ``TransportClosed``."""
     try:
-        pong = await ws.ping()
-        await pong
+        pong: asyncio.Future[Any] = await ws.ping()
     except ConnectionClosed as exc:
         raise closed(exc) from None
+    return pong
 
 
 def shrink_tls_read_buffer(transport: Any, size: int) -> bool:

@@ -75,6 +75,39 @@ async def test_reissued_call_runs_once_and_every_id_is_answered() -> None:
     assert errors(emu) == []
 
 
+async def test_the_same_call_asked_after_its_answer_was_read_runs_again() -> None:
+    # The server read the answer (and the ping behind it) before the user's next turn, so the
+    # same call asked after that turn is a new request: run again, not answered from the first.
+    runs: list[str] = []
+    tools = livebridge.ToolRegistry()
+
+    @tools.tool
+    async def charge_card(amount: int, ctx: CallContext) -> dict[str, Any]:
+        """Charge the card (not idempotent)."""
+        runs.append(ctx.call_id)
+        return {"charged": amount}
+
+    async def scenario(conv: Conversation) -> None:
+        for text in ("charged", "charged again"):
+            await conv.expect_turn()  # the client sent it after the ping behind the last answer
+            ids = await conv.tool_call([("charge_card", {"amount": 5})])
+            await conv.wait_answers(ids)
+            await conv.say(text)
+            await conv.turn_complete()
+
+    async with (
+        Emulator(scenario) as emu,
+        LiveSession.connect(emu.client(), model=MODEL, tools=tools, config=TEXT_CONFIG) as session,
+    ):
+        await session.send_text("pay")
+        await collect_until(session, lambda e: isinstance(e, TextOut) and e.text == "charged")
+        await session.send_text("pay again")
+        await collect_until(session, lambda e: isinstance(e, TextOut) and e.text == "charged again")
+
+    assert len(runs) == 2
+    assert errors(emu) == []
+
+
 async def test_call_delivered_in_model_turn_and_tool_call_runs_once() -> None:
     runs: list[str] = []
     tools = livebridge.ToolRegistry()

@@ -17,9 +17,11 @@ the API key out of the websocket library's log lines.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from types import MappingProxyType, TracebackType
+from typing import Any
 
 import anyio
 import msgspec
@@ -48,7 +50,7 @@ from livebridge.live.websocket import CLOSE_SECONDS as CLOSE_SECONDS
 from livebridge.live.websocket import close as _close
 from livebridge.live.websocket import closed as _closed
 from livebridge.live.websocket import host_of, opening_timed_out, shrink_tls_read_buffer
-from livebridge.live.websocket import read_by_peer as _read_by_peer
+from livebridge.live.websocket import ping_behind as _ping_behind
 from livebridge.vendors.gemini import wire
 from livebridge.vendors.gemini.answers import to_sdk
 from livebridge.vendors.gemini.frames import encode_client
@@ -297,8 +299,8 @@ class WireTransport:
         except ConnectionClosed as exc:
             raise _closed(exc) from None
 
-    async def read_by_peer(self) -> None:
-        await _read_by_peer(self._ws)
+    async def ping_behind(self) -> asyncio.Future[Any]:
+        return await _ping_behind(self._ws)
 
     async def close(self) -> None:
         await _close(self._ws)
@@ -363,8 +365,8 @@ class SdkTransport:
         except ConnectionClosed as exc:
             raise _closed(exc) from None
 
-    async def read_by_peer(self) -> None:
-        await _read_by_peer(self._session._ws)
+    async def ping_behind(self) -> asyncio.Future[Any]:
+        return await _ping_behind(self._session._ws)
 
     async def close(self) -> None:
         await _close(self._session._ws)

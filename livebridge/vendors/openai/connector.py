@@ -18,6 +18,7 @@ log lines (``connectors.secrets``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
@@ -48,7 +49,7 @@ from livebridge.live.websocket import (
     closed,
     host_of,
     opening_timed_out,
-    read_by_peer,
+    ping_behind,
     shrink_tls_read_buffer,
 )
 from livebridge.vendors.openai import wire as openai_wire
@@ -338,8 +339,8 @@ class WireTransport:
     async def close(self) -> None:
         await close(self._ws)
 
-    async def read_by_peer(self) -> None:
-        await read_by_peer(self._ws)
+    async def ping_behind(self) -> asyncio.Future[Any]:
+        return await ping_behind(self._ws)
 
 
 class SdkTransport:
@@ -374,5 +375,5 @@ class SdkTransport:
     async def close(self) -> None:
         await close(self._connection._connection)
 
-    async def read_by_peer(self) -> None:
-        await read_by_peer(self._connection._connection)
+    async def ping_behind(self) -> asyncio.Future[Any]:
+        return await ping_behind(self._connection._connection)
