@@ -113,6 +113,12 @@ async def test_random_delegations_keep_one_fate_per_call_and_one_create_per_gate
                 while _settled(events) < len(issued) or _reported(events) < _races(emu):
                     await arrived.wait()
                     arrived.clear()
+                # An output that crossed a failure may still be on its way: once the server has
+                # read every output the client sent, each race it counted must surface too.
+                await emu.wait_for(lambda: _sent_outputs(events) <= set(outputs(emu)), 30)
+                while _reported(events) < _races(emu):
+                    await arrived.wait()
+                    arrived.clear()
             group.cancel_scope.cancel()
     except SessionEndedError:
         assert drop
@@ -143,6 +149,15 @@ def _reported(events: list[SessionEvent]) -> int:
 def _races(emu: Emulator) -> int:
     assert emu.live is not None
     return emu.live.sessions[0].backend.races
+
+
+def _sent_outputs(events: list[SessionEvent]) -> set[str]:
+    """The calls the client answered with an output (a cancelled or orphaned call has none)."""
+    return {
+        e.call_id
+        for e in events
+        if isinstance(e, ToolCallSettled) and e.outcome not in ("cancelled", "orphaned")
+    }
 
 
 def _settled(events: list[SessionEvent]) -> int:

@@ -10,6 +10,7 @@ off: GPT-Live has no resumption, and a new socket would be a new session.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -33,7 +34,7 @@ from livebridge.live import resume, secrets
 from livebridge.live.options import CONNECT_SECONDS
 from livebridge.live.protocol import ProtocolOptions
 from livebridge.live.transport import MAX_MESSAGE_BYTES, ClientItem, TransportKind
-from livebridge.live.websocket import close, closed, host_of, opening_timed_out, read_by_peer
+from livebridge.live.websocket import close, closed, host_of, opening_timed_out, ping_behind
 from livebridge.vendors.openai_live import delegation, wire
 from livebridge.vendors.openai_live.config import session_config
 from livebridge.vendors.openai_live.delegation import Delegation
@@ -217,5 +218,5 @@ class LiveTransport:
     async def close(self) -> None:
         await close(self._ws)
 
-    async def read_by_peer(self) -> None:
-        await read_by_peer(self._ws)
+    async def ping_behind(self) -> asyncio.Future[Any]:
+        return await ping_behind(self._ws)
