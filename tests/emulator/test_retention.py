@@ -145,8 +145,8 @@ async def test_what_an_emulator_keeps_stays_within_its_byte_budget() -> None:
         assert emu.transcript_dropped > 0
         assert emu.connections_served == 50
         assert 0 < len(emu.connections) < 50  # the newest, whole
-        newest = max(int(c.id[1:]) for c in emu.connections)
-        assert newest == 50
+        # of the last wave of ten (which of them ended last is the scheduler's)
+        assert all(int(c.id[1:]) > 40 for c in emu.connections), [c.id for c in emu.connections]
         assert emu.violations == [] and emu.violation_counts == {}
     # ~50 KB per session when everything is kept: 40 sessions would hold 2 MB
     assert grown[0] < BUDGET + (512 << 10), f"{grown[0]:,} bytes kept after 40 sessions"
