@@ -41,8 +41,10 @@ import msgspec
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from livebridge.emulator.base import FRAME_SECONDS, frame_count, pace
 from livebridge.emulator.openai_live import schema
 from livebridge.emulator.shared import Shared
+from livebridge.emulator.voice import VoiceActivity, tone
 
 __all__ = ["LiveOptions", "LiveScenario", "LiveServerSession", "Verdict"]
 
@@ -127,6 +129,9 @@ class LiveServerSession:
         self.closing = False
         self.finished = False
         self.audio_ms = 0.0
+        #: Utterances heard in the input audio (speech, then half a second of silence).
+        self.utterances = 0
+        self._ear = VoiceActivity()
         #: Calls the next continuation makes (each a list of (name, arguments)); empty: it
         #: answers in text.
         self.next_calls: list[list[tuple[str, dict[str, Any]]]] = []
@@ -276,6 +281,27 @@ class LiveServerSession:
                 self.backend.dropped_at[call_id] = self._told + 1
         await self.nested(delegation, {"type": f"response.{status}", "response": snapshot})
         await self.changed()
+
+    async def speak(self, seconds: float, quiet: float = 0.6) -> None:
+        """The voice model says something: ``seconds`` of a tone on the output track, in the
+        session's format at real-time pace, then ``quiet`` seconds of the digital silence the
+        track carries between replies (no event marks a reply's end)."""
+        fmt = (self.session or {}).get("audio", {}).get("format", {})
+        pcm = tone(FRAME_SECONDS, 8000 if fmt.get("type") == "audio/pcmu" else 24_000)
+        if fmt.get("type") == "audio/pcmu":
+            from livebridge.phone.audio import pcm16_to_ulaw
+
+            voice, silence = pcm16_to_ulaw(pcm), b"\xff" * (len(pcm) // 2)
+        else:
+            voice, silence = pcm, bytes(len(pcm))
+        frames = [voice] * frame_count(seconds) + [silence] * frame_count(quiet)
+        start = asyncio.get_running_loop().time()
+        for index, frame in enumerate(frames):
+            if self.finished or self.closing:
+                return
+            delta = base64.b64encode(frame).decode()
+            await self.send({"type": "session.output_audio.delta", "delta": delta})
+            await pace(start, index)
 
     # -- client events ---------------------------------------------------------------------------
 
@@ -443,8 +469,20 @@ class LiveServerSession:
                 await self.error("invalid_audio", "PCM16 audio must hold whole samples.", event_id)
                 return
             self.audio_ms += len(audio) / 2 / int(fmt.get("rate", 24000)) * 1000
+            self._hear(audio, len(audio) / 2 / int(fmt.get("rate", 24000)))
         else:
             self.audio_ms += len(audio) / 8
+            try:  # μ-law decodes with the phone extra's codec
+                from livebridge.phone.audio import ulaw_to_pcm16
+            except ImportError:
+                return
+            self._hear(ulaw_to_pcm16(audio), len(audio) / 8000)
+
+    def _hear(self, pcm: bytes, seconds: float) -> None:
+        """Count the utterances in the input: a scenario waits on ``utterances``."""
+        if self._ear.hear(pcm, seconds, model_talking=False) == "end_of_turn":
+            self._ear.end(force=False)
+            self.utterances += 1
 
     async def _on_item(self, event: dict[str, Any], event_id: str | None) -> None:
         delegation = (self.session or {}).get("delegation", {})
