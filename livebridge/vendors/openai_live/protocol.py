@@ -130,6 +130,10 @@ class GptLiveProtocol(LiveProtocol):
         self.acknowledged = 0  # appends the service placed on the timeline
 
     @property
+    def wire_name(self) -> str:
+        return "gpt-live"
+
+    @property
     def idle(self) -> bool:
         return self.ledger.idle and not self.gate.owed and not self._resend
 
