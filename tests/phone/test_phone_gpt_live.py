@@ -6,6 +6,10 @@ a reply's end is found in the silence of the continuous output track."""
 from __future__ import annotations
 
 import base64
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,6 +25,7 @@ from livebridge.phone.agent import GPT_LIVE_PHONE_CONFIG, PhoneAgent, vendor_con
 from livebridge.phone.bridge import CallEnded, ModelAnswered, PhoneEvent
 from livebridge.phone.caller import SimulatedCaller, speech
 from livebridge.phone.playout import FRAME_BYTES
+from tests.cli.test_cli_errors import OFFLINE, REPOSITORY
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -113,3 +118,37 @@ async def test_a_gpt_live_agent_gets_ulaw_natively_and_its_voice() -> None:
     assert GPT_LIVE_PHONE_CONFIG == {"audio": {"format": {"type": "audio/pcmu", "rate": 8000}}}
     realtime = vendor_config("openai", PhoneAgent(ToolRegistry(), model="gpt-realtime-2"))
     assert "input" in realtime["audio"]
+
+
+async def test_the_command_answers_a_call_on_gpt_live_with_the_emulator() -> None:
+    """``livebridge phone --vendor openai --model gpt-live-1.1 --emulator``: the emulator's
+    default model delegates the caller's question (two places, two parallel calls)."""
+    command = [
+        *("phone", "examples.embedded:tools", "--emulator", "--port", "0", "--no-signature-check"),
+        *("--vendor", "openai", "--model", MODEL),
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "livebridge", *command],
+        cwd=REPOSITORY,
+        env={**OFFLINE, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = await anyio.to_thread.run_sync(process.stdout.readline)
+        assert line.startswith("listening on ws://127.0.0.1:"), line
+        async with SimulatedCaller.dial(line.split()[-1]) as caller:
+            await caller.say(speech(QUESTION))
+            await caller.wait_until(lambda: bool(caller.echoed), WAIT)
+            assert caller.heard_seconds >= 0.4
+        process.send_signal(signal.SIGTERM)
+        assert await anyio.to_thread.run_sync(lambda: process.wait(timeout=20)) == 0
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()

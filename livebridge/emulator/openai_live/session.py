@@ -135,6 +135,9 @@ class LiveServerSession:
         #: Calls the next continuation makes (each a list of (name, arguments)); empty: it
         #: answers in text.
         self.next_calls: list[list[tuple[str, dict[str, Any]]]] = []
+        #: What a continuation calls when ``next_calls`` says nothing: the calls the user's
+        #: queued text asks for (the default model's rules), or None.
+        self.planner: Callable[[str], list[tuple[str, dict[str, Any]]]] | None = None
         #: Client delegations sent, with the text of the appends that answered each.
         self.client_delegations: dict[str, list[str]] = {}
         self._cond = asyncio.Condition()
@@ -616,7 +619,11 @@ class LiveServerSession:
         backend.fresh = False
         backend.creates += 1
         delegation = self._last_delegation
-        calls = self.next_calls.pop(0) if self.next_calls else []
+        calls: list[tuple[str, dict[str, Any]]] = []
+        if self.next_calls:
+            calls = self.next_calls.pop(0)
+        elif self.planner is not None and backend.queued_text:
+            calls = self.planner(" ".join(backend.queued_text))
         text = "" if calls else "Here is what I found."
         backend.queued_text.clear()
         response_id = await self._respond(delegation, calls, text)
