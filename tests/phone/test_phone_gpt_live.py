@@ -10,7 +10,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
@@ -120,9 +120,9 @@ async def test_a_gpt_live_agent_gets_ulaw_natively_and_its_voice() -> None:
     assert "input" in realtime["audio"]
 
 
-async def test_the_command_answers_a_call_on_gpt_live_with_the_emulator() -> None:
-    """``livebridge phone --vendor openai --model gpt-live-1.1 --emulator``: the emulator's
-    default model delegates the caller's question (two places, two parallel calls)."""
+@pytest.fixture
+def phone_server() -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``livebridge phone --vendor openai --model gpt-live-1.1 --emulator``, and its URL."""
     command = [
         *("phone", "examples.embedded:tools", "--emulator", "--port", "0", "--no-signature-check"),
         *("--vendor", "openai", "--model", MODEL),
@@ -137,14 +137,9 @@ async def test_the_command_answers_a_call_on_gpt_live_with_the_emulator() -> Non
     )
     try:
         assert process.stdout is not None
-        line = await anyio.to_thread.run_sync(process.stdout.readline)
+        line = process.stdout.readline()
         assert line.startswith("listening on ws://127.0.0.1:"), line
-        async with SimulatedCaller.dial(line.split()[-1]) as caller:
-            await caller.say(speech(QUESTION))
-            await caller.wait_until(lambda: bool(caller.echoed), WAIT)
-            assert caller.heard_seconds >= 0.4
-        process.send_signal(signal.SIGTERM)
-        assert await anyio.to_thread.run_sync(lambda: process.wait(timeout=20)) == 0
+        yield process, line.split()[-1]
     finally:
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)
@@ -152,3 +147,17 @@ async def test_the_command_answers_a_call_on_gpt_live_with_the_emulator() -> Non
         for pipe in (process.stdout, process.stderr):
             if pipe is not None:
                 pipe.close()
+
+
+async def test_the_command_answers_a_call_on_gpt_live_with_the_emulator(
+    phone_server: tuple[subprocess.Popen[str], str],
+) -> None:
+    """The emulator's default model delegates the caller's question (two places, two parallel
+    calls) and answers once they are in."""
+    process, url = phone_server
+    async with SimulatedCaller.dial(url) as caller:
+        await caller.say(speech(QUESTION))
+        await caller.wait_until(lambda: bool(caller.echoed), WAIT)
+        assert caller.heard_seconds >= 0.4
+    process.send_signal(signal.SIGTERM)
+    assert await anyio.to_thread.run_sync(lambda: process.wait(timeout=20)) == 0
