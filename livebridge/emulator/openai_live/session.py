@@ -18,7 +18,8 @@ What the real service does at the delegation step, reproduced so that a client's
 Each fault a client makes is kept in ``verdicts`` under the peer-bug name of ``GPT_LIVE.md``
 §7 it reproduces: ``T1`` an early continuation, ``T2`` a second continuation with no output
 since the last, ``T4`` an output for a dropped call, ``T5`` a continuation while a response
-still runs, ``T6`` an output over the budget, ``T8`` a field the schema refuses, ``T10`` an
+still runs, ``T6`` an output over the budget, ``T7`` a call open past
+``LiveOptions.watchdog`` seconds with no output, ``T8`` a field the schema refuses, ``T10`` an
 unknown client event, ``T11`` a second output for one call, ``T12`` an output for a call the
 session never had, ``T13`` a command after ``session.close``. A refusal is the client's fault
 only when it had provably read what makes it one (with ``LiveOptions.proof``: an output for a
@@ -66,7 +67,9 @@ class LiveOptions:
     for an output sent to a call a failed response dropped. ``duplicate``: what a second output
     for one call gets (``"error"``, ``"ignore"`` or ``"accept"``). ``proof``: name a refusal
     as the client's fault only when it provably read what makes it one (see the module
-    docstring); without it, every refusal is a verdict.
+    docstring); without it, every refusal is a verdict. ``watchdog``: seconds a call may stay
+    open with no output before it is the verdict ``T7`` (a result that never reached the
+    wire); None: no watchdog.
     """
 
     items: int = 128
@@ -74,6 +77,7 @@ class LiveOptions:
     dropped_code: str = "function_call_not_found"
     duplicate: str = "error"
     proof: bool = False
+    watchdog: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +263,9 @@ class LiveServerSession:
             done_item = {**item, "status": "completed", "arguments": json.dumps(arguments)}
             self.backend.open[call_id] = response_id
             self.backend.told[call_id] = self._told + 1
+            if self.options.watchdog is not None:
+                loop = asyncio.get_running_loop()
+                loop.call_later(self.options.watchdog, self._watch, call_id)
             done = {"type": "response.output_item.done", "output_index": index, "item": done_item}
             await self.nested(delegation, done)
         if text:
@@ -266,6 +273,11 @@ class LiveServerSession:
             await self.send({"type": "session.output_transcript.delta", "delta": text})
         await self.changed()
         return response_id
+
+    def _watch(self, call_id: str) -> None:
+        """The watchdog's time for ``call_id`` is up: still open with no output is T7."""
+        if call_id in self.backend.open and not self.finished and not self.closing:
+            self.verdict("T7", f"call {call_id} open {self.options.watchdog:g} s with no output")
 
     async def end(self, response_id: str, status: str = "completed") -> None:
         """End a running backend response; a failed or incomplete one drops its open calls."""
