@@ -97,7 +97,8 @@ def add_phone_command(subcommands: argparse._SubParsersAction[argparse.ArgumentP
     )
     parser.add_argument(
         "--model",
-        help=f"the Live model (default: {DEFAULT_MODEL}; with --vendor openai, {OPENAI_MODEL})",
+        help=f"the Live model (default: {DEFAULT_MODEL}; with --vendor openai, {OPENAI_MODEL}; "
+        "gpt-live-1.1 speaks GPT-Live, in the call's μ-law as is)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=port_number, default=8080, help="0: any free port")
@@ -269,6 +270,7 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any, token: st
     from livebridge.phone.server import serve_phone
     from livebridge.phone.telnyx import TelnyxStream
     from livebridge.phone.twilio import TwilioStream
+    from livebridge.profiles import bare_model_name
 
     openai = args.vendor == "openai"
     model = args.model or (OPENAI_MODEL if openai else DEFAULT_MODEL)
@@ -291,10 +293,13 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any, token: st
                 ) from None
             print(f"metrics: {endpoint.url}", flush=True)
         if args.emulator:
+            live = openai and bare_model_name(model).startswith("gpt-live")
             emu = await stack.enter_async_context(
-                Emulator(protocol="openai" if openai else "gemini")
+                Emulator(model=model)
+                if live
+                else Emulator(protocol="openai" if openai else "gemini")
             )
-            client = emu.openai_client() if openai else emu.client()
+            client = emu.openai_client() if openai and not live else emu.client()
         elif openai:
             from openai import AsyncOpenAI
 

@@ -18,12 +18,14 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal, TextIO
 
 import anyio
 
 from livebridge.calls.tools import ToolRegistry
 from livebridge.emulator import Conversation, Emulator
+from livebridge.emulator.openai_live.session import LiveServerSession
 from livebridge.emulator.speech import spoken
 from livebridge.live.options import SessionOptions
 from livebridge.observe.observers import Observer
@@ -44,7 +46,7 @@ from livebridge.phone.server import serve_phone
 from livebridge.phone.telnyx import TelnyxStream
 from livebridge.phone.twilio import TwilioStream
 
-__all__ = ["PhoneScript", "phone_tools", "run_phone_demo"]
+__all__ = ["LivePhoneScript", "PhoneScript", "phone_tools", "run_phone_demo"]
 
 GOODBYE = "Thanks, that's all. Goodbye!"
 
@@ -105,6 +107,47 @@ class PhoneScript:
 QUESTION = PhoneScript().question
 
 
+@dataclass(frozen=True, slots=True)
+class LivePhoneScript:
+    """``PhoneScript`` on GPT-Live (``Emulator(LivePhoneScript(), model="gpt-live-1.1")``):
+    the voice model hears each utterance of the caller; after the first it delegates, and the
+    Responses backend calls ``get_weather`` for each of ``places`` in parallel; once answered
+    and continued, the voice answers for ``reply_seconds``. A later utterance gets a
+    ``goodbye_seconds`` goodbye, then the backend calls ``end_call``. Replies end as on the
+    real service: in silence on the continuous track, with no event."""
+
+    places: tuple[str, ...] = ("Paris", "Tokyo")
+    reply_seconds: float = 1.2
+    goodbye_seconds: float = 0.6
+
+    async def __call__(self, live: LiveServerSession) -> None:
+        heard = 0
+        while True:
+            await live.wait_until(partial(_heard_after, live, heard), timeout=_FOREVER)
+            heard = live.utterances
+            delegation = (live.session or {}).get("delegation") or {}
+            tools = (delegation.get("responses") or {}).get("tools") or ()
+            if heard == 1 or "end_call" not in {tool.get("name") for tool in tools}:
+                creates = live.backend.creates
+                await live.delegate([("get_weather", {"city": place}) for place in self.places])
+                await live.wait_until(partial(_continued_after, live, creates), timeout=_FOREVER)
+                await live.speak(self.reply_seconds)
+            else:
+                await live.speak(self.goodbye_seconds)
+                await live.delegate([("end_call", {})])
+
+
+_FOREVER = 24 * 3600.0  # a scenario waits as long as the call lasts
+
+
+def _heard_after(live: LiveServerSession, utterances: int) -> bool:
+    return live.utterances > utterances
+
+
+def _continued_after(live: LiveServerSession, creates: int) -> bool:
+    return live.backend.creates > creates
+
+
 def phone_tools(delay: float = 0.3) -> ToolRegistry:
     """The demo call's tools: ``get_weather`` (``delay`` seconds) and ``end_call``."""
     tools = ToolRegistry()
@@ -137,14 +180,15 @@ async def phone_line(
     provider: Literal["twilio", "telnyx"] = "twilio",
     telnyx_public_key: str | None = None,
 ) -> AsyncIterator[tuple[PhoneBridge, str]]:
-    """A bridge to ``emulator`` (Gemini, or OpenAI with μ-law both ways) served on a free
-    port, answering with ``tools`` (a registry, an agent or an agent function): the bridge and
+    """A bridge to ``emulator`` (Gemini, or OpenAI or GPT-Live with μ-law both ways) served on a
+    free port, answering with ``tools`` (a registry, an agent or an agent function): the bridge and
     its ``ws://`` URL (the webhook is at ``/twiml`` beside it). With ``auth_token`` every
     request must be signed with it. ``provider="telnyx"``: Telnyx's routes (``/texml``,
     ``/telnyx``), its webhooks checked with ``telnyx_public_key``."""
     openai = emulator.protocol == "openai"
     client = emulator.openai_client() if openai else emulator.client()
-    opener = session_opener(tools, client, observers=observers, options=options)
+    model = emulator.live.model if emulator.live is not None else None
+    opener = session_opener(tools, client, observers=observers, options=options, model=model)
     codec = TelnyxStream if provider == "telnyx" else TwilioStream
     bridge = PhoneBridge(opener, options=phone, listeners=listeners, codec=codec)
     async with serve_phone(

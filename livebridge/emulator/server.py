@@ -161,9 +161,11 @@ class Emulator:
         #: GPT-Live (``model="gpt-live-…"``): its own side serves every connection.
         self.live: LiveSide | None = None
         if model is not None and model.startswith("gpt-live"):
+            from livebridge.emulator.openai_live.model import LiveRuleModel
             from livebridge.emulator.openai_live.side import LiveSide
 
-            self.live = LiveSide(model, cast("LiveScenario | None", scenario), None)
+            live_scenario = cast("LiveScenario | None", scenario) or LiveRuleModel()
+            self.live = LiveSide(model, live_scenario, None)
             scenario = None
         self.scenario: Scenario = cast("Scenario | None", scenario) or RuleModel()
         if model is not None and profile is not None:

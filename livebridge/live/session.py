@@ -31,7 +31,7 @@ from livebridge.live.options import SessionOptions
 from livebridge.live.outbox import AudioPolicy
 from livebridge.live.transport import Audio, Signal, Text
 from livebridge.observe.observers import Observer
-from livebridge.recording.record import RecordingConnector
+from livebridge.recording.record import RecordingConnector, codec_for
 from livebridge.store import Store, StoreConnector
 
 __all__ = ["AudioPolicy", "LiveSession", "SessionArgs", "SessionOptions"]
@@ -112,11 +112,13 @@ class LiveSession(SessionActor):
             observed=bool(observers),
         )
         if options.record is not None:
-            if protocol.vendor != "gemini":
+            codec = codec_for(protocol.wire_name)
+            if codec is None:
                 raise UsageError(
-                    f"recording (SessionOptions.record) is Gemini-only, not {protocol.vendor}"
+                    f"recording (SessionOptions.record) takes Gemini Live and GPT-Live "
+                    f"sessions, not {protocol.wire_name} yet"
                 )
-            connector = RecordingConnector.to_file(connector, options, observers)
+            connector = RecordingConnector.to_file(connector, options, observers, codec)
         store = StoreConnector.attach(
             connector, args.get("store"), args.get("conversation"), observers
         )

@@ -68,6 +68,12 @@ class LiveProtocol(ABC):
     #: The ledger's reasons for fates, rewritten in the vendor's own words.
     reasons: ClassVar[Mapping[str, str] | None] = None
 
+    @property
+    def wire_name(self) -> str:
+        """The wire this protocol speaks, as a recording names it: the vendor's name, unless
+        the vendor's client speaks more than one (GPT-Live on an OpenAI client)."""
+        return self.vendor
+
     def __init__(
         self,
         tools: ToolRegistry,

@@ -165,6 +165,29 @@ MESSAGE_KINDS = frozenset(
         "conversation.item.done",
         "error",
         "error.conversation_already_has_active_response",
+        # GPT-Live event types, client → server
+        "session.start",
+        "session.input_audio.append",
+        "response.item.create",
+        "session.instructions.append",
+        "session.thinking.append",
+        "session.commentary.append",
+        "session.close",
+        # server → client; a ``response.event`` envelope's nested event counts under its own
+        "session.started",
+        "session.closed",
+        "session.output_audio.delta",
+        "session.output_transcript.delta",
+        "session.input_transcript.delta",
+        "session.delegation.created",
+        "session.instructions.appended",
+        "session.thinking.appended",
+        "session.commentary.appended",
+        "response.event",
+        "response.in_progress",
+        "response.completed",
+        "response.failed",
+        "response.incomplete",
     }
 )
 

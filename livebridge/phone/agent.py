@@ -6,7 +6,8 @@ number, the stream's ``customParameters``) and returns the call's ``PhoneAgent``
 number or caller can have its own persona. ``session_opener`` turns that into the bridge's
 ``SessionOpener``: it writes the agent's instructions and voice into the vendor's session config
 (Gemini ``systemInstruction`` and ``speechConfig``; OpenAI ``instructions`` and
-``audio.output.voice``) and opens the ``LiveSession``.
+``audio.output.voice``) and opens the ``LiveSession``. A GPT-Live model (``gpt-live-…`` on an
+``openai.AsyncOpenAI``) gets ``GPT_LIVE_PHONE_CONFIG``: the call's μ-law both ways, natively.
 
 The webhook passes the call's ``From`` and ``To`` to the stream as ``<Parameter>`` values
 (``FROM_PARAMETER``, ``TO_PARAMETER``): Twilio's ``start`` message carries no phone numbers.
@@ -30,11 +31,13 @@ from livebridge.live.session import LiveSession
 from livebridge.observe.observers import Observer
 from livebridge.phone.bridge import OPENAI_PHONE_CONFIG, SessionOpener
 from livebridge.phone.twilio import StreamStarted
+from livebridge.profiles import bare_model_name
 
 __all__ = [
     "FROM_PARAMETER",
     "GEMINI_MODEL",
     "GEMINI_PHONE_CONFIG",
+    "GPT_LIVE_PHONE_CONFIG",
     "OPENAI_MODEL",
     "TO_PARAMETER",
     "AgentSource",
@@ -57,6 +60,10 @@ GEMINI_PHONE_CONFIG: dict[str, Any] = {
     "response_modalities": ["AUDIO"],
     "output_audio_transcription": {},
 }
+
+#: A GPT-Live session config for a call: the call's μ-law in and out as is (``audio/pcmu``
+#: at 8 kHz, no resampling); the registry's tools are delegated to the Responses backend.
+GPT_LIVE_PHONE_CONFIG: dict[str, Any] = {"audio": {"format": {"type": "audio/pcmu", "rate": 8000}}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +113,16 @@ AgentSource: TypeAlias = (
 
 
 def vendor_config(vendor: str, agent: PhoneAgent) -> dict[str, Any]:
-    """The session config of ``agent`` on ``vendor``, its instructions and voice written in."""
-    base = GEMINI_PHONE_CONFIG if vendor == "gemini" else OPENAI_PHONE_CONFIG
+    """The session config of ``agent`` on ``vendor``, its instructions and voice written in
+    (a GPT-Live ``agent.model`` on ``"openai"``: ``GPT_LIVE_PHONE_CONFIG``)."""
+    live = vendor == "openai" and bare_model_name(agent.model or "").startswith("gpt-live")
+    base = (
+        GEMINI_PHONE_CONFIG
+        if vendor == "gemini"
+        else GPT_LIVE_PHONE_CONFIG
+        if live
+        else OPENAI_PHONE_CONFIG
+    )
     config = copy.deepcopy(dict(agent.config if agent.config is not None else base))
     if vendor == "gemini":
         if agent.instructions is not None:

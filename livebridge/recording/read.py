@@ -46,6 +46,7 @@ __all__ = [
     "MAX_RECORDED_GAP",
     "RATIO_FLOOR",
     "T_TOLERANCE",
+    "VENDORS",
     "AudioMode",
     "Entry",
     "Recording",
@@ -53,6 +54,8 @@ __all__ = [
     "restore_audio",
 ]
 
+#: The wires a recording's header may name (``vendor``; absent: ``"gemini"``).
+VENDORS = ("gemini", "gpt-live")
 #: The version written in the header; readers read it and every older one, and refuse newer.
 FORMAT_VERSION = 2
 #: The longest line read (a line holds one frame; the service's are about 1 MB at most).
@@ -114,6 +117,8 @@ class Recording:
     path: str
     audio: AudioMode
     entries: list[Entry] = field(default_factory=list)
+    #: The wire recorded: ``"gemini"`` (Gemini Live) or ``"gpt-live"`` (the header's ``vendor``).
+    vendor: str = "gemini"
     #: The ``truncated`` entry when the recording hit its size bound (it is not in ``entries``).
     truncated: Entry | None = None
 
@@ -257,7 +262,13 @@ def _read(name: str, lines: Iterator[tuple[int, bytes]]) -> Recording:
     audio = header.get("audio", "length")
     if audio not in ("keep", "length"):
         raise RecordingError(f"{name}:1: unknown audio mode {audio!r} (expected keep or length)")
-    recording = Recording(name, audio)
+    vendor = header.get("vendor", "gemini")
+    if vendor not in VENDORS:
+        raise RecordingError(
+            f"{name}:1: unknown vendor {vendor!r} (this livebridge reads recordings of "
+            f"{', '.join(VENDORS)})"
+        )
+    recording = Recording(name, audio, vendor=vendor)
     last = 0.0  # the previous entry's t
     for number, text in lines:
         if recording.truncated is not None:

@@ -1,14 +1,16 @@
 """Session recordings: every frame of every connection, written as it passes, read back checked.
 
 A recording is JSON Lines (gzip-compressed when the path ends in ``.gz``). The first line is the
-header ``{"livebridge_recording": 2, "audio": "length" | "keep"}``; every other line is one
+header ``{"livebridge_recording": 2, "audio": "length" | "keep"}``, with ``"vendor":
+"gpt-live"`` for a GPT-Live session (absent: Gemini Live); every other line is one
 entry with ``t`` (monotonic seconds since the recording began), ``conn`` (connection number
 from 1) and ``ev``:
 
 - ``open``: a connection opened; ``handle`` (the resumption handle it resumed, or null) and
   ``session_id``.
-- ``recv``: a server message, ``msg``, as the session decoded it (camelCase).
-- ``send``: a client message, ``msg``, as it was written (camelCase).
+- ``recv``: a server message, ``msg``, as the session decoded it (camelCase on Gemini).
+- ``send``: a client message, ``msg``, as it was written (camelCase on Gemini; one line per
+  frame).
 - ``malformed``: a server frame that did not decode; ``error``.
 - ``close``: the connection ended; ``by`` (``"server"`` or ``"client"``), ``code``, ``reason``.
 - ``truncated``: the last line when the recording reached its size bound (``limit``, in bytes
@@ -22,6 +24,8 @@ bytes. Tool call arguments and tool answers (an answer's ``output`` or ``error``
 through ``redact(function, value)`` (the trace hook) before they are written, and every line
 passes the API-key filter of ``connectors.secrets``. Lines are written as the frames pass, so
 the file grows with the conversation and a crash loses at most the line being written.
+What a line holds of a vendor's wire is its ``WireCodec``'s (``GeminiWire`` here; GPT-Live's
+in ``vendors.openai_live.recording``), chosen by the protocol's ``wire_name``.
 
 A recording that cannot begin (no such directory, no permission, the disk already full) is a
 ``RecordingError`` naming the path and the reason, raised by ``connect``. A write that fails
@@ -69,6 +73,8 @@ __all__ = [
     "Recording",
     "RecordingConnector",
     "RecordingWriter",
+    "WireCodec",
+    "codec_for",
     "read_recording",
     "restore_audio",
 ]
@@ -93,6 +99,56 @@ class RecordOptions(Protocol):
 # -- writing ------------------------------------------------------------------------------------
 
 
+class WireCodec(Protocol):
+    """What a recording writes of one vendor's wire."""
+
+    @property
+    def name(self) -> str:
+        """The header's ``vendor``."""
+        ...
+
+    def server(self, message: Any) -> dict[str, Any]:
+        """A decoded server message as JSON-able builtins."""
+        ...
+
+    def client(self, item: ClientItem) -> list[dict[str, Any]]:
+        """The client messages that carry ``item``, one per frame."""
+        ...
+
+    def scrub(self, message: dict[str, Any], *, keep_audio: bool, redact: Redact | None) -> None:
+        """Reduce audio to its length (unless kept) and redact calls and answers, in place."""
+        ...
+
+
+class GeminiWire:
+    """Gemini Live's recording codec: the format's own, camelCase messages."""
+
+    name = "gemini"
+
+    def server(self, message: wire.ServerMessage) -> dict[str, Any]:
+        return wire.to_builtins(message)
+
+    def client(self, item: ClientItem) -> list[dict[str, Any]]:
+        return [json.loads(encode_client(item))]
+
+    def scrub(self, message: dict[str, Any], *, keep_audio: bool, redact: Redact | None) -> None:
+        if not keep_audio:
+            _reduce_audio(message)
+        if redact is not None:
+            _redact_calls(message, redact)
+
+
+def codec_for(wire_name: str) -> WireCodec | None:
+    """The recording codec of a protocol's wire; None for one not recorded yet."""
+    if wire_name == "gemini":
+        return GeminiWire()
+    if wire_name == "gpt-live":
+        from livebridge.vendors.openai_live.recording import GptLiveWire
+
+        return GptLiveWire()
+    return None
+
+
 class RecordingWriter:
     """Writes the lines of one recording; ``close()`` flushes and closes the file.
 
@@ -111,9 +167,12 @@ class RecordingWriter:
         on_truncated: Callable[[], None] | None = None,
         on_failed: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        codec: WireCodec | None = None,
     ) -> None:
         """Opens ``path`` and writes the header; ``RecordingError`` if either fails.
-        ``on_failed(reason)`` is called once if a later write fails."""
+        ``on_failed(reason)`` is called once if a later write fails. ``codec``: the vendor's
+        wire (default: Gemini Live)."""
+        self.codec: WireCodec = codec or GeminiWire()
         self.path = os.fspath(path)
         self.max_bytes = max_bytes
         #: Bytes of JSON written so far (the file's size when it is not compressed).
@@ -132,7 +191,10 @@ class RecordingWriter:
             self._file: IO[str] = _open_text(self.path, "w")
         except OSError as exc:
             raise RecordingError(f"cannot record to {self.path}: {_why(exc)}") from None
-        self._write({"livebridge_recording": FORMAT_VERSION, "audio": audio})
+        header: dict[str, Any] = {"livebridge_recording": FORMAT_VERSION, "audio": audio}
+        if self.codec.name != "gemini":
+            header["vendor"] = self.codec.name
+        self._write(header)
         if self.failed is not None:
             raise RecordingError(f"cannot record to {self.path}: {self.failed}")
 
@@ -142,11 +204,12 @@ class RecordingWriter:
         self._entry("open", handle=handle, session_id=session_id)
         return self._conn
 
-    def received(self, message: wire.ServerMessage) -> None:
-        self._entry("recv", msg=self._scrub(wire.to_builtins(message)))
+    def received(self, message: Any) -> None:
+        self._entry("recv", msg=self._scrub(self.codec.server(message)))
 
     def sent(self, item: ClientItem) -> None:
-        self._entry("send", msg=self._scrub(json.loads(encode_client(item))))
+        for message in self.codec.client(item):
+            self._entry("send", msg=self._scrub(message))
 
     def malformed(self, error: str) -> None:
         self._entry("malformed", error=error)
@@ -218,10 +281,7 @@ class RecordingWriter:
             self._on_failed(self.failed)
 
     def _scrub(self, message: dict[str, Any]) -> dict[str, Any]:
-        if self._audio == "length":
-            _reduce_audio(message)
-        if self._redact is not None:
-            _redact_calls(message, self._redact)
+        self.codec.scrub(message, keep_audio=self._audio == "keep", redact=self._redact)
         return message
 
 
@@ -272,10 +332,15 @@ class RecordingConnector:
 
     @classmethod
     def to_file(
-        cls, inner: Connector, options: RecordOptions, observers: Sequence[Observer] = ()
+        cls,
+        inner: Connector,
+        options: RecordOptions,
+        observers: Sequence[Observer] = (),
+        codec: WireCodec | None = None,
     ) -> RecordingConnector:
         """``inner`` recorded as ``options`` say, redacting with the first ``TraceObserver``'s
-        hook; the observers hear ``RecordingTruncated`` if the recording reaches its bound."""
+        hook; the observers hear ``RecordingTruncated`` if the recording reaches its bound.
+        ``codec``: the vendor's wire (default: Gemini Live)."""
         if options.record is None:
             raise ValueError("RecordingConnector.to_file needs options.record, a path")
         redact = next((o.redact for o in observers if isinstance(o, TraceObserver)), None)
@@ -294,6 +359,7 @@ class RecordingConnector:
             max_bytes=limit,
             on_truncated=truncated,
             on_failed=failed,
+            codec=codec,
         )
         return cls(inner, writer)
 
@@ -329,9 +395,9 @@ class _RecordingTransport:
         self._writer = writer
         self._ended = ended
 
-    async def recv(self) -> wire.ServerMessage:
+    async def recv(self) -> Any:
         try:
-            message: wire.ServerMessage = await self._inner.recv()
+            message = await self._inner.recv()
         except MalformedMessageError as exc:
             self._writer.malformed(str(exc))
             raise

@@ -36,6 +36,7 @@ from google.genai import types
 
 from livebridge.calls.dispatch import CallPolicy
 from livebridge.calls.tools import ToolRegistry
+from livebridge.errors import RecordingError
 from livebridge.recording.record import Recording, read_recording
 from livebridge.recording.report import (
     MAX_GAP as MAX_GAP,
@@ -84,6 +85,10 @@ __all__ = [
 ]
 
 
+#: What the header's ``vendor`` names, in words.
+_WIRES = {"gpt-live": "GPT-Live"}
+
+
 async def replay(
     recording: Recording | str | os.PathLike[str],
     tools: ToolRegistry,
@@ -105,6 +110,11 @@ async def replay(
 
     if not isinstance(recording, Recording):
         recording = read_recording(recording)
+    if recording.vendor != "gemini":
+        raise RecordingError(
+            f"{recording.path}: a recording of a {_WIRES.get(recording.vendor, recording.vendor)} "
+            "session; replay plays Gemini Live recordings only so far"
+        )
     emulator = Emulator(
         replay=recording, pace=pace, answer_timeout=answer_timeout, ignore_fields=ignore_fields
     )

@@ -168,3 +168,26 @@ async def test_t8_appends_without_their_fields_or_for_no_client_delegation() -> 
         assert (await until(conn, "error"))["error"]["param"] == "delegation_id"
         assert emu.live is not None
         assert cases(emu.live.sessions[0]) == ["T8", "T8"]
+
+
+async def test_t7_the_watchdog_names_a_call_whose_output_never_reached_the_wire() -> None:
+    """T7 (variant a): a client answers one of two parallel calls and drops the other's output
+    on the floor; past ``LiveOptions.watchdog`` the open call is the verdict, the answered one
+    is not."""
+
+    async def scenario(live: LiveServerSession) -> None:
+        await started(live)
+        await live.delegate([("lookup", {"q": "plan"}), ("lookup", {"q": "prefs"})])
+
+    emulator = Emulator(scenario, model=MODEL)
+    assert emulator.live is not None
+    emulator.live.options = LiveOptions(watchdog=2.0)
+    async with emulator as emu, raw(emu) as conn:
+        answered, dropped = await calls(conn, 2)
+        await conn.send_raw(output(answered))
+        live = emu.live.sessions[0] if emu.live else None
+        assert live is not None
+        await emu.wait_for(lambda: bool(live.verdicts), timeout=20)
+    (verdict,) = live.verdicts
+    assert verdict.case == "T7"
+    assert dropped in verdict.detail and answered not in verdict.detail

@@ -59,10 +59,13 @@ async def test_each_delegation_gets_one_reply_in_appends_the_service_takes() -> 
         await collect_until(session, settled(2))
         assert emu.live is not None
         live = emu.live.sessions[0]
-        await emu.wait_for(
+        await emu.wait_for(  # every append of both replies has reached the emulator
             lambda: (
-                sum(len(r) for r in live.client_delegations.values())
-                == len(sent(emu, "session.commentary.append"))
+                len(live.client_delegations) == 2
+                and all(
+                    replies and "Fact number 11" in replies[-1]
+                    for replies in live.client_delegations.values()
+                )
             )
         )
     assert asked == list(live.client_delegations)  # once each, in arrival order

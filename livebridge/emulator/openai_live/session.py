@@ -18,7 +18,8 @@ What the real service does at the delegation step, reproduced so that a client's
 Each fault a client makes is kept in ``verdicts`` under the peer-bug name of ``GPT_LIVE.md``
 §7 it reproduces: ``T1`` an early continuation, ``T2`` a second continuation with no output
 since the last, ``T4`` an output for a dropped call, ``T5`` a continuation while a response
-still runs, ``T6`` an output over the budget, ``T8`` a field the schema refuses, ``T10`` an
+still runs, ``T6`` an output over the budget, ``T7`` a call open past
+``LiveOptions.watchdog`` seconds with no output, ``T8`` a field the schema refuses, ``T10`` an
 unknown client event, ``T11`` a second output for one call, ``T12`` an output for a call the
 session never had, ``T13`` a command after ``session.close``. A refusal is the client's fault
 only when it had provably read what makes it one (with ``LiveOptions.proof``: an output for a
@@ -41,8 +42,10 @@ import msgspec
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from livebridge.emulator.base import FRAME_SECONDS, frame_count, pace
 from livebridge.emulator.openai_live import schema
 from livebridge.emulator.shared import Shared
+from livebridge.emulator.voice import VoiceActivity, tone
 
 __all__ = ["LiveOptions", "LiveScenario", "LiveServerSession", "Verdict"]
 
@@ -64,7 +67,9 @@ class LiveOptions:
     for an output sent to a call a failed response dropped. ``duplicate``: what a second output
     for one call gets (``"error"``, ``"ignore"`` or ``"accept"``). ``proof``: name a refusal
     as the client's fault only when it provably read what makes it one (see the module
-    docstring); without it, every refusal is a verdict.
+    docstring); without it, every refusal is a verdict. ``watchdog``: seconds a call may stay
+    open with no output before it is the verdict ``T7`` (a result that never reached the
+    wire); None: no watchdog.
     """
 
     items: int = 128
@@ -72,6 +77,7 @@ class LiveOptions:
     dropped_code: str = "function_call_not_found"
     duplicate: str = "error"
     proof: bool = False
+    watchdog: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,9 +133,15 @@ class LiveServerSession:
         self.closing = False
         self.finished = False
         self.audio_ms = 0.0
+        #: Utterances heard in the input audio (speech, then half a second of silence).
+        self.utterances = 0
+        self._ear = VoiceActivity()
         #: Calls the next continuation makes (each a list of (name, arguments)); empty: it
         #: answers in text.
         self.next_calls: list[list[tuple[str, dict[str, Any]]]] = []
+        #: What a continuation calls when ``next_calls`` says nothing: the calls the user's
+        #: queued text asks for (the default model's rules), or None.
+        self.planner: Callable[[str], list[tuple[str, dict[str, Any]]]] | None = None
         #: Client delegations sent, with the text of the appends that answered each.
         self.client_delegations: dict[str, list[str]] = {}
         self._cond = asyncio.Condition()
@@ -251,6 +263,9 @@ class LiveServerSession:
             done_item = {**item, "status": "completed", "arguments": json.dumps(arguments)}
             self.backend.open[call_id] = response_id
             self.backend.told[call_id] = self._told + 1
+            if self.options.watchdog is not None:
+                loop = asyncio.get_running_loop()
+                loop.call_later(self.options.watchdog, self._watch, call_id)
             done = {"type": "response.output_item.done", "output_index": index, "item": done_item}
             await self.nested(delegation, done)
         if text:
@@ -258,6 +273,11 @@ class LiveServerSession:
             await self.send({"type": "session.output_transcript.delta", "delta": text})
         await self.changed()
         return response_id
+
+    def _watch(self, call_id: str) -> None:
+        """The watchdog's time for ``call_id`` is up: still open with no output is T7."""
+        if call_id in self.backend.open and not self.finished and not self.closing:
+            self.verdict("T7", f"call {call_id} open {self.options.watchdog:g} s with no output")
 
     async def end(self, response_id: str, status: str = "completed") -> None:
         """End a running backend response; a failed or incomplete one drops its open calls."""
@@ -276,6 +296,27 @@ class LiveServerSession:
                 self.backend.dropped_at[call_id] = self._told + 1
         await self.nested(delegation, {"type": f"response.{status}", "response": snapshot})
         await self.changed()
+
+    async def speak(self, seconds: float, quiet: float = 0.6) -> None:
+        """The voice model says something: ``seconds`` of a tone on the output track, in the
+        session's format at real-time pace, then ``quiet`` seconds of the digital silence the
+        track carries between replies (no event marks a reply's end)."""
+        fmt = (self.session or {}).get("audio", {}).get("format", {})
+        pcm = tone(FRAME_SECONDS, 8000 if fmt.get("type") == "audio/pcmu" else 24_000)
+        if fmt.get("type") == "audio/pcmu":
+            from livebridge.phone.audio import pcm16_to_ulaw
+
+            voice, silence = pcm16_to_ulaw(pcm), b"\xff" * (len(pcm) // 2)
+        else:
+            voice, silence = pcm, bytes(len(pcm))
+        frames = [voice] * frame_count(seconds) + [silence] * frame_count(quiet)
+        start = asyncio.get_running_loop().time()
+        for index, frame in enumerate(frames):
+            if self.finished or self.closing:
+                return
+            delta = base64.b64encode(frame).decode()
+            await self.send({"type": "session.output_audio.delta", "delta": delta})
+            await pace(start, index)
 
     # -- client events ---------------------------------------------------------------------------
 
@@ -443,8 +484,20 @@ class LiveServerSession:
                 await self.error("invalid_audio", "PCM16 audio must hold whole samples.", event_id)
                 return
             self.audio_ms += len(audio) / 2 / int(fmt.get("rate", 24000)) * 1000
+            self._hear(audio, len(audio) / 2 / int(fmt.get("rate", 24000)))
         else:
             self.audio_ms += len(audio) / 8
+            try:  # μ-law decodes with the phone extra's codec
+                from livebridge.phone.audio import ulaw_to_pcm16
+            except ImportError:
+                return
+            self._hear(ulaw_to_pcm16(audio), len(audio) / 8000)
+
+    def _hear(self, pcm: bytes, seconds: float) -> None:
+        """Count the utterances in the input: a scenario waits on ``utterances``."""
+        if self._ear.hear(pcm, seconds, model_talking=False) == "end_of_turn":
+            self._ear.end(force=False)
+            self.utterances += 1
 
     async def _on_item(self, event: dict[str, Any], event_id: str | None) -> None:
         delegation = (self.session or {}).get("delegation", {})
@@ -578,7 +631,11 @@ class LiveServerSession:
         backend.fresh = False
         backend.creates += 1
         delegation = self._last_delegation
-        calls = self.next_calls.pop(0) if self.next_calls else []
+        calls: list[tuple[str, dict[str, Any]]] = []
+        if self.next_calls:
+            calls = self.next_calls.pop(0)
+        elif self.planner is not None and backend.queued_text:
+            calls = self.planner(" ".join(backend.queued_text))
         text = "" if calls else "Here is what I found."
         backend.queued_text.clear()
         response_id = await self._respond(delegation, calls, text)

@@ -25,7 +25,11 @@ What differs from OpenAI Realtime, and why:
 - **Interruption** does not cancel backend work: calls run on.
 - **No resumption.** A dropped socket ends the session; every open call is orphaned.
 - **Audio** runs on, continuously, while calls run: the service's timeline moves only with
-  input audio, so app audio is never held behind a call.
+  input audio, so app audio is never held behind a call. The output track is continuous too:
+  its silence between replies is not delivered, and the silence that closes a reply ends the
+  voice's turn (``TurnComplete`` with reason ``"quiet"``: ``openai_live.voice``).
+- **Counting.** A ``response.event`` envelope is counted as such and its nested event under its
+  own type (``response.output_item.done``...), so metrics show what the backend did.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ from livebridge.live.transport import ClientItem, Frames, Text
 from livebridge.vendors.gemini import wire as gemini_wire
 from livebridge.vendors.openai_live import delegation, wire
 from livebridge.vendors.openai_live.gate import OUTPUT_PREFIX, Budget, Gate
+from livebridge.vendors.openai_live.voice import VoiceTrack
 
 __all__ = ["BUFFER_FULL", "OUTPUTS_REQUIRED", "GptLiveProtocol", "answer"]
 
@@ -117,11 +122,16 @@ class GptLiveProtocol(LiveProtocol):
         )
         self.gate = Gate(Budget(*budget))
         self._g711 = g711
+        self.voice = VoiceTrack(g711)
         self._names: dict[str, str] = {}  # open call id -> tool name (for placeholders)
         self._resend: list[dict[str, Any]] = []  # outputs the service refused, re-answered
         self.refused: list[str] = []  # codes of the service's refusals, in order
         self._client = client
         self.acknowledged = 0  # appends the service placed on the timeline
+
+    @property
+    def wire_name(self) -> str:
+        return "gpt-live"
 
     @property
     def idle(self) -> bool:
@@ -161,13 +171,13 @@ class GptLiveProtocol(LiveProtocol):
         out: list[Output] = []
         if self._observed:
             self._report.count("received", message.type, out)
+            if message.event is not None:
+                self._report.count("received", message.event.type, out)
         kind = message.type
         if kind == "response.event" and message.event is not None:
             self._backend(message.delegation_id, message.event, now, out)
         elif kind == "session.output_audio.delta" and message.delta:
-            self._model_output(now)
-            pcm = gemini_wire.b64decode(message.delta)
-            out.append(AudioOut(pcm, 8000, "pcmu") if self._g711 else AudioOut(pcm, 24_000))
+            self._output_audio(gemini_wire.b64decode(message.delta), now, out)
         elif kind == "session.output_transcript.delta" and message.delta:
             self._model_output(now)
             out.append(OutputTranscript(message.delta))
@@ -216,6 +226,18 @@ class GptLiveProtocol(LiveProtocol):
                 usage = response.usage if response else None
                 out.append(TurnComplete(usage, kind.removeprefix("response.")))
                 self._model_turn_ended(_tokens(usage), out)
+
+    def _output_audio(self, audio: bytes, now: float, out: list[Output]) -> None:
+        """A chunk of the continuous track: a reply's audio is delivered, the silence
+        between replies is not; the silence that closes a reply ends the voice's turn."""
+        heard = self.voice.hear(audio)
+        if heard == "drop":
+            return
+        if heard == "begin":
+            self._model_output(now)
+        out.append(AudioOut(audio, 8000, "pcmu") if self._g711 else AudioOut(audio, 24_000))
+        if heard == "end":
+            out.append(TurnComplete(None, "quiet"))
 
     def _admit(self, item: wire.BackendItem, now: float, out: list[Output]) -> None:
         call_id = item.call_id or ""
