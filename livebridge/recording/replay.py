@@ -18,7 +18,8 @@ recorded call id.
 - ``slow``: an answer over ``SLOW_FACTOR`` times the recorded latency plus ``SLOW_MARGIN``;
 - ``unexpected_answer``: an answer to a call the recording never answered, or a second answer;
 - ``handle_changed``: a reconnection that resumed another handle than the recorded one;
-- ``connection_missing``: a recorded connection the app never opened (it did not reconnect).
+- ``connection_missing``: a recorded connection the app never opened (it did not reconnect
+  within the answer timeout after leaving the one before).
 
 A recording is read streamed and bounded, each field's type checked (``livebridge.recording.read``):
 a bad one is a one-line ``RecordingError`` and exit 2 from ``livebridge replay``. At the
@@ -28,8 +29,11 @@ recorded pace a gap between entries longer than ``MAX_GAP`` seconds is played as
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import time
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 import anyio
 from google.genai import types
@@ -68,6 +72,10 @@ from livebridge.recording.report import (
 from livebridge.recording.report import (
     default_answer_timeout as default_answer_timeout,
 )
+
+if TYPE_CHECKING:
+    from livebridge.emulator import Emulator
+    from livebridge.emulator.gemini.replay import ReplayScenario
 
 __all__ = [
     "MAX_GAP",
@@ -141,12 +149,30 @@ async def replay(
                     tg.cancel_scope.cancel()
 
                 tg.start_soon(drain)
-                with contextlib.suppress(TimeoutError):  # what was not reached is reported
-                    await emulator.wait_for(lambda: player.done, timeout=deadline)
+                await _until_played(emulator, player, time.monotonic() + deadline)
                 tg.cancel_scope.cancel()
         with contextlib.suppress(TimeoutError):
             await emulator.settled()
     return player.finish()
+
+
+async def _until_played(emulator: Emulator, player: ReplayScenario, deadline: float) -> None:
+    """Until the recording was played to its end, the ``deadline`` (monotonic) passed, or the
+    app left a connection and did not open the next recorded one within the answer timeout:
+    what was not reached is reported."""
+    while not player.done:
+        until = deadline
+        if player.between is not None:
+            until = min(until, player.between + player.answer_timeout)
+        if time.monotonic() >= until:
+            return
+        changed = functools.partial(_moved_on, player, player.between)
+        with contextlib.suppress(TimeoutError):
+            await emulator.wait_for(changed, timeout=until - time.monotonic())
+
+
+def _moved_on(player: ReplayScenario, between: float | None) -> bool:
+    return player.done or player.between != between
 
 
 def assert_replays(

@@ -183,3 +183,14 @@ async def test_a_connection_the_app_never_opened_is_reported_at_the_deadline() -
         "[connection_missing]"
     ]
     assert (report.connections, report.recorded_connections) == (1, 2)
+
+
+async def test_a_connection_the_app_never_opens_ends_the_replay_after_the_answer_timeout() -> None:
+    """Not at the deadline (300 s by default): the app left the first connection's recorded
+    end behind it and had the answer timeout to open the next one."""
+    recording = read_recording(str(SHIPPED))
+    recording.entries = [e for e in recording.entries if "goAway" not in e.data.get("msg", {})]
+    began = time.monotonic()
+    report = await replay(recording, demo_tools(), answer_timeout=1.0)
+    assert time.monotonic() - began < 30
+    assert [d.kind for d in report.divergences] == ["connection_missing"]

@@ -24,6 +24,7 @@ import dataclasses
 import itertools
 import json
 import os
+import time
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
@@ -149,6 +150,9 @@ class ReplayScenario:
         )
         #: True once the last recorded connection was played to its end.
         self.done = not self._connections
+        #: When (monotonic) a connection was played to its end while the recording holds
+        #: another the app has not opened yet; None while one plays.
+        self.between: float | None = None
         self._order = itertools.count()
         self._played = [-1] * len(self._connections)  # next entry of each; -1: never opened
         self._issued: dict[str, str] = {}  # recorded call id -> the id the replay issued
@@ -181,6 +185,7 @@ class ReplayScenario:
             await conv.close(1000, "the recording has no further connection")
             return
         self._shared = conv.session.shared
+        self.between = None
         self.report.connections += 1
         entries = self._connections[index]
         clock = _Clock(self.pace, entries[0].t)
@@ -191,7 +196,9 @@ class ReplayScenario:
         self._played[index] = len(entries)
         if index == len(self._connections) - 1:
             self.done = True
-            self._shared.notify()
+        else:
+            self.between = time.monotonic()
+        self._shared.notify()
 
     # -- playing --------------------------------------------------------------------------------
 
