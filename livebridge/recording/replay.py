@@ -19,7 +19,8 @@ recorded call id.
 - ``unexpected_answer``: an answer to a call the recording never answered, or a second answer;
 - ``handle_changed``: a reconnection that resumed another handle than the recorded one;
 - ``connection_missing``: a recorded connection the app never opened (it did not reconnect
-  within the answer timeout after leaving the one before).
+  within ``RECONNECT_WAIT`` seconds, or the answer timeout if longer, after leaving the one
+  before).
 
 A recording is read streamed and bounded, each field's type checked (``livebridge.recording.read``):
 a bad one is a one-line ``RecordingError`` and exit 2 from ``livebridge replay``. At the
@@ -47,6 +48,9 @@ from livebridge.recording.report import (
 )
 from livebridge.recording.report import (
     MIN_ANSWER_TIMEOUT as MIN_ANSWER_TIMEOUT,
+)
+from livebridge.recording.report import (
+    RECONNECT_WAIT as RECONNECT_WAIT,
 )
 from livebridge.recording.report import (
     REPLAY_MODEL as REPLAY_MODEL,
@@ -80,6 +84,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_GAP",
     "MIN_ANSWER_TIMEOUT",
+    "RECONNECT_WAIT",
     "REPLAY_MODEL",
     "SLOW_FACTOR",
     "SLOW_MARGIN",
@@ -158,12 +163,13 @@ async def replay(
 
 async def _until_played(emulator: Emulator, player: ReplayScenario, deadline: float) -> None:
     """Until the recording was played to its end, the ``deadline`` (monotonic) passed, or the
-    app left a connection and did not open the next recorded one within the answer timeout:
-    what was not reached is reported."""
+    app left a connection and did not open the next recorded one within ``RECONNECT_WAIT`` (or
+    the answer timeout, if longer): what was not reached is reported."""
     while not player.done:
         until = deadline
         if player.between is not None:
-            until = min(until, player.between + player.answer_timeout)
+            wait = max(player.answer_timeout, RECONNECT_WAIT)
+            until = min(until, player.between + wait)
         if time.monotonic() >= until:
             return
         changed = functools.partial(_moved_on, player, player.between)

@@ -16,6 +16,7 @@ from livebridge.recording.record import Recording
 __all__ = [
     "MAX_GAP",
     "MIN_ANSWER_TIMEOUT",
+    "RECONNECT_WAIT",
     "REPLAY_MODEL",
     "SLOW_FACTOR",
     "SLOW_MARGIN",
@@ -48,6 +49,9 @@ MIN_ANSWER_TIMEOUT = 5.0
 #: With ``pace="recorded"``, a gap between two entries longer than this (seconds) is played
 #: as this: no recording holds a replay idle for longer.
 MAX_GAP = 30.0
+#: After the app left a connection, the replay waits this long (at least the answer timeout)
+#: for it to open the next recorded one, then reports it ``connection_missing``.
+RECONNECT_WAIT = 10.0
 #: The model name the replaying session asks for (the emulator serves any).
 REPLAY_MODEL = "gemini-live-replay"
 #: A ``value_changed`` divergence names at most this many differing fields.
