@@ -1,10 +1,12 @@
 """What every connector does to the ``websockets`` connection its SDK opened, vendor-free:
-closing it within a bound, mapping its close to ``TransportClosed``, shrinking its TLS buffer."""
+closing it within a bound, mapping its close to ``TransportClosed``, shrinking its TLS buffer,
+proving reads with a ping, and carrying a vendor's msgspec frames (``FrameTransport``)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 import anyio
@@ -12,15 +14,20 @@ from websockets.exceptions import ConnectionClosed
 
 from livebridge.errors import ConnectTimeoutError, TransportClosed
 from livebridge.live import resume
+from livebridge.live.transport import ClientItem
 
 __all__ = [
     "CLOSE_SECONDS",
+    "FrameTransport",
     "close",
     "closed",
     "host_of",
     "opening_timed_out",
+    "ping_behind",
     "shrink_tls_read_buffer",
 ]
+
+Message = TypeVar("Message")
 
 #: How long a normal close waits for the server's half of the closing handshake.
 CLOSE_SECONDS = 2.0
@@ -92,3 +99,45 @@ def shrink_tls_read_buffer(transport: Any, size: int) -> bool:
     protocol._ssl_buffer = buffer
     protocol._ssl_buffer_view = memoryview(buffer)
     return True
+
+
+class FrameTransport(Generic[Message]):
+    """A vendor's msgspec frames directly on the SDK's websocket (the hot path): each frame
+    received is ``decode``d, each item sent goes out as ``frames(item)``; messages the opening
+    already read (``early``) come first."""
+
+    def __init__(
+        self,
+        ws: Any,
+        session_id: str | None,
+        early: list[Message],
+        decode: Callable[[bytes], Message],
+        frames: Callable[[ClientItem], list[bytes]],
+    ) -> None:
+        self.session_id = session_id
+        self._ws = ws
+        self._early = early
+        self._decode = decode
+        self._frames = frames
+
+    async def recv(self) -> Message:
+        if self._early:
+            return self._early.pop(0)
+        try:
+            frame = await self._ws.recv(decode=False)
+        except ConnectionClosed as exc:
+            raise closed(exc) from None
+        return self._decode(frame)
+
+    async def send(self, item: ClientItem) -> None:
+        try:
+            for frame in self._frames(item):
+                await self._ws.send(frame, text=True)
+        except ConnectionClosed as exc:
+            raise closed(exc) from None
+
+    async def close(self) -> None:
+        await close(self._ws)
+
+    async def ping_behind(self) -> asyncio.Future[Any]:
+        return await ping_behind(self._ws)

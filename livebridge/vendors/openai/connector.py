@@ -45,6 +45,7 @@ from livebridge.live.options import CONNECT_SECONDS
 from livebridge.live.protocol import ProtocolOptions
 from livebridge.live.transport import MAX_MESSAGE_BYTES, ClientItem, TransportKind
 from livebridge.live.websocket import (
+    FrameTransport,
     close,
     closed,
     host_of,
@@ -310,37 +311,19 @@ def _refused(status: int, said: str) -> TransportClosed:
     return TransportClosed(status, said, error=error)
 
 
-class WireTransport:
-    """msgspec on the SDK's websocket: the hot path."""
+class WireTransport(FrameTransport[ServerEvent]):
+    """msgspec (``livebridge.vendors.openai.wire``) on the SDK's websocket: the hot path."""
 
     def __init__(
         self, connection: AsyncRealtimeConnection, session_id: str | None, early: list[ServerEvent]
     ) -> None:
-        self.session_id = session_id
-        self._ws = connection._connection
-        self._early = early
-
-    async def recv(self) -> ServerEvent:
-        if self._early:
-            return self._early.pop(0)
-        try:
-            frame = await self._ws.recv(decode=False)
-        except ConnectionClosed as exc:
-            raise closed(exc) from None
-        return openai_wire.decode_server(frame)
-
-    async def send(self, item: ClientItem) -> None:
-        try:
-            for frame in openai_wire.client_frames(item):
-                await self._ws.send(frame, text=True)
-        except ConnectionClosed as exc:
-            raise closed(exc) from None
-
-    async def close(self) -> None:
-        await close(self._ws)
-
-    async def ping_behind(self) -> asyncio.Future[Any]:
-        return await ping_behind(self._ws)
+        super().__init__(
+            connection._connection,
+            session_id,
+            early,
+            openai_wire.decode_server,
+            openai_wire.client_frames,
+        )
 
 
 class SdkTransport:

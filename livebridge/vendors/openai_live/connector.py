@@ -10,7 +10,6 @@ off: GPT-Live has no resumption, and a new socket would be a new session.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -33,8 +32,8 @@ from livebridge.errors import (
 from livebridge.live import resume, secrets
 from livebridge.live.options import CONNECT_SECONDS
 from livebridge.live.protocol import ProtocolOptions
-from livebridge.live.transport import MAX_MESSAGE_BYTES, ClientItem, TransportKind
-from livebridge.live.websocket import close, closed, host_of, opening_timed_out, ping_behind
+from livebridge.live.transport import MAX_MESSAGE_BYTES, TransportKind
+from livebridge.live.websocket import FrameTransport, closed, host_of, opening_timed_out
 from livebridge.vendors.openai_live import delegation, wire
 from livebridge.vendors.openai_live.config import session_config
 from livebridge.vendors.openai_live.delegation import Delegation
@@ -191,32 +190,8 @@ def _refused(detail: wire.ErrorDetail | None) -> LiveSessionError:
     return LiveSessionError(text + " Fix the config given to LiveSession.connect.")
 
 
-class LiveTransport:
-    """msgspec frames on the SDK's websocket."""
+class LiveTransport(FrameTransport[wire.ServerEvent]):
+    """msgspec (``livebridge.vendors.openai_live.wire``) on the SDK's websocket."""
 
     def __init__(self, ws: Any, session_id: str | None, early: list[wire.ServerEvent]) -> None:
-        self.session_id = session_id
-        self._ws = ws
-        self._early = early
-
-    async def recv(self) -> wire.ServerEvent:
-        if self._early:
-            return self._early.pop(0)
-        try:
-            frame = await self._ws.recv(decode=False)
-        except ConnectionClosed as exc:
-            raise closed(exc) from None
-        return wire.decode_server(frame)
-
-    async def send(self, item: ClientItem) -> None:
-        try:
-            for frame in wire.client_frames(item):
-                await self._ws.send(frame, text=True)
-        except ConnectionClosed as exc:
-            raise closed(exc) from None
-
-    async def close(self) -> None:
-        await close(self._ws)
-
-    async def ping_behind(self) -> asyncio.Future[Any]:
-        return await ping_behind(self._ws)
+        super().__init__(ws, session_id, early, wire.decode_server, wire.client_frames)
