@@ -28,7 +28,7 @@ import hashlib
 import os
 import secrets
 import socket
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
@@ -123,6 +123,16 @@ class Snapshot:
 
     handle: HandleRecord | None = None
     entries: list[Entry] = field(default_factory=list)
+
+    @classmethod
+    def decoded(
+        cls, raw_handle: bytes | str | None, raw_entries: Iterable[bytes | str]
+    ) -> Snapshot:
+        """From the JSON a shared store keeps: the handle, if any, and the entries in the order
+        their calls started."""
+        handle = _decode_handle(raw_handle) if raw_handle else None
+        entries = sorted(map(_decode_entry, raw_entries), key=lambda entry: entry.started_at)
+        return cls(handle, entries)
 
 
 class Store(Protocol):
@@ -245,3 +255,7 @@ def key_digest(name: str, key: Hashable) -> str:
     Keys should be strings, numbers or tuples of them, whose ``repr`` is stable.
     """
     return hashlib.blake2b(f"{name}\0{key!r}".encode(), digest_size=12).hexdigest()
+
+
+_decode_handle = msgspec.json.Decoder(HandleRecord).decode
+_decode_entry = msgspec.json.Decoder(Entry).decode

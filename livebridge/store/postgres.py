@@ -56,8 +56,6 @@ __all__ = ["PostgresStore", "schema"]
 T = TypeVar("T")
 
 _encode = msgspec.json.Encoder().encode
-_decode_handle = msgspec.json.Decoder(HandleRecord).decode
-_decode_entry = msgspec.json.Decoder(Entry).decode
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,39}")
 
 # ``{p}`` is the prefix. Times in milliseconds; ``now`` is the server's clock. The fencing rule of
@@ -299,10 +297,7 @@ class PostgresStore:
         if row is None:
             return Snapshot()
         raw_handle, raw_entries = row
-        handle = _decode_handle(raw_handle) if raw_handle else None
-        entries = [_decode_entry(raw) for raw in raw_entries or ()]
-        entries.sort(key=lambda entry: entry.started_at)
-        return Snapshot(handle, entries)
+        return Snapshot.decoded(raw_handle, raw_entries or ())
 
     async def begin(self, conversation: str, lease: Lease, entry: Entry) -> None:
         await self._fenced("begin", conversation, lease, None, (entry,), ())

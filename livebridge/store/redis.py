@@ -62,8 +62,6 @@ __all__ = ["SENTINEL_SCHEME", "RedisStore", "bounded", "connect", "sentinel"]
 T = TypeVar("T")
 
 _encode = msgspec.json.Encoder().encode
-_decode_handle = msgspec.json.Decoder(HandleRecord).decode
-_decode_entry = msgspec.json.Decoder(Entry).decode
 
 # The lease's value is "<epoch> <owner>"; ``...:epoch`` counts acquisitions (kept as long as a
 # handle). KEYS: lease, epoch. ARGV: owner, ttl ms, keep ms, since epoch or ''.
@@ -290,10 +288,7 @@ class RedisStore:
             pipe.get(handle_key)
             pipe.hgetall(journal_key)
             raw_handle, raw_entries = await self._run("load", pipe.execute())
-        handle = _decode_handle(raw_handle) if raw_handle else None
-        entries = [_decode_entry(value) for value in raw_entries.values()]
-        entries.sort(key=lambda entry: entry.started_at)
-        return Snapshot(handle, entries)
+        return Snapshot.decoded(raw_handle, raw_entries.values())
 
     async def begin(self, conversation: str, lease: Lease, entry: Entry) -> None:
         await self._fenced("begin", conversation, lease, None, (entry,), ())
