@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Final, NamedTuple
 
+from livebridge.vendors.openai_live.config import SESSION_FIELDS
+
 __all__ = ["CLIENT_EVENTS", "Refusal", "resolve"]
 
 #: The client events the service supports (listed when another type arrives).
@@ -26,38 +28,6 @@ CLIENT_EVENTS: Final = (
     "response.create",
 )
 
-_FIELDS: Final[dict[str, frozenset[str]]] = {
-    "session": frozenset(
-        {
-            "model",
-            "instructions",
-            "input",
-            "audio",
-            "delegation",
-            "store",
-            "safety_identifier",
-            "triggers",
-            "client",
-            "wake_policy",
-            "idle_timeout_s",
-        }
-    ),
-    "session.audio": frozenset({"format", "output"}),
-    "session.delegation": frozenset({"type", "responses", "acknowledgement_delay_ms"}),
-    "session.delegation.responses": frozenset(
-        {
-            "model",
-            "instructions",
-            "tools",
-            "tool_choice",
-            "parallel_tool_calls",
-            "max_output_tokens",
-            "reasoning",
-            "text",
-            "service_tier",
-        }
-    ),
-}
 _FORMATS: Final = {
     ("audio/pcm", 16000),
     ("audio/pcm", 24000),
@@ -78,7 +48,7 @@ def _check(value: Any, path: str) -> Refusal | None:
     if not isinstance(value, dict):
         return Refusal("invalid_type", f"Invalid type for '{path}': expected an object.", path)
     for key in value:
-        if key not in _FIELDS[path]:
+        if key not in SESSION_FIELDS[path]:
             return Refusal(
                 "unknown_parameter", f"Unknown parameter: '{path}.{key}'.", f"{path}.{key}"
             )

@@ -17,42 +17,46 @@ from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import UsageError
 from livebridge.vendors.openai_live import wire
 
-__all__ = ["DEFAULT_BACKEND_MODEL", "session_config"]
+__all__ = ["DEFAULT_BACKEND_MODEL", "SESSION_FIELDS", "session_config"]
 
 #: The Responses model a session with tools delegates to unless ``config`` names one
 #: (the model of OpenAI's delegation guide).
 DEFAULT_BACKEND_MODEL: Final = "gpt-5.6-luna"
 
-_SESSION: Final = frozenset(
-    {
-        "model",
-        "instructions",
-        "input",
-        "audio",
-        "delegation",
-        "store",
-        "safety_identifier",
-        "triggers",
-        "client",
-        "wake_policy",
-        "idle_timeout_s",
-    }
-)
-_AUDIO: Final = frozenset({"format", "output"})
-_DELEGATION: Final = frozenset({"type", "responses", "acknowledgement_delay_ms"})
-_RESPONSES: Final = frozenset(
-    {
-        "model",
-        "instructions",
-        "tools",
-        "tool_choice",
-        "parallel_tool_calls",
-        "max_output_tokens",
-        "reasoning",
-        "text",
-        "service_tier",
-    }
-)
+#: The fields the service's strict schema knows, by where they stand (the emulator refuses
+#: the others as the service does).
+SESSION_FIELDS: Final[dict[str, frozenset[str]]] = {
+    "session": frozenset(
+        {
+            "model",
+            "instructions",
+            "input",
+            "audio",
+            "delegation",
+            "store",
+            "safety_identifier",
+            "triggers",
+            "client",
+            "wake_policy",
+            "idle_timeout_s",
+        }
+    ),
+    "session.audio": frozenset({"format", "output"}),
+    "session.delegation": frozenset({"type", "responses", "acknowledgement_delay_ms"}),
+    "session.delegation.responses": frozenset(
+        {
+            "model",
+            "instructions",
+            "tools",
+            "tool_choice",
+            "parallel_tool_calls",
+            "max_output_tokens",
+            "reasoning",
+            "text",
+            "service_tier",
+        }
+    ),
+}
 _WHERE: Final = {
     "turn_detection": " (GPT-Live has no turn detection: the model owns turn-taking)",
     "tools": " (the voice model has no tools: they go in delegation.responses.tools)",
@@ -85,14 +89,14 @@ def session_config(
             f"{type(config).__name__}"
         )
     session: dict[str, Any] = {key: value for key, value in (config or {}).items()}
-    _unknown(session, _SESSION, "")
+    _unknown(session, SESSION_FIELDS["session"], "")
     if session.setdefault("model", model) != model:
         raise UsageError(
             f"config names model {session['model']!r} but the session connects {model!r}: "
             "give the model once, as LiveSession.connect(model=...)"
         )
     audio = dict(session.get("audio") or {})
-    _unknown(audio, _AUDIO, "audio.")
+    _unknown(audio, SESSION_FIELDS["session.audio"], "audio.")
     fmt = dict(audio.get("format") or {"type": "audio/pcm", "rate": wire.INPUT_RATE})
     if fmt.get("type") == "audio/pcm" and fmt.get("rate", wire.INPUT_RATE) == wire.INPUT_RATE:
         fmt["rate"] = wire.INPUT_RATE
@@ -122,7 +126,7 @@ def session_config(
     if not isinstance(delegation, Mapping):
         raise UsageError(f"delegation must be a dict, not {type(delegation).__name__}")
     delegation = dict(delegation)
-    _unknown(delegation, _DELEGATION, "delegation.")
+    _unknown(delegation, SESSION_FIELDS["session.delegation"], "delegation.")
     kind = delegation.get("type")
     if kind == "client":
         if functions:
@@ -138,7 +142,7 @@ def session_config(
             "'responses' (tools run by livebridge) or 'client'"
         )
     responses = dict(delegation.get("responses") or {})
-    _unknown(responses, _RESPONSES, "delegation.responses.")
+    _unknown(responses, SESSION_FIELDS["session.delegation.responses"], "delegation.responses.")
     if responses.get("tools") and functions:
         names = ", ".join(
             str(tool.get("name", tool.get("type"))) for tool in responses["tools"] if tool
