@@ -84,7 +84,7 @@ from livebridge.vendors.openai.errors import classify_close, service_error
 from livebridge.vendors.openai.responses import Continuation
 from livebridge.vendors.openai.wire import ServerEvent
 
-__all__ = ["ACTIVE_RESPONSE", "OpenAIRealtimeProtocol"]
+__all__ = ["ACTIVE_RESPONSE", "OpenAIRealtimeProtocol", "usage_tokens"]
 
 #: The error code of a ``response.create`` sent while a response is in progress: tolerated.
 ACTIVE_RESPONSE = "conversation_already_has_active_response"
@@ -273,7 +273,7 @@ class OpenAIRealtimeProtocol(LiveProtocol):
             self._withdraw(calls, f"its response ended {status}{why}", now, out)
         self.turn += 1
         out.append(TurnComplete(response.usage, status))
-        self._model_turn_ended(_tokens(response.usage), out)
+        self._model_turn_ended(usage_tokens(response.usage), out)
         self._report.flush_seen(out)
 
     def _repeated(
@@ -476,8 +476,9 @@ class OpenAIRealtimeProtocol(LiveProtocol):
         return [held.call_id for held in stranded]
 
 
-def _tokens(usage: Mapping[str, Any] | None) -> tuple[int | None, int | None]:
-    """A response's input and output tokens, where the service reported them."""
+def usage_tokens(usage: Mapping[str, Any] | None) -> tuple[int | None, int | None]:
+    """A response's input and output tokens, where the service reported them (Realtime and
+    GPT-Live's backend report usage alike)."""
     if not usage:
         return None, None
     taken, given = usage.get("input_tokens"), usage.get("output_tokens")

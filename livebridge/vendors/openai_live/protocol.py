@@ -62,6 +62,7 @@ from livebridge.live.resume import CloseDecision
 from livebridge.live.skeleton import LiveProtocol, log
 from livebridge.live.transport import ClientItem, Frames, Text
 from livebridge.vendors.gemini import wire as gemini_wire
+from livebridge.vendors.openai.protocol import usage_tokens
 from livebridge.vendors.openai_live import delegation, wire
 from livebridge.vendors.openai_live.gate import OUTPUT_PREFIX, Budget, Gate
 from livebridge.vendors.openai_live.voice import VoiceTrack
@@ -225,7 +226,7 @@ class GptLiveProtocol(LiveProtocol):
                 self.turn += 1
                 usage = response.usage if response else None
                 out.append(TurnComplete(usage, kind.removeprefix("response.")))
-                self._model_turn_ended(_tokens(usage), out)
+                self._model_turn_ended(usage_tokens(usage), out)
 
     def _output_audio(self, audio: bytes, now: float, out: list[Output]) -> None:
         """A chunk of the continuous track: a reply's audio is delivered, the silence
@@ -403,13 +404,3 @@ def _why(kind: str, response: wire.BackendResponse | None) -> str:
         detail = response.error or response.incomplete_details
     said = f": {detail.get('message') or detail.get('reason') or detail}" if detail else ""
     return f"its backend response ended {kind.removeprefix('response.')}{said}"
-
-
-def _tokens(usage: dict[str, Any] | None) -> tuple[int | None, int | None]:
-    if not usage:
-        return None, None
-    taken, given = usage.get("input_tokens"), usage.get("output_tokens")
-    return (
-        taken if isinstance(taken, int) else None,
-        given if isinstance(given, int) else None,
-    )
