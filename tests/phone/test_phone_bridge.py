@@ -52,7 +52,9 @@ def fates(recorder: Recorder) -> tuple[set[str], set[str]]:
     return started, ended
 
 
-async def test_a_call_with_parallel_tool_calls(emulator: Emulator) -> None:
+def weather_in_parallel() -> tuple[ToolRegistry, list[str]]:
+    """A registry whose ``get_weather`` answers only once two calls run at the same time, and
+    the cities it was asked for."""
     both = anyio.Event()
     running: list[str] = []
     tools = ToolRegistry()
@@ -66,6 +68,12 @@ async def test_a_call_with_parallel_tool_calls(emulator: Emulator) -> None:
         with anyio.fail_after(WAIT):
             await both.wait()  # only returns if the two calls run at the same time
         return {"sky": "sunny"}
+
+    return tools, running
+
+
+async def test_a_call_with_parallel_tool_calls(emulator: Emulator) -> None:
+    tools, running = weather_in_parallel()
 
     recorder = Recorder()
     async with (

@@ -26,6 +26,7 @@ from livebridge.phone.bridge import CallEnded, ModelAnswered, PhoneEvent
 from livebridge.phone.caller import SimulatedCaller, speech
 from livebridge.phone.playout import FRAME_BYTES
 from tests.cli.test_cli_errors import OFFLINE, REPOSITORY
+from tests.phone.test_phone_bridge import weather_in_parallel
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -48,19 +49,7 @@ def sent_by_client(emu: Emulator, before: int, kind: str) -> list[dict[str, Any]
 
 
 async def test_a_call_with_parallel_tool_calls_in_ulaw_as_is(emulator: Emulator) -> None:
-    both = anyio.Event()
-    running: list[str] = []
-    tools = ToolRegistry()
-
-    @tools.tool(timeout=10.0)
-    async def get_weather(city: str) -> dict[str, object]:
-        """The weather in a city."""
-        running.append(city)
-        if len(running) == 2:
-            both.set()
-        with anyio.fail_after(WAIT):
-            await both.wait()  # only returns if the two calls run at the same time
-        return {"sky": "sunny"}
+    tools, running = weather_in_parallel()
 
     before = len(emulator.transcript)
     recorder = Recorder()

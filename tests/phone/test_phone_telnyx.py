@@ -16,13 +16,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from websockets.exceptions import InvalidStatus
 
-from livebridge.calls.tools import ToolRegistry
 from livebridge.demo.phone import GOODBYE, QUESTION, PhoneScript, phone_line, phone_tools
 from livebridge.emulator import Emulator
 from livebridge.phone.bridge import BargedIn, CallEnded, DtmfPressed, PhoneEvent
 from livebridge.phone.caller import Rung, SimulatedCaller, ring, speech, tone
 from livebridge.phone.telnyx import TelnyxStream
 from livebridge.phone.twilio import MediaIn, StreamStarted
+from tests.phone.test_phone_bridge import weather_in_parallel
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -55,19 +55,7 @@ def local(rung: Rung) -> str:
 
 
 async def test_a_telnyx_call_with_parallel_tool_calls_and_a_hang_up(emulator: Emulator) -> None:
-    both = anyio.Event()
-    running: list[str] = []
-    weather = ToolRegistry()
-
-    @weather.tool(timeout=10.0)
-    async def get_weather(city: str) -> dict[str, object]:
-        """The weather in a city."""
-        running.append(city)
-        if len(running) == 2:
-            both.set()
-        with anyio.fail_after(WAIT):
-            await both.wait()  # only returns if the two calls run at the same time
-        return {"sky": "sunny"}
+    weather, running = weather_in_parallel()
 
     @weather.tool()
     async def end_call() -> dict[str, object]:
