@@ -45,11 +45,13 @@ from benchmarks.server import (
     stamp_of,
 )
 from livebridge import ToolRegistry
-from livebridge.live.events import AudioOut
-from livebridge.live.session import LiveSession, SessionOptions
-from livebridge.live.transport import Audio
+from livebridge.live.options import SessionOptions
+from livebridge.live.session import LiveSession
+from livebridge.protocol.encoding import b64decode
+from livebridge.protocol.events import AudioOut
+from livebridge.protocol.transport import Audio
 from livebridge.vendors.gemini import wire
-from livebridge.vendors.gemini.frames import encode_client
+from livebridge.vendors.gemini.client_frames import encode_client
 
 VARIANTS = ("livebridge", "sdk", "raw")
 #: The turn client measured next to each variant's streaming sessions.
@@ -201,7 +203,7 @@ async def raw_session(server: Server, lags: Lags, stop: asyncio.Event) -> None:
                 if content is not None and content.model_turn is not None:
                     for part in content.model_turn.parts:
                         if part.inline_data is not None and part.inline_data.data:
-                            heard(wire.b64decode(part.inline_data.data), lags)
+                            heard(b64decode(part.inline_data.data), lags)
                 if message.tool_call is not None:
                     calls = message.tool_call.function_calls
                     responses = [

@@ -26,8 +26,8 @@ from google.genai import types
 
 from benchmarks.server import FRAME_SECONDS, Server, model_name, serve
 from livebridge import ToolRegistry, client_args
-from livebridge.live.events import ToolCallSettled, ToolCallStarted
 from livebridge.live.session import LiveSession
+from livebridge.protocol.events import ToolCallSettled, ToolCallStarted
 
 MIC_FRAME = bytes(int(16_000 * FRAME_SECONDS) * 2)
 HEADER = "| elapsed s | sessions | calls answered | RSS MB | open fds | asyncio tasks |"

@@ -26,8 +26,9 @@ from websockets.asyncio.client import connect
 
 from benchmarks.server import Server, declaration
 from livebridge import CallPolicy, ToolRegistry, client_args
-from livebridge.live.events import TurnComplete
-from livebridge.live.session import LiveSession, SessionOptions
+from livebridge.live.options import SessionOptions
+from livebridge.live.session import LiveSession
+from livebridge.protocol.events import TurnComplete
 from livebridge.vendors.gemini import wire
 
 Client = Callable[[Server, str, int, float], Awaitable[None]]

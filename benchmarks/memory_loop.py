@@ -17,12 +17,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from livebridge import ToolRegistry
-from livebridge.live.events import TurnComplete
-from livebridge.live.protocol import ProtocolOptions
 from livebridge.live.session import LiveSession
-from livebridge.live.transport import ClientItem, Transport
+from livebridge.protocol.actions import ProtocolOptions
+from livebridge.protocol.events import TurnComplete
+from livebridge.protocol.transport import ClientItem, Transport
 from livebridge.vendors.gemini import wire
-from livebridge.vendors.gemini.frames import encode_client
+from livebridge.vendors.gemini.client_frames import encode_client
 from livebridge.vendors.gemini.protocol import GeminiLiveProtocol
 
 CALLS = 8

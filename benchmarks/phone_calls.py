@@ -25,12 +25,13 @@ from typing import Any, cast
 from benchmarks.bench_sessions import CALL_EVERY, Lags, lag_p99s, rss_bytes
 from benchmarks.server import Server, model_name, pin_to_one_core, server_from_env, stamp_of
 from livebridge import ToolRegistry
-from livebridge.live.events import AudioOut, SessionEvent
-from livebridge.live.session import LiveSession, SessionOptions
+from livebridge.live.options import SessionOptions
+from livebridge.live.session import LiveSession
 from livebridge.phone.bridge import PhoneBridge
 from livebridge.phone.caller import SimulatedCaller
 from livebridge.phone.server import serve_phone
 from livebridge.phone.twilio import StreamStarted
+from livebridge.protocol.events import AudioOut, SessionEvent
 
 __all__ = ["run_probe"]
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from benchmarks.memory_loop import CALLS, MemoryConnector
 from livebridge import CallPolicy, ToolRegistry
-from livebridge.live.events import TurnComplete
 from livebridge.live.session import LiveSession
+from livebridge.protocol.events import TurnComplete
 
 #: The history's cap, and past it (as the reliability run did).
 CALL_COUNTS = (4096, 4352)

@@ -13,7 +13,7 @@ from google.genai import types
 
 import livebridge
 from livebridge.emulator import Emulator
-from livebridge.live.events import OutputTranscript, TextOut, ToolCallSettled, TurnComplete
+from livebridge.protocol.events import OutputTranscript, TextOut, ToolCallSettled, TurnComplete
 
 MODEL = "gemini-3.8-live"
 CONFIG = types.LiveConnectConfig(

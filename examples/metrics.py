@@ -17,8 +17,9 @@ from prometheus_client import CollectorRegistry
 
 import livebridge
 from livebridge.emulator import Emulator
-from livebridge.live.events import TurnComplete
-from livebridge.observe.metrics import PrometheusObserver, serve
+from livebridge.observe.metrics import PrometheusObserver
+from livebridge.observe.scrape import serve
+from livebridge.protocol.events import TurnComplete
 
 MODEL = "gemini-3.8-live"
 CONFIG = types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])

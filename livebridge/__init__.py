@@ -14,7 +14,9 @@ if TYPE_CHECKING:
     from livebridge import emulator
     from livebridge.calls.approval import ApprovalRequest
     from livebridge.calls.call import Call, CallContext, Outcome, Partial, Result
-    from livebridge.calls.dispatch import CallPolicy, Dispatcher
+    from livebridge.calls.dispatch import Dispatcher
+    from livebridge.calls.observers import Observer, Recorder
+    from livebridge.calls.policy import CallPolicy
     from livebridge.calls.tools import Tool, ToolRegistry
     from livebridge.errors import (
         ConnectionLostError,
@@ -56,11 +58,11 @@ if TYPE_CHECKING:
         UsageError,
         WireError,
     )
-    from livebridge.live.session import LiveSession, SessionOptions
-    from livebridge.observe.observers import Observer, Recorder
+    from livebridge.live.options import SessionOptions
+    from livebridge.live.session import LiveSession
     from livebridge.profiles import ModelProfile
     from livebridge.store import MemoryStore, PostgresStore, RedisLimiter, RedisStore
-    from livebridge.vendors.gemini.frames import client_args
+    from livebridge.vendors.gemini.client_frames import client_args
 
 #: Where each public name lives; read on first access of the name.
 _HOMES: dict[str, str] = {
@@ -116,8 +118,8 @@ _HOMES: dict[str, str] = {
         "livebridge.errors",
     ),
     "ModelProfile": "livebridge.profiles",
-    "Observer": "livebridge.observe.observers",
-    "Recorder": "livebridge.observe.observers",
+    "Observer": "livebridge.calls.observers",
+    "Recorder": "livebridge.calls.observers",
     "LiveSession": "livebridge.live.session",
     "SessionOptions": "livebridge.live.session",
     "MemoryStore": "livebridge.store",
@@ -126,7 +128,7 @@ _HOMES: dict[str, str] = {
     "RedisStore": "livebridge.store",
     "Tool": "livebridge.calls.tools",
     "ToolRegistry": "livebridge.calls.tools",
-    "client_args": "livebridge.vendors.gemini.frames",
+    "client_args": "livebridge.vendors.gemini.client_frames",
 }
 
 __all__ = [

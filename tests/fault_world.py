@@ -28,7 +28,7 @@ import anyio
 
 import livebridge
 from livebridge.emulator import Conversation, Emulator
-from livebridge.live.transport import TransportKind
+from livebridge.protocol.transport import TransportKind
 
 #: Per-call timeout of the quick tools; ``hold`` waits for the scenario, so it gets longer.
 QUICK_TIMEOUT = 0.4

@@ -11,7 +11,7 @@ from google.genai import types
 
 from livebridge import LiveSession, ToolRegistry
 from livebridge.emulator import Emulator
-from livebridge.live.events import SessionEvent
+from livebridge.protocol.events import SessionEvent
 
 MODEL = "gemini-live-2.5-flash-preview"
 TEXT_CONFIG = types.LiveConnectConfig(response_modalities=[types.Modality.TEXT])

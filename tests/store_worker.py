@@ -29,7 +29,7 @@ from google.genai import types
 from livebridge import LiveSession, ToolRegistry
 from livebridge.calls.call import CallContext
 from livebridge.errors import ConversationBusyError, LivebridgeError
-from livebridge.live.events import ToolCallSettled, ToolCallStarted, TurnComplete
+from livebridge.protocol.events import ToolCallSettled, ToolCallStarted, TurnComplete
 from livebridge.store import PostgresStore, RedisStore, Store
 
 #: Long enough that a worker started right after another was killed (Python, the SDK and a

@@ -25,11 +25,17 @@ from prometheus_client import CollectorRegistry
 from livebridge import CallPolicy, LiveSession, SessionOptions
 from livebridge.calls.tools import ToolRegistry
 from livebridge.emulator import Emulator
-from livebridge.emulator.gemini.checker import Violation
-from livebridge.emulator.gemini.connection import TranscriptEntry
+from livebridge.emulator.contract import Violation
+from livebridge.emulator.shared import TranscriptEntry
 from livebridge.errors import SessionEndedError
-from livebridge.live.events import Closed, SessionEvent, TextOut, ToolCallSettled, ToolCallStarted
 from livebridge.observe.metrics import PrometheusObserver
+from livebridge.protocol.events import (
+    Closed,
+    SessionEvent,
+    TextOut,
+    ToolCallSettled,
+    ToolCallStarted,
+)
 from tests.fault_world import (
     END,
     MALFORMED,

@@ -28,14 +28,14 @@ import pytest
 
 from livebridge import CallPolicy, LiveSession, SessionOptions, ToolRegistry
 from livebridge.emulator import Conversation, Emulator
-from livebridge.live.events import (
+from livebridge.protocol.actions import Output, ProtocolOptions
+from livebridge.protocol.events import (
     Resumed,
     SessionEvent,
     ToolCallSettled,
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.live.protocol import Output, ProtocolOptions
 from livebridge.vendors.openai import wire as openai_wire
 from livebridge.vendors.openai.calls import MAX_HELD_ARGUMENT_CHARS
 from livebridge.vendors.openai.connector import OpenAIConnector

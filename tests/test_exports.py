@@ -74,7 +74,7 @@ def test_the_emulator_is_reachable_from_the_package() -> None:
     [
         "import livebridge",
         "import livebridge.calls.ledger",
-        "import livebridge.live.protocol",
+        "import livebridge.protocol.actions",
         "import livebridge.vendors.gemini.protocol, livebridge.vendors.openai.protocol",
         "from livebridge import ToolRegistry, ToolError, CallPolicy, LivebridgeError",
     ],

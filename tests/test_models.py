@@ -15,8 +15,8 @@ from google.genai import types
 import livebridge
 from livebridge import LiveSession, ModelCapabilityError, SessionOptions, ToolRegistry
 from livebridge.emulator import Conversation, Emulator, Faults
-from livebridge.live.events import TextOut, ToolCallSettled, ToolCallStarted, TurnComplete
 from livebridge.profiles import profile_for
+from livebridge.protocol.events import TextOut, ToolCallSettled, ToolCallStarted, TurnComplete
 from livebridge.recording.replay import replay
 from tests.session_helpers import TEXT_CONFIG, client_messages, collect_until, of_type
 

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 import anyio
 
 from livebridge.calls.call import Behavior, Call, DedupReason, Outcome, OutcomeKind
-from livebridge.calls.dispatch import CallPolicy, Dispatcher
-from livebridge.calls.tools import ToolRegistry
-from livebridge.observe.observers import (
+from livebridge.calls.dispatch import Dispatcher
+from livebridge.calls.observers import (
     AnswerSent,
     CallOrphaned,
     MessageSeen,
@@ -29,6 +28,8 @@ from livebridge.observe.observers import (
     SessionOpened,
     emit,
 )
+from livebridge.calls.policy import CallPolicy
+from livebridge.calls.tools import ToolRegistry
 
 UNKNOWN_FUNCTION = "launch_rockets"
 POLICY = CallPolicy(max_parallel=8, max_calls_per_turn=6, timeout=10.0, max_result_bytes=256)

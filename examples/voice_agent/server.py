@@ -63,7 +63,9 @@ from livebridge import (
     ToolRegistry,
     client_args,
 )
-from livebridge.live.events import (
+from livebridge.observe.metrics import PrometheusObserver
+from livebridge.observe.scrape import serve as serve_metrics
+from livebridge.protocol.events import (
     AudioOut,
     Closed,
     EventsDropped,
@@ -78,8 +80,6 @@ from livebridge.live.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.observe.metrics import PrometheusObserver
-from livebridge.observe.metrics import serve as serve_metrics
 from livebridge.store import RedisStore, Store
 
 STATIC = Path(__file__).resolve().parent / "static"

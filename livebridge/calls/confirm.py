@@ -4,7 +4,7 @@ A model can issue a call in a generation the user then interrupts (pipecat#4997:
 from a discarded generation hung up on a live caller). A tool registered ``irreversible=True``
 therefore starts only once its turn is confirmed. The vendor's protocol knows what confirms a
 turn and what withdraws it; it says so through ``RunCalls.confirmed`` and ``ConfirmCalls``
-(``livebridge.live.protocol``), and the dispatcher asks this gate before the handler starts.
+(``livebridge.protocol.actions``), and the dispatcher asks this gate before the handler starts.
 
 - A call admitted with its turn unconfirmed is ``hold``-ed with a deadline: the end of the
   confirmation window (``CallPolicy.confirm_window``). Nothing heard by then confirms it.

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from livebridge.calls import frames
+from livebridge.calls import frame_budget
 from livebridge.calls.call import AnswerEncoder, Outcome
 from livebridge.calls.lives import (
     LIVE_STATES,
@@ -121,11 +121,11 @@ class Delivery:
         taken, encoded = ready, None
         if not self._backlog:
             responses = self._encoded(ready)
-            encoded = frames.encode(responses)
-            if frames.array_size(encoded) > budget:
+            encoded = frame_budget.encode(responses)
+            if frame_budget.array_size(encoded) > budget:
                 encoded = None
         if encoded is None:
-            taken, responses, split = frames.take(ready, _unit_of, self._encoded, budget)
+            taken, responses, split = frame_budget.take(ready, _unit_of, self._encoded, budget)
             if split:  # the rest of its batch follows, answer by answer, in the next frames
                 batch = taken[-1][0].batch
                 assert batch is not None  # only a batch is a unit of several answers

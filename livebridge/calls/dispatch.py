@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 import anyio
 import msgspec
 
-from livebridge.calls import approval, outcomes, plans, results
+from livebridge.calls import approval, outcomes, plans, returns
 from livebridge.calls.answered import Answers
 from livebridge.calls.call import (
     Call,
@@ -55,13 +55,7 @@ from livebridge.calls.confirm import TurnGate
 from livebridge.calls.eager import EagerStarter
 from livebridge.calls.keys import RequestKeys
 from livebridge.calls.lingering import reap
-from livebridge.calls.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait, check_calls
-from livebridge.calls.policy import CallPolicy
-from livebridge.calls.repeats import Request, Requests, served_by_key
-from livebridge.calls.results import deliver
-from livebridge.calls.threads import LocalSlots, SlotLimiter, ThreadSlots, acquire_each
-from livebridge.calls.tools import Tool, ToolRegistry
-from livebridge.observe.observers import (
+from livebridge.calls.observers import (
     BatchSettled,
     BatchStarted,
     CallSettled,
@@ -69,11 +63,17 @@ from livebridge.observe.observers import (
     Observer,
     emit,
 )
+from livebridge.calls.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait, check_calls
+from livebridge.calls.policy import CallPolicy
+from livebridge.calls.repeats import Request, Requests, served_by_key
+from livebridge.calls.returns import deliver
+from livebridge.calls.sync_handlers import LocalSlots, SlotLimiter, ThreadSlots, acquire_each
+from livebridge.calls.tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
     from livebridge.store.base import CallJournal, Ticket
 
-__all__ = ["ABANDON_GRACE", "CallPolicy", "Dispatcher", "OnPartial", "OnSettled"]
+__all__ = ["ABANDON_GRACE", "Dispatcher", "OnPartial", "OnSettled"]
 
 log = logging.getLogger("livebridge.calls.dispatch")
 
@@ -651,13 +651,13 @@ class Dispatcher:
                     pending.arm()
                     # Items stream only where the model takes partial answers.
                     on_partial = batch.on_partial if tool.streaming else None
-                    value = await results.stream(call, tool, kwargs, on_partial, max_bytes)
+                    value = await returns.stream(call, tool, kwargs, on_partial, max_bytes)
             except Exception as exc:
                 latency = self._clock() - started if started else 0.0
-                outcome = results.ended(pending, tool, exc, latency, self.policy.timeout)
+                outcome = returns.ended(pending, tool, exc, latency, self.policy.timeout)
             else:  # it returned (the early ends return above)
                 latency = self._clock() - started
-                outcome = results.success(call, tool, value, latency, max_bytes)
+                outcome = returns.success(call, tool, value, latency, max_bytes)
             finally:
                 if slots is None or slots.leave():
                     for limiter in reversed(acquired):
@@ -669,7 +669,7 @@ class Dispatcher:
                 scope = pending.scope
                 if scope is not None and scope.cancel_called:  # the scope's cancellation, leaving
                     latency = self._clock() - started if started else 0.0
-                    outcome = results.ended(pending, tool, None, latency, self.policy.timeout)
+                    outcome = returns.ended(pending, tool, None, latency, self.policy.timeout)
                 else:
                     outcome = outcomes.cancelled(call, 0.0)
             if pending.finish(outcome, self._running):

@@ -55,13 +55,11 @@ from livebridge.calls.lives import (
     LIVE_STATES,
     SETTLED,
     TRANSITIONS,
-    Answered,
     BlockingBatch,
     CallState,
     Ended,
     Event,
     Fate,
-    FateKind,
     Life,
     LiveCall,
     Notice,
@@ -70,21 +68,11 @@ from livebridge.calls.lives import (
     Via,
     move,
 )
-from livebridge.errors import LedgerError as LedgerError
+from livebridge.errors import LedgerError
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
-    "Answered",
     "CallLedger",
-    "CallState",
-    "Fate",
-    "FateKind",
-    "LedgerError",
-    "LiveCall",
-    "Notice",
-    "NoticeKind",
-    "Outgoing",
-    "Via",
 ]
 
 _MAX_HANDLES = 16

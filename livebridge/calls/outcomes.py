@@ -13,7 +13,7 @@ import msgspec
 
 from livebridge.calls import payloads
 from livebridge.calls.call import Call, DedupReason, Outcome, OutcomeKind, Scheduling
-from livebridge.errors import StoreError, ToolError
+from livebridge.errors import StoreError, ToolError, UnserializableResult
 
 __all__ = [
     "abandoned",
@@ -67,7 +67,7 @@ def failure(
         return store_unavailable(call, exc)
     if isinstance(exc, ToolError):
         response = payloads.error(exc.kind, exc.message, retryable=exc.retryable)
-    elif isinstance(exc, payloads.UnserializableResult):
+    elif isinstance(exc, UnserializableResult):
         log.error(
             "tool %s (call %s) returned an unserializable result: %s", tool_name, call.id, exc
         )

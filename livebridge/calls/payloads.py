@@ -25,7 +25,6 @@ __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "MAX_ERROR_MESSAGE",
     "Payload",
-    "UnserializableResult",
     "encoded_size",
     "error",
     "json_text",

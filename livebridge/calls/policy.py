@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from livebridge.calls import frames, payloads
-from livebridge.calls.threads import SlotLimiter
+from livebridge.calls import frame_budget, payloads
+from livebridge.calls.sync_handlers import SlotLimiter
 
 __all__ = ["CallPolicy"]
 
@@ -17,8 +17,8 @@ class CallPolicy:
     ``limiter`` may be shared by many dispatchers so that all sessions of a process together
     keep within what one backend can take (``store.RedisLimiter``: across processes).
     ``max_frame_bytes`` bounds one ``toolResponse`` message (results are cut to fit, fairly
-    across a batch); it must hold
-    ``frames.BYTES_PER_CALL`` bytes for each call a turn may carry. ``idempotency_ttl`` is how long
+    across a batch); it must hold ``frame_budget.BYTES_PER_CALL`` bytes for each call a turn
+    may carry. ``idempotency_ttl`` is how long
     (seconds) a tool's ``idempotency_key`` makes later calls the same request; at most
     ``idempotency_cache`` keys are remembered (the oldest is forgotten first).
     ``remembered_bytes`` bounds the answers a session keeps to answer a re-delivered call id
@@ -48,11 +48,13 @@ class CallPolicy:
             raise ValueError("timeout must be positive")
         if self.max_result_bytes < 128:
             raise ValueError("max_result_bytes must be at least 128")
-        least = max(self.max_result_bytes + 1024, frames.BYTES_PER_CALL * self.max_calls_per_turn)
+        least = max(
+            self.max_result_bytes + 1024, frame_budget.BYTES_PER_CALL * self.max_calls_per_turn
+        )
         if self.max_frame_bytes < least:
             raise ValueError(
                 f"max_frame_bytes must be at least {least}: max_result_bytes + 1024, and"
-                f" {frames.BYTES_PER_CALL} bytes for each of max_calls_per_turn"
+                f" {frame_budget.BYTES_PER_CALL} bytes for each of max_calls_per_turn"
             )
         if not self.confirm_window >= 0:
             raise ValueError("confirm_window must not be negative")

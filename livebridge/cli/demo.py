@@ -65,9 +65,10 @@ def run_demo_command(args: argparse.Namespace) -> int:
     import anyio
     from prometheus_client import CollectorRegistry
 
-    from livebridge.demo.driver import DemoFailed, Silent, run_demo
+    from livebridge.demo.driver import Silent, run_demo
     from livebridge.demo.render import Terminal
-    from livebridge.observe.metrics import serve
+    from livebridge.errors import DemoFailed
+    from livebridge.observe.scrape import serve
 
     if args.phone:
         return run_phone_demo_command()

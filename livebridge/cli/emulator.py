@@ -22,8 +22,8 @@ import msgspec
 from livebridge import profiles
 from livebridge.cli.arguments import cannot_listen, port_number
 from livebridge.cli.replay import add_replay_options
+from livebridge.emulator.contract import HELD_ANSWERS_SECONDS, Violation
 from livebridge.emulator.faults import Faults, MessagePredicate
-from livebridge.emulator.gemini.checker import HELD_ANSWERS_SECONDS, Violation
 from livebridge.emulator.scenario import Scenario
 from livebridge.emulator.server import PROTOCOLS, Emulator
 from livebridge.emulator.shared import STANDALONE_BYTES, Retention

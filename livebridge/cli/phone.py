@@ -21,7 +21,6 @@ from livebridge.cli.arguments import cannot_listen, port_number
 from livebridge.cli.run import (
     DEFAULT_MODEL,
     OPENAI_MODEL,
-    RunError,
     add_serving_options,
     add_tool_sources,
     api_key,
@@ -31,8 +30,9 @@ from livebridge.cli.run import (
     registry_for,
     require_tools,
 )
+from livebridge.errors import RunError
 
-__all__ = ["OPENAI_MODEL", "add_phone_command"]
+__all__ = ["add_phone_command"]
 
 #: The most an ``--instructions @FILE`` may hold.
 MAX_INSTRUCTIONS = 256 * 1024
@@ -259,10 +259,11 @@ def _auth_token(unchecked: bool, provider: str = "twilio") -> str | None:
 async def _serve(args: argparse.Namespace, registry: Any, policy: Any, token: str | None) -> int:
     from prometheus_client import CollectorRegistry
 
+    from livebridge.calls.observers import Observer
     from livebridge.calls.tools import ToolRegistry
     from livebridge.emulator import Emulator
-    from livebridge.observe.metrics import PrometheusObserver, serve
-    from livebridge.observe.observers import Observer
+    from livebridge.observe.metrics import PrometheusObserver
+    from livebridge.observe.scrape import serve
     from livebridge.phone.agent import PhoneAgent, session_opener
     from livebridge.phone.bridge import PhoneBridge, PhoneOptions
     from livebridge.phone.gate import STREAM_PATH, TELNYX_PATH, TEXML_PATH, TWIML_PATH

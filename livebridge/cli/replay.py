@@ -9,10 +9,11 @@ import sys
 import anyio
 
 from livebridge.calls.tools import ToolRegistry
-from livebridge.cli.run import RunError, load_registry
-from livebridge.errors import LivebridgeError, RecordingError
-from livebridge.recording.record import Recording, read_recording
-from livebridge.recording.replay import MAX_GAP, MIN_ANSWER_TIMEOUT, ReplayReport, replay
+from livebridge.cli.run import load_registry
+from livebridge.errors import LivebridgeError, RecordingError, RunError
+from livebridge.recording.read import Recording, read_recording
+from livebridge.recording.replay import replay
+from livebridge.recording.report import MAX_GAP, MIN_ANSWER_TIMEOUT, ReplayReport
 
 __all__ = ["add_replay_command", "add_replay_options", "replay_command"]
 

@@ -22,7 +22,8 @@ from google.genai import types
 from prometheus_client import CollectorRegistry
 from websockets.exceptions import InvalidStatus, WebSocketException
 
-from livebridge.calls.dispatch import CallPolicy
+from livebridge.calls.observers import Observer
+from livebridge.calls.policy import CallPolicy
 from livebridge.calls.tools import ToolRegistry
 from livebridge.cli.arguments import cannot_listen, port_number
 from livebridge.emulator import Emulator
@@ -34,7 +35,10 @@ from livebridge.errors import (
     RunError,
     SessionEndedError,
 )
-from livebridge.live.events import (
+from livebridge.live.session import LiveSession
+from livebridge.observe.metrics import PrometheusObserver
+from livebridge.observe.scrape import serve
+from livebridge.protocol.events import (
     Closed,
     OutputTranscript,
     TextOut,
@@ -42,15 +46,11 @@ from livebridge.live.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.live.session import LiveSession
-from livebridge.observe.metrics import PrometheusObserver, serve
-from livebridge.observe.observers import Observer
 
 __all__ = [
     "DEFAULT_MODEL",
     "OPENAI_MODEL",
     "VENDORS",
-    "RunError",
     "add_run_command",
     "load_registry",
     "mcp_listed",

@@ -17,6 +17,7 @@ from google.genai import types
 from prometheus_client import CollectorRegistry
 
 from livebridge.calls.call import OUTCOME_KINDS
+from livebridge.calls.observers import CallSettled, CallStarted, Event
 from livebridge.demo.script import (
     OPENAI_STEPS,
     SLOW_CALL,
@@ -28,7 +29,10 @@ from livebridge.demo.script import (
 )
 from livebridge.emulator import Emulator, TranscriptEntry, Violation
 from livebridge.errors import DemoFailed, SessionEndedError
-from livebridge.live.events import (
+from livebridge.live.options import SessionOptions
+from livebridge.live.session import LiveSession
+from livebridge.observe.metrics import PrometheusObserver
+from livebridge.protocol.events import (
     AudioOut,
     Closed,
     GoAway,
@@ -40,9 +44,6 @@ from livebridge.live.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.live.session import LiveSession, SessionOptions
-from livebridge.observe.metrics import PrometheusObserver
-from livebridge.observe.observers import CallSettled, CallStarted, Event
 
 __all__ = [
     "BARGE_IN_AFTER",
@@ -53,7 +54,6 @@ __all__ = [
     "OPENAI_MODEL",
     "PAUSE_BETWEEN_TURNS",
     "CallView",
-    "DemoFailed",
     "DemoRun",
     "Exchange",
     "Renderer",

@@ -23,12 +23,12 @@ from typing import Literal, TextIO
 
 import anyio
 
+from livebridge.calls.observers import Observer
 from livebridge.calls.tools import ToolRegistry
 from livebridge.emulator import Conversation, Emulator
 from livebridge.emulator.openai_live.session import LiveServerSession
 from livebridge.emulator.speech import spoken
 from livebridge.live.options import SessionOptions
-from livebridge.observe.observers import Observer
 from livebridge.phone.agent import AgentSource, session_opener
 from livebridge.phone.bridge import (
     BargedIn,

@@ -7,7 +7,7 @@ from livebridge.emulator.gemini.checker import SEVERITIES, VIOLATION_KINDS
 from livebridge.emulator.gemini.connection import EmulatedSession
 from livebridge.emulator.model import RuleModel
 from livebridge.emulator.openai import REALTIME_SEVERITIES, RealtimeSession
-from livebridge.emulator.scenario import Conversation, Scenario, ScenarioError
+from livebridge.emulator.scenario import Conversation, Scenario
 from livebridge.emulator.server import Emulator
 from livebridge.emulator.shared import (
     Report,
@@ -33,7 +33,6 @@ __all__ = [
     "Retention",
     "RuleModel",
     "Scenario",
-    "ScenarioError",
     "ServiceOptions",
     "Thresholds",
     "TranscriptEntry",

@@ -17,7 +17,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from livebridge.emulator.contract import Answer, CallChecker, CallRecord, Ending
-from livebridge.emulator.frames import ending_of
+from livebridge.emulator.judging import ending_of
 from livebridge.emulator.shared import Shared, UserTurn, cap_reason
 from livebridge.errors import UsageError
 

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from livebridge.emulator.places import PLACES
-from livebridge.emulator.shared import ScenarioError, UserTurn
+from livebridge.emulator.shared import UserTurn
 from livebridge.emulator.speech import spoken
+from livebridge.errors import ScenarioError
 
 if TYPE_CHECKING:
     from livebridge.emulator.scenario import Conversation

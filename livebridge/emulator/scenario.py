@@ -19,12 +19,13 @@ from typing import Any, Literal, Protocol
 import msgspec
 
 from livebridge.emulator.contract import Answer, CallRecord
-from livebridge.emulator.gemini.connection import EmulatedSession, UserTurn
+from livebridge.emulator.gemini.connection import EmulatedSession
 from livebridge.emulator.openai.connection import RealtimeSession
-from livebridge.emulator.shared import ScenarioError
+from livebridge.emulator.shared import UserTurn
+from livebridge.errors import ScenarioError
 from livebridge.vendors.gemini import wire
 
-__all__ = ["CallBook", "Conversation", "ModelSide", "Scenario", "ScenarioError"]
+__all__ = ["CallBook", "Conversation", "ModelSide", "Scenario"]
 
 _OWNER = "model"
 

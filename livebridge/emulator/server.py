@@ -42,11 +42,8 @@ from livebridge.emulator.contract import (
 from livebridge.emulator.faults import Faults
 from livebridge.emulator.gemini.connection import EmulatedSession
 from livebridge.emulator.gemini.handshake import (
-    SESSION_NOT_FOUND,
     Route,
-    model_not_found,
     open_session,
-    refused_declarations,
     route,
 )
 from livebridge.emulator.model import RuleModel
@@ -61,18 +58,13 @@ if TYPE_CHECKING:
     from livebridge.emulator.gemini.replay import ReplayScenario
     from livebridge.emulator.openai_live.session import LiveScenario
     from livebridge.emulator.openai_live.side import LiveSide
-    from livebridge.recording.record import Recording
+    from livebridge.recording.read import Recording
     from livebridge.recording.report import Pace
 
 __all__ = [
     "PROTOCOLS",
-    "SESSION_NOT_FOUND",
     "Emulator",
     "Protocol",
-    "Route",
-    "model_not_found",
-    "refused_declarations",
-    "route",
 ]
 
 Protocol = Literal["gemini", "openai"]

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from livebridge.emulator.contract import CallRecord, Thresholds, Violation
 from livebridge.emulator.faults import Faults
 from livebridge.emulator.history import Ledger, footprint
-from livebridge.errors import ScenarioError, UsageError
+from livebridge.errors import UsageError
 from livebridge.vendors.gemini import wire
 
 __all__ = [
@@ -22,7 +22,6 @@ __all__ = [
     "STANDALONE_BYTES",
     "Report",
     "Retention",
-    "ScenarioError",
     "ServiceOptions",
     "Shared",
     "TranscriptEntry",

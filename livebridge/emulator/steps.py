@@ -23,7 +23,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from livebridge.emulator.model import RuleModel
-from livebridge.emulator.scenario import Conversation, Scenario, ScenarioError
+from livebridge.emulator.scenario import Conversation, Scenario
+from livebridge.errors import ScenarioError
 from livebridge.vendors.gemini import wire
 
 __all__ = ["STEP_TYPES", "load_scenario", "scenario_from_steps"]

@@ -15,11 +15,11 @@ from typing import Any
 
 from livebridge.calls.call import Call
 from livebridge.calls.dispatch import Dispatcher
+from livebridge.calls.observers import Observer
 from livebridge.calls.payloads import json_text
 from livebridge.calls.policy import CallPolicy
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import UsageError
-from livebridge.observe.observers import Observer
 
 __all__ = ["function_tools"]
 

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from livebridge.calls.call import Call, UnreadableArguments
 from livebridge.calls.dispatch import Dispatcher
+from livebridge.calls.observers import Observer
 from livebridge.calls.payloads import json_text
 from livebridge.calls.policy import CallPolicy
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import UsageError
-from livebridge.observe.observers import Observer
 
 if TYPE_CHECKING:
     import agents

@@ -20,10 +20,10 @@ from typing import Any
 
 from livebridge.calls.call import Call
 from livebridge.calls.dispatch import ABANDON_GRACE, Dispatcher
+from livebridge.calls.observers import Observer
 from livebridge.calls.policy import CallPolicy
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import UsageError
-from livebridge.observe.observers import Observer
 
 __all__ = ["SUPPORTED", "attach", "tools_schema"]
 

@@ -26,7 +26,9 @@ from anyio import CancelScope
 from anyio.abc import TaskGroup, TaskStatus
 
 from livebridge.calls.call import Outcome, Partial
-from livebridge.calls.dispatch import CallPolicy, Dispatcher
+from livebridge.calls.dispatch import Dispatcher
+from livebridge.calls.observers import Observer, emit
+from livebridge.calls.policy import CallPolicy
 from livebridge.errors import (
     LeaseLostError,
     LiveSessionError,
@@ -35,10 +37,8 @@ from livebridge.errors import (
     SessionEndedError,
     TransportClosed,
 )
-from livebridge.live.connectors import Connector
-from livebridge.live.events import DROPPABLE, Closed, EventBuffer, Resumed
 from livebridge.live.options import SessionOptions
-from livebridge.live.protocol import (
+from livebridge.protocol.actions import (
     CancelCalls,
     ConfirmCalls,
     Finish,
@@ -47,10 +47,10 @@ from livebridge.live.protocol import (
     RunCalls,
     SwitchConnection,
 )
-from livebridge.live.skeleton import LiveProtocol
-from livebridge.live.transport import ClientItem, ProvesReads, Transport
-from livebridge.live.wakeup import Wakeup
-from livebridge.observe.observers import Observer, emit, record_of
+from livebridge.protocol.base import Connector, LiveProtocol
+from livebridge.protocol.events import DROPPABLE, Closed, EventBuffer, Resumed, record_of
+from livebridge.protocol.transport import ClientItem, ProvesReads, Transport
+from livebridge.protocol.wakeup import Wakeup
 from livebridge.store import StoreConnector
 
 __all__ = ["SessionActor"]
@@ -58,7 +58,7 @@ __all__ = ["SessionActor"]
 log = logging.getLogger("livebridge.live.session")
 
 _ACTIONS = (RunCalls, CancelCalls, ConfirmCalls, Notify, SwitchConnection)
-#: App events the observers also hear, in their own words (``observers.record_of``).
+#: App events the observers also hear, in their own words (``events.record_of``).
 _VIEWED = (Resumed, Closed)
 
 #: Scheduler turns given to frames already received before the session sends its close frame.

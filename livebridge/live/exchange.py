@@ -24,7 +24,7 @@ A result that overrides its tool's scheduling per result is judged by the tool's
 from __future__ import annotations
 
 from livebridge.calls.tools import ToolRegistry
-from livebridge.live.events import (
+from livebridge.protocol.events import (
     AudioOut,
     Closed,
     OutputTranscript,

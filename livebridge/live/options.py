@@ -6,18 +6,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from livebridge.live import resume
-from livebridge.live.outbox import AudioPolicy
-from livebridge.live.protocol import ProtocolOptions
-from livebridge.live.transport import TransportKind
 from livebridge.profiles import ModelProfile
+from livebridge.protocol import resume
+from livebridge.protocol.actions import ProtocolOptions
+from livebridge.protocol.outbox import AudioPolicy
+from livebridge.protocol.transport import CONNECT_SECONDS, TLS_READ_BUFFER, TransportKind
 
-__all__ = ["CONNECT_SECONDS", "TLS_READ_BUFFER", "SessionOptions"]
+__all__ = ["SessionOptions"]
 
-#: The TLS read buffer each connection gets in place of asyncio's 256 KiB (0 keeps asyncio's).
-TLS_READ_BUFFER: Final = 8 * 1024
-#: How long opening one connection may take, handshake and session setup together.
-CONNECT_SECONDS: Final = 10.0
 #: The protocol's share of the options, whose defaults are written there, once.
 _PROTOCOL: Final = ProtocolOptions()
 

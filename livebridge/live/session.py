@@ -20,21 +20,21 @@ from typing import Any, Literal, Required, TypedDict, Unpack
 
 import anyio
 
-from livebridge.calls.dispatch import CallPolicy
+from livebridge.calls.observers import Observer
+from livebridge.calls.policy import CallPolicy
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import TransportClosed, UsageError
 from livebridge.live.actor import CANCEL_FLUSH_SECONDS, SessionActor
-from livebridge.live.connectors import Connector, connector_for
-from livebridge.live.events import Closed, SessionEvent
 from livebridge.live.exchange import ExchangeTracker
 from livebridge.live.options import SessionOptions
-from livebridge.live.outbox import AudioPolicy
-from livebridge.live.transport import Audio, Signal, Text
-from livebridge.observe.observers import Observer
-from livebridge.recording.record import RecordingConnector, codec_for
+from livebridge.live.vendors import connector_for
+from livebridge.protocol.base import Connector
+from livebridge.protocol.events import Closed, SessionEvent
+from livebridge.protocol.transport import Audio, Signal, Text
+from livebridge.recording.record import RecordingConnector
 from livebridge.store import Store, StoreConnector
 
-__all__ = ["AudioPolicy", "LiveSession", "SessionArgs", "SessionOptions"]
+__all__ = ["LiveSession", "SessionArgs"]
 
 #: Sessions created without options or a policy share these (frozen) ones.
 _DEFAULT_OPTIONS = SessionOptions()
@@ -63,7 +63,7 @@ class SessionArgs(TypedDict, total=False):
     """``SessionOptions``: transport, audio during blocking calls, buffers, shutdown grace,
     reconnects, recording, the model profile."""
     connector: Connector | None
-    """Opens connections instead of ``client`` and ``model`` (``livebridge.live.connectors``), e.g.
+    """Opens connections instead of ``client`` and ``model`` (``livebridge.live.vendors``), e.g.
     a connector of your own in tests."""
     store: Store | None
     """Where the conversation outlives this process (``MemoryStore``, ``RedisStore``); needs
@@ -112,13 +112,13 @@ class LiveSession(SessionActor):
             observed=bool(observers),
         )
         if options.record is not None:
-            codec = codec_for(protocol.wire_name)
+            codec = protocol.recording_codec()
             if codec is None:
                 raise UsageError(
                     f"recording (SessionOptions.record) takes Gemini Live and GPT-Live "
                     f"sessions, not {protocol.wire_name} yet"
                 )
-            connector = RecordingConnector.to_file(connector, options, observers, codec)
+            connector = RecordingConnector.to_file(connector, options, codec, observers)
         store = StoreConnector.attach(
             connector, args.get("store"), args.get("conversation"), observers
         )

@@ -22,7 +22,7 @@ from prometheus_client import (
 )
 
 from livebridge.calls.call import Behavior, Outcome
-from livebridge.observe.observers import (
+from livebridge.calls.observers import (
     AnswerSent,
     BatchStarted,
     CallOrphaned,
@@ -37,10 +37,6 @@ from livebridge.observe.observers import (
     StoreOperation,
     TurnMeasured,
 )
-from livebridge.observe.scrape import ASGIApp as ASGIApp
-from livebridge.observe.scrape import MetricsServer as MetricsServer
-from livebridge.observe.scrape import asgi_app as asgi_app
-from livebridge.observe.scrape import serve as serve
 
 __all__ = [
     "CALLS_PER_TURN_BUCKETS",
@@ -57,11 +53,7 @@ __all__ = [
     "STORE_SECONDS_BUCKETS",
     "TOKEN_BUCKETS",
     "ZERO_OUTCOMES",
-    "ASGIApp",
-    "MetricsServer",
     "PrometheusObserver",
-    "asgi_app",
-    "serve",
 ]
 
 

@@ -12,14 +12,13 @@ import importlib
 import json
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
-from livebridge.observe.observers import CallOrphaned, CallSettled, Event
+from livebridge.calls.observers import CallOrphaned, CallSettled, Event
+from livebridge.protocol.base import Redact
 
 __all__ = [
     "FAILED_OUTCOMES",
-    "Redact",
     "TraceObserver",
     "cap_utf8",
 ]
@@ -27,8 +26,6 @@ __all__ = [
 
 #: Outcomes that mark a span as failed.
 FAILED_OUTCOMES = frozenset({"error", "timeout", "orphaned"})
-
-Redact = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 
 class TraceObserver:

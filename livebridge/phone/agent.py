@@ -22,13 +22,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 
+from livebridge.calls.observers import Observer
 from livebridge.calls.policy import CallPolicy
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import UsageError
-from livebridge.live.connectors import vendor_of
 from livebridge.live.options import SessionOptions
 from livebridge.live.session import LiveSession
-from livebridge.observe.observers import Observer
+from livebridge.live.vendors import vendor_of
 from livebridge.phone.bridge import OPENAI_PHONE_CONFIG, SessionOpener
 from livebridge.phone.twilio import StreamStarted
 from livebridge.profiles import bare_model_name

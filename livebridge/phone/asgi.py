@@ -24,9 +24,9 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import Scope
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from livebridge.calls.observers import Observer
 from livebridge.errors import UsageError
 from livebridge.live.options import SessionOptions
-from livebridge.observe.observers import Observer
 from livebridge.phone import telnyx
 from livebridge.phone.agent import AgentSource, session_opener
 from livebridge.phone.bridge import Listener, MediaCodec, PhoneBridge, PhoneOptions

@@ -31,8 +31,6 @@ import anyio
 from anyio.abc import TaskGroup
 
 from livebridge.errors import SessionEndedError
-from livebridge.live.events import AudioOut, Closed, Interrupted, ToolCallSettled, ToolCallStarted
-from livebridge.live.events import TurnComplete as ModelTurnComplete
 from livebridge.live.session import LiveSession
 from livebridge.phone.audio import PHONE_RATE, Resampler, is_speech, pcm16_to_ulaw, ulaw_to_pcm16
 from livebridge.phone.playout import Playout
@@ -45,6 +43,14 @@ from livebridge.phone.twilio import (
     StreamStopped,
     TwilioStream,
 )
+from livebridge.protocol.events import (
+    AudioOut,
+    Closed,
+    Interrupted,
+    ToolCallSettled,
+    ToolCallStarted,
+)
+from livebridge.protocol.events import TurnComplete as ModelTurnComplete
 
 __all__ = [
     "OPENAI_PHONE_CONFIG",

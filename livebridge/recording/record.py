@@ -46,37 +46,24 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol, cast
 
+from livebridge.calls.observers import Observer, RecordingFailed, RecordingTruncated, emit
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import MalformedMessageError, RecordingError, TransportClosed
-from livebridge.live import secrets
-from livebridge.live.connectors import Connector
-from livebridge.live.protocol import ProtocolOptions
-from livebridge.live.skeleton import LiveProtocol
-from livebridge.live.transport import ClientItem, Transport
-from livebridge.observe.observers import Observer, RecordingFailed, RecordingTruncated, emit
-from livebridge.observe.trace import Redact, TraceObserver
-from livebridge.recording.read import FORMAT_VERSION as FORMAT_VERSION
-from livebridge.recording.read import AudioMode as AudioMode
-from livebridge.recording.read import Entry as Entry
-from livebridge.recording.read import Recording as Recording
-from livebridge.recording.read import read_recording as read_recording
-from livebridge.recording.read import restore_audio as restore_audio
-from livebridge.vendors.gemini import wire
-from livebridge.vendors.gemini.frames import encode_client
+from livebridge.observe.trace import TraceObserver
+from livebridge.protocol import secrets
+from livebridge.protocol.actions import ProtocolOptions
+from livebridge.protocol.base import Connector, LiveProtocol, Redact, WireCodec
+from livebridge.protocol.transport import ClientItem, Transport
+from livebridge.recording.read import (
+    FORMAT_VERSION,
+    AudioMode,
+)
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
-    "FORMAT_VERSION",
-    "AudioMode",
-    "Entry",
     "RecordOptions",
-    "Recording",
     "RecordingConnector",
     "RecordingWriter",
-    "WireCodec",
-    "codec_for",
-    "read_recording",
-    "restore_audio",
 ]
 
 log = logging.getLogger("livebridge.recording.record")
@@ -99,56 +86,6 @@ class RecordOptions(Protocol):
 # -- writing ------------------------------------------------------------------------------------
 
 
-class WireCodec(Protocol):
-    """What a recording writes of one vendor's wire."""
-
-    @property
-    def name(self) -> str:
-        """The header's ``vendor``."""
-        ...
-
-    def server(self, message: Any) -> dict[str, Any]:
-        """A decoded server message as JSON-able builtins."""
-        ...
-
-    def client(self, item: ClientItem) -> list[dict[str, Any]]:
-        """The client messages that carry ``item``, one per frame."""
-        ...
-
-    def scrub(self, message: dict[str, Any], *, keep_audio: bool, redact: Redact | None) -> None:
-        """Reduce audio to its length (unless kept) and redact calls and answers, in place."""
-        ...
-
-
-class GeminiWire:
-    """Gemini Live's recording codec: the format's own, camelCase messages."""
-
-    name = "gemini"
-
-    def server(self, message: wire.ServerMessage) -> dict[str, Any]:
-        return wire.to_builtins(message)
-
-    def client(self, item: ClientItem) -> list[dict[str, Any]]:
-        return [json.loads(encode_client(item))]
-
-    def scrub(self, message: dict[str, Any], *, keep_audio: bool, redact: Redact | None) -> None:
-        if not keep_audio:
-            _reduce_audio(message)
-        if redact is not None:
-            _redact_calls(message, redact)
-
-
-def codec_for(wire_name: str) -> WireCodec | None:
-    """The recording codec of a protocol's wire; None for one not recorded yet."""
-    if wire_name == "gemini":
-        return GeminiWire()
-    if wire_name == "gpt-live":
-        from livebridge.vendors.openai_live.recording import GptLiveWire
-
-        return GptLiveWire()
-    return None
-
-
 class RecordingWriter:
     """Writes the lines of one recording; ``close()`` flushes and closes the file.
 
@@ -167,12 +104,12 @@ class RecordingWriter:
         on_truncated: Callable[[], None] | None = None,
         on_failed: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
-        codec: WireCodec | None = None,
+        codec: WireCodec,
     ) -> None:
         """Opens ``path`` and writes the header; ``RecordingError`` if either fails.
         ``on_failed(reason)`` is called once if a later write fails. ``codec``: the vendor's
-        wire (default: Gemini Live)."""
-        self.codec: WireCodec = codec or GeminiWire()
+        wire, from its protocol (``LiveProtocol.recording_codec``)."""
+        self.codec = codec
         self.path = os.fspath(path)
         self.max_bytes = max_bytes
         #: Bytes of JSON written so far (the file's size when it is not compressed).
@@ -285,44 +222,6 @@ class RecordingWriter:
         return message
 
 
-def _reduce_audio(value: Any) -> None:
-    """Replace each audio blob's base64 ``data`` by ``dataBytes`` (its length), in place."""
-    if isinstance(value, dict):
-        for key in ("inlineData", "audio"):
-            blob = value.get(key)
-            if isinstance(blob, dict) and isinstance(blob.get("data"), str):
-                blob["dataBytes"] = len(wire.b64decode(blob.pop("data")))
-        for item in value.values():
-            _reduce_audio(item)
-    elif isinstance(value, list):
-        for item in value:
-            _reduce_audio(item)
-
-
-def _redact_calls(message: dict[str, Any], redact: Redact) -> None:
-    """Pass tool call arguments and tool results through ``redact``, in place."""
-    calls = list((message.get("toolCall") or {}).get("functionCalls") or [])
-    for part in ((message.get("serverContent") or {}).get("modelTurn") or {}).get("parts") or []:
-        if isinstance(part, dict) and isinstance(part.get("functionCall"), dict):
-            calls.append(part["functionCall"])
-    for call in calls:
-        if isinstance(call, dict) and isinstance(call.get("args"), dict):
-            call["args"] = _redacted(redact, str(call.get("name")), call["args"])
-    responses = (message.get("toolResponse") or {}).get("functionResponses") or []
-    for response in responses:
-        body = response.get("response") if isinstance(response, dict) else None
-        for key in ("output", "error"):  # an error's message can quote the arguments
-            if isinstance(body, dict) and isinstance(body.get(key), dict):
-                body[key] = _redacted(redact, str(response.get("name")), body[key])
-
-
-def _redacted(redact: Redact, function: str, value: dict[str, Any]) -> dict[str, Any]:
-    try:
-        return redact(function, value)
-    except Exception:  # a failing hook hides the value rather than leaking it
-        return {"redaction_failed": True}
-
-
 class RecordingConnector:
     """Wraps a connector so that every connection it opens is written to ``writer``."""
 
@@ -335,12 +234,12 @@ class RecordingConnector:
         cls,
         inner: Connector,
         options: RecordOptions,
+        codec: WireCodec,
         observers: Sequence[Observer] = (),
-        codec: WireCodec | None = None,
     ) -> RecordingConnector:
         """``inner`` recorded as ``options`` say, redacting with the first ``TraceObserver``'s
         hook; the observers hear ``RecordingTruncated`` if the recording reaches its bound.
-        ``codec``: the vendor's wire (default: Gemini Live)."""
+        ``codec``: the vendor's wire, from its protocol."""
         if options.record is None:
             raise ValueError("RecordingConnector.to_file needs options.record, a path")
         redact = next((o.redact for o in observers if isinstance(o, TraceObserver)), None)

@@ -39,42 +39,15 @@ from typing import TYPE_CHECKING
 import anyio
 from google.genai import types
 
-from livebridge.calls.dispatch import CallPolicy
+from livebridge.calls.policy import CallPolicy
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import RecordingError
-from livebridge.recording.record import Recording, read_recording
+from livebridge.recording.read import Recording, read_recording
 from livebridge.recording.report import (
-    MAX_GAP as MAX_GAP,
-)
-from livebridge.recording.report import (
-    MIN_ANSWER_TIMEOUT as MIN_ANSWER_TIMEOUT,
-)
-from livebridge.recording.report import (
-    RECONNECT_WAIT as RECONNECT_WAIT,
-)
-from livebridge.recording.report import (
-    REPLAY_MODEL as REPLAY_MODEL,
-)
-from livebridge.recording.report import (
-    SLOW_FACTOR as SLOW_FACTOR,
-)
-from livebridge.recording.report import (
-    SLOW_MARGIN as SLOW_MARGIN,
-)
-from livebridge.recording.report import (
-    Divergence as Divergence,
-)
-from livebridge.recording.report import (
-    DivergenceKind as DivergenceKind,
-)
-from livebridge.recording.report import (
-    Pace as Pace,
-)
-from livebridge.recording.report import (
-    ReplayReport as ReplayReport,
-)
-from livebridge.recording.report import (
-    default_answer_timeout as default_answer_timeout,
+    RECONNECT_WAIT,
+    REPLAY_MODEL,
+    Pace,
+    ReplayReport,
 )
 
 if TYPE_CHECKING:
@@ -82,18 +55,7 @@ if TYPE_CHECKING:
     from livebridge.emulator.gemini.replay import ReplayScenario
 
 __all__ = [
-    "MAX_GAP",
-    "MIN_ANSWER_TIMEOUT",
-    "RECONNECT_WAIT",
-    "REPLAY_MODEL",
-    "SLOW_FACTOR",
-    "SLOW_MARGIN",
-    "Divergence",
-    "DivergenceKind",
-    "Pace",
-    "ReplayReport",
     "assert_replays",
-    "default_answer_timeout",
     "replay",
 ]
 
@@ -119,7 +81,8 @@ async def replay(
     from livebridge import profiles
     from livebridge.emulator import Emulator
     from livebridge.errors import SessionEndedError
-    from livebridge.live.session import LiveSession, SessionOptions
+    from livebridge.live.options import SessionOptions
+    from livebridge.live.session import LiveSession
 
     if not isinstance(recording, Recording):
         recording = read_recording(recording)

@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from livebridge.recording.record import Recording
+from livebridge.recording.read import Recording
 
 __all__ = [
     "MAX_GAP",

@@ -30,6 +30,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import anyio
 from anyio.abc import TaskStatus
 
+from livebridge.calls.observers import LeaseChanged, LeaseEvent, Observer, emit
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import (
     ConversationBusyError,
@@ -39,12 +40,10 @@ from livebridge.errors import (
     TransportClosed,
     UsageError,
 )
-from livebridge.live import resume
-from livebridge.live.connectors import Connector
-from livebridge.live.protocol import ProtocolOptions
-from livebridge.live.skeleton import LiveProtocol
-from livebridge.live.transport import Transport
-from livebridge.observe.observers import LeaseChanged, LeaseEvent, Observer, emit
+from livebridge.protocol import resume
+from livebridge.protocol.actions import ProtocolOptions
+from livebridge.protocol.base import Connector, LiveProtocol
+from livebridge.protocol.transport import Transport
 from livebridge.store.base import Store, new_owner
 from livebridge.store.journal import Journal
 

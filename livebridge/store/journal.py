@@ -42,9 +42,9 @@ import anyio
 
 from livebridge.calls import outcomes, payloads
 from livebridge.calls.call import Call, Outcome
+from livebridge.calls.observers import Observer, StoreOperation, emit
 from livebridge.calls.repeats import classify
 from livebridge.errors import LeaseLostError, StoreError
-from livebridge.observe.observers import Observer, StoreOperation, emit
 from livebridge.store.base import (
     Entry,
     HandleRecord,

@@ -1,5 +1,5 @@
 from livebridge import Call, Outcome, Recorder
-from livebridge.observe.observers import BatchStarted, Observer, emit
+from livebridge.calls.observers import BatchStarted, Observer, emit
 
 
 def test_outcome_error_flag() -> None:

@@ -24,7 +24,7 @@ from livebridge import (
     ToolError,
     ToolRegistry,
 )
-from livebridge.observe.observers import BatchSettled, BatchStarted, CallSettled, CallStarted
+from livebridge.calls.observers import BatchSettled, BatchStarted, CallSettled, CallStarted
 
 
 class FakeClock:

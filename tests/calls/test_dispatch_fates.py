@@ -15,8 +15,8 @@ import anyio
 from prometheus_client import CollectorRegistry
 
 from livebridge import Call, CallPolicy, Dispatcher, Outcome, Recorder, ToolRegistry
+from livebridge.calls.observers import CallSettled, CallStarted, Event
 from livebridge.observe.metrics import PrometheusObserver
-from livebridge.observe.observers import CallSettled, CallStarted, Event
 from tests.depth import TOO_DEEP_FOR_ANY_PYTHON
 
 

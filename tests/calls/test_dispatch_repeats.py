@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from livebridge import Call, CallContext, CallPolicy, Dispatcher, ToolError, ToolRegistry
 from livebridge.calls.call import OutcomeKind
-from livebridge.calls.ledger import CallLedger, LiveCall
+from livebridge.calls.ledger import CallLedger
+from livebridge.calls.lives import LiveCall
 from livebridge.calls.repeats import (
     MAX_IDS_PER_REQUEST,
     PRUNE_ABOVE,

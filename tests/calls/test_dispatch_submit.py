@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from livebridge import Call, CallPolicy, Dispatcher, Outcome, Recorder, ToolRegistry
-from livebridge.observe.observers import BatchStarted, CallSettled, CallStarted
+from livebridge.calls.observers import BatchStarted, CallSettled, CallStarted
 
 
 def tools() -> tuple[ToolRegistry, dict[str, int], dict[str, anyio.Event]]:

@@ -4,7 +4,9 @@ from typing import Any
 import pytest
 
 from livebridge.calls.call import Behavior, Call, Outcome, Partial
-from livebridge.calls.ledger import CallLedger, CallState, LedgerError, LiveCall, Notice, Outgoing
+from livebridge.calls.ledger import CallLedger
+from livebridge.calls.lives import CallState, LiveCall, Notice, Outgoing
+from livebridge.errors import LedgerError
 from livebridge.vendors.gemini import answers as gemini_live
 
 

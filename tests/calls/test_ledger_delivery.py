@@ -8,11 +8,11 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from livebridge.calls import frames
-from livebridge.calls.ledger import Outgoing
-from livebridge.live.transport import ToolAnswers
+from livebridge.calls import frame_budget
+from livebridge.calls.lives import Outgoing
+from livebridge.protocol.transport import ToolAnswers
 from livebridge.vendors.gemini import answers as gemini_live
-from livebridge.vendors.gemini.frames import encode_client
+from livebridge.vendors.gemini.client_frames import encode_client
 from tests.calls.test_ledger import blocking, new_ledger, non_blocking, ok, send, sent_ids
 
 # -- acknowledgement: could the model have seen an answer? -------------------------------------
@@ -147,7 +147,7 @@ def test_random_batches_always_encode_within_the_frame_budget(
     budget: int, batches: list[tuple[bool, list[int], str]]
 ) -> None:
     # CallPolicy guarantees this much room per call of a batch
-    budget = max(budget, frames.BYTES_PER_CALL * max(len(sizes) for _, sizes, _ in batches))
+    budget = max(budget, frame_budget.BYTES_PER_CALL * max(len(sizes) for _, sizes, _ in batches))
     ledger = new_ledger(max_frame_bytes=budget)
     expected: list[str] = []
     for number, (is_blocking, sizes, shape) in enumerate(batches):

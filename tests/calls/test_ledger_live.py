@@ -13,7 +13,7 @@ import anyio
 
 import livebridge
 from livebridge.emulator import Conversation, Emulator
-from livebridge.live.events import SessionEvent, ToolCallSettled, TurnComplete
+from livebridge.protocol.events import SessionEvent, ToolCallSettled, TurnComplete
 from tests.session_helpers import client_messages, collect_until, errors, of_type, open_session
 
 

@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from livebridge.calls.call import Behavior, Call, Outcome, OutcomeKind, Partial
-from livebridge.calls.ledger import CallLedger, LedgerError, LiveCall, Outgoing, Via
+from livebridge.calls.ledger import CallLedger
+from livebridge.calls.lives import LiveCall, Outgoing, Via
+from livebridge.errors import LedgerError
 from livebridge.vendors.gemini import answers as gemini_live
 
 TOOLS: dict[str, tuple[Behavior, bool]] = {

@@ -7,7 +7,7 @@ import asyncio
 import anyio
 import pytest
 
-from livebridge.calls.threads import LocalSlots
+from livebridge.calls.sync_handlers import LocalSlots
 
 
 async def test_a_slot_given_back_goes_to_the_first_waiter_not_to_a_newcomer() -> None:

@@ -5,6 +5,7 @@ import msgspec
 import pytest
 
 from livebridge.calls import payloads
+from livebridge.errors import UnserializableResult
 
 
 def test_small_output_is_plain_json() -> None:
@@ -35,7 +36,7 @@ def test_truncation_fits_the_budget(value: Any, expected_type: type[Any]) -> Non
 
 
 def test_unserializable_output() -> None:
-    with pytest.raises(payloads.UnserializableResult, match="object"):
+    with pytest.raises(UnserializableResult, match="object"):
         payloads.output(object(), 1000)
 
 
@@ -51,7 +52,7 @@ def test_error_payload_caps_the_message() -> None:
     [float("nan"), float("inf"), {"rows": [1.0, {"x": float("-inf")}]}, [None, float("nan")]],
 )
 def test_nan_and_infinity_are_unserializable_not_null(value: Any) -> None:
-    with pytest.raises(payloads.UnserializableResult, match="NaN or Infinity"):
+    with pytest.raises(UnserializableResult, match="NaN or Infinity"):
         payloads.output(value, 1000)
 
 

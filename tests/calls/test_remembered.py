@@ -23,8 +23,10 @@ from livebridge import Call, CallContext, CallPolicy, Dispatcher, ToolRegistry
 from livebridge.calls.answered import ANSWER_OVERHEAD
 from livebridge.calls.call import Outcome
 from livebridge.calls.keys import RequestKeys
-from livebridge.calls.ledger import FATES_KEPT, CallLedger, LedgerError, LiveCall
+from livebridge.calls.ledger import FATES_KEPT, CallLedger
+from livebridge.calls.lives import LiveCall
 from livebridge.calls.repeats import PRUNE_ABOVE
+from livebridge.errors import LedgerError
 from livebridge.vendors.gemini import answers as gemini_live
 
 CALLS_PER_TURN = 8

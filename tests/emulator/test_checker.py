@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from livebridge.emulator import SEVERITIES, VIOLATION_KINDS, Conversation, Emulator
+from livebridge.emulator.contract import TRANSITIONS, Ending, Thresholds, Violation, move
 from livebridge.emulator.gemini import checker
-from livebridge.emulator.gemini.checker import TRANSITIONS, Checker, Thresholds, Violation, move
+from livebridge.emulator.gemini.checker import Checker
 from livebridge.errors import LocalProtocolError
 from livebridge.vendors.gemini import wire
 
@@ -294,7 +295,7 @@ def test_opaque_error_payloads(response: dict[str, Any], opaque: bool) -> None:
     ],
 )
 def test_how_the_connection_ended_decides_the_verdict(
-    ending: checker.Ending, read: bool, expected: list[tuple[str, str]]
+    ending: Ending, read: bool, expected: list[tuple[str, str]]
 ) -> None:
     checker_, _, found = offline_checker()
     batch = checker_.issue([("c0", "f", {}, True), ("c1", "f", {}, False)])

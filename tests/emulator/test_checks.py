@@ -11,7 +11,7 @@ from google.genai import errors, live, types
 
 import livebridge
 from livebridge.emulator import Emulator
-from livebridge.live.events import SessionEvent, ToolCallSettled, TurnComplete
+from livebridge.protocol.events import SessionEvent, ToolCallSettled, TurnComplete
 from tests.session_helpers import collect_until, open_session
 
 from .helpers import MODEL, answer, next_message, tool_call, until_turn_complete, weather_config

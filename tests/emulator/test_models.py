@@ -15,7 +15,8 @@ from google.genai import types
 from websockets.exceptions import ConnectionClosed
 
 from livebridge.emulator import Emulator
-from livebridge.emulator.gemini.checker import Checker, Violation
+from livebridge.emulator.contract import Violation
+from livebridge.emulator.gemini.checker import Checker
 from livebridge.vendors.gemini import wire
 from tests.emulator.helpers import (
     answer,

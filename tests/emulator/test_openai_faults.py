@@ -10,7 +10,8 @@ from openai.types.realtime import ResponseOutputItemDoneEvent
 from websockets.exceptions import ConnectionClosedError
 
 from livebridge.cli.emulator import parse_faults
-from livebridge.emulator import Conversation, Emulator, Faults, ScenarioError, scenario_from_steps
+from livebridge.emulator import Conversation, Emulator, Faults, scenario_from_steps
+from livebridge.errors import ScenarioError
 
 from .openai_helpers import MODEL, ask, calls, configure, done, kinds, response, until
 

@@ -21,7 +21,7 @@ from livebridge.emulator.contract import Violation
 from livebridge.emulator.history import ENTRY_OVERHEAD, Ledger, footprint
 from livebridge.emulator.shared import Shared
 from livebridge.errors import UsageError
-from livebridge.live.events import TurnComplete
+from livebridge.protocol.events import TurnComplete
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until, open_session
 
 TURNS = 60

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from livebridge.emulator import Emulator, ScenarioError, load_scenario, scenario_from_steps
+from livebridge.emulator import Emulator, load_scenario, scenario_from_steps
 from livebridge.emulator.steps import STEP_TYPES
+from livebridge.errors import ScenarioError
 
 from .helpers import MODEL, raw_connect, recv_json, recv_until, tool_call, weather_config
 

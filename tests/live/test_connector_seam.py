@@ -18,11 +18,10 @@ import livebridge
 from livebridge import LiveSession
 from livebridge.calls.tools import ToolRegistry
 from livebridge.emulator import Conversation, Emulator
-from livebridge.live.connectors import Connector
-from livebridge.live.events import Resumed, TextOut, TurnComplete
-from livebridge.live.protocol import ProtocolOptions
-from livebridge.live.skeleton import LiveProtocol
-from livebridge.live.transport import Transport
+from livebridge.protocol.actions import ProtocolOptions
+from livebridge.protocol.base import Connector, LiveProtocol
+from livebridge.protocol.events import Resumed, TextOut, TurnComplete
+from livebridge.protocol.transport import Transport
 from livebridge.vendors.gemini.connector import GeminiConnector
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until
 

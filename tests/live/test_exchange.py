@@ -10,7 +10,8 @@ import anyio
 from livebridge import ToolRegistry
 from livebridge.emulator import Emulator
 from livebridge.emulator.scenario import Conversation
-from livebridge.live.events import (
+from livebridge.live.exchange import ExchangeTracker
+from livebridge.protocol.events import (
     AudioOut,
     Closed,
     SessionEvent,
@@ -19,7 +20,6 @@ from livebridge.live.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.live.exchange import ExchangeTracker
 
 from ..session_helpers import of_type, open_session
 

@@ -13,7 +13,7 @@ import pytest
 import livebridge
 from livebridge import CallContext, CallPolicy, LiveSession, SessionOptions, ToolError
 from livebridge.emulator import Conversation, Emulator
-from livebridge.live.events import (
+from livebridge.protocol.events import (
     Closed,
     GoAway,
     Interrupted,
@@ -24,7 +24,7 @@ from livebridge.live.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.live.transport import TransportKind
+from livebridge.protocol.transport import TransportKind
 from tests.session_helpers import (
     MODEL,
     TEXT_CONFIG,

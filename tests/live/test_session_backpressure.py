@@ -13,8 +13,8 @@ import livebridge
 from livebridge import SessionOptions
 from livebridge.emulator import Conversation, Emulator
 from livebridge.emulator.faults import Faults
-from livebridge.live.outbox import Outbox
-from livebridge.live.transport import Audio, Text
+from livebridge.protocol.outbox import Outbox
+from livebridge.protocol.transport import Audio, Text
 from tests.session_helpers import open_session
 
 LIMIT = 64 * 1024

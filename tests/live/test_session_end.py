@@ -18,7 +18,7 @@ import livebridge
 from livebridge import SessionOptions
 from livebridge.emulator import Conversation, Emulator
 from livebridge.errors import SessionClosedError, SessionEndedError
-from livebridge.live.events import Closed, SessionEvent
+from livebridge.protocol.events import Closed, SessionEvent
 from tests.session_helpers import open_session
 
 Ending = Callable[[Conversation, Emulator], Awaitable[None]]

@@ -17,11 +17,11 @@ from prometheus_client import CollectorRegistry
 
 import livebridge
 from livebridge import SessionOptions
+from livebridge.calls.observers import CallOrphaned, Recorder
 from livebridge.emulator import Conversation, Emulator
 from livebridge.errors import SessionEndedError
-from livebridge.live.events import Closed, SessionEvent, ToolCallSettled, ToolCallStarted
 from livebridge.observe.metrics import PrometheusObserver
-from livebridge.observe.observers import CallOrphaned, Recorder
+from livebridge.protocol.events import Closed, SessionEvent, ToolCallSettled, ToolCallStarted
 from tests.session_helpers import collect_until, of_type, open_session
 
 Script = Callable[[Conversation, Emulator], Awaitable[None]]

@@ -15,7 +15,7 @@ import anyio
 
 import livebridge
 from livebridge.emulator import Emulator
-from livebridge.live.events import Interrupted, SessionEvent, ToolCallSettled, ToolCallStarted
+from livebridge.protocol.events import Interrupted, SessionEvent, ToolCallSettled, ToolCallStarted
 from tests.session_helpers import client_messages, collect_until, open_session
 
 

@@ -20,7 +20,7 @@ import pytest
 import livebridge
 from livebridge import CallPolicy, LiveSession
 from livebridge.emulator import Conversation, Emulator
-from livebridge.live.events import SessionEvent, TextOut, ToolCallSettled, ToolCallStarted
+from livebridge.protocol.events import SessionEvent, TextOut, ToolCallSettled, ToolCallStarted
 from tests.live.vendor_sessions import VENDORS, Vendor, open_vendor_session, settled_turn
 from tests.session_helpers import collect_until, of_type
 

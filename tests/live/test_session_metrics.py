@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry
 import livebridge
 from livebridge import LiveSession, ToolError
 from livebridge.emulator import Conversation, Emulator
-from livebridge.live.events import Resumed, TextOut, ToolCallStarted
 from livebridge.observe.metrics import PrometheusObserver
+from livebridge.protocol.events import Resumed, TextOut, ToolCallStarted
 from tests.session_helpers import MODEL, TEXT_CONFIG, client_messages, collect_until, errors
 
 

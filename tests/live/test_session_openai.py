@@ -13,8 +13,10 @@ from prometheus_client import CollectorRegistry
 
 import livebridge
 from livebridge import LiveSession, SessionOptions, ToolError
+from livebridge.calls.observers import MessageSeen, Recorder
 from livebridge.emulator import Conversation, Emulator
-from livebridge.live.events import (
+from livebridge.observe.metrics import PrometheusObserver
+from livebridge.protocol.events import (
     ErrorReported,
     Interrupted,
     Resumed,
@@ -23,9 +25,7 @@ from livebridge.live.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.live.transport import TransportKind
-from livebridge.observe.metrics import PrometheusObserver
-from livebridge.observe.observers import MessageSeen, Recorder
+from livebridge.protocol.transport import TransportKind
 from tests.session_helpers import collect_until, errors, of_type
 
 MODEL = "gpt-realtime"

@@ -8,10 +8,11 @@ import asyncio
 import pytest
 
 import livebridge
+from livebridge.calls.observers import CallOrphaned, Recorder
 from livebridge.emulator import Emulator
 from livebridge.emulator.openai_live import LiveOptions, LiveServerSession
 from livebridge.errors import SessionEndedError
-from livebridge.live.events import (
+from livebridge.protocol.events import (
     Closed,
     ErrorReported,
     TextOut,
@@ -19,7 +20,6 @@ from livebridge.live.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.observe.observers import CallOrphaned, Recorder
 from tests.emulator.openai_live_helpers import MODEL, open_live, outputs, sent, server_errors
 from tests.session_helpers import collect_until, of_type
 

@@ -18,7 +18,7 @@ import livebridge
 from livebridge.emulator import Emulator
 from livebridge.emulator.openai_live import LiveOptions, LiveServerSession
 from livebridge.errors import SessionEndedError
-from livebridge.live.events import ErrorReported, SessionEvent, ToolCallSettled
+from livebridge.protocol.events import ErrorReported, SessionEvent, ToolCallSettled
 from tests.emulator.openai_live_helpers import MODEL, open_live, outputs, sent
 
 SEEDS = range(40)

@@ -14,7 +14,7 @@ import livebridge
 from livebridge import CallContext, LiveSession, SessionOptions
 from livebridge.emulator import Conversation, Emulator
 from livebridge.emulator.gemini import checker
-from livebridge.live.events import (
+from livebridge.protocol.events import (
     TextOut,
     ToolCallSettled,
     ToolCallStarted,

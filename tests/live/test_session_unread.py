@@ -11,10 +11,10 @@ from prometheus_client import CollectorRegistry
 
 import livebridge
 from livebridge import SessionOptions
+from livebridge.calls.observers import CallSettled, Recorder
 from livebridge.emulator import Conversation, Emulator
-from livebridge.live.events import EventsDropped, ToolCallSettled, TurnComplete
 from livebridge.observe.metrics import PrometheusObserver
-from livebridge.observe.observers import CallSettled, Recorder
+from livebridge.protocol.events import EventsDropped, ToolCallSettled, TurnComplete
 from tests.session_helpers import collect_until, open_session
 
 TURNS, CALLS = 100, 16

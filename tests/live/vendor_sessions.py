@@ -8,7 +8,7 @@ from typing import Any, Literal
 import livebridge
 from livebridge import LiveSession
 from livebridge.emulator import Emulator
-from livebridge.live.events import SessionEvent, TurnComplete
+from livebridge.protocol.events import SessionEvent, TurnComplete
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until
 
 Vendor = Literal["gemini", "openai"]

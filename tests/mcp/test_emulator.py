@@ -6,7 +6,7 @@ from typing import Any
 
 import livebridge
 from livebridge.emulator import Emulator, RuleModel
-from livebridge.live.events import ToolCallSettled, TurnComplete
+from livebridge.protocol.events import ToolCallSettled, TurnComplete
 from tests.mcp.test_stdio import server
 from tests.session_helpers import collect_until, of_type, open_session
 

@@ -18,10 +18,10 @@ from prometheus_client import CollectorRegistry
 
 import livebridge
 from livebridge.emulator import Conversation, Emulator
-from livebridge.live.events import TextOut
 from livebridge.mcp import MCPServer
 from livebridge.mcp.connection import connection_for
 from livebridge.observe.metrics import PrometheusObserver
+from livebridge.protocol.events import TextOut
 from tests.mcp.test_stdio import wait_for_mark
 from tests.session_helpers import client_messages, collect_until, errors, open_session
 

@@ -13,13 +13,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import livebridge
+from livebridge.calls.observers import CallSettled, Recorder
 from livebridge.emulator import Conversation, Emulator
-from livebridge.live.events import TextOut
 from livebridge.mcp import MCPServer
 from livebridge.mcp.connection import connection_for
 from livebridge.observe.metrics import PrometheusObserver
-from livebridge.observe.observers import CallSettled, Recorder
 from livebridge.observe.trace import TraceObserver
+from livebridge.protocol.events import TextOut
 from tests.session_helpers import client_messages, collect_until, errors, open_session
 
 SERVER = str(Path(__file__).with_name("server.py"))

@@ -11,7 +11,7 @@ import pytest
 import livebridge
 from livebridge import LiveSession
 from livebridge.emulator import Emulator
-from livebridge.live.events import ToolCallSettled, TurnComplete
+from livebridge.protocol.events import ToolCallSettled, TurnComplete
 from livebridge.store import MemoryStore
 from livebridge.store.base import request_digest
 from tests.mcp.test_stdio import server

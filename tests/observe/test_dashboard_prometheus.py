@@ -1,5 +1,5 @@
 """The Grafana dashboard is importable as is, and every query in it returns data from a real
-Prometheus that scraped ``livebridge.observe.metrics.serve()`` while the workload ran."""
+Prometheus that scraped ``livebridge.observe.scrape.serve()`` while the workload ran."""
 
 from __future__ import annotations
 
@@ -17,14 +17,15 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from livebridge.calls.call import DedupReason
-from livebridge.observe.metrics import REJECTION_REASONS, PrometheusObserver, serve
-from livebridge.observe.observers import (
+from livebridge.calls.observers import (
     LeaseChanged,
     SessionClosed,
     SessionOpened,
     StoreOperation,
     TurnMeasured,
 )
+from livebridge.observe.metrics import REJECTION_REASONS, PrometheusObserver
+from livebridge.observe.scrape import serve
 from livebridge.phone.bridge import (
     BargedIn,
     CallAnswered,

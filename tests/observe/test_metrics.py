@@ -15,14 +15,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from livebridge.calls.call import Call, Outcome
-from livebridge.observe.metrics import (
-    MAX_FUNCTION_LABELS,
-    SECONDS_BUCKETS,
-    PrometheusObserver,
-    asgi_app,
-    serve,
-)
-from livebridge.observe.observers import (
+from livebridge.calls.observers import (
     AnswerSent,
     BatchStarted,
     CallSettled,
@@ -31,6 +24,8 @@ from livebridge.observe.observers import (
     SessionClosed,
     SessionOpened,
 )
+from livebridge.observe.metrics import MAX_FUNCTION_LABELS, SECONDS_BUCKETS, PrometheusObserver
+from livebridge.observe.scrape import asgi_app, serve
 from tests.workloads import drive_workload
 
 

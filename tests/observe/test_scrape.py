@@ -16,8 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.metrics_core import Metric
 
-from livebridge.observe.metrics import serve
-from livebridge.observe.scrape import RENDERS, Request, parse_head
+from livebridge.observe.scrape import RENDERS, Request, parse_head, serve
 from tests.prometheus_server import PrometheusServer
 
 ATTACKERS = 300  # a third silent, a third with half a request line, a third trickling headers

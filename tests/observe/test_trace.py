@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from livebridge.calls.call import Call, Outcome
-from livebridge.observe.observers import BatchStarted, CallOrphaned, CallSettled
+from livebridge.calls.observers import BatchStarted, CallOrphaned, CallSettled
 from livebridge.observe.trace import TraceObserver, cap_utf8
 from tests.workloads import TURNS, drive_workload
 

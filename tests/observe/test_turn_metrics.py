@@ -9,9 +9,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from livebridge import LiveSession, ToolRegistry
+from livebridge.calls.observers import Recorder, TurnMeasured
 from livebridge.emulator import Emulator
 from livebridge.observe.metrics import PrometheusObserver
-from livebridge.observe.observers import Recorder, TurnMeasured
 
 from ..session_helpers import MODEL, TEXT_CONFIG
 

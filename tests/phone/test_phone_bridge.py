@@ -13,11 +13,11 @@ import anyio
 import pytest
 import pytest_asyncio
 
+from livebridge.calls.observers import CallOrphaned, CallSettled, CallStarted, Recorder
 from livebridge.calls.tools import ToolRegistry
 from livebridge.demo.phone import GOODBYE, QUESTION, PhoneScript, phone_line, phone_tools
 from livebridge.emulator import Emulator
 from livebridge.live.options import SessionOptions
-from livebridge.observe.observers import CallOrphaned, CallSettled, CallStarted, Recorder
 from livebridge.phone.bridge import BargedIn, CallEnded, DtmfPressed, FrameSkipped, PhoneEvent
 from livebridge.phone.caller import SimulatedCaller, speech, tone
 from livebridge.phone.playout import FRAME_BYTES

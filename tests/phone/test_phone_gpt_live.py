@@ -17,10 +17,10 @@ import anyio
 import pytest
 import pytest_asyncio
 
+from livebridge.calls.observers import CallSettled, Recorder
 from livebridge.calls.tools import ToolRegistry
 from livebridge.demo.phone import GOODBYE, QUESTION, LivePhoneScript, phone_line, phone_tools
 from livebridge.emulator import Emulator
-from livebridge.observe.observers import CallSettled, Recorder
 from livebridge.phone.agent import GPT_LIVE_PHONE_CONFIG, PhoneAgent, vendor_config
 from livebridge.phone.bridge import CallEnded, ModelAnswered, PhoneEvent
 from livebridge.phone.caller import SimulatedCaller, speech

@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 import livebridge
 from livebridge import RecordingError, SessionOptions
+from livebridge.calls.observers import Recorder, RecordingTruncated
 from livebridge.emulator import Conversation, Emulator
-from livebridge.live import secrets
-from livebridge.live.events import SessionEvent, ToolCallSettled, TurnComplete
-from livebridge.observe.observers import Recorder, RecordingTruncated
 from livebridge.observe.trace import TraceObserver
-from livebridge.recording.record import FORMAT_VERSION, read_recording, restore_audio
+from livebridge.protocol import secrets
+from livebridge.protocol.events import SessionEvent, ToolCallSettled, TurnComplete
+from livebridge.recording.read import FORMAT_VERSION, read_recording, restore_audio
 from tests.session_helpers import collect_until, open_session
 
 SHIPPED = Path(__file__).parent.parent / "data" / "demo_recording.jsonl"
@@ -116,14 +116,14 @@ async def test_a_gzip_recording_keeps_audio_when_asked(tmp_path: Path) -> None:
     recording = read_recording(str(path))
     sent = [e.data["msg"] for e in recording.entries if e.ev == "send"]
     blobs = [m["realtimeInput"]["audio"] for m in sent if "audio" in m.get("realtimeInput", {})]
-    assert livebridge.vendors.gemini.wire.b64decode(blobs[0]["data"]) == bytes(range(256)) * 4
+    assert livebridge.vendors.gemini.b64decode(blobs[0]["data"]) == bytes(range(256)) * 4
 
 
 def test_reduced_audio_is_restored_as_silence_of_the_recorded_length() -> None:
     blob = {"inlineData": {"mimeType": "audio/pcm;rate=24000", "dataBytes": 6}}
     restored = restore_audio({"serverContent": {"modelTurn": {"parts": [blob]}}})
     data = restored["serverContent"]["modelTurn"]["parts"][0]["inlineData"]["data"]
-    assert livebridge.vendors.gemini.wire.b64decode(data) == bytes(6)
+    assert livebridge.vendors.gemini.b64decode(data) == bytes(6)
 
 
 def lines_of_shipped() -> list[str]:

@@ -13,9 +13,9 @@ import pytest
 
 import livebridge
 from livebridge import RecordingError, SessionOptions
+from livebridge.calls.observers import Recorder, RecordingFailed
 from livebridge.emulator import Conversation, Emulator
-from livebridge.live.events import Closed, SessionEvent, ToolCallSettled
-from livebridge.observe.observers import Recorder, RecordingFailed
+from livebridge.protocol.events import Closed, SessionEvent, ToolCallSettled
 from tests.session_helpers import collect_until, of_type, open_session
 
 TURNS = 12

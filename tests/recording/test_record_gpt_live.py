@@ -12,9 +12,9 @@ import livebridge
 from livebridge import LiveSession, SessionOptions
 from livebridge.emulator import Emulator
 from livebridge.emulator.openai_live import LiveServerSession
-from livebridge.live.events import TurnComplete
 from livebridge.observe.trace import TraceObserver
-from livebridge.recording.record import read_recording
+from livebridge.protocol.events import TurnComplete
+from livebridge.recording.read import read_recording
 from tests.cli.test_cli_errors import one_line_failure
 from tests.emulator.openai_live_helpers import MODEL
 from tests.recording.test_replay_cli import livebridge_replay

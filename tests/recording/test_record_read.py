@@ -18,8 +18,13 @@ import pytest
 from livebridge import RecordingError
 from livebridge.cli.main import main
 from livebridge.emulator.gemini import replay as emulator_replay
-from livebridge.recording.read import MAX_BLANK_LINES, MAX_LINE_BYTES, MAX_RATIO, RATIO_FLOOR
-from livebridge.recording.record import read_recording
+from livebridge.recording.read import (
+    MAX_BLANK_LINES,
+    MAX_LINE_BYTES,
+    MAX_RATIO,
+    RATIO_FLOOR,
+    read_recording,
+)
 from livebridge.recording.replay import replay
 from tests.cli.test_cli_errors import one_line_failure
 from tests.recording.test_replay_cli import livebridge_replay

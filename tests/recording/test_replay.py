@@ -10,15 +10,14 @@ import anyio
 import pytest
 
 from livebridge.emulator import Emulator
-from livebridge.recording.record import read_recording
-from livebridge.recording.replay import (
+from livebridge.recording.read import read_recording
+from livebridge.recording.replay import assert_replays, replay
+from livebridge.recording.report import (
     MIN_ANSWER_TIMEOUT,
     RECONNECT_WAIT,
     SLOW_FACTOR,
     SLOW_MARGIN,
-    assert_replays,
     default_answer_timeout,
-    replay,
 )
 from tests.replay_tools import a_recording, answer, broken_weather, demo_tools, replaced, tool_call
 

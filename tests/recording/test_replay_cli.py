@@ -18,7 +18,7 @@ from livebridge.cli.main import main
 from livebridge.demo import FAST_PACE
 from livebridge.demo.driver import CONFIG, MODEL, run_demo
 from livebridge.emulator import Emulator
-from livebridge.recording.record import FORMAT_VERSION, read_recording
+from livebridge.recording.read import FORMAT_VERSION, read_recording
 from livebridge.recording.replay import assert_replays
 from tests.emulator.helpers import environment_lines
 from tests.emulator.test_cli import CLI

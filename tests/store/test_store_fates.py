@@ -10,10 +10,10 @@ import pytest
 import redis.asyncio
 
 from livebridge import LiveSession, ModelNotFoundError
+from livebridge.calls.observers import Recorder, StoreOperation
 from livebridge.emulator import Emulator
 from livebridge.errors import LeaseLostError
-from livebridge.live.events import TurnComplete
-from livebridge.observe.observers import Recorder, StoreOperation
+from livebridge.protocol.events import TurnComplete
 from livebridge.store import Entry, Journal, MemoryStore, RedisStore
 from livebridge.store.journal import MAX_DEFERRED
 from tests.redis_server import RedisServer, redis_server

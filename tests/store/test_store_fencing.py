@@ -16,10 +16,10 @@ import redis.asyncio
 
 from livebridge import LiveSession, ToolRegistry
 from livebridge.calls.call import Outcome
+from livebridge.calls.observers import LeaseChanged, Recorder, SessionClosed
 from livebridge.emulator import Emulator
 from livebridge.errors import ConversationBusyError, LeaseLostError
-from livebridge.live.events import Closed, ToolCallStarted, TurnComplete
-from livebridge.observe.observers import LeaseChanged, Recorder, SessionClosed
+from livebridge.protocol.events import Closed, ToolCallStarted, TurnComplete
 from livebridge.store import Entry, Journal, MemoryStore, PostgresStore, RedisStore, Store
 from livebridge.store.base import request_digest
 from tests.postgres_server import PostgresServer, postgres_server, prefix

@@ -19,7 +19,7 @@ from livebridge.calls.call import Call
 from livebridge.calls.dispatch import Dispatcher
 from livebridge.emulator import Emulator
 from livebridge.errors import UsageError
-from livebridge.live.events import ToolCallSettled, TurnComplete
+from livebridge.protocol.events import ToolCallSettled, TurnComplete
 from livebridge.store import RedisLimiter
 from tests.redis_server import RedisServer, redis_server
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until, errors, of_type

@@ -12,10 +12,10 @@ import anyio
 import pytest
 
 from livebridge import LiveSession
+from livebridge.calls.observers import LeaseChanged, Recorder
 from livebridge.emulator import Emulator
 from livebridge.errors import ConversationBusyError, LeaseLostError, StoreUnavailableError
-from livebridge.live.events import Closed, TurnComplete
-from livebridge.observe.observers import LeaseChanged, Recorder
+from livebridge.protocol.events import Closed, TurnComplete
 from livebridge.store import Entry, HandleRecord, PostgresStore
 from tests.postgres_server import PostgresServer, postgres_server, prefix
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until

@@ -15,11 +15,11 @@ from prometheus_client import CollectorRegistry
 
 import livebridge
 from livebridge import LiveSession
+from livebridge.calls.observers import LeaseChanged, Recorder, StoreOperation
 from livebridge.emulator import Emulator
 from livebridge.errors import ConversationBusyError, UsageError
-from livebridge.live.events import ToolCallSettled, TurnComplete
 from livebridge.observe.metrics import PrometheusObserver
-from livebridge.observe.observers import LeaseChanged, Recorder, StoreOperation
+from livebridge.protocol.events import ToolCallSettled, TurnComplete
 from livebridge.store import Entry, MemoryStore, RedisStore, Store
 from livebridge.store.base import request_digest
 from tests.redis_server import RedisServer, redis_server

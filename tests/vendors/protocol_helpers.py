@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from livebridge.calls.tools import ToolRegistry
-from livebridge.live.protocol import Output
+from livebridge.protocol.actions import Output
 
 
 def registry(*, reminders: bool = False) -> ToolRegistry:

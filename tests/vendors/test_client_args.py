@@ -5,8 +5,8 @@ from __future__ import annotations
 import livebridge
 from livebridge import LiveSession, ToolRegistry
 from livebridge.emulator import Emulator
-from livebridge.live.events import TextOut
-from livebridge.live.transport import MAX_MESSAGE_BYTES
+from livebridge.protocol.events import TextOut
+from livebridge.protocol.transport import MAX_MESSAGE_BYTES
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until
 
 

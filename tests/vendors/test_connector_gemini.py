@@ -12,8 +12,8 @@ import livebridge
 from livebridge import FrameTooLargeError, LiveSession
 from livebridge.emulator import Conversation, Emulator
 from livebridge.errors import TransportClosed
-from livebridge.live.events import Resumed, TextOut, TurnComplete
-from livebridge.live.secrets import RedactingFilter
+from livebridge.protocol.events import Resumed, TextOut, TurnComplete
+from livebridge.protocol.secrets import RedactingFilter
 from livebridge.vendors.gemini.connector import GeminiConnector
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until, open_session
 

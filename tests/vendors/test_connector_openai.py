@@ -15,8 +15,8 @@ import livebridge
 from livebridge import LiveSession
 from livebridge.emulator import Conversation, Emulator
 from livebridge.errors import LiveSessionError, ModelNotFoundError, UsageError
-from livebridge.live.connectors import connector_for, vendor_of
-from livebridge.live.events import ToolCallSettled, TurnComplete
+from livebridge.live.vendors import connector_for, vendor_of
+from livebridge.protocol.events import ToolCallSettled, TurnComplete
 from livebridge.vendors.gemini.connector import GeminiConnector
 from livebridge.vendors.openai.connector import OpenAIConnector, session_config
 from tests.session_helpers import collect_until, errors, of_type
@@ -147,8 +147,8 @@ async def test_the_sdk_transport_answers_calls_like_the_wire_one() -> None:
 
 def test_the_shell_loads_no_sdk_until_a_client_needs_one() -> None:
     code = (
-        "import sys, livebridge.live.session, livebridge.live.connectors\n"
-        "import livebridge.live.protocol\n"
+        "import sys, livebridge.live.session, livebridge.live.vendors\n"
+        "import livebridge.protocol.actions\n"
         "print(sorted(m for m in ('openai', 'google.genai') if m in sys.modules))"
     )
     result = subprocess.run(

@@ -10,7 +10,7 @@ from google import genai
 
 import livebridge
 from livebridge.errors import ConnectionLostError, ServerError
-from livebridge.live.resume import classify_close
+from livebridge.protocol.resume import classify_close
 from livebridge.vendors.gemini.protocol import GeminiLiveProtocol
 
 

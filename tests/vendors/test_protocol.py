@@ -12,8 +12,27 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from livebridge.calls.call import Call, Outcome
-from livebridge.calls.ledger import Outgoing
-from livebridge.live.events import (
+from livebridge.calls.lives import Outgoing
+from livebridge.calls.observers import (
+    CallOrphaned,
+    MessageSeen,
+    SessionClosed,
+    SessionOpened,
+)
+from livebridge.errors import ConnectionStateError
+from livebridge.protocol.actions import (
+    CancelCalls,
+    ConnectionEvent,
+    ConnectionState,
+    ConnectionTable,
+    Finish,
+    Notify,
+    ProtocolOptions,
+    Reconnect,
+    RunCalls,
+    SwitchConnection,
+)
+from livebridge.protocol.events import (
     AudioOut,
     Closed,
     GoAway,
@@ -25,28 +44,9 @@ from livebridge.live.events import (
     ToolCallSettled,
     ToolCallStarted,
     TurnComplete,
-)
-from livebridge.live.protocol import (
-    CancelCalls,
-    ConnectionEvent,
-    ConnectionState,
-    ConnectionStateError,
-    ConnectionTable,
-    Finish,
-    Notify,
-    ProtocolOptions,
-    Reconnect,
-    RunCalls,
-    SwitchConnection,
-)
-from livebridge.live.transport import Audio, Text
-from livebridge.observe.observers import (
-    CallOrphaned,
-    MessageSeen,
-    SessionClosed,
-    SessionOpened,
     record_of,
 )
+from livebridge.protocol.transport import Audio, Text
 from livebridge.vendors.gemini import wire
 from livebridge.vendors.gemini.protocol import GeminiLiveProtocol
 from tests.depth import TOO_DEEP_FOR_ANY_PYTHON

@@ -15,8 +15,8 @@ import pytest
 
 from livebridge import ToolRegistry
 from livebridge.calls.call import Call
-from livebridge.live.protocol import ConfirmCalls, RunCalls
-from livebridge.live.transport import Signal, Text
+from livebridge.protocol.actions import ConfirmCalls, RunCalls
+from livebridge.protocol.transport import Signal, Text
 from livebridge.vendors.gemini import wire
 from livebridge.vendors.gemini.protocol import GeminiLiveProtocol
 from tests.vendors.protocol_helpers import of

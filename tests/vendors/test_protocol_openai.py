@@ -11,14 +11,24 @@ import msgspec
 import pytest
 
 from livebridge.calls.call import Outcome, UnreadableArguments
-from livebridge.calls.ledger import Outgoing
+from livebridge.calls.lives import Outgoing
+from livebridge.calls.observers import CallOrphaned, CallSettled, MessageSeen
 from livebridge.errors import (
     ConnectionLostError,
     LiveSessionError,
     MalformedMessageError,
     ServiceReportedError,
 )
-from livebridge.live.events import (
+from livebridge.protocol.actions import (
+    CancelCalls,
+    Finish,
+    Notify,
+    Output,
+    ProtocolOptions,
+    Reconnect,
+    RunCalls,
+)
+from livebridge.protocol.events import (
     AudioOut,
     Closed,
     ErrorReported,
@@ -31,17 +41,7 @@ from livebridge.live.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.live.protocol import (
-    CancelCalls,
-    Finish,
-    Notify,
-    Output,
-    ProtocolOptions,
-    Reconnect,
-    RunCalls,
-)
-from livebridge.live.transport import Audio, Frames, Signal, Text
-from livebridge.observe.observers import CallOrphaned, CallSettled, MessageSeen
+from livebridge.protocol.transport import Audio, Frames, Signal, Text
 from livebridge.vendors.openai import wire as openai_wire
 from livebridge.vendors.openai.calls import (
     MAX_HELD_ARGUMENT_CHARS,

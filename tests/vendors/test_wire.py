@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from google.genai import _live_converters, types
 
-from livebridge.emulator.gemini.connection import cap_reason
+from livebridge.emulator.shared import cap_reason
+from livebridge.errors import WireError
+from livebridge.protocol.encoding import b64decode, b64encode
 from livebridge.vendors.gemini import wire
 from livebridge.vendors.gemini.wire import parse_duration
 from tests.depth import TOO_DEEP_FOR_ANY_PYTHON
@@ -176,16 +178,16 @@ def test_user_data_keeps_its_casing() -> None:
     ],
 )
 def test_malformed_client_frames_get_the_service_reason(frame: str, reason: str) -> None:
-    with pytest.raises(wire.WireError) as error:
+    with pytest.raises(WireError) as error:
         wire.decode_client(frame)
     assert error.value.reason == reason
 
 
 def test_base64_standard_and_url_safe() -> None:
-    assert wire.b64decode("_9g=") == wire.b64decode("/9g=") == wire.b64decode("/9g") == b"\xff\xd8"
-    assert wire.b64decode(wire.b64encode(b"\x00\xfe\xff")) == b"\x00\xfe\xff"
-    with pytest.raises(wire.WireError):
-        wire.b64decode("**")
+    assert b64decode("_9g=") == b64decode("/9g=") == b64decode("/9g") == b"\xff\xd8"
+    assert b64decode(b64encode(b"\x00\xfe\xff")) == b"\x00\xfe\xff"
+    with pytest.raises(WireError):
+        b64decode("**")
 
 
 def test_encoding_omits_defaults_and_uses_camel_case() -> None:

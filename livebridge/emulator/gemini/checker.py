@@ -21,14 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from livebridge.emulator.contract import (
-    HELD_ANSWERS_SECONDS,
-    SERIAL_GAP_SECONDS,
     TRANSITIONS,
     Answer,
     CallChecker,
     CallEvent,
     CallRecord,
-    CallState,
     Ending,
     Severity,
     Thresholds,
@@ -40,21 +37,9 @@ from livebridge.vendors.gemini import wire
 
 __all__ = [
     "AUDIO_IN_FLIGHT",
-    "HELD_ANSWERS_SECONDS",
-    "SERIAL_GAP_SECONDS",
     "SEVERITIES",
-    "TRANSITIONS",
     "VIOLATION_KINDS",
-    "Answer",
-    "CallEvent",
-    "CallRecord",
-    "CallState",
     "Checker",
-    "Ending",
-    "Severity",
-    "Thresholds",
-    "Violation",
-    "move",
 ]
 
 #: Every kind of violation the checker reports, with its severity. An error breaks the contract

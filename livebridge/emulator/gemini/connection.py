@@ -20,27 +20,19 @@ from typing import Any
 from websockets.asyncio.server import ServerConnection
 
 from livebridge import profiles
-from livebridge.emulator.base import FRAME_SECONDS, INTERNAL_ERROR, MAX_WAITING_TURNS
-from livebridge.emulator.frames import Rejection, read_frame
-from livebridge.emulator.gemini.checker import CallRecord, Checker
-from livebridge.emulator.gemini.turns import DEADLINE_EXPIRED, CallsOnInterrupt, ModelTurns
-from livebridge.emulator.shared import Report, Shared, TranscriptEntry, UserTurn, cap_reason
+from livebridge.emulator.contract import CallRecord
+from livebridge.emulator.gemini.checker import Checker
+from livebridge.emulator.gemini.turns import ModelTurns
+from livebridge.emulator.judging import Rejection, read_frame
+from livebridge.emulator.shared import Report, Shared, UserTurn
 from livebridge.emulator.speech import spoken
-from livebridge.emulator.voice import VoiceActivity, tone
+from livebridge.emulator.voice import VoiceActivity
+from livebridge.errors import WireError
+from livebridge.protocol.encoding import b64decode
 from livebridge.vendors.gemini import wire
 
 __all__ = [
-    "DEADLINE_EXPIRED",
-    "FRAME_SECONDS",
-    "INTERNAL_ERROR",
-    "MAX_WAITING_TURNS",
-    "CallsOnInterrupt",
     "EmulatedSession",
-    "Report",
-    "TranscriptEntry",
-    "UserTurn",
-    "cap_reason",
-    "tone",
 ]
 
 MEDIA_CHUNKS_DEPRECATED = (
@@ -318,8 +310,8 @@ class EmulatedSession(ModelTurns):
     async def _on_audio(self, raw: dict[str, Any], blob: wire.Blob) -> None:
         self.checker.on_audio(raw)
         try:
-            pcm = wire.b64decode(blob.data)
-        except wire.WireError as error:
+            pcm = b64decode(blob.data)
+        except WireError as error:
             await self._reject(error.reason, raw)
             return
         seconds = len(pcm) / 2 / wire.audio_rate(blob.mime_type, INPUT_AUDIO_RATE)

@@ -33,7 +33,7 @@ import msgspec
 
 from livebridge.emulator.scenario import Conversation
 from livebridge.emulator.shared import Shared
-from livebridge.recording.record import Entry, Recording, read_recording, restore_audio
+from livebridge.recording.read import Entry, Recording, read_recording, restore_audio
 from livebridge.recording.report import (
     MAX_GAP,
     SHOWN_DIFFERENCES,

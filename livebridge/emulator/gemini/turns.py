@@ -20,6 +20,7 @@ from livebridge.emulator.base import FRAME_SECONDS, Connection, frame_count, pac
 from livebridge.emulator.gemini.checker import Checker
 from livebridge.emulator.shared import Report, Shared, new_call_id, usage_metadata
 from livebridge.emulator.voice import tone
+from livebridge.protocol.encoding import b64encode
 from livebridge.vendors.gemini import wire
 
 __all__ = ["DEADLINE_EXPIRED", "CallsOnInterrupt", "ModelTurns"]
@@ -191,7 +192,7 @@ class ModelTurns(Connection):
         for index in range(frame_count(seconds)):
             if self.generation != generation or self.floor_owner != owner:
                 return
-            blob = wire.Blob(mime_type=blob_mime, data=wire.b64encode(frame))
+            blob = wire.Blob(mime_type=blob_mime, data=b64encode(frame))
             content = wire.ServerContent(
                 model_turn=wire.Content(parts=[wire.Part(inline_data=blob)], role="model")
             )

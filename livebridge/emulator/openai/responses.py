@@ -23,15 +23,16 @@ from typing import Any, Literal
 import msgspec
 from websockets.asyncio.server import ServerConnection
 
-from livebridge.emulator.base import FRAME_SECONDS, MAX_WAITING_TURNS, Connection, frame_count, pace
+from livebridge.emulator.base import FRAME_SECONDS, Connection, frame_count, pace
 from livebridge.emulator.openai import codec
 from livebridge.emulator.openai.checker import RealtimeChecker, ResponseKind
-from livebridge.emulator.shared import ScenarioError, Shared, UserTurn
+from livebridge.emulator.shared import Shared, UserTurn
 from livebridge.emulator.speech import spoken
 from livebridge.emulator.voice import tone
+from livebridge.errors import ScenarioError
 from livebridge.vendors.gemini import wire
 
-__all__ = ["FRAME_SECONDS", "MAX_ITEMS", "MAX_WAITING_TURNS", "ModelOutput", "Origin"]
+__all__ = ["MAX_ITEMS", "ModelOutput", "Origin"]
 
 #: Conversation items remembered for ``retrieve``/``truncate``/``delete``; past this the oldest
 #: is forgotten (asking for it then gets ``item_not_found``).

@@ -34,10 +34,10 @@ from websockets.exceptions import ConnectionClosed
 from livebridge import profiles
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import MalformedMessageError, TransportClosed, UsageError
-from livebridge.live import resume, secrets
-from livebridge.live.options import CONNECT_SECONDS
-from livebridge.live.protocol import ProtocolOptions
-from livebridge.live.transport import (
+from livebridge.protocol import resume, secrets
+from livebridge.protocol.actions import ProtocolOptions
+from livebridge.protocol.transport import (
+    CONNECT_SECONDS,
     Audio,
     ClientItem,
     Frames,
@@ -46,14 +46,18 @@ from livebridge.live.transport import (
     Transport,
     TransportKind,
 )
-from livebridge.live.websocket import CLOSE_SECONDS as CLOSE_SECONDS
-from livebridge.live.websocket import close as _close
-from livebridge.live.websocket import closed as _closed
-from livebridge.live.websocket import host_of, opening_timed_out, shrink_tls_read_buffer
-from livebridge.live.websocket import ping_behind as _ping_behind
+from livebridge.protocol.websocket import CLOSE_SECONDS as CLOSE_SECONDS
+from livebridge.protocol.websocket import close as _close
+from livebridge.protocol.websocket import closed as _closed
+from livebridge.protocol.websocket import (
+    host_of,
+    opening_timed_out,
+    shrink_tls_read_buffer,
+)
+from livebridge.protocol.websocket import ping_behind as _ping_behind
 from livebridge.vendors.gemini import wire
 from livebridge.vendors.gemini.answers import to_sdk
-from livebridge.vendors.gemini.frames import encode_client
+from livebridge.vendors.gemini.client_frames import encode_client
 from livebridge.vendors.gemini.protocol import GeminiLiveProtocol
 
 __all__ = [
@@ -61,7 +65,6 @@ __all__ = [
     "SdkTransport",
     "WireTransport",
     "live_config",
-    "shrink_tls_read_buffer",
 ]
 
 

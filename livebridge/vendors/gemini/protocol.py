@@ -4,7 +4,7 @@ The shell (``livebridge.live.session``) feeds it what happened, with the time as
 decoded server messages (``receive``), connections opened and lost, results of handlers, the
 app's input; it answers with session events for the app and actions for the shell (run these
 calls, cancel these, switch connection, reconnect or finish). ``LiveProtocol``
-(``livebridge.live.skeleton``) holds what every vendor shares: the turn counter, the resumption
+(``livebridge.protocol.base``) holds what every vendor shares: the turn counter, the resumption
 handle, the connection state table and the call ledger; this class reads Gemini's messages, so a
 message carrying audio, a transcript and ``turnComplete`` at once is tested with plain calls.
 
@@ -35,11 +35,23 @@ import msgspec
 
 from livebridge import profiles
 from livebridge.calls.call import Behavior, Call
-from livebridge.calls.ledger import LiveCall, Outgoing, Via
+from livebridge.calls.lives import LiveCall, Outgoing, Via
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import ConnectionLostError, LivebridgeError, LiveSessionError
-from livebridge.live import resume
-from livebridge.live.events import (
+from livebridge.protocol import resume
+from livebridge.protocol.actions import (
+    CancelCalls,
+    ConfirmCalls,
+    Finish,
+    Output,
+    ProtocolOptions,
+    Reconnect,
+    RunCalls,
+    SwitchConnection,
+)
+from livebridge.protocol.base import LiveProtocol, log
+from livebridge.protocol.encoding import b64decode
+from livebridge.protocol.events import (
     AudioOut,
     Closed,
     GoAway,
@@ -50,22 +62,12 @@ from livebridge.live.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.live.protocol import (
-    CancelCalls,
-    ConfirmCalls,
-    Finish,
-    Output,
-    ProtocolOptions,
-    Reconnect,
-    RunCalls,
-    SwitchConnection,
-)
-from livebridge.live.resume import CloseDecision
-from livebridge.live.skeleton import LiveProtocol, log
-from livebridge.live.transport import ClientItem, Frames, Signal, Text, ToolAnswers
+from livebridge.protocol.resume import CloseDecision
+from livebridge.protocol.transport import ClientItem, Frames, Signal, Text, ToolAnswers
 from livebridge.vendors.gemini import answers as gemini_live
 from livebridge.vendors.gemini import wire
-from livebridge.vendors.gemini.frames import client_kinds
+from livebridge.vendors.gemini.client_frames import client_kinds
+from livebridge.vendors.gemini.recording import GeminiWire
 
 __all__ = ["NAMELESS_PREFIX", "GeminiLiveProtocol"]
 
@@ -80,6 +82,9 @@ class GeminiLiveProtocol(LiveProtocol):
     client_kinds = staticmethod(client_kinds)
     #: Microphone audio rate when the app names none (any rate is accepted: the frame says it).
     INPUT_RATE = 16_000
+
+    def recording_codec(self) -> GeminiWire:
+        return GeminiWire()
 
     def __init__(
         self,
@@ -199,7 +204,7 @@ class GeminiLiveProtocol(LiveProtocol):
                 blob = part.inline_data
                 if blob is not None and blob.data:
                     self._model_output(now)
-                    out.append(AudioOut(wire.b64decode(blob.data), wire.audio_rate(blob.mime_type)))
+                    out.append(AudioOut(b64decode(blob.data), wire.audio_rate(blob.mime_type)))
                 if part.text and not part.thought:
                     self._model_output(now)
                     out.append(TextOut(part.text))

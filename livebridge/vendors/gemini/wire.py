@@ -13,8 +13,6 @@ the module-level functions. The small parsers every Live component shares (``par
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from functools import lru_cache
 from typing import Any, Final
@@ -33,10 +31,7 @@ __all__ = [
     "DEFAULT_AUDIO_RATE",
     "MAX_DEPTH",
     "TOO_DEEP",
-    "WireError",
     "audio_rate",
-    "b64decode",
-    "b64encode",
     "camel",
     "convert_client",
     "decode_client",
@@ -259,25 +254,6 @@ def convert_client(message: dict[str, Any]) -> ClientMessage:
 def decode_client(data: bytes | str) -> ClientMessage:
     """Parse and type-check one client frame in either casing."""
     return convert_client(decode_client_json(data))
-
-
-def b64decode(data: str) -> bytes:
-    """Decode standard or URL-safe base64, padded or not."""
-    try:
-        return msgspec.convert(data, bytes)  # standard base64, what the service sends: fast path
-    except msgspec.ValidationError:
-        pass
-    text = data.replace("-", "+").replace("_", "/")
-    text += "=" * (-len(text) % 4)
-    try:
-        return base64.b64decode(text, validate=True)
-    except binascii.Error:
-        raise WireError("Invalid value: invalid base64 data") from None
-
-
-def b64encode(data: bytes) -> str:
-    """Standard base64, as the service sends it."""
-    return base64.b64encode(data).decode("ascii")
 
 
 _UNKNOWN = re.compile(

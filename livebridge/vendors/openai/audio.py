@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from livebridge.live.events import AudioOut
-from livebridge.live.transport import Frames
-from livebridge.vendors.gemini import wire
+from livebridge.protocol.encoding import b64decode
+from livebridge.protocol.events import AudioOut
+from livebridge.protocol.transport import Frames
 from livebridge.vendors.openai import wire as openai_wire
 
 __all__ = ["G711_RATE", "Speech"]
@@ -56,8 +56,8 @@ class Speech:
         if not delta:
             return None
         if self._g711_out:
-            return AudioOut(wire.b64decode(delta), G711_RATE, "pcmu")
-        return AudioOut(wire.b64decode(delta), openai_wire.OUTPUT_RATE)
+            return AudioOut(b64decode(delta), G711_RATE, "pcmu")
+        return AudioOut(b64decode(delta), openai_wire.OUTPUT_RATE)
 
     def truncate(self, played: float) -> Frames | None:
         """``conversation.item.truncate`` of the latest assistant audio at ``played`` seconds."""

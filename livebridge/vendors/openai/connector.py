@@ -40,11 +40,15 @@ from livebridge.errors import (
     TransportClosed,
     UsageError,
 )
-from livebridge.live import resume, secrets
-from livebridge.live.options import CONNECT_SECONDS
-from livebridge.live.protocol import ProtocolOptions
-from livebridge.live.transport import MAX_MESSAGE_BYTES, ClientItem, TransportKind
-from livebridge.live.websocket import (
+from livebridge.protocol import resume, secrets
+from livebridge.protocol.actions import ProtocolOptions
+from livebridge.protocol.transport import (
+    CONNECT_SECONDS,
+    MAX_MESSAGE_BYTES,
+    ClientItem,
+    TransportKind,
+)
+from livebridge.protocol.websocket import (
     FrameTransport,
     close,
     closed,

@@ -14,7 +14,7 @@ from livebridge.errors import (
     ServerError,
     ServiceReportedError,
 )
-from livebridge.live import resume
+from livebridge.protocol import resume
 from livebridge.vendors.openai import wire as openai_wire
 
 __all__ = ["classify_close", "service_error"]

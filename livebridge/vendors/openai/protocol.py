@@ -1,6 +1,6 @@
 """``OpenAIRealtimeProtocol``: one OpenAI Realtime (GA) conversation as a sans-I/O state machine.
 
-The same skeleton as ``GeminiLiveProtocol`` (``livebridge.live.skeleton.LiveProtocol``):
+The same skeleton as ``GeminiLiveProtocol`` (``livebridge.protocol.base.LiveProtocol``):
 decoded server events (``openai_wire.ServerEvent``) and the time in, session events and actions
 out. What differs, and why:
 
@@ -59,10 +59,13 @@ import msgspec
 
 from livebridge.calls import outcomes, payloads
 from livebridge.calls.call import Call, Outcome, Partial
-from livebridge.calls.ledger import LiveCall, Outgoing
+from livebridge.calls.lives import LiveCall, Outgoing
+from livebridge.calls.observers import CallSettled
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import ConnectionLostError, LivebridgeError, RemoteProtocolError
-from livebridge.live.events import (
+from livebridge.protocol.actions import Notify, Output, ProtocolOptions, RunCalls
+from livebridge.protocol.base import LiveProtocol, log
+from livebridge.protocol.events import (
     ErrorReported,
     InputTranscript,
     Interrupted,
@@ -72,11 +75,8 @@ from livebridge.live.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.live.protocol import Notify, Output, ProtocolOptions, RunCalls
-from livebridge.live.resume import CloseDecision
-from livebridge.live.skeleton import LiveProtocol, log
-from livebridge.live.transport import ClientItem, Frames
-from livebridge.observe.observers import CallSettled
+from livebridge.protocol.resume import CloseDecision
+from livebridge.protocol.transport import ClientItem, Frames
 from livebridge.vendors.openai import wire as openai_wire
 from livebridge.vendors.openai.audio import Speech
 from livebridge.vendors.openai.calls import HeldCall, Repeat, ResponseCalls

@@ -26,7 +26,7 @@ import itertools
 from collections.abc import Iterable
 from typing import Any
 
-from livebridge.live.transport import Frames
+from livebridge.protocol.transport import Frames
 
 __all__ = ["CREATE_PREFIX", "Continuation"]
 

@@ -24,7 +24,7 @@ import msgspec
 from livebridge.calls import payloads
 from livebridge.calls.call import Behavior, Outcome, Partial, Scheduling
 from livebridge.errors import MalformedMessageError
-from livebridge.live.transport import Audio, ClientItem, Frames, Signal, Text, ToolAnswers
+from livebridge.protocol.transport import Audio, ClientItem, Frames, Signal, Text, ToolAnswers
 
 __all__ = [
     "INPUT_RATE",

@@ -29,11 +29,15 @@ from livebridge.errors import (
     TransportClosed,
     UsageError,
 )
-from livebridge.live import resume, secrets
-from livebridge.live.options import CONNECT_SECONDS
-from livebridge.live.protocol import ProtocolOptions
-from livebridge.live.transport import MAX_MESSAGE_BYTES, TransportKind
-from livebridge.live.websocket import FrameTransport, closed, host_of, opening_timed_out
+from livebridge.protocol import resume, secrets
+from livebridge.protocol.actions import ProtocolOptions
+from livebridge.protocol.transport import CONNECT_SECONDS, MAX_MESSAGE_BYTES, TransportKind
+from livebridge.protocol.websocket import (
+    FrameTransport,
+    closed,
+    host_of,
+    opening_timed_out,
+)
 from livebridge.vendors.openai_live import delegation, wire
 from livebridge.vendors.openai_live.config import session_config
 from livebridge.vendors.openai_live.delegation import Delegation

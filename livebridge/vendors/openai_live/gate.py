@@ -27,7 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from livebridge.live.transport import Frames
+from livebridge.protocol.transport import Frames
 
 __all__ = ["CREATE_PREFIX", "OUTPUT_PREFIX", "RESERVE", "Budget", "Gate"]
 

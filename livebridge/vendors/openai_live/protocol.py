@@ -41,14 +41,17 @@ import msgspec
 from livebridge.calls import payloads
 from livebridge.calls.call import Behavior, Call, Outcome, Partial, Scheduling
 from livebridge.calls.fields import parse_arguments
-from livebridge.calls.ledger import LiveCall, Outgoing
+from livebridge.calls.lives import LiveCall, Outgoing
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import (
     ConnectionLostError,
     LivebridgeError,
     ServiceReportedError,
 )
-from livebridge.live.events import (
+from livebridge.protocol.actions import CancelCalls, Output, ProtocolOptions, RunCalls
+from livebridge.protocol.base import LiveProtocol, log
+from livebridge.protocol.encoding import b64decode
+from livebridge.protocol.events import (
     AudioOut,
     ErrorReported,
     InputTranscript,
@@ -57,14 +60,12 @@ from livebridge.live.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from livebridge.live.protocol import CancelCalls, Output, ProtocolOptions, RunCalls
-from livebridge.live.resume import CloseDecision
-from livebridge.live.skeleton import LiveProtocol, log
-from livebridge.live.transport import ClientItem, Frames, Text
-from livebridge.vendors.gemini import wire as gemini_wire
+from livebridge.protocol.resume import CloseDecision
+from livebridge.protocol.transport import ClientItem, Frames, Text
 from livebridge.vendors.openai.protocol import usage_tokens
 from livebridge.vendors.openai_live import delegation, wire
 from livebridge.vendors.openai_live.gate import OUTPUT_PREFIX, Budget, Gate
+from livebridge.vendors.openai_live.recording import GptLiveWire
 from livebridge.vendors.openai_live.voice import VoiceTrack
 
 __all__ = ["BUFFER_FULL", "OUTPUTS_REQUIRED", "GptLiveProtocol", "answer"]
@@ -134,6 +135,9 @@ class GptLiveProtocol(LiveProtocol):
     def wire_name(self) -> str:
         return "gpt-live"
 
+    def recording_codec(self) -> GptLiveWire:
+        return GptLiveWire()
+
     @property
     def idle(self) -> bool:
         return self.ledger.idle and not self.gate.owed and not self._resend
@@ -178,7 +182,7 @@ class GptLiveProtocol(LiveProtocol):
         if kind == "response.event" and message.event is not None:
             self._backend(message.delegation_id, message.event, now, out)
         elif kind == "session.output_audio.delta" and message.delta:
-            self._output_audio(gemini_wire.b64decode(message.delta), now, out)
+            self._output_audio(b64decode(message.delta), now, out)
         elif kind == "session.output_transcript.delta" and message.delta:
             self._model_output(now)
             out.append(OutputTranscript(message.delta))

@@ -15,9 +15,9 @@ from typing import Any, Final
 
 import msgspec
 
-from livebridge.live.transport import ClientItem
-from livebridge.observe.trace import Redact
-from livebridge.vendors.gemini import wire as gemini_wire
+from livebridge.protocol.base import Redact
+from livebridge.protocol.encoding import b64decode
+from livebridge.protocol.transport import ClientItem
 from livebridge.vendors.openai_live import wire
 
 __all__ = ["NAME", "GptLiveWire"]
@@ -46,7 +46,7 @@ class GptLiveWire:
         """Reduce audio and redact calls and answers, in place."""
         field = _AUDIO.get(str(message.get("type")))
         if field is not None and not keep_audio and isinstance(message.get(field), str):
-            message["audioBytes"] = len(gemini_wire.b64decode(message.pop(field)))
+            message["audioBytes"] = len(b64decode(message.pop(field)))
         item = (message.get("event") or {}).get("item") or message.get("item")
         if not isinstance(item, dict):
             return

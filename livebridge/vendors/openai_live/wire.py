@@ -18,7 +18,7 @@ from typing import Any, Final
 import msgspec
 
 from livebridge.errors import MalformedMessageError
-from livebridge.live.transport import Audio, ClientItem, Frames, Signal, Text, ToolAnswers
+from livebridge.protocol.transport import Audio, ClientItem, Frames, Signal, Text, ToolAnswers
 
 __all__ = [
     "INPUT_RATE",

@@ -13,7 +13,7 @@ from livebridge.errors import (
     ServerError,
     SessionNotFoundError,
 )
-from livebridge.live.resume import (
+from livebridge.protocol.resume import (
     backoff,
     classify_close,
     keepalive_settings,

@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from livebridge.live import resume
-from livebridge.live.transport import (
+from livebridge.protocol import resume
+from livebridge.protocol.transport import (
     MAX_MESSAGE_BYTES,
     Audio,
     ClientItem,

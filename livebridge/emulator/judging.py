@@ -10,6 +10,7 @@ from websockets.exceptions import ConnectionClosed
 
 from livebridge.emulator.contract import Ending
 from livebridge.emulator.shared import MAX_FRAME_BYTES
+from livebridge.errors import WireError
 from livebridge.vendors.gemini import wire
 
 __all__ = ["Rejection", "ending_of", "read_frame"]
@@ -41,13 +42,13 @@ def read_frame(
         return record, Rejection("frame_too_large", reason, record)
     try:
         raw = wire.decode_client_json(frame)
-    except wire.WireError as error:
+    except WireError as error:
         text = frame if isinstance(frame, str) else frame.decode("utf-8", "replace")
         record = {"invalid": text[:1000]}
         return record, Rejection("malformed_message", error.reason, record)
     try:
         message = wire.convert_client(raw)
-    except wire.WireError as error:
+    except WireError as error:
         return raw, Rejection("malformed_message", error.reason, raw)
     if len(raw) != 1:
         names = ", ".join(wire.snake(name) for name in raw)

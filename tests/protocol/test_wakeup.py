@@ -1,7 +1,7 @@
 import anyio
 import pytest
 
-from livebridge.live.wakeup import Wakeup
+from livebridge.protocol.wakeup import Wakeup
 
 
 async def test_a_set_before_the_wait_is_consumed_by_the_next_wait() -> None:

@@ -2,7 +2,7 @@
 
 A session receives decoded server messages it never looks into (the connector's protocol reads
 them) and sends the few ``ClientItem``s below, so the socket work behind a ``Transport`` can be
-swapped (``livebridge.live.connectors`` builds them). Each vendor's transport frames the items in
+swapped (``livebridge.live.vendors`` builds them). Each vendor's transport frames the items in
 its own words (``livebridge.vendors.<vendor>``); nothing here knows a vendor. Every way a
 connection ends surfaces as ``TransportClosed(code, reason)``; a frame that does not decode
 surfaces as ``MalformedMessageError`` and the connection goes on (both from ``livebridge.errors``,
@@ -14,23 +14,26 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias
-
-from livebridge.errors import MalformedMessageError, TransportClosed
+from typing import Any, Final, Literal, Protocol, TypeAlias
 
 __all__ = [
+    "CONNECT_SECONDS",
     "MAX_MESSAGE_BYTES",
+    "TLS_READ_BUFFER",
     "Audio",
     "ClientItem",
     "Frames",
-    "MalformedMessageError",
     "Signal",
     "Text",
     "ToolAnswers",
     "Transport",
-    "TransportClosed",
     "TransportKind",
 ]
+
+#: The TLS read buffer each connection gets in place of asyncio's 256 KiB (0 keeps asyncio's).
+TLS_READ_BUFFER: Final = 8 * 1024
+#: How long opening one connection may take, handshake and session setup together.
+CONNECT_SECONDS: Final = 10.0
 
 #: ``wire``: msgspec on the SDK's websocket (fast); ``sdk``: the SDK's own receive/send.
 TransportKind = Literal["wire", "sdk"]

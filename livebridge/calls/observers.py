@@ -1,8 +1,9 @@
 """Lifecycle events of calls, turns and sessions, delivered to observers.
 
 A session's own life has one vocabulary: the app's ``Resumed`` and ``Closed`` events. The
-observers' ``Reconnected`` and ``SessionClosed`` are their views (``record_of``), made by the
-session shell as it delivers them; nothing emits them a second time.
+observers' ``Reconnected`` and ``SessionClosed`` are their views
+(``livebridge.protocol.events.record_of``), made by the session shell as it delivers them;
+nothing emits them a second time.
 
 The core emits these and knows nothing of what listens: metrics, traces and the app's own
 hooks are all observers. An observer that raises is logged and never disturbs a call.
@@ -16,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias
 
 from livebridge.calls.call import Behavior, Call, Outcome
-from livebridge.live.events import Closed, Resumed
 
 __all__ = [
     "AnswerSent",
@@ -40,11 +40,10 @@ __all__ = [
     "StoreOperation",
     "TurnMeasured",
     "emit",
-    "record_of",
 ]
 
 
-log = logging.getLogger("livebridge.observe.observers")
+log = logging.getLogger("livebridge.calls.observers")
 
 Direction = Literal["sent", "received"]
 
@@ -226,16 +225,6 @@ Event: TypeAlias = (
     | StoreOperation
     | LeaseChanged
 )
-
-
-def record_of(event: object, session_id: str | None) -> Event | None:
-    """The observers' view of an app event, if it has one: ``Resumed`` is a ``Reconnected``,
-    ``Closed`` a ``SessionClosed``."""
-    if isinstance(event, Closed):
-        return SessionClosed(session_id, event.reason)
-    if isinstance(event, Resumed):
-        return Reconnected(session_id, event.reason)
-    return None
 
 
 class Observer(Protocol):

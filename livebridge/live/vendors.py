@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from contextlib import AbstractAsyncContextManager
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import UsageError
-from livebridge.live.options import CONNECT_SECONDS, TLS_READ_BUFFER
-from livebridge.live.protocol import ProtocolOptions
-from livebridge.live.skeleton import LiveProtocol
-from livebridge.live.transport import Transport, TransportKind
 from livebridge.profiles import ModelProfile
+from livebridge.protocol.base import Connector
+from livebridge.protocol.transport import CONNECT_SECONDS, TLS_READ_BUFFER, TransportKind
 
 if TYPE_CHECKING:
     from livebridge.vendors.gemini.connector import GeminiConnector
@@ -29,7 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "VENDORS",
-    "Connector",
     "GeminiConnector",
     "OpenAIConnector",
     "connector_for",
@@ -55,23 +51,6 @@ _SYNC_CLIENTS: Final = {
     "openai.AzureOpenAI": "openai.AsyncOpenAI",
     "openai.OpenAI": "openai.AsyncOpenAI",
 }
-
-
-class Connector(Protocol):
-    """Opens one Live connection at a time for a session, and names the protocol it speaks."""
-
-    def protocol(
-        self, tools: ToolRegistry, options: ProtocolOptions, *, observed: bool
-    ) -> LiveProtocol:
-        """A new protocol state machine for the messages this connector's transports yield."""
-        ...
-
-    def open(self, handle: str | None) -> AbstractAsyncContextManager[Transport]:
-        """Connect, resuming ``handle`` (None: a fresh session); leaving closes the connection.
-
-        Every way the connection fails or ends is raised as ``errors.TransportClosed``.
-        """
-        ...
 
 
 def _is(cls: type, spec: str) -> bool:

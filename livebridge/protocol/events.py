@@ -10,7 +10,8 @@ from typing import Any, Literal, TypeAlias
 import msgspec
 
 from livebridge.calls.call import Behavior, OutcomeKind
-from livebridge.live.wakeup import Waiters
+from livebridge.calls.observers import Event, Reconnected, SessionClosed
+from livebridge.protocol.wakeup import Waiters
 
 __all__ = [
     "DROPPABLE",
@@ -30,6 +31,7 @@ __all__ = [
     "ToolCallSettled",
     "ToolCallStarted",
     "TurnComplete",
+    "record_of",
 ]
 
 
@@ -374,3 +376,13 @@ class EventBuffer:
             self._pending_media += 1
         else:
             self._pending_control += 1
+
+
+def record_of(event: object, session_id: str | None) -> Event | None:
+    """The observers' view of an app event, if it has one: ``Resumed`` is a ``Reconnected``,
+    ``Closed`` a ``SessionClosed``."""
+    if isinstance(event, Closed):
+        return SessionClosed(session_id, event.reason)
+    if isinstance(event, Resumed):
+        return Reconnected(session_id, event.reason)
+    return None

@@ -3,7 +3,7 @@
 A protocol is sans-I/O: the shell feeds it decoded server messages, app input and the time, and
 it answers with session events (for the app), observer events and actions (for the shell).
 Nothing here awaits, reads a clock or touches a socket. The code every vendor's protocol shares
-on top of these is ``LiveProtocol`` (``livebridge.live.skeleton``).
+on top of these is ``LiveProtocol`` (``livebridge.protocol.base``).
 
 One connection at a time moves through this table (the only place the state changes; an event
 not in it raises ``ConnectionStateError`` and changes nothing)::
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
 from livebridge.calls.call import Call
+from livebridge.calls.observers import Event
 from livebridge.calls.payloads import DEFAULT_MAX_FRAME_BYTES
 from livebridge.errors import ConnectionStateError, LivebridgeError
-from livebridge.live import resume
-from livebridge.live.events import Closed, SessionEvent
-from livebridge.live.outbox import AudioPolicy
-from livebridge.observe.observers import Event
+from livebridge.protocol import resume
+from livebridge.protocol.events import Closed, SessionEvent
+from livebridge.protocol.outbox import AudioPolicy
 
 __all__ = [
     "Action",
@@ -34,7 +34,6 @@ __all__ = [
     "ConfirmCalls",
     "ConnectionEvent",
     "ConnectionState",
-    "ConnectionStateError",
     "ConnectionTable",
     "Finish",
     "Notify",

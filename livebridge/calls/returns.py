@@ -16,6 +16,7 @@ from livebridge.calls import outcomes, payloads
 from livebridge.calls.call import Call, Outcome, Partial, Result
 from livebridge.calls.plans import Pending
 from livebridge.calls.tools import Tool
+from livebridge.errors import UnserializableResult
 
 __all__ = ["Streamed", "deliver", "ended", "stream", "success"]
 
@@ -49,7 +50,7 @@ def success(call: Call, tool: Tool, value: Any, latency: float, max_result_bytes
         value, scheduling = value.value, value.scheduling or scheduling
     try:
         payload = payloads.output(value, max_result_bytes)
-    except payloads.UnserializableResult as exc:
+    except UnserializableResult as exc:
         return outcomes.failure(
             call, tool.name, exc, latency, expose=tool.expose_errors, sched=tool.scheduling
         )

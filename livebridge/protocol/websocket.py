@@ -13,8 +13,8 @@ import anyio
 from websockets.exceptions import ConnectionClosed
 
 from livebridge.errors import ConnectTimeoutError, TransportClosed
-from livebridge.live import resume
-from livebridge.live.transport import ClientItem
+from livebridge.protocol import resume
+from livebridge.protocol.transport import ClientItem
 
 __all__ = [
     "CLOSE_SECONDS",

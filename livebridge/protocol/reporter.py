@@ -13,17 +13,18 @@ import operator
 from collections.abc import Callable, Mapping
 
 from livebridge.calls.call import Behavior
-from livebridge.calls.ledger import CallLedger, Outgoing
-from livebridge.calls.tools import ToolRegistry
-from livebridge.live.events import ToolCallSettled
-from livebridge.live.protocol import Notify, Output
-from livebridge.observe.observers import (
+from livebridge.calls.ledger import CallLedger
+from livebridge.calls.lives import Outgoing
+from livebridge.calls.observers import (
     AnswerSent,
     CallOrphaned,
     Direction,
     MessageSeen,
     TurnMeasured,
 )
+from livebridge.calls.tools import ToolRegistry
+from livebridge.protocol.actions import Notify, Output
+from livebridge.protocol.events import ToolCallSettled
 
 __all__ = ["SEEN_BATCH", "Reporter"]
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from livebridge.calls.call import OutcomeKind
-from livebridge.live.events import (
+from livebridge.protocol.events import (
     AudioOut,
     Closed,
     EventBuffer,

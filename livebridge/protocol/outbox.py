@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Literal
 
-from livebridge.live.transport import Audio, ClientItem, Frames, Signal, Text, ToolAnswers
+from livebridge.protocol.transport import Audio, ClientItem, Frames, Signal, Text, ToolAnswers
 
 __all__ = ["AudioPolicy", "Outbox", "item_size"]
 

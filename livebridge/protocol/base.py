@@ -1,6 +1,6 @@
 """``LiveProtocol``: the skeleton every vendor's protocol fills in.
 
-A protocol is sans-I/O (``livebridge.live.protocol``): the shell feeds it decoded server
+A protocol is sans-I/O (``livebridge.protocol.actions``): the shell feeds it decoded server
 messages, app input and the time, and it answers with session events and actions. Most of that
 is the same on every vendor, so it is written once here: the connection table, the call ledger,
 the outbox, the reconnect budget and the reporter, and what is done with them when a connection
@@ -26,16 +26,17 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, ClassVar, Literal, Protocol
 
 from livebridge.calls.call import AnswerEncoder, Outcome, Partial
-from livebridge.calls.ledger import CallLedger, Outgoing
+from livebridge.calls.ledger import CallLedger
+from livebridge.calls.lives import Outgoing
+from livebridge.calls.observers import SessionOpened
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import LivebridgeError
-from livebridge.live.events import Closed, Resumed
-from livebridge.live.outbox import Outbox
-from livebridge.live.protocol import (
+from livebridge.protocol.actions import (
     CancelCalls,
     ConnectionState,
     ConnectionTable,
@@ -47,12 +48,16 @@ from livebridge.live.protocol import (
     Retries,
     ended_by_service,
 )
-from livebridge.live.report import Reporter
-from livebridge.live.resume import CloseDecision
-from livebridge.live.transport import ClientItem, Frames, Signal, Text
-from livebridge.observe.observers import SessionOpened
+from livebridge.protocol.events import Closed, Resumed
+from livebridge.protocol.outbox import Outbox
+from livebridge.protocol.reporter import Reporter
+from livebridge.protocol.resume import CloseDecision
+from livebridge.protocol.transport import ClientItem, Frames, Signal, Text, Transport
 
-__all__ = ["LiveProtocol"]
+__all__ = ["Connector", "LiveProtocol", "Redact", "WireCodec"]
+
+#: A hook that hides what a recording or a trace must not keep: ``(function, value) -> value``.
+Redact = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 #: The session's own log, where every protocol writes.
 log = logging.getLogger("livebridge.live.session")
@@ -73,6 +78,10 @@ class LiveProtocol(ABC):
         """The wire this protocol speaks, as a recording names it: the vendor's name, unless
         the vendor's client speaks more than one (GPT-Live on an OpenAI client)."""
         return self.vendor
+
+    def recording_codec(self) -> WireCodec | None:
+        """What a recording writes of this wire; None for a wire not recorded yet."""
+        return None
 
     def __init__(
         self,
@@ -201,7 +210,7 @@ class LiveProtocol(ABC):
         if orphaned:
             out.append(CancelCalls(orphaned))
         self._report.flush_seen(out)
-        out.append(closed)  # observers hear it as ``SessionClosed`` (``observers.record_of``)
+        out.append(closed)  # observers hear it as ``SessionClosed`` (``events.record_of``)
         return out
 
     # -- handlers and the writer -----------------------------------------------------------
@@ -356,3 +365,48 @@ class LiveProtocol(ABC):
 def _ends_user_turn(item: ClientItem) -> bool:
     """Text, or speech marked as ended: the model's answer is due from now."""
     return isinstance(item, Text) or (isinstance(item, Signal) and item.kind != "activity_start")
+
+
+class Connector(Protocol):
+    """Opens one Live connection at a time for a session, and names the protocol it speaks."""
+
+    def protocol(
+        self, tools: ToolRegistry, options: ProtocolOptions, *, observed: bool
+    ) -> LiveProtocol:
+        """A new protocol state machine for the messages this connector's transports yield."""
+        ...
+
+    def open(self, handle: str | None) -> AbstractAsyncContextManager[Transport]:
+        """Connect, resuming ``handle`` (None: a fresh session); leaving closes the connection.
+
+        Every way the connection fails or ends is raised as ``errors.TransportClosed``.
+        """
+        ...
+
+
+class WireCodec(Protocol):
+    """What a recording (``livebridge.recording``) writes of one vendor's wire; the vendor
+    gives its own through ``LiveProtocol.recording_codec``."""
+
+    @property
+    def name(self) -> str:
+        """The header's ``vendor``."""
+        ...
+
+    def server(self, message: Any) -> dict[str, Any]:
+        """A decoded server message as JSON-able builtins."""
+        ...
+
+    def client(self, item: ClientItem) -> list[dict[str, Any]]:
+        """The client messages that carry ``item``, one per frame."""
+        ...
+
+    def scrub(
+        self,
+        message: dict[str, Any],
+        *,
+        keep_audio: bool,
+        redact: Redact | None,
+    ) -> None:
+        """Reduce audio to its length (unless kept) and redact calls and answers, in place."""
+        ...
