@@ -71,7 +71,7 @@ from livebridge.calls.sync_handlers import LocalSlots, SlotLimiter, ThreadSlots,
 from livebridge.calls.tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
-    from livebridge.store.base import CallJournal, Ticket
+    from livebridge.calls.journaled import CallJournal, Ticket
 
 __all__ = ["ABANDON_GRACE", "Dispatcher", "OnPartial", "OnSettled"]
 

@@ -21,7 +21,7 @@ from livebridge.calls.tools import Tool
 from livebridge.errors import InvalidCallError
 
 if TYPE_CHECKING:
-    from livebridge.store.base import Ticket
+    from livebridge.calls.journaled import Ticket
 
 __all__ = [
     "ABANDON_GRACE",

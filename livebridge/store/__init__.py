@@ -17,13 +17,11 @@ from typing import TYPE_CHECKING, Any
 from livebridge.store.base import (
     DEFAULT_HANDLE_TTL,
     DEFAULT_LEASE_TTL,
-    CallJournal,
     Entry,
     HandleRecord,
     Lease,
     Snapshot,
     Store,
-    Ticket,
 )
 from livebridge.store.connector import StoreConnector
 from livebridge.store.journal import Journal
@@ -37,7 +35,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_HANDLE_TTL",
     "DEFAULT_LEASE_TTL",
-    "CallJournal",
     "Entry",
     "HandleRecord",
     "Journal",
@@ -49,7 +46,6 @@ __all__ = [
     "Snapshot",
     "Store",
     "StoreConnector",
-    "Ticket",
     "default_store",
 ]
 

@@ -37,20 +37,17 @@ import msgspec
 from livebridge.calls.call import OutcomeKind
 
 if TYPE_CHECKING:
-    from livebridge.calls.call import Call, Outcome
-    from livebridge.calls.tools import Tool
+    pass
 
 __all__ = [
     "DEFAULT_HANDLE_TTL",
     "DEFAULT_LEASE_TTL",
-    "CallJournal",
     "Entry",
     "EntryState",
     "HandleRecord",
     "Lease",
     "Snapshot",
     "Store",
-    "Ticket",
     "check_ttls",
     "key_digest",
     "lapsed",
@@ -193,36 +190,6 @@ class Store(Protocol):
 
     async def aclose(self) -> None:
         """Close connections; the stored state stays."""
-        ...
-
-
-class Ticket(Protocol):
-    """The journal's part in one call that runs: before the handler, and once answered."""
-
-    async def begin(self) -> None:
-        """Journal the call as started; raises ``StoreError`` (the handler must not run)."""
-        ...
-
-    def settled(self, outcome: Outcome) -> None:
-        """Journal the answer (deferred: never on the answer's critical path)."""
-        ...
-
-
-class CallJournal(Protocol):
-    """What the dispatcher asks a conversation's journal (``livebridge.store.journal``).
-
-    ``conversation`` and ``seq`` (the resumable handle the conversation is at) scope a
-    handler's idempotency key; ``lease.epoch`` is the fence a handler runs under."""
-
-    conversation: str
-    seq: int
-    lease: Lease
-
-    def admit(
-        self, call: Call, tool: Tool, request: bytes, key: Hashable | None
-    ) -> Outcome | Ticket | None:
-        """Before a call runs: answer it from the journal (an ``Outcome``), journal it
-        (a ``Ticket``), or let it run unjournaled (None)."""
         ...
 
 
