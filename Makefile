@@ -49,7 +49,7 @@ suite: $(STAMP)
 # tiers run once, in `make test`.
 INTERPRETER_TESTS := tests/calls tests/adapters \
 	tests/vendors/test_wire.py tests/vendors/test_protocol.py tests/vendors/test_protocol_openai.py \
-	tests/live/test_events.py tests/live/test_wakeup.py \
+	tests/protocol/test_events.py tests/protocol/test_wakeup.py \
 	tests/live/test_session.py tests/live/test_session_backpressure.py tests/live/test_session_exits.py \
 	tests/live/test_session_interrupt.py tests/live/test_session_metrics.py \
 	tests/live/test_session_openai.py tests/live/test_session_repeats.py tests/live/test_session_wire.py

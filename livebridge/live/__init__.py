@@ -1,4 +1,5 @@
-"""The realtime session: the actor shell (``session``), its options and events, the transport seam
-a connector opens, the vendor-free protocol skeleton, the outbox, and the reconnect policy."""
+"""The session the app holds: ``LiveSession`` and the actor that runs it (``session``), its
+options, the table that picks a vendor's connector (``vendors``), and the exchange reader. It
+sits above the vendors, the store and the recording, and wraps a connector in them."""
 
 __all__: list[str] = []

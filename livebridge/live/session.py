@@ -1,9 +1,19 @@
-"""``LiveSession``: the app's handle on one Live conversation and its tool calls.
+"""``LiveSession``: the app's handle on one Live conversation and its tool calls, and the
+actor that runs it.
 
-Decisions live elsewhere: what a message means and what to do about it (``protocol``), which
-answers go out and when (``ledger``), how calls run (``dispatch``), how a connection is opened
-(``connectors``), the tasks that carry it all out (``actor``). This module is what the app
-calls: connect, send input, read events, leave.
+What the app calls: connect, send input, read events, leave. Inside the session's task group
+the actor runs
+
+- a connection manager: open a connection, serve it, switch over on ``goAway``, reconnect after
+  a drop, finish when the protocol says so;
+- per connection, a reader that feeds every server message to the protocol, a writer that sends
+  what the protocol hands it, and a go-away watcher;
+- one task per ``toolCall`` batch, running the handlers through the dispatcher.
+
+Decisions live elsewhere: what a message means and what to do about it (the vendor's
+``LiveProtocol``), which answers go out and when (the call ledger), how calls run (the
+dispatcher), how a connection is opened (the connector, chosen in ``live.vendors``). This class
+only carries them out: it delivers the protocol's events, runs and cancels calls, sends frames.
 
 Handlers outlive connections: a call keeps running across a reconnect and its answer goes to the
 new connection if the resumed session knows the call, and is dropped (``orphaned``) if not. When
@@ -12,29 +22,74 @@ the session ends for any reason, every call without a fate is orphaned and its h
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
-from typing import Any, Literal, Required, TypedDict, Unpack
+from functools import partial
+from typing import Any, Literal, Required, TypedDict, Unpack, assert_never, cast
 
 import anyio
+import anyio.lowlevel
+from anyio import CancelScope
+from anyio.abc import TaskGroup, TaskStatus
 
-from livebridge.calls.observers import Observer
+from livebridge.calls.call import Outcome, Partial
+from livebridge.calls.dispatch import Dispatcher
+from livebridge.calls.observers import Observer, emit
 from livebridge.calls.policy import CallPolicy
 from livebridge.calls.tools import ToolRegistry
-from livebridge.errors import TransportClosed, UsageError
-from livebridge.live.actor import CANCEL_FLUSH_SECONDS, SessionActor
+from livebridge.errors import (
+    LeaseLostError,
+    LiveSessionError,
+    MalformedMessageError,
+    SessionClosedError,
+    SessionEndedError,
+    TransportClosed,
+    UsageError,
+)
 from livebridge.live.exchange import ExchangeTracker
 from livebridge.live.options import SessionOptions
 from livebridge.live.vendors import connector_for
+from livebridge.protocol.actions import (
+    CancelCalls,
+    ConfirmCalls,
+    Finish,
+    Notify,
+    Output,
+    RunCalls,
+    SwitchConnection,
+)
 from livebridge.protocol.base import Connector
-from livebridge.protocol.events import Closed, SessionEvent
-from livebridge.protocol.transport import Audio, Signal, Text
+from livebridge.protocol.events import (
+    DROPPABLE,
+    Closed,
+    EventBuffer,
+    Resumed,
+    SessionEvent,
+    record_of,
+)
+from livebridge.protocol.transport import Audio, ClientItem, ProvesReads, Signal, Text, Transport
+from livebridge.protocol.wakeup import Wakeup
 from livebridge.recording.record import RecordingConnector
 from livebridge.store import Store, StoreConnector
 
 __all__ = ["LiveSession", "SessionArgs"]
+
+log = logging.getLogger("livebridge.live.session")
+
+_ACTIONS = (RunCalls, CancelCalls, ConfirmCalls, Notify, SwitchConnection)
+#: App events the observers also hear, in their own words (``events.record_of``).
+_VIEWED = (Resumed, Closed)
+
+#: Scheduler turns given to frames already received before the session sends its close frame.
+_ARRIVAL_TURNS = 3
+
+#: After the grace period, how long cancelled handlers get to unwind and have their answers sent.
+CANCEL_FLUSH_SECONDS = 1.0
+
 
 #: Sessions created without options or a policy share these (frozen) ones.
 _DEFAULT_OPTIONS = SessionOptions()
@@ -74,10 +129,39 @@ class SessionArgs(TypedDict, total=False):
     """The session's monotonic clock (``time.monotonic``); a test may step it."""
 
 
-class LiveSession(SessionActor):
+class LiveSession:
     """One Live conversation with its tool calls; open it with ``LiveSession.connect``."""
 
-    __slots__ = ("tools",)
+    __slots__ = (
+        "_accepting",
+        "_batches",
+        "_block",
+        "_clock",
+        "_closed",
+        "_connector",
+        "_cut_short",
+        "_dispatcher",
+        "_ending",
+        "_events",
+        "_idle",
+        "_leave",
+        "_leaving",
+        "_observers",
+        "_ping_owed",
+        "_policy",
+        "_pong",
+        "_protocol",
+        "_proves",
+        "_store",
+        "_switching",
+        "_tg",
+        "_transport",
+        "_waiting_for_room",
+        "_wake",
+        "_writing",
+        "options",
+        "tools",
+    )
 
     def __init__(self, client: Any = None, **args: Unpack[SessionArgs]) -> None:
         """The session, not yet connected: the arguments are ``connect``'s."""
@@ -122,15 +206,374 @@ class LiveSession(SessionActor):
         store = StoreConnector.attach(
             connector, args.get("store"), args.get("conversation"), observers
         )
-        super().__init__(
-            protocol,
-            connector,
-            store,
-            options=options,
-            policy=policy,
-            observers=observers,
-            clock=args.get("clock", time.monotonic),
+        self.options = options
+        self._protocol = protocol
+        self._store = store
+        self._connector = store or connector
+        self._policy = policy
+        self._observers = tuple(observers)
+        self._clock = args.get("clock", time.monotonic)
+        self._dispatcher: Dispatcher | None = None
+        self._events = EventBuffer(
+            options.event_capacity, settled_capacity=options.settled_capacity
         )
+        self._wake = Wakeup()
+        #: Reads are proven on this connection: the writer pings behind each message of answers.
+        self._proves = False
+        self._pong: asyncio.Future[Any] | None = None  # the proof in flight (one at a time)
+        self._ping_owed = False  # answers left while it was: a new ping once it comes back
+        self._switching = False  # a goAway switch-over waits for the calls and a handle
+        self._idle: anyio.Event | None = None  # set by the writer once no call is live
+        self._transport: Transport | None = None
+        self._tg: TaskGroup | None = None
+        self._accepting = True
+        self._leaving = False  # the app is leaving: a connection end is no longer news
+        self._closed: Closed | None = None
+        self._ending = False  # _end is settling the last calls
+        self._batches = 0  # dispatcher batches still running
+        self._writing = False  # a send is in progress (the writer's or send_audio's own)
+        self._waiting_for_room = 0  # app tasks waiting in _enqueue for a full outbox
+        self._leave: Callable[[], None] = _not_connected
+        self._block: CancelScope | None = None  # the app's ``async with`` block, while it runs
+        self._cut_short: Closed | None = None  # the end that interrupted the block
+
+    # -- connection management ---------------------------------------------------------------
+
+    async def _supervise(
+        self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Hold the session's own tasks in a task group of their own: ending the session
+        cancels them, never the app's block beside them."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            if self._store is not None:  # the lease, then the stored handle
+                await tg.start(self._hold, self._store)
+            await tg.start(self._run)
+            task_status.started()
+
+    def _enter_block(self, block: CancelScope) -> None:
+        """The app's block begins; a session that already ended interrupts it at once."""
+        self._block = block
+        if self._closed is not None:
+            self._interrupt(self._closed)
+
+    def _interrupt(self, closed: Closed) -> None:
+        """The session ended on its own while the app's block ran: cut the block short."""
+        block, self._block = self._block, None
+        if block is not None:
+            self._cut_short = closed
+            block.cancel()
+
+    def _ended_error(self, closed: Closed) -> SessionEndedError:
+        """What the app is told of an end it did not ask for."""
+        error = closed.error
+        code = error.code if isinstance(error, LiveSessionError | TransportClosed) else None
+        return SessionEndedError(
+            f"the Live session ended: {closed.reason}", reason=closed.reason, error=error, code=code
+        )
+
+    async def _hold(
+        self, store: StoreConnector, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Hold the conversation's lease. Once it is lost the session ends: ``Closed`` with
+        the ``LeaseLostError`` (every call gets its fate), then ``connect`` raises it. No
+        journaled handler starts and nothing is written after (the store fences them)."""
+        try:
+            await store.run(task_status=task_status)
+        except LeaseLostError as exc:
+            await self._end(Closed("the conversation was taken over", error=exc))
+            raise
+
+    async def _run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        protocol = self._protocol
+        started = False
+        while self._closed is None:
+            try:
+                async with self._connector.open(protocol.handle) as transport:
+                    if self._closed is not None or self._leaving:
+                        return  # the app left while this connection was being opened
+                    self._transport = transport
+                    self._apply(protocol.opened(transport.session_id, self._clock()))
+                    self._wake.set()
+                    if not started:
+                        started = True
+                        task_status.started()
+                    ended = await self._serve(transport)
+            except TransportClosed as exc:
+                ended = exc
+            finally:
+                self._transport = None
+            if self._closed is not None or self._leaving:
+                return
+            step = protocol.lost(ended.code, ended.reason, self._clock(), error=ended.error)
+            if isinstance(step, Finish):
+                if not started:
+                    assert step.closed.error is not None
+                    raise step.closed.error
+                await self._end(step.closed)
+                return
+            await anyio.sleep(step.delay)
+
+    async def _serve(self, transport: Transport) -> TransportClosed:
+        """Read and write on one connection until it ends; returns how it ended."""
+        ended: list[TransportClosed] = []
+        async with anyio.create_task_group() as tg:
+
+            def leave(closed: TransportClosed) -> None:
+                ended.append(closed)
+                tg.cancel_scope.cancel()
+
+            def switch() -> None:
+                leave(TransportClosed(1000, "switching over after goAway"))
+
+            self._leave = switch
+            self._proves = self._protocol.ledger.reads_proven = hasattr(transport, "ping_behind")
+            self._pong = None  # a pong of the last connection proves nothing here
+            self._ping_owed = False
+            tg.start_soon(self._guarded, self._write(transport), leave)
+            await self._guarded(self._read(transport, tg), leave)  # in this task: one task fewer
+        return ended[0]
+
+    async def _ping_behind(self, transport: Transport) -> None:
+        """Prove the server has read the answers sent: only then could the model have seen them
+        (a server message alone may have crossed them in flight). The writer pings right behind
+        a message of answers and the pong is a callback, not a task: no wake-up of its own. One
+        ping is in flight at a time; answers sent meanwhile are proven by the next."""
+        if self._pong is not None:
+            self._ping_owed = True
+            return
+        number = self._protocol.ledger.sends
+        pong = await cast("ProvesReads", transport).ping_behind()
+        self._pong = pong
+        pong.add_done_callback(partial(self._ponged, number))
+
+    def _ponged(self, number: int, pong: asyncio.Future[Any]) -> None:
+        if not pong.cancelled():
+            pong.exception()  # retrieved: a connection that ended says so to the reader
+        if pong is not self._pong:
+            return  # a ping of an earlier connection
+        self._pong = None
+        if pong.cancelled() or pong.exception() is not None:
+            return
+        self._protocol.ledger.read_through(number)
+        if self._ping_owed:
+            self._wake.set()  # the writer pings again
+
+    async def _guarded(
+        self, work: Coroutine[Any, Any, None], leave: Callable[[TransportClosed], None]
+    ) -> None:
+        try:
+            await work
+        except TransportClosed as exc:
+            leave(exc)
+        except OSError as exc:
+            leave(TransportClosed(None, f"network error: {exc}"))
+
+    async def _switch_when_ready(self, deadline: float) -> None:
+        """After ``goAway``: leave once every call is answered and covered by a handle.
+
+        At the deadline it leaves anyway; calls the newest handle does not know are orphaned.
+        """
+        self._switching = True  # new handles wake this task
+        try:
+            with anyio.move_on_after(max(0.0, deadline - self._clock())):
+                while not self._protocol.switch_ready:
+                    await self._wake.wait()
+        finally:
+            self._switching = False
+        self._leave()
+
+    async def _end(self, closed: Closed) -> None:
+        """The session is over: settle every call, deliver ``Closed``, stop every task."""
+        if self._closed is not None:
+            return
+        self._closed = closed
+        self._accepting = False
+        self._ending = True
+        self._interrupt(closed)  # before the app could read ``Closed`` in its block
+        self._apply(self._protocol.close(closed, self._clock()))
+        self._events.close()
+        if self._batches:  # let cancelled handlers unwind so their ends are counted
+            with anyio.move_on_after(CANCEL_FLUSH_SECONDS):
+                while self._batches:
+                    await self._wake.wait()
+        if self._dispatcher is not None:  # handlers that ignored their cancellation
+            await self._dispatcher.aclose(0.0)
+        self._ending = False
+        self._wake.set()
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+
+    # -- reading and writing -----------------------------------------------------------------
+
+    async def _read(self, transport: Transport, connection: TaskGroup) -> None:
+        protocol = self._protocol
+        while True:
+            try:
+                message = await transport.recv()
+            except MalformedMessageError as exc:
+                log.warning("skipped a malformed server message: %s", exc)
+                continue
+            handle = protocol.handle
+            try:
+                out = protocol.receive(message, self._clock())
+            except Exception:
+                log.exception("could not handle a server message; the session goes on")
+                continue
+            self._apply(out, connection)
+            if protocol.handle != handle:
+                if self._switching:  # a new handle may let the switch-over go
+                    self._wake.set()
+                if self._store is not None and protocol.handle is not None:
+                    self._store.new_handle(protocol.handle)
+
+    async def _write(self, transport: Transport) -> None:
+        protocol = self._protocol
+        while True:
+            if self._ping_owed and self._pong is None:
+                self._ping_owed = False
+                await self._ping_behind(transport)
+            item = protocol.next_item(self._clock())
+            if item is None:
+                self._apply(protocol.take_fates())
+                if protocol.idle:
+                    self._set_idle()
+                self._wake.clear()  # next_item() just looked: wait for news after this
+                await self._wake.wait()
+                continue
+            self._writing = True
+            try:
+                await transport.send(protocol.frame(item))
+            except TransportClosed:
+                protocol.unsent(item)
+                raise
+            finally:
+                self._writing = False
+            sends = protocol.ledger.sends
+            self._apply(protocol.sent(item, self._clock()))
+            if self._proves and protocol.ledger.sends != sends:
+                await self._ping_behind(transport)
+            if self._waiting_for_room and not protocol.outbox.full:
+                self._wake.set()
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _apply(self, outputs: list[Output], connection: TaskGroup | None = None) -> None:
+        """Deliver the protocol's events and carry out its actions."""
+        if not outputs:
+            return
+        put = self._events.put
+        changed = False  # anything but media: the writer and watchers may have work
+        for output in outputs:
+            if not isinstance(output, _ACTIONS):
+                put(output)
+                if not isinstance(output, DROPPABLE):
+                    changed = True
+                    if self._observers and isinstance(output, _VIEWED):
+                        record = record_of(output, self._protocol.session_id)
+                        if record is not None:
+                            emit(self._observers, record)
+                continue
+            changed = True
+            match output:
+                case RunCalls(calls=calls, turn=turn, refuse=refuse, partials=partials):
+                    assert self._tg is not None
+                    dispatcher = self._dispatcher or self._new_dispatcher()
+                    rest = dispatcher.start(
+                        calls,
+                        turn=turn,
+                        on_settled=self._on_settled,
+                        on_partial=self._on_partial if partials else None,
+                        refuse=refuse,
+                        confirmed=output.confirmed,
+                    )
+                    if not isinstance(rest, list):  # some call is still running
+                        self._batches += 1
+                        self._tg.start_soon(self._run_batch, rest)
+                case CancelCalls(call_ids=ids):
+                    self._cancel(ids)
+                case ConfirmCalls(call_ids=ids, withdrawn=withdrawn):
+                    if self._dispatcher is not None:
+                        self._dispatcher.confirm(ids, withdrawn)
+                case Notify(event=event):
+                    emit(self._observers, event)
+                case SwitchConnection(deadline=deadline):
+                    assert connection is not None
+                    connection.start_soon(self._switch_when_ready, deadline)
+                case _:
+                    assert_never(output)
+        if changed:
+            self._wake.set()
+
+    def _new_dispatcher(self) -> Dispatcher:
+        """Created with the first calls: a session that never gets one never pays for it."""
+        protocol = self._protocol
+        self._dispatcher = Dispatcher(
+            protocol.tools,  # as the model's profile adapted them
+            policy=self._policy,
+            observers=self._observers,
+            session_id=protocol.session_id,
+            answer_seen=protocol.answer_seen,
+            journal=self._store.journal if self._store else None,
+        )
+        return self._dispatcher
+
+    async def _run_batch(self, rest: Coroutine[Any, Any, list[Outcome]]) -> None:
+        try:
+            await rest
+        finally:
+            self._batches -= 1
+            self._wake.set()
+
+    def _on_settled(self, outcome: Outcome) -> None:
+        self._apply(self._protocol.settled(outcome))
+        if self._protocol.answers_ready:  # else its batch still runs: nothing to send yet
+            self._wake.set()
+
+    def _on_partial(self, item: Partial) -> None:
+        self._apply(self._protocol.partial(item))
+        self._wake.set()
+
+    def _cancel(self, call_ids: Iterable[str]) -> None:
+        if self._dispatcher is not None:
+            for call_id in call_ids:
+                self._dispatcher.cancel(call_id)
+
+    async def _enqueue(self, item: ClientItem) -> None:
+        """Queue app input; waits while the outbox is full (the writer is behind)."""
+        outbox = self._protocol.outbox
+        while self._accepting and outbox.full:
+            self._waiting_for_room += 1
+            try:
+                await self._wake.wait()
+            finally:
+                self._waiting_for_room -= 1
+        if not self._accepting:
+            if self._cut_short is not None:
+                raise self._ended_error(self._cut_short) from self._cut_short.error
+            raise SessionClosedError(
+                "this session is closing or closed; open a new LiveSession to keep talking"
+            )
+        outbox.push(item)
+        self._wake.set()
+
+    def _set_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.set()
+            self._idle = None
+
+    async def _settle_arrivals(self) -> None:
+        """Before the close frame: calls the socket has already taken in reach the reader (a
+        few scheduler turns) and are answered, so none is left open by a close we chose."""
+        for _ in range(_ARRIVAL_TURNS):
+            await anyio.lowlevel.checkpoint()
+            await self._wait_idle()
+
+    async def _wait_idle(self) -> None:
+        while not self._protocol.idle:
+            idle = self._idle = anyio.Event()
+            self._wake.set()
+            await idle.wait()
 
     @property
     def handle(self) -> str | None:
@@ -359,3 +802,7 @@ def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
     while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
         inner = inner.exceptions[0]
     return inner
+
+
+def _not_connected() -> None:
+    raise RuntimeError("no connection is open")

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import livebridge
+import livebridge.protocol.encoding
 from livebridge import RecordingError, SessionOptions
 from livebridge.calls.observers import Recorder, RecordingTruncated
 from livebridge.emulator import Conversation, Emulator
@@ -116,14 +116,14 @@ async def test_a_gzip_recording_keeps_audio_when_asked(tmp_path: Path) -> None:
     recording = read_recording(str(path))
     sent = [e.data["msg"] for e in recording.entries if e.ev == "send"]
     blobs = [m["realtimeInput"]["audio"] for m in sent if "audio" in m.get("realtimeInput", {})]
-    assert livebridge.vendors.gemini.b64decode(blobs[0]["data"]) == bytes(range(256)) * 4
+    assert livebridge.protocol.encoding.b64decode(blobs[0]["data"]) == bytes(range(256)) * 4
 
 
 def test_reduced_audio_is_restored_as_silence_of_the_recorded_length() -> None:
     blob = {"inlineData": {"mimeType": "audio/pcm;rate=24000", "dataBytes": 6}}
     restored = restore_audio({"serverContent": {"modelTurn": {"parts": [blob]}}})
     data = restored["serverContent"]["modelTurn"]["parts"][0]["inlineData"]["data"]
-    assert livebridge.vendors.gemini.b64decode(data) == bytes(6)
+    assert livebridge.protocol.encoding.b64decode(data) == bytes(6)
 
 
 def lines_of_shipped() -> list[str]:

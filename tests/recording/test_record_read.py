@@ -35,7 +35,7 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 #: Peak RSS (MiB) of a child that imports the reader, then (optionally) reads one file.
 MEASURE = """
 import resource, sys
-from livebridge.recording.record import read_recording
+from livebridge.recording.read import read_recording
 if len(sys.argv) > 1:
     print(len(read_recording(sys.argv[1]).entries))
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
