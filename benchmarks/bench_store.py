@@ -35,7 +35,8 @@ from typing import Any
 import anyio
 
 from livebridge import Call, Dispatcher, ToolRegistry
-from livebridge.store import MemoryStore, RedisStore, Store, StoreConnector
+from livebridge.store import MemoryStore, RedisStore, Store
+from livebridge.store.connector import StoreConnector
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = "Book a table in Paris tonight"

@@ -26,7 +26,8 @@ import anyio
 from livebridge import Call, ToolRegistry
 from livebridge.calls.dispatch import Dispatcher
 from livebridge.errors import StoreError
-from livebridge.store import RedisStore, StoreConnector
+from livebridge.store import RedisStore
+from livebridge.store.connector import StoreConnector
 
 LEASE_TTL = 0.6
 

@@ -4,6 +4,4 @@ import sys
 
 from livebridge.cli.main import main
 
-__all__: list[str] = []
-
 sys.exit(main())

@@ -41,20 +41,7 @@ from livebridge.errors import ModelCapabilityError
 if TYPE_CHECKING:
     from livebridge.calls.tools import ToolRegistry
 
-__all__ = [
-    "BACKENDS",
-    "DEVELOPER_DEFAULT",
-    "OPENAI_DEFAULT",
-    "PROFILES",
-    "VERTEX_DEFAULT",
-    "Backend",
-    "ModelProfile",
-    "bare_model_name",
-    "families",
-    "known_profile",
-    "profile_for",
-    "warn_unknown",
-]
+__all__ = ["BACKENDS", "PROFILES", "Backend", "ModelProfile", "families", "profile_for"]
 
 log = logging.getLogger("livebridge.profiles")
 

@@ -19,8 +19,6 @@ from collections import deque
 
 from livebridge.calls.call import Outcome, OutcomeKind
 
-__all__ = ["ANSWER_OVERHEAD", "Answers", "charge"]
-
 #: Bytes charged to the budget for each remembered payload beyond its encoded size: about what
 #: an ``Outcome`` with a small payload takes in memory (measured: 580 bytes for ``{"i": n}``).
 ANSWER_OVERHEAD = 512

@@ -17,8 +17,6 @@ from typing import Any, TypeAlias
 
 import anyio
 
-__all__ = ["ApprovalRequest", "Approver", "ask"]
-
 log = logging.getLogger("livebridge.calls.dispatch")
 
 

@@ -11,24 +11,6 @@ from typing import Any, Literal, Protocol, get_args
 
 import msgspec
 
-__all__ = [
-    "BEHAVIORS",
-    "DEDUP_REASONS",
-    "OUTCOME_KINDS",
-    "SCHEDULINGS",
-    "AnswerEncoder",
-    "Behavior",
-    "Call",
-    "CallContext",
-    "DedupReason",
-    "Outcome",
-    "OutcomeKind",
-    "Partial",
-    "Result",
-    "Scheduling",
-    "UnreadableArguments",
-]
-
 Behavior = Literal["BLOCKING", "NON_BLOCKING"]
 Scheduling = Literal["SILENT", "WHEN_IDLE", "INTERRUPT"]
 OutcomeKind = Literal["ok", "error", "timeout", "cancelled", "rejected", "duplicate", "orphaned"]

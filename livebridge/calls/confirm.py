@@ -21,8 +21,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-__all__ = ["TurnGate"]
-
 _UNDECIDED = object()
 
 

@@ -38,8 +38,6 @@ from livebridge.calls.lives import (
 )
 from livebridge.errors import LedgerError
 
-__all__ = ["ENVELOPE_BYTES", "Delivery"]
-
 ENVELOPE_BYTES = 64  # the message around the responses, with room to spare
 
 

@@ -73,8 +73,6 @@ from livebridge.calls.tools import Tool, ToolRegistry
 if TYPE_CHECKING:
     from livebridge.calls.journaled import CallJournal, Ticket
 
-__all__ = ["ABANDON_GRACE", "Dispatcher", "OnPartial", "OnSettled"]
-
 log = logging.getLogger("livebridge.calls.dispatch")
 
 OnSettled = Callable[[Outcome], None]

@@ -48,8 +48,6 @@ from typing import Any, Protocol
 
 import anyio
 
-__all__ = ["EagerStarter", "Scoped"]
-
 _enter_task: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None]
 _leave_task: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None]
 _enter_task = asyncio.tasks._enter_task

@@ -8,11 +8,6 @@ import msgspec
 
 from livebridge.calls.call import UnreadableArguments
 
-__all__ = [
-    "field",
-    "parse_arguments",
-]
-
 
 def field(item: Any, name: str) -> Any:
     """``item[name]`` for a mapping, ``item.name`` otherwise; ``None`` when absent."""

@@ -21,18 +21,6 @@ import msgspec
 from livebridge.calls import payloads
 from livebridge.calls.call import Outcome, Partial
 
-__all__ = [
-    "BYTES_PER_CALL",
-    "array_size",
-    "encode",
-    "fit",
-    "head",
-    "joined_size",
-    "shrunk",
-    "take",
-    "water_level",
-]
-
 A = TypeVar("A", Outcome, Partial, Outcome | Partial)
 Owner = TypeVar("Owner")
 Encode = Callable[[Sequence[tuple[Owner, A]]], list[dict[str, Any]]]

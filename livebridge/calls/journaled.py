@@ -10,8 +10,6 @@ from typing import Protocol
 from livebridge.calls.call import Call, Outcome
 from livebridge.calls.tools import Tool
 
-__all__ = ["CallJournal", "Fence", "Ticket"]
-
 
 class Fence(Protocol):
     """A lease as the dispatcher sees it: the epoch that only grows with each takeover."""

@@ -25,8 +25,6 @@ import hashlib
 import itertools
 import secrets
 
-__all__ = ["RequestKeys"]
-
 
 class RequestKeys:
     """The keys of the requests a dispatcher ran, the newest ``capacity`` remembered (up to a

@@ -70,11 +70,6 @@ from livebridge.calls.lives import (
 )
 from livebridge.errors import LedgerError
 
-__all__ = [
-    "DEFAULT_MAX_FRAME_BYTES",
-    "CallLedger",
-]
-
 _MAX_HANDLES = 16
 #: The newest fates kept in full for ``fates()`` (and every one not taken yet, up to
 #: ``history``); older ids are judged by ``FINAL`` records once nothing can change them.

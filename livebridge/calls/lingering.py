@@ -14,8 +14,6 @@ from typing import Any
 
 from livebridge.calls.plans import ABANDON_GRACE
 
-__all__ = ["reap"]
-
 log = logging.getLogger("livebridge.calls.dispatch")
 
 

@@ -22,30 +22,6 @@ import msgspec
 from livebridge.calls.call import Behavior, Call, Outcome, Partial, Scheduling
 from livebridge.errors import LedgerError
 
-__all__ = [
-    "FATE_OF",
-    "FINAL",
-    "LIVE_STATES",
-    "READY",
-    "SETTLED",
-    "TRANSITIONS",
-    "Answered",
-    "BlockingBatch",
-    "CallState",
-    "Ended",
-    "Event",
-    "Fate",
-    "FateKind",
-    "Item",
-    "Life",
-    "LiveCall",
-    "Notice",
-    "NoticeKind",
-    "Outgoing",
-    "Via",
-    "move",
-]
-
 CallState = Literal["running", "settled", "ready", "answered", "cancelled", "orphaned"]
 FateKind = Literal["answered", "cancelled", "orphaned"]
 Via = Literal["tool_call", "model_turn"]

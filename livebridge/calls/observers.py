@@ -18,31 +18,6 @@ from typing import Any, Literal, Protocol, TypeAlias
 
 from livebridge.calls.call import Behavior, Call, Outcome
 
-__all__ = [
-    "AnswerSent",
-    "BatchSettled",
-    "BatchStarted",
-    "CallOrphaned",
-    "CallSettled",
-    "CallStarted",
-    "Direction",
-    "Event",
-    "LeaseChanged",
-    "LeaseEvent",
-    "MessageSeen",
-    "Observer",
-    "Reconnected",
-    "Recorder",
-    "RecordingFailed",
-    "RecordingTruncated",
-    "SessionClosed",
-    "SessionOpened",
-    "StoreOperation",
-    "TurnMeasured",
-    "emit",
-]
-
-
 log = logging.getLogger("livebridge.calls.observers")
 
 Direction = Literal["sent", "received"]

@@ -15,24 +15,6 @@ from livebridge.calls import payloads
 from livebridge.calls.call import Call, DedupReason, Outcome, OutcomeKind, Scheduling
 from livebridge.errors import StoreError, ToolError, UnserializableResult
 
-__all__ = [
-    "abandoned",
-    "already_answered",
-    "cancelled",
-    "copied",
-    "denied",
-    "failure",
-    "fanout",
-    "invalid_arguments",
-    "make",
-    "outcome_unknown",
-    "store_unavailable",
-    "timeout",
-    "twin",
-    "unconfirmed",
-    "unknown",
-]
-
 log = logging.getLogger("livebridge.calls.dispatch")
 
 

@@ -21,17 +21,6 @@ import msgspec
 
 from livebridge.errors import UnserializableResult
 
-__all__ = [
-    "DEFAULT_MAX_FRAME_BYTES",
-    "MAX_ERROR_MESSAGE",
-    "Payload",
-    "encoded_size",
-    "error",
-    "json_text",
-    "output",
-    "shrink",
-]
-
 _encode = msgspec.json.Encoder().encode
 _to_builtins = msgspec.to_builtins
 

@@ -23,18 +23,6 @@ from livebridge.errors import InvalidCallError
 if TYPE_CHECKING:
     from livebridge.calls.journaled import Ticket
 
-__all__ = [
-    "ABANDON_GRACE",
-    "Batch",
-    "Pending",
-    "Plan",
-    "Rejoin",
-    "Run",
-    "Settle",
-    "Wait",
-    "check_calls",
-]
-
 #: Seconds a handler gets after its deadline to end before it is abandoned.
 ABANDON_GRACE = 0.25
 

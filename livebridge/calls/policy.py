@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from livebridge.calls import frame_budget, payloads
 from livebridge.calls.sync_handlers import SlotLimiter
 
-__all__ = ["CallPolicy"]
-
 
 @dataclass(frozen=True, slots=True)
 class CallPolicy:

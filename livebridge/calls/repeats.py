@@ -25,17 +25,6 @@ import msgspec
 
 from livebridge.calls.call import OutcomeKind, is_failure
 
-__all__ = [
-    "MAX_IDS_PER_REQUEST",
-    "PRUNE_ABOVE",
-    "RETRY_WINDOW",
-    "Repeat",
-    "Request",
-    "Requests",
-    "classify",
-    "served_by_key",
-]
-
 Repeat = Literal["new", "reissue"]
 F = TypeVar("F")
 #: How many call ids of one request (the first and its re-issues) are remembered.

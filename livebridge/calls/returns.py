@@ -18,8 +18,6 @@ from livebridge.calls.plans import Pending
 from livebridge.calls.tools import Tool
 from livebridge.errors import UnserializableResult
 
-__all__ = ["Streamed", "deliver", "ended", "stream", "success"]
-
 log = logging.getLogger("livebridge.calls.dispatch")
 
 

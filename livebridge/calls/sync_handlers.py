@@ -17,8 +17,6 @@ from typing import Any, Literal, Protocol
 
 import anyio
 
-__all__ = ["LocalSlots", "SlotLimiter", "ThreadSlots", "acquire_each"]
-
 _Slot = Literal["waiting", "running", "done", "abandoned", "closed"]
 
 

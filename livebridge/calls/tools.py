@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from livebridge.mcp.server import MCPServer
     from livebridge.mcp.tools import MCPOptions, Sources
 
-__all__ = ["HandlerKind", "IdempotencyKey", "Tool", "ToolOptions", "ToolRegistry"]
-
 HandlerKind = Literal["async", "sync", "stream"]
 #: Maps a call's validated arguments to what makes two requests "the same" (e.g. an order id).
 IdempotencyKey = Callable[[dict[str, Any]], Hashable]

@@ -1,4 +1,2 @@
-"""The ``livebridge`` command (``main``) and one module per subcommand: the top floor, imported by
-nothing in the library."""
-
-__all__: list[str] = []
+"""Internal: the ``livebridge`` command (``main``) and one module per subcommand: the top floor,
+imported by nothing in the library."""

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 
-__all__ = ["cannot_listen", "port_number"]
-
 _PORTS = "use a number from 0 to 65535 (0: any free port)"
 
 

@@ -12,9 +12,6 @@ from typing import TextIO
 from livebridge.cli.arguments import cannot_listen, port_number
 from livebridge.demo import FAST_PACE
 
-__all__ = ["add_demo_command", "run_demo_command", "scrape_config"]
-
-
 DESCRIPTION = """\
 Run a scripted conversation of a voice travel agent against the built-in Live API emulator (no
 key, no network): parallel calls with a failure and a timeout, a streamed booking, a barge-in

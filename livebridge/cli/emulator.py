@@ -30,8 +30,6 @@ from livebridge.emulator.shared import STANDALONE_BYTES, Retention
 from livebridge.emulator.steps import load_scenario
 from livebridge.errors import UsageError
 
-__all__ = ["add_emulator_command", "parse_faults", "run_emulator"]
-
 _PROG = "livebridge emulator"
 _FAULT_SECONDS = ("delay", "read_delay")
 

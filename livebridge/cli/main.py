@@ -13,8 +13,6 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn, cast
 
-__all__ = ["Parser", "build_parser", "main"]
-
 Command = Callable[[argparse.Namespace], int]
 
 DESCRIPTION = """\

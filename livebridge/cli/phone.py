@@ -32,8 +32,6 @@ from livebridge.cli.run import (
 )
 from livebridge.errors import RunError
 
-__all__ = ["add_phone_command"]
-
 #: The most an ``--instructions @FILE`` may hold.
 MAX_INSTRUCTIONS = 256 * 1024
 

@@ -15,8 +15,6 @@ from livebridge.recording.read import Recording, read_recording
 from livebridge.recording.replay import replay
 from livebridge.recording.report import MAX_GAP, MIN_ANSWER_TIMEOUT, ReplayReport
 
-__all__ = ["add_replay_command", "add_replay_options", "replay_command"]
-
 #: What the tools logged, shown after a report with divergences: at most this many lines.
 KEPT_LOG_LINES = 50
 

@@ -47,18 +47,6 @@ from livebridge.protocol.events import (
     TurnComplete,
 )
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "OPENAI_MODEL",
-    "VENDORS",
-    "add_run_command",
-    "load_registry",
-    "mcp_listed",
-    "parse_policy",
-    "registry_for",
-    "require_tools",
-]
-
 DEFAULT_MODEL = "gemini-3.8-live"
 OPENAI_MODEL = "gpt-realtime-2"
 VENDORS = ("gemini", "openai")

@@ -45,28 +45,6 @@ from livebridge.protocol.events import (
     TurnComplete,
 )
 
-__all__ = [
-    "BARGE_IN_AFTER",
-    "CONFIG",
-    "DEADLINE",
-    "MODEL",
-    "OPENAI_CONFIG",
-    "OPENAI_MODEL",
-    "PAUSE_BETWEEN_TURNS",
-    "CallView",
-    "DemoRun",
-    "Exchange",
-    "Renderer",
-    "Silent",
-    "Timings",
-    "percentile",
-    "run_demo",
-    "serial_and_actual",
-    "summarize",
-    "transcript_counts",
-]
-
-
 MODEL = "gemini-3.8-live"
 CONFIG = types.LiveConnectConfig(
     response_modalities=[types.Modality.AUDIO],

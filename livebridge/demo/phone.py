@@ -46,8 +46,6 @@ from livebridge.phone.server import serve_phone
 from livebridge.phone.telnyx import TelnyxStream
 from livebridge.phone.twilio import TwilioStream
 
-__all__ = ["LivePhoneScript", "PhoneScript", "phone_tools", "run_phone_demo"]
-
 GOODBYE = "Thanks, that's all. Goodbye!"
 
 

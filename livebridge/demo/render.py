@@ -11,13 +11,6 @@ from typing import Any, TextIO
 
 from livebridge.demo.driver import CallView, Exchange, serial_and_actual
 
-__all__ = [
-    "BAR_WIDTH",
-    "Terminal",
-    "use_colour",
-]
-
-
 BAR_WIDTH = 32
 _OUTCOME_COLOURS = {
     "ok": "32",

@@ -17,18 +17,6 @@ from livebridge.calls.tools import ToolRegistry
 from livebridge.emulator import Answer, Conversation, UserTurn
 from livebridge.errors import ToolError
 
-__all__ = [
-    "OPENAI_STEPS",
-    "SLOW_CALL",
-    "SPEECH_SECONDS",
-    "STEPS",
-    "DemoTools",
-    "Step",
-    "model_side",
-    "openai_model_side",
-]
-
-
 #: Audio the model plays after each reply (at real-time pace).
 SPEECH_SECONDS = 0.2
 

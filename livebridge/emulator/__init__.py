@@ -1,12 +1,18 @@
-"""Live servers of our own (Gemini Live; OpenAI Realtime with ``protocol="openai"``), for tests,
-the demo and users' offline tests."""
+"""Live servers of our own (Gemini Live; OpenAI Realtime with ``protocol="openai"``; GPT-Live with a
+``gpt-live`` model), for tests, the demo and users' offline tests: a public module.
+
+``Emulator`` serves; a scenario (``Scenario``, ``scenario_from_steps``, ``load_scenario``) plays
+the model through a ``Conversation`` (a ``LiveServerSession`` on GPT-Live), or the ``RuleModel``
+does without one; ``Faults`` break the wire on purpose; the contract checker's findings are
+``Violation``s, summed up in a ``Report``. Its sub-packages are internal.
+"""
 
 from livebridge.emulator.contract import Answer, CallRecord, Thresholds, Violation
 from livebridge.emulator.faults import Faults
 from livebridge.emulator.gemini.checker import SEVERITIES, VIOLATION_KINDS
-from livebridge.emulator.gemini.connection import EmulatedSession
 from livebridge.emulator.model import RuleModel
-from livebridge.emulator.openai import REALTIME_SEVERITIES, RealtimeSession
+from livebridge.emulator.openai.checker import REALTIME_SEVERITIES
+from livebridge.emulator.openai_live.session import LiveOptions, LiveServerSession
 from livebridge.emulator.scenario import Conversation, Scenario
 from livebridge.emulator.server import Emulator
 from livebridge.emulator.shared import (
@@ -25,10 +31,10 @@ __all__ = [
     "Answer",
     "CallRecord",
     "Conversation",
-    "EmulatedSession",
     "Emulator",
     "Faults",
-    "RealtimeSession",
+    "LiveOptions",
+    "LiveServerSession",
     "Report",
     "Retention",
     "RuleModel",

@@ -21,16 +21,6 @@ from livebridge.emulator.judging import ending_of
 from livebridge.emulator.shared import Shared, UserTurn, cap_reason
 from livebridge.errors import UsageError
 
-__all__ = [
-    "FRAME_SECONDS",
-    "INTERNAL_ERROR",
-    "MAX_WAITING_TURNS",
-    "Connection",
-    "Verdict",
-    "frame_count",
-    "pace",
-]
-
 INTERNAL_ERROR = "Internal error occurred."
 #: Model audio goes out in frames of this many seconds, at real-time pace.
 FRAME_SECONDS = 0.04

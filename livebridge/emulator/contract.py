@@ -18,22 +18,6 @@ from typing import Any, Literal
 
 from livebridge.errors import LocalProtocolError
 
-__all__ = [
-    "HELD_ANSWERS_SECONDS",
-    "SERIAL_GAP_SECONDS",
-    "TRANSITIONS",
-    "Answer",
-    "CallChecker",
-    "CallEvent",
-    "CallRecord",
-    "CallState",
-    "Ending",
-    "Severity",
-    "Thresholds",
-    "Violation",
-    "move",
-]
-
 Severity = Literal["error", "warning"]
 CallState = Literal["pending", "streaming", "answered", "cancelled", "superseded", "withdrawn"]
 CallEvent = Literal["answer", "stream", "cancel", "supersede", "withdraw"]

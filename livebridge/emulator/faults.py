@@ -6,12 +6,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = [
-    "Faults",
-    "MessagePredicate",
-]
-
-
 MessagePredicate = Callable[[dict[str, Any]], bool]
 
 

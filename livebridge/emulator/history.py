@@ -18,8 +18,6 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["ENTRY_OVERHEAD", "Ledger", "footprint"]
-
 #: What the ledger and the list holding an item spend on it besides the item: a tuple, a deque
 #: slot and a list slot.
 ENTRY_OVERHEAD = sys.getsizeof((0, None)) + 2 * 8

@@ -13,8 +13,6 @@ from livebridge.emulator.shared import MAX_FRAME_BYTES
 from livebridge.errors import WireError
 from livebridge.vendors.gemini import wire
 
-__all__ = ["Rejection", "ending_of", "read_frame"]
-
 
 @dataclass(frozen=True, slots=True)
 class Rejection:

@@ -37,18 +37,6 @@ if TYPE_CHECKING:
     from livebridge.emulator.scenario import Conversation
     from livebridge.vendors.gemini import wire
 
-__all__ = [
-    "COMMON_WORDS",
-    "FIRST_OUTPUT_SECONDS",
-    "JOINERS",
-    "SYMBOL_PARAMETERS",
-    "RuleModel",
-    "described",
-    "named_places",
-    "place_parameter",
-    "ticker_symbols",
-]
-
 # Words, and single marks of punctuation (which end a place name).
 _TOKEN = re.compile(r"[^\W\d_][\w'\u2019-]*|[^\w\s]")
 #: Lower-case words that sit inside a place name: "Rio de Janeiro", "Frankfurt am Main", and

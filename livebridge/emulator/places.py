@@ -7,8 +7,6 @@ is never taken for one. Common words that are also city names (Nice, Split) are 
 
 from __future__ import annotations
 
-__all__ = ["PLACES"]
-
 _NAMES = """
 Aarhus | Abidjan | Abu Dhabi | Accra | Addis Ababa | Adelaide | Afghanistan | Ahmedabad
 Albania | Alexandria | Algeria | Algiers | Almaty | Amman | Amsterdam | Anchorage | Andorra

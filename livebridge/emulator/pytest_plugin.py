@@ -16,8 +16,6 @@ from collections.abc import AsyncIterator
 
 from livebridge.emulator.server import Emulator
 
-__all__: list[str] = []
-
 if importlib.util.find_spec("pytest_asyncio") is not None:
     import pytest_asyncio
 
@@ -32,5 +30,3 @@ if importlib.util.find_spec("pytest_asyncio") is not None:
         """The same, speaking OpenAI Realtime; ``emu.openai_client()`` connects."""
         async with Emulator(protocol="openai") as emulator:
             yield emulator
-
-    __all__ += ["live_emulator", "live_openai_emulator"]

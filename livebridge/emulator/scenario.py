@@ -25,8 +25,6 @@ from livebridge.emulator.shared import UserTurn
 from livebridge.errors import ScenarioError
 from livebridge.vendors.gemini import wire
 
-__all__ = ["CallBook", "Conversation", "ModelSide", "Scenario"]
-
 _OWNER = "model"
 
 

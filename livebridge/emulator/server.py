@@ -61,12 +61,6 @@ if TYPE_CHECKING:
     from livebridge.recording.read import Recording
     from livebridge.recording.report import Pace
 
-__all__ = [
-    "PROTOCOLS",
-    "Emulator",
-    "Protocol",
-]
-
 Protocol = Literal["gemini", "openai"]
 PROTOCOLS: tuple[Protocol, ...] = ("gemini", "openai")
 

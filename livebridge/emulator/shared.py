@@ -15,23 +15,6 @@ from livebridge.emulator.history import Ledger, footprint
 from livebridge.errors import UsageError
 from livebridge.vendors.gemini import wire
 
-__all__ = [
-    "MAX_FRAME_BYTES",
-    "MAX_REASON_BYTES",
-    "STANDALONE",
-    "STANDALONE_BYTES",
-    "Report",
-    "Retention",
-    "ServiceOptions",
-    "Shared",
-    "TranscriptEntry",
-    "UserTurn",
-    "cap_reason",
-    "new_call_id",
-    "trim",
-    "usage_metadata",
-]
-
 Direction = Literal["client", "server"]
 
 MAX_REASON_BYTES = 123

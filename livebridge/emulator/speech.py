@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["spoken"]
-
 
 def spoken(response: dict[str, Any] | None) -> str:
     """``{"output": {"sky": "sunny", "celsius": 21}}`` → ``"sky sunny, celsius 21"``."""

@@ -27,8 +27,6 @@ from livebridge.emulator.scenario import Conversation, Scenario
 from livebridge.errors import ScenarioError
 from livebridge.vendors.gemini import wire
 
-__all__ = ["STEP_TYPES", "load_scenario", "scenario_from_steps"]
-
 Seconds = Annotated[float, msgspec.Meta(ge=0)]
 
 

@@ -12,11 +12,6 @@ from pathlib import Path
 
 import trustme
 
-__all__ = [
-    "Certificates",
-    "create_certificates",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class Certificates:

@@ -10,8 +10,6 @@ from typing import Literal
 
 from livebridge.vendors.gemini import wire
 
-__all__ = ["VoiceActivity", "is_speech", "tone"]
-
 _SPEECH_PEAK = 500
 _DEFAULT_SILENCE_SECONDS = 0.5
 

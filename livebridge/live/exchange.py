@@ -35,8 +35,6 @@ from livebridge.protocol.events import (
     TurnComplete,
 )
 
-__all__ = ["ExchangeTracker"]
-
 
 class ExchangeTracker:
     """Sans-I/O: ``feed`` each event in order; it returns True for the event that ends the

@@ -12,8 +12,6 @@ from livebridge.protocol.actions import ProtocolOptions
 from livebridge.protocol.outbox import AudioPolicy
 from livebridge.protocol.transport import CONNECT_SECONDS, TLS_READ_BUFFER, TransportKind
 
-__all__ = ["SessionOptions"]
-
 #: The protocol's share of the options, whose defaults are written there, once.
 _PROTOCOL: Final = ProtocolOptions()
 

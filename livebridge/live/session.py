@@ -74,9 +74,8 @@ from livebridge.protocol.events import (
 from livebridge.protocol.transport import Audio, ClientItem, ProvesReads, Signal, Text, Transport
 from livebridge.protocol.wakeup import Wakeup
 from livebridge.recording.record import RecordingConnector
-from livebridge.store import Store, StoreConnector
-
-__all__ = ["LiveSession", "SessionArgs"]
+from livebridge.store import Store
+from livebridge.store.connector import StoreConnector
 
 log = logging.getLogger("livebridge.live.session")
 

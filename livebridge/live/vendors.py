@@ -12,25 +12,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import UsageError
 from livebridge.profiles import ModelProfile
 from livebridge.protocol.base import Connector
 from livebridge.protocol.transport import CONNECT_SECONDS, TLS_READ_BUFFER, TransportKind
-
-if TYPE_CHECKING:
-    from livebridge.vendors.gemini.connector import GeminiConnector
-    from livebridge.vendors.openai.connector import OpenAIConnector
-
-__all__ = [
-    "VENDORS",
-    "GeminiConnector",
-    "OpenAIConnector",
-    "connector_for",
-    "vendor_of",
-]
 
 #: Each vendor by name: the async client class of its SDK (``package.Class``: read from the
 #: client's classes, so no SDK is imported to tell) and its connector as ``module:Class``,

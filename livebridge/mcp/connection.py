@@ -41,8 +41,6 @@ if TYPE_CHECKING:
     from mcp.client.session import ClientSession
     from mcp.shared.dispatcher import ProgressFnT
 
-__all__ = ["Connection", "backoff", "connection_for", "connections"]
-
 log = logging.getLogger("livebridge.mcp")
 
 State = Literal["starting", "ready", "down", "stopped"]

@@ -15,8 +15,6 @@ import os
 import signal
 import sys
 
-__all__ = ["available", "main"]
-
 _PR_SET_PDEATHSIG = 1
 
 

@@ -15,8 +15,6 @@ from prometheus_client.registry import Collector
 
 from livebridge.mcp.connection import connections
 
-__all__ = ["MCPCollector"]
-
 
 class MCPCollector(Collector):
     """``livebridge_mcp_restarts_total`` (stdio servers started again after they ended),

@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-__all__ = ["START_TIMEOUT", "MCPServer"]
-
 #: How long a server gets to start, initialize and list its tools before ``connect`` gives up.
 START_TIMEOUT = 10.0
 

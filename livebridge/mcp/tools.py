@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
     from livebridge.calls.tools import ToolRegistry
 
-__all__ = ["DEFAULT_TIMEOUT", "MCPOptions", "MCPTool", "Source", "Sources"]
-
 log = logging.getLogger("livebridge.mcp")
 
 #: Seconds an MCP call may take unless its options say otherwise.

@@ -15,14 +15,6 @@ import msgspec
 
 from livebridge.errors import ToolError
 
-__all__ = [
-    "argument_checker",
-    "declared_name",
-    "output",
-    "parameters",
-    "progress",
-]
-
 _INVALID = re.compile(r"[^A-Za-z0-9_.\-]")
 #: Schema keywords whose value maps names to schemas (a property named ``title`` is kept).
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})

@@ -38,25 +38,6 @@ from livebridge.calls.observers import (
     TurnMeasured,
 )
 
-__all__ = [
-    "CALLS_PER_TURN_BUCKETS",
-    "LEASE_EVENTS",
-    "MAX_FUNCTION_LABELS",
-    "MESSAGE_KINDS",
-    "OTHER",
-    "RECONNECT_REASONS",
-    "REJECTION_REASONS",
-    "RESULT_BYTES_BUCKETS",
-    "SECONDS_BUCKETS",
-    "STORE_ERRORS",
-    "STORE_OPERATIONS",
-    "STORE_SECONDS_BUCKETS",
-    "TOKEN_BUCKETS",
-    "ZERO_OUTCOMES",
-    "PrometheusObserver",
-]
-
-
 log = logging.getLogger("livebridge.observe.metrics")
 
 #: Label value for anything outside a fixed set: unknown functions, reasons, message kinds.

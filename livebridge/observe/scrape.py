@@ -38,19 +38,6 @@ from urllib.parse import unquote
 
 from prometheus_client import REGISTRY, CollectorRegistry, make_asgi_app, make_wsgi_app
 
-__all__ = [
-    "MAX_CONNECTIONS",
-    "MAX_HEAD_BYTES",
-    "RENDERS",
-    "TIMEOUT",
-    "ASGIApp",
-    "MetricsServer",
-    "Request",
-    "asgi_app",
-    "parse_head",
-    "serve",
-]
-
 log = logging.getLogger("livebridge.observe.metrics")
 
 #: Connections open at once by default; one more closes the oldest still reading its request.

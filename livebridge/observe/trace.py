@@ -17,13 +17,6 @@ from typing import Any
 from livebridge.calls.observers import CallOrphaned, CallSettled, Event
 from livebridge.protocol.base import Redact
 
-__all__ = [
-    "FAILED_OUTCOMES",
-    "TraceObserver",
-    "cap_utf8",
-]
-
-
 #: Outcomes that mark a span as failed.
 FAILED_OUTCOMES = frozenset({"error", "timeout", "orphaned"})
 

@@ -33,20 +33,6 @@ from livebridge.phone.bridge import OPENAI_PHONE_CONFIG, SessionOpener
 from livebridge.phone.twilio import StreamStarted
 from livebridge.profiles import bare_model_name
 
-__all__ = [
-    "FROM_PARAMETER",
-    "GEMINI_MODEL",
-    "GEMINI_PHONE_CONFIG",
-    "GPT_LIVE_PHONE_CONFIG",
-    "OPENAI_MODEL",
-    "TO_PARAMETER",
-    "AgentSource",
-    "IncomingCall",
-    "PhoneAgent",
-    "session_opener",
-    "vendor_config",
-]
-
 #: The ``<Parameter>`` names the webhook gives the stream: the caller's number and the one
 #: called (Twilio's own form field names).
 FROM_PARAMETER = "From"

@@ -44,8 +44,6 @@ from livebridge.phone.gate import (
 from livebridge.phone.telnyx import TelnyxStream
 from livebridge.phone.twilio import TwilioStream
 
-__all__ = ["StarletteCallSocket", "asgi_app"]
-
 log = logging.getLogger("livebridge.phone")
 
 #: What ends a WebSocket under the app: the peer left, the socket was closed, the server's

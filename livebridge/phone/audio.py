@@ -20,15 +20,6 @@ else:
         warnings.simplefilter("ignore", DeprecationWarning)
         import audioop
 
-__all__ = [
-    "PHONE_RATE",
-    "SILENCE",
-    "Resampler",
-    "is_speech",
-    "pcm16_to_ulaw",
-    "ulaw_to_pcm16",
-]
-
 #: Twilio Media Streams' one rate: 8 kHz mono μ-law, a byte a sample.
 PHONE_RATE = 8000
 #: μ-law's encoding of a zero sample.

@@ -52,25 +52,6 @@ from livebridge.protocol.events import (
 )
 from livebridge.protocol.events import TurnComplete as ModelTurnComplete
 
-__all__ = [
-    "OPENAI_PHONE_CONFIG",
-    "BargedIn",
-    "CallAnswered",
-    "CallEnded",
-    "CallSocket",
-    "DtmfPressed",
-    "EndReason",
-    "FrameSkipped",
-    "Listener",
-    "MarkHeard",
-    "MediaCodec",
-    "ModelAnswered",
-    "PhoneBridge",
-    "PhoneEvent",
-    "PhoneOptions",
-    "SessionOpener",
-]
-
 log = logging.getLogger("livebridge.phone")
 
 #: An OpenAI Realtime session config that takes and sends the call's μ-law as is (no

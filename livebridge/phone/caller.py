@@ -42,8 +42,6 @@ from livebridge.phone.audio import PHONE_RATE, SILENCE, Resampler, pcm16_to_ulaw
 from livebridge.phone.playout import FRAME_BYTES, FRAME_SECONDS
 from livebridge.phone.signature import HEADER, signature
 
-__all__ = ["Heard", "Rung", "SimulatedCaller", "ring", "secure", "speech", "tone"]
-
 #: Received audio held for playing, in frames (a minute): a server far ahead of real time
 #: loses the oldest, as a phone line would not hold more either.
 _MAX_BUFFERED = 3000

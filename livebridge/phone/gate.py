@@ -34,23 +34,6 @@ from livebridge.phone import telnyx
 from livebridge.phone.agent import FROM_PARAMETER, TO_PARAMETER
 from livebridge.phone.signature import HEADER, is_signed
 
-__all__ = [
-    "MAX_FORM",
-    "STREAM_PATH",
-    "TELNYX_PATH",
-    "TEXML_PATH",
-    "TWIML_PATH",
-    "CallSlots",
-    "Gate",
-    "Reply",
-    "TelnyxGate",
-    "busy_twiml",
-    "call_parameters",
-    "public_base",
-    "stream_url",
-    "twiml",
-]
-
 log = logging.getLogger("livebridge.phone")
 
 STREAM_PATH = "/twilio"

@@ -22,8 +22,6 @@ from livebridge.phone.bridge import (
     PhoneEvent,
 )
 
-__all__ = ["LATENCY_BUCKETS", "MARK_LAG_BUCKETS", "PhoneMetrics"]
-
 #: A voice reply is felt as prompt under about a second and broken past a few.
 LATENCY_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 #: Marks come back within a frame or two on a good line.

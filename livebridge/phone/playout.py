@@ -16,8 +16,6 @@ from dataclasses import dataclass
 
 from livebridge.phone.audio import PHONE_RATE, SILENCE
 
-__all__ = ["FRAME_BYTES", "FRAME_SECONDS", "MAX_MARKS", "BargeIn", "Echo", "Playout"]
-
 #: 20 ms of 8 kHz μ-law: the frame size Twilio itself sends.
 FRAME_BYTES = 160
 FRAME_SECONDS = FRAME_BYTES / PHONE_RATE

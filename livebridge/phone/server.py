@@ -21,8 +21,6 @@ from livebridge.phone.agent import AgentSource
 from livebridge.phone.asgi import asgi_app
 from livebridge.phone.bridge import PhoneBridge
 
-__all__ = ["PhoneServer", "serve_app", "serve_phone"]
-
 #: Bytes a Media Streams message may have (Twilio's are a few hundred).
 MAX_MESSAGE = 1024 * 1024
 #: Seconds the calls still open at shutdown get to end before they are cut.

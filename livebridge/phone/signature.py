@@ -16,8 +16,6 @@ import hmac
 from collections.abc import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["HEADER", "is_signed", "signature"]
-
 HEADER = "X-Twilio-Signature"
 
 _DEFAULT_PORTS = {"https": 443, "wss": 443, "http": 80, "ws": 80}

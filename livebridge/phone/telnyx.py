@@ -44,18 +44,6 @@ from livebridge.phone.twilio import (
     TwilioStream,
 )
 
-__all__ = [
-    "SIGNATURE_HEADER",
-    "TIMESTAMP_HEADER",
-    "TOKEN_SECONDS",
-    "TOLERANCE",
-    "TelnyxStream",
-    "is_signed",
-    "public_key",
-    "stream_token",
-    "token_valid",
-]
-
 SIGNATURE_HEADER = "telnyx-signature-ed25519"
 TIMESTAMP_HEADER = "telnyx-timestamp"
 #: Seconds a webhook's timestamp may be from now (Telnyx recommends 5 minutes).

@@ -26,17 +26,6 @@ from typing import Annotated, TypeAlias
 
 import msgspec
 
-__all__ = [
-    "LOG_INTERVAL",
-    "Dtmf",
-    "MarkEchoed",
-    "MediaIn",
-    "StreamEvent",
-    "StreamStarted",
-    "StreamStopped",
-    "TwilioStream",
-]
-
 log = logging.getLogger("livebridge.phone")
 
 #: Seconds between two warnings about skipped frames on one stream: a flood is counted, and

@@ -28,24 +28,6 @@ from livebridge.protocol import resume
 from livebridge.protocol.events import Closed, SessionEvent
 from livebridge.protocol.outbox import AudioPolicy
 
-__all__ = [
-    "Action",
-    "CancelCalls",
-    "ConfirmCalls",
-    "ConnectionEvent",
-    "ConnectionState",
-    "ConnectionTable",
-    "Finish",
-    "Notify",
-    "Output",
-    "ProtocolOptions",
-    "Reconnect",
-    "Retries",
-    "RunCalls",
-    "SwitchConnection",
-    "ended_by_service",
-]
-
 ConnectionState = Literal["connecting", "ready", "going_away", "closed"]
 ConnectionEvent = Literal["open", "message", "go_away", "lost", "close"]
 

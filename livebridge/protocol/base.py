@@ -54,8 +54,6 @@ from livebridge.protocol.reporter import Reporter
 from livebridge.protocol.resume import CloseDecision
 from livebridge.protocol.transport import ClientItem, Frames, Signal, Text, Transport
 
-__all__ = ["Connector", "LiveProtocol", "Redact", "WireCodec"]
-
 #: A hook that hides what a recording or a trace must not keep: ``(function, value) -> value``.
 Redact = Callable[[str, dict[str, Any]], dict[str, Any]]
 

@@ -13,8 +13,6 @@ import msgspec
 
 from livebridge.errors import WireError
 
-__all__ = ["b64decode", "b64encode"]
-
 
 def b64decode(data: str) -> bytes:
     """Decode standard or URL-safe base64, padded or not."""

@@ -13,27 +13,6 @@ from livebridge.calls.call import Behavior, OutcomeKind
 from livebridge.calls.observers import Event, Reconnected, SessionClosed
 from livebridge.protocol.wakeup import Waiters
 
-__all__ = [
-    "DROPPABLE",
-    "KEPT",
-    "AudioOut",
-    "Closed",
-    "ErrorReported",
-    "EventBuffer",
-    "EventsDropped",
-    "GoAway",
-    "InputTranscript",
-    "Interrupted",
-    "OutputTranscript",
-    "Resumed",
-    "SessionEvent",
-    "TextOut",
-    "ToolCallSettled",
-    "ToolCallStarted",
-    "TurnComplete",
-    "record_of",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class AudioOut:

@@ -17,8 +17,6 @@ from typing import Literal
 
 from livebridge.protocol.transport import Audio, ClientItem, Frames, Signal, Text, ToolAnswers
 
-__all__ = ["AudioPolicy", "Outbox", "item_size"]
-
 AudioPolicy = Literal["send", "hold", "drop"]
 
 

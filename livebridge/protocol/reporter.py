@@ -26,8 +26,6 @@ from livebridge.calls.tools import ToolRegistry
 from livebridge.protocol.actions import Notify, Output
 from livebridge.protocol.events import ToolCallSettled
 
-__all__ = ["SEEN_BATCH", "Reporter"]
-
 log = logging.getLogger("livebridge.live.session")  # the session's own log, as before
 
 #: Messages counted before their ``MessageSeen`` notices go out without waiting for a flush.

@@ -30,15 +30,6 @@ from livebridge.errors import (
     SessionNotFoundError,
 )
 
-__all__ = [
-    "CloseAction",
-    "CloseDecision",
-    "backoff",
-    "classify_close",
-    "keepalive_settings",
-    "reconnect_deadline",
-]
-
 #: ``resume``: connect again with the newest resumption handle; ``end``: the session is over.
 CloseAction = Literal["resume", "end"]
 

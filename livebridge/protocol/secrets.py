@@ -11,8 +11,6 @@ import logging
 import re
 import threading
 
-__all__ = ["LOGGERS", "RedactingFilter", "protect", "redact"]
-
 #: Loggers of the libraries that open Live connections (a filter is not inherited by children),
 #: and the websockets server's, which logs the same headers on the emulator's side.
 LOGGERS = (

@@ -16,20 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
-__all__ = [
-    "CONNECT_SECONDS",
-    "MAX_MESSAGE_BYTES",
-    "TLS_READ_BUFFER",
-    "Audio",
-    "ClientItem",
-    "Frames",
-    "Signal",
-    "Text",
-    "ToolAnswers",
-    "Transport",
-    "TransportKind",
-]
-
 #: The TLS read buffer each connection gets in place of asyncio's 256 KiB (0 keeps asyncio's).
 TLS_READ_BUFFER: Final = 8 * 1024
 #: How long opening one connection may take, handshake and session setup together.

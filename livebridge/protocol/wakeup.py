@@ -6,8 +6,6 @@ import asyncio
 
 import anyio.lowlevel
 
-__all__ = ["Waiters", "Wakeup"]
-
 
 class Waiters:
     """Tasks waiting for news: ``wait()`` until the next ``wake()``, which wakes them all.

@@ -16,17 +16,6 @@ from livebridge.errors import ConnectTimeoutError, TransportClosed
 from livebridge.protocol import resume
 from livebridge.protocol.transport import ClientItem
 
-__all__ = [
-    "CLOSE_SECONDS",
-    "FrameTransport",
-    "close",
-    "closed",
-    "host_of",
-    "opening_timed_out",
-    "ping_behind",
-    "shrink_tls_read_buffer",
-]
-
 Message = TypeVar("Message")
 
 #: How long a normal close waits for the server's half of the closing handshake.

@@ -34,26 +34,6 @@ import msgspec
 
 from livebridge.errors import RecordingError
 
-__all__ = [
-    "FORMAT_VERSION",
-    "MAX_AUDIO_BYTES",
-    "MAX_BLANK_LINES",
-    "MAX_DEPTH",
-    "MAX_LINES",
-    "MAX_LINE_BYTES",
-    "MAX_RATIO",
-    "MAX_READ_BYTES",
-    "MAX_RECORDED_GAP",
-    "RATIO_FLOOR",
-    "T_TOLERANCE",
-    "VENDORS",
-    "AudioMode",
-    "Entry",
-    "Recording",
-    "read_recording",
-    "restore_audio",
-]
-
 #: The wires a recording's header may name (``vendor``; absent: ``"gemini"``).
 VENDORS = ("gemini", "gpt-live")
 #: The version written in the header; readers read it and every older one, and refuse newer.

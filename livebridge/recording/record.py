@@ -59,13 +59,6 @@ from livebridge.recording.read import (
     AudioMode,
 )
 
-__all__ = [
-    "DEFAULT_MAX_BYTES",
-    "RecordOptions",
-    "RecordingConnector",
-    "RecordingWriter",
-]
-
 log = logging.getLogger("livebridge.recording.record")
 
 #: The default size bound of a recording (``SessionOptions.record_max_bytes``): 256 MiB of JSON.

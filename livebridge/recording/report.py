@@ -13,22 +13,6 @@ from typing import Any, Literal
 
 from livebridge.recording.read import Recording
 
-__all__ = [
-    "MAX_GAP",
-    "MIN_ANSWER_TIMEOUT",
-    "RECONNECT_WAIT",
-    "REPLAY_MODEL",
-    "SLOW_FACTOR",
-    "SLOW_MARGIN",
-    "Divergence",
-    "DivergenceKind",
-    "Pace",
-    "ReplayReport",
-    "default_answer_timeout",
-    "differences",
-]
-
-
 Pace = Literal["recorded", "fast"]
 DivergenceKind = Literal[
     "unanswered",

@@ -1,13 +1,14 @@
-"""Where conversations outlive a process: resumption handles, a call journal, leases, limits.
+"""Where conversations outlive a process, a public module: resumption handles, a call journal,
+leases, limits.
 
 ``MemoryStore`` (the default: one process), ``RedisStore`` (many workers sharing one Redis) and
 ``PostgresStore`` (many workers sharing PostgreSQL: its commits survive a failover) implement
-the ``Store`` protocol; ``LiveSession.connect(..., store=..., conversation=...)`` uses
-one through ``StoreConnector`` and ``Journal``. ``RedisLimiter`` caps concurrent handlers across
-processes (``CallPolicy(limiter=...)``). The Redis classes import redis-py on first use
-(``pip install 'livebridge-voice[redis]'``), ``PostgresStore`` psycopg
-(``livebridge-voice[postgres]``).
-The failover guarantees are in ``journal`` and docs/store.md.
+the ``Store`` protocol (its records: ``Lease``, ``HandleRecord``, ``Entry``, ``Snapshot``);
+``LiveSession.connect(..., store=..., conversation=...)`` uses one. ``RedisLimiter`` caps
+concurrent handlers across processes (``CallPolicy(limiter=...)``). The Redis classes import
+redis-py on first use (``pip install 'livebridge-voice[redis]'``), ``PostgresStore`` psycopg
+(``livebridge-voice[postgres]``). The failover guarantees are in docs/store.md; the modules
+that keep them (the journal, the connector that wraps a vendor's) are internal.
 """
 
 from __future__ import annotations
@@ -15,16 +16,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from livebridge.store.base import (
-    DEFAULT_HANDLE_TTL,
-    DEFAULT_LEASE_TTL,
     Entry,
     HandleRecord,
     Lease,
     Snapshot,
     Store,
 )
-from livebridge.store.connector import StoreConnector
-from livebridge.store.journal import Journal
 from livebridge.store.memory import MemoryStore
 
 if TYPE_CHECKING:
@@ -33,11 +30,8 @@ if TYPE_CHECKING:
     from livebridge.store.redis import RedisStore
 
 __all__ = [
-    "DEFAULT_HANDLE_TTL",
-    "DEFAULT_LEASE_TTL",
     "Entry",
     "HandleRecord",
-    "Journal",
     "Lease",
     "MemoryStore",
     "PostgresStore",
@@ -45,8 +39,6 @@ __all__ = [
     "RedisStore",
     "Snapshot",
     "Store",
-    "StoreConnector",
-    "default_store",
 ]
 
 _default: list[MemoryStore] = []
@@ -73,3 +65,7 @@ def __getattr__(name: str) -> Any:
 
         return RedisLimiter
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

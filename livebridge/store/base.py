@@ -39,23 +39,6 @@ from livebridge.calls.call import OutcomeKind
 if TYPE_CHECKING:
     pass
 
-__all__ = [
-    "DEFAULT_HANDLE_TTL",
-    "DEFAULT_LEASE_TTL",
-    "Entry",
-    "EntryState",
-    "HandleRecord",
-    "Lease",
-    "Snapshot",
-    "Store",
-    "check_ttls",
-    "key_digest",
-    "lapsed",
-    "lost",
-    "new_owner",
-    "request_digest",
-]
-
 #: How long a stored handle (and the journal beside it) lives: the service keeps a handle valid
 #: for about two hours after its connection ends.
 DEFAULT_HANDLE_TTL = 2 * 3600.0

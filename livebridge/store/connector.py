@@ -47,8 +47,6 @@ from livebridge.protocol.transport import Transport
 from livebridge.store.base import Store, new_owner
 from livebridge.store.journal import Journal
 
-__all__ = ["StoreConnector"]
-
 log = logging.getLogger("livebridge.store")
 
 #: Seconds between writes retried while the store is unavailable (doubling up to the cap).

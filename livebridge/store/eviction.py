@@ -20,8 +20,6 @@ from livebridge.errors import EvictionPolicyError
 if TYPE_CHECKING:
     import redis.asyncio
 
-__all__ = ["SAFE_POLICY", "judge", "read_policy"]
-
 log = logging.getLogger("livebridge.store")
 
 #: The one ``maxmemory-policy`` under which Redis never deletes a key it was not told to.

@@ -58,8 +58,6 @@ from livebridge.store.base import (
 if TYPE_CHECKING:
     from livebridge.calls.tools import Tool
 
-__all__ = ["MAX_BATCH", "MAX_DEFERRED", "Journal", "journaled"]
-
 log = logging.getLogger("livebridge.store")
 
 #: Deferred writes waiting at most; past it the oldest is dropped (logged, counted ``dropped``).

@@ -48,8 +48,6 @@ from livebridge.store.redis import bounded, connect
 if TYPE_CHECKING:
     import redis.asyncio
 
-__all__ = ["RedisLimiter"]
-
 log = logging.getLogger("livebridge.store")
 
 T = TypeVar("T")

@@ -35,8 +35,6 @@ from livebridge.store.base import (
     lost,
 )
 
-__all__ = ["MemoryStore"]
-
 
 @dataclass(slots=True)
 class _Conversation:

@@ -51,8 +51,6 @@ if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
-__all__ = ["PostgresStore", "schema"]
-
 T = TypeVar("T")
 
 _encode = msgspec.json.Encoder().encode

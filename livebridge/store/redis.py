@@ -57,8 +57,6 @@ if TYPE_CHECKING:
 #: What a missing redis-py is answered with.
 NEEDS_REDIS = "RedisStore needs redis-py: pip install 'livebridge-voice[redis]'"
 
-__all__ = ["SENTINEL_SCHEME", "RedisStore", "bounded", "connect", "sentinel"]
-
 T = TypeVar("T")
 
 _encode = msgspec.json.Encoder().encode

@@ -9,8 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from livebridge.emulator import Emulator
-from livebridge.emulator.openai_live import LiveOptions, LiveServerSession
+from livebridge.emulator import Emulator, LiveOptions, LiveServerSession
 from tests.emulator.openai_live_helpers import MODEL, live_client
 
 TOOL = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}

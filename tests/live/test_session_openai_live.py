@@ -9,8 +9,7 @@ import pytest
 
 import livebridge
 from livebridge.calls.observers import CallOrphaned, Recorder
-from livebridge.emulator import Emulator
-from livebridge.emulator.openai_live import LiveOptions, LiveServerSession
+from livebridge.emulator import Emulator, LiveOptions, LiveServerSession
 from livebridge.errors import SessionEndedError
 from livebridge.protocol.events import (
     Closed,

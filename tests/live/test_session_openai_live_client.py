@@ -11,8 +11,7 @@ from typing import Any
 
 import livebridge
 from livebridge import CallPolicy, LiveSession, SessionOptions
-from livebridge.emulator import Emulator
-from livebridge.emulator.openai_live import LiveServerSession
+from livebridge.emulator import Emulator, LiveServerSession
 from livebridge.protocol.events import ToolCallSettled
 from livebridge.vendors.openai_live.delegation import APOLOGY, MAX_APPEND, Delegation
 from tests.emulator.openai_live_helpers import MODEL, sent

@@ -15,8 +15,7 @@ import anyio
 import pytest
 
 import livebridge
-from livebridge.emulator import Emulator
-from livebridge.emulator.openai_live import LiveOptions, LiveServerSession
+from livebridge.emulator import Emulator, LiveOptions, LiveServerSession
 from livebridge.errors import SessionEndedError
 from livebridge.protocol.events import ErrorReported, SessionEvent, ToolCallSettled
 from tests.emulator.openai_live_helpers import MODEL, open_live, outputs, sent

@@ -73,7 +73,7 @@ async def test_a_gpt_live_turn_reports_its_wait_and_tokens_and_counts_nested_eve
     """GPT-Live: the backend's answer to typed text is timed from the text to its first output,
     with the backend's tokens; each nested ``response.*`` event is counted under its own type
     as well as in its ``response.event`` envelope."""
-    from livebridge.emulator.openai_live import LiveServerSession
+    from livebridge.emulator import LiveServerSession
 
     async def scenario(live: LiveServerSession) -> None:
         live.next_calls = [[("get_weather", {"city": "Paris"})], [], [("get_weather", {})], []]

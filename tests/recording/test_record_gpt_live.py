@@ -10,8 +10,7 @@ from typing import Any
 
 import livebridge
 from livebridge import LiveSession, SessionOptions
-from livebridge.emulator import Emulator
-from livebridge.emulator.openai_live import LiveServerSession
+from livebridge.emulator import Emulator, LiveServerSession
 from livebridge.observe.trace import TraceObserver
 from livebridge.protocol.events import TurnComplete
 from livebridge.recording.read import read_recording

@@ -14,8 +14,8 @@ from livebridge.calls.observers import Recorder, StoreOperation
 from livebridge.emulator import Emulator
 from livebridge.errors import LeaseLostError
 from livebridge.protocol.events import TurnComplete
-from livebridge.store import Entry, Journal, MemoryStore, RedisStore
-from livebridge.store.journal import MAX_DEFERRED
+from livebridge.store import Entry, MemoryStore, RedisStore
+from livebridge.store.journal import MAX_DEFERRED, Journal
 from tests.redis_server import RedisServer, redis_server
 from tests.session_helpers import MODEL, TEXT_CONFIG, client_messages, collect_until
 from tests.store.test_store_session import Booking

@@ -20,8 +20,9 @@ from livebridge.calls.observers import LeaseChanged, Recorder, SessionClosed
 from livebridge.emulator import Emulator
 from livebridge.errors import ConversationBusyError, LeaseLostError
 from livebridge.protocol.events import Closed, ToolCallStarted, TurnComplete
-from livebridge.store import Entry, Journal, MemoryStore, PostgresStore, RedisStore, Store
+from livebridge.store import Entry, MemoryStore, PostgresStore, RedisStore, Store
 from livebridge.store.base import request_digest
+from livebridge.store.journal import Journal
 from tests.postgres_server import PostgresServer, postgres_server, prefix
 from tests.redis_server import RedisServer, redis_server
 from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until

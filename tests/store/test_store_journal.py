@@ -10,9 +10,9 @@ import pytest
 
 from livebridge import Call, ToolRegistry
 from livebridge.calls.call import Outcome
-from livebridge.store import Entry, HandleRecord, Journal, MemoryStore, Snapshot
+from livebridge.store import Entry, HandleRecord, MemoryStore, Snapshot
 from livebridge.store.base import key_digest, request_digest
-from livebridge.store.journal import journaled
+from livebridge.store.journal import Journal, journaled
 
 tools = ToolRegistry()
 

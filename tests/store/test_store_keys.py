@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from livebridge import Call, CallContext, Dispatcher, ToolRegistry
-from livebridge.store import Journal, MemoryStore, Snapshot
+from livebridge.store import MemoryStore, Snapshot
+from livebridge.store.journal import Journal
 from tests.test_readme import python_blocks
 
 

@@ -21,7 +21,8 @@ import pytest
 from livebridge import Call, ToolRegistry
 from livebridge.calls.dispatch import Dispatcher
 from livebridge.errors import StoreError
-from livebridge.store import PostgresStore, StoreConnector
+from livebridge.store import PostgresStore
+from livebridge.store.connector import StoreConnector
 from tests.postgres_server import PostgresServer
 
 LEASE_TTL = 0.6

@@ -9,8 +9,7 @@ import pytest
 
 import livebridge
 from livebridge import LiveSession, UsageError
-from livebridge.emulator import Emulator
-from livebridge.emulator.openai_live import LiveServerSession
+from livebridge.emulator import Emulator, LiveServerSession
 from livebridge.live.vendors import connector_for
 from livebridge.vendors.openai_live.connector import GptLiveConnector
 from tests.emulator.openai_live_helpers import MODEL, open_live, sent

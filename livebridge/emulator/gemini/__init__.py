@@ -1,3 +1,2 @@
-"""The emulator's Gemini Live side: the per-connection server, the contract checker and replay."""
-
-__all__: list[str] = []
+"""The emulator's Gemini Live side, internal: the per-connection server, the contract checker and
+replay."""

@@ -35,13 +35,6 @@ from livebridge.emulator.contract import (
 from livebridge.errors import LocalProtocolError
 from livebridge.vendors.gemini import wire
 
-__all__ = [
-    "AUDIO_IN_FLIGHT",
-    "SEVERITIES",
-    "VIOLATION_KINDS",
-    "Checker",
-]
-
 #: Every kind of violation the checker reports, with its severity. An error breaks the contract
 #: (the model stalls, or gets an answer it cannot use); a warning costs time or fidelity.
 SEVERITIES: dict[str, Severity] = {

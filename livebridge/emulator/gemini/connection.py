@@ -31,10 +31,6 @@ from livebridge.errors import WireError
 from livebridge.protocol.encoding import b64decode
 from livebridge.vendors.gemini import wire
 
-__all__ = [
-    "EmulatedSession",
-]
-
 MEDIA_CHUNKS_DEPRECATED = (
     "realtime_input.media_chunks is deprecated. Use audio, video, or text instead."
 )

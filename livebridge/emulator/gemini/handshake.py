@@ -26,16 +26,6 @@ from livebridge.emulator.contract import CallRecord
 from livebridge.emulator.gemini.connection import EmulatedSession
 from livebridge.vendors.gemini import wire
 
-__all__ = [
-    "SESSION_NOT_FOUND",
-    "Route",
-    "missing_thinking_level",
-    "model_not_found",
-    "open_session",
-    "refused_declarations",
-    "route",
-]
-
 SESSION_NOT_FOUND = "BidiGenerateContent session not found"
 
 _PATH = re.compile(

@@ -47,8 +47,6 @@ from livebridge.recording.report import (
     differences,
 )
 
-__all__ = ["ReplayScenario"]
-
 
 def _name_nameless(entries: list[Entry]) -> None:
     """Give recorded calls without an id, and their answers, the key the session used."""

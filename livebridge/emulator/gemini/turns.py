@@ -23,8 +23,6 @@ from livebridge.emulator.voice import tone
 from livebridge.protocol.encoding import b64encode
 from livebridge.vendors.gemini import wire
 
-__all__ = ["DEADLINE_EXPIRED", "CallsOnInterrupt", "ModelTurns"]
-
 DEADLINE_EXPIRED = "Deadline expired before operation could complete."
 
 #: What an interruption does to the turn's open calls: cancel them (``toolCallCancellation``),

@@ -34,14 +34,6 @@ from livebridge.emulator.contract import (
 )
 from livebridge.errors import LocalProtocolError
 
-__all__ = [
-    "REALTIME_SEVERITIES",
-    "RealtimeChecker",
-    "ResponseKind",
-    "ResponseStatus",
-    "answer_payload",
-]
-
 ResponseStatus = Literal["in_progress", "completed", "cancelled", "incomplete", "failed"]
 #: What a response that starts is for: ``continuation`` (the scenario speaks the results),
 #: ``early`` (a continuation before every output was in: answered at once with what there is),

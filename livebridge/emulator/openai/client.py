@@ -18,8 +18,6 @@ from typing import Any
 import openai
 from openai.resources.realtime.realtime import AsyncRealtime, AsyncRealtimeConnectionManager
 
-__all__ = ["EmulatorOpenAI", "openai_client"]
-
 
 class _TrustingRealtime(AsyncRealtime):
     def __init__(self, client: openai.AsyncOpenAI, context: ssl.SSLContext) -> None:

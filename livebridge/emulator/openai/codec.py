@@ -20,39 +20,6 @@ from typing import Any, Literal
 
 import msgspec
 
-__all__ = [
-    "AUDIO_RATE",
-    "BETA_MESSAGE",
-    "CLIENT_EVENT_TYPES",
-    "SESSION_FIELDS",
-    "ClientEvent",
-    "ContentPart",
-    "ConversationItemCreate",
-    "ConversationItemDelete",
-    "ConversationItemRetrieve",
-    "ConversationItemTruncate",
-    "EventError",
-    "InputAudioBufferAppend",
-    "InputAudioBufferClear",
-    "InputAudioBufferCommit",
-    "Item",
-    "OutputAudioBufferClear",
-    "ResponseCancel",
-    "ResponseCreate",
-    "SessionConfig",
-    "SessionUpdate",
-    "decode_audio",
-    "default_session",
-    "error_event",
-    "event",
-    "frame_of",
-    "merge_session",
-    "new_id",
-    "read_event",
-    "response_object",
-    "sent_copy",
-]
-
 #: The one PCM rate the GA API speaks, in and out.
 AUDIO_RATE = 24_000
 BETA_MESSAGE = (

@@ -20,8 +20,6 @@ from livebridge.emulator.shared import Shared
 from livebridge.emulator.voice import VoiceActivity
 from livebridge.vendors.gemini import wire
 
-__all__ = ["MIN_COMMIT_SECONDS", "RealtimeSession"]
-
 #: The shortest audio ``input_audio_buffer.commit`` accepts, as the service does.
 MIN_COMMIT_SECONDS = 0.1
 

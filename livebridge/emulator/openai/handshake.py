@@ -16,8 +16,6 @@ from websockets.datastructures import Headers
 
 from livebridge.emulator.openai import codec
 
-__all__ = ["PATH", "RealtimeRoute", "beta_refusal", "model_not_found", "route"]
-
 PATH = "/v1/realtime"
 
 

@@ -32,8 +32,6 @@ from livebridge.emulator.voice import tone
 from livebridge.errors import ScenarioError
 from livebridge.vendors.gemini import wire
 
-__all__ = ["MAX_ITEMS", "ModelOutput", "Origin"]
-
 #: Conversation items remembered for ``retrieve``/``truncate``/``delete``; past this the oldest
 #: is forgotten (asking for it then gets ``item_not_found``).
 MAX_ITEMS = 1024

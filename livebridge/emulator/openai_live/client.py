@@ -16,8 +16,6 @@ from openai.resources.live.live import AsyncLive, AsyncLiveConnectionManager
 
 from livebridge.emulator.openai.client import EmulatorOpenAI
 
-__all__ = ["live_client"]
-
 
 class _TrustingLive(AsyncLive):
     def __init__(self, client: openai.AsyncOpenAI, context: ssl.SSLContext) -> None:

@@ -21,8 +21,6 @@ from livebridge.emulator.model import RuleModel, named_places, place_parameter
 from livebridge.emulator.openai_live.session import LiveServerSession
 from livebridge.vendors.gemini.messages import FunctionDeclaration
 
-__all__ = ["LiveRuleModel"]
-
 _FOREVER = 24 * 3600.0  # the model waits as long as the session lasts
 _HEARD = RuleModel().phrase(1)  # what a spoken utterance says, as on the other protocols
 

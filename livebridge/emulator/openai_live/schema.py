@@ -11,8 +11,6 @@ from typing import Any, Final, NamedTuple
 
 from livebridge.vendors.openai_live.config import SESSION_FIELDS
 
-__all__ = ["CLIENT_EVENTS", "Refusal", "resolve"]
-
 #: The client events the service supports (listed when another type arrives).
 CLIENT_EVENTS: Final = (
     "session.start",

@@ -47,8 +47,6 @@ from livebridge.emulator.openai_live import schema
 from livebridge.emulator.shared import Shared
 from livebridge.emulator.voice import VoiceActivity, tone
 
-__all__ = ["LiveOptions", "LiveScenario", "LiveServerSession", "Verdict"]
-
 _ids = itertools.count(1)
 #: The longest append accepted: 500 tokens as the service estimates them (1,756 characters
 #: were seen accepted, 1,900 refused).

@@ -14,8 +14,6 @@ from websockets.http11 import Request, Response
 from livebridge.emulator.openai_live.session import LiveOptions, LiveScenario, LiveServerSession
 from livebridge.emulator.shared import Shared
 
-__all__ = ["PATH", "LiveSide"]
-
 PATH = "/v1/live/sessions"
 
 

@@ -25,13 +25,6 @@ from livebridge.calls.call import SCHEDULINGS, AnswerEncoder, Behavior, Outcome,
 if TYPE_CHECKING:
     from google.genai import types
 
-__all__ = [
-    "encode",
-    "encoder",
-    "to_sdk",
-    "tool_response",
-]
-
 _EVERY_SCHEDULING: frozenset[Scheduling] = frozenset(SCHEDULINGS)
 
 

@@ -20,8 +20,6 @@ from livebridge.protocol.transport import (
 from livebridge.vendors.gemini import wire
 from livebridge.vendors.gemini.answers import tool_response
 
-__all__ = ["ClientKind", "client_args", "client_kinds", "encode_client", "message_kind"]
-
 #: The top-level field a client item is sent as.
 ClientKind = Literal["toolResponse", "realtimeInput"]
 

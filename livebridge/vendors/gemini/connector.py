@@ -60,14 +60,6 @@ from livebridge.vendors.gemini.answers import to_sdk
 from livebridge.vendors.gemini.client_frames import encode_client
 from livebridge.vendors.gemini.protocol import GeminiLiveProtocol
 
-__all__ = [
-    "GeminiConnector",
-    "SdkTransport",
-    "WireTransport",
-    "live_config",
-]
-
-
 #: Resumption asked for, no handle yet: the same for every session's first connection.
 _FRESH_SESSION = types.SessionResumptionConfig()
 #: The default keepalive, shared by every connector that uses it.

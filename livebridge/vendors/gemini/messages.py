@@ -11,46 +11,6 @@ from typing import Any, Final, Literal, get_args
 
 import msgspec
 
-__all__ = [
-    "SERVER_KINDS",
-    "ActivityMarker",
-    "AutomaticActivityDetection",
-    "Blob",
-    "ClientContent",
-    "ClientMessage",
-    "Content",
-    "ContextUpdate",
-    "ContextUpdateTools",
-    "FunctionCall",
-    "FunctionDeclaration",
-    "FunctionResponse",
-    "GenerationConfig",
-    "GoAway",
-    "HistoryConfig",
-    "ModalityTokenCount",
-    "Part",
-    "RealtimeInput",
-    "RealtimeInputConfig",
-    "Scheduling",
-    "ServerContent",
-    "ServerKind",
-    "ServerMessage",
-    "SessionResumptionConfig",
-    "SessionResumptionUpdate",
-    "Setup",
-    "SetupComplete",
-    "ThinkingConfig",
-    "Tool",
-    "ToolCall",
-    "ToolCallCancellation",
-    "ToolResponse",
-    "Transcription",
-    "UsageMetadata",
-    "VoiceActivity",
-    "VoiceActivityDetectionSignal",
-    "server_kinds",
-]
-
 Scheduling = Literal["SCHEDULING_UNSPECIFIED", "SILENT", "WHEN_IDLE", "INTERRUPT"]
 
 

@@ -69,8 +69,6 @@ from livebridge.vendors.gemini import wire
 from livebridge.vendors.gemini.client_frames import client_kinds
 from livebridge.vendors.gemini.recording import GeminiWire
 
-__all__ = ["NAMELESS_PREFIX", "GeminiLiveProtocol"]
-
 #: The start of the key a call without an id is known by inside the session.
 NAMELESS_PREFIX = "nameless-call-"
 

@@ -17,8 +17,6 @@ from livebridge.protocol.transport import ClientItem
 from livebridge.vendors.gemini import wire
 from livebridge.vendors.gemini.client_frames import encode_client
 
-__all__ = ["GeminiWire"]
-
 
 class GeminiWire:
     """Gemini Live's recording codec: the format's own, camelCase messages."""

@@ -20,31 +20,11 @@ from typing import Any, Final
 import msgspec
 
 from livebridge.errors import WireError
-from livebridge.vendors.gemini import messages
 from livebridge.vendors.gemini.messages import *  # noqa: F403 (the message types are this module's too)
 from livebridge.vendors.gemini.messages import (
     ClientMessage,
     ServerMessage,
 )
-
-__all__ = [
-    "DEFAULT_AUDIO_RATE",
-    "MAX_DEPTH",
-    "TOO_DEEP",
-    "audio_rate",
-    "camel",
-    "convert_client",
-    "decode_client",
-    "decode_client_json",
-    "decode_server",
-    "encode",
-    "normalize_keys",
-    "parse_duration",
-    "snake",
-    "to_builtins",
-]
-__all__ += messages.__all__
-
 
 # Codec -----------------------------------------------------------------------------------------
 

@@ -1,5 +1,3 @@
-"""OpenAI Realtime and chat ``tool_calls``: the wire codec, the protocol (with its calls, response
-and error parts), the ``openai`` connector and the non-streaming adapter. The emulator's OpenAI
-side is ``livebridge.emulator.openai``."""
-
-__all__: list[str] = []
+"""Internal: OpenAI Realtime and chat ``tool_calls``: the wire codec, the protocol (with its calls,
+response and error parts), the ``openai`` connector and the non-streaming adapter. The emulator's
+OpenAI side is ``livebridge.emulator.openai``."""

@@ -15,8 +15,6 @@ from livebridge.protocol.events import AudioOut
 from livebridge.protocol.transport import Frames
 from livebridge.vendors.openai import wire as openai_wire
 
-__all__ = ["G711_RATE", "Speech"]
-
 #: ``audio/pcmu`` (G.711 μ-law): 8 kHz, a byte a sample.
 G711_RATE = 8000
 

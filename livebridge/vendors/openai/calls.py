@@ -27,15 +27,6 @@ from livebridge.calls.call import UnreadableArguments
 from livebridge.calls.fields import parse_arguments
 from livebridge.vendors.openai.wire import Item
 
-__all__ = [
-    "MAX_HELD_ARGUMENT_CHARS",
-    "MAX_HELD_CALLS",
-    "MAX_RESPONSE_ARGUMENT_CHARS",
-    "HeldCall",
-    "Repeat",
-    "ResponseCalls",
-]
-
 #: Characters of arguments the calls of one response may carry (the model writes a few hundred).
 MAX_RESPONSE_ARGUMENT_CHARS = 1 << 20
 #: Characters of arguments held over every response that is not done yet.

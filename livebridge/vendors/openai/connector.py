@@ -62,14 +62,6 @@ from livebridge.vendors.openai.errors import service_error
 from livebridge.vendors.openai.protocol import OpenAIRealtimeProtocol
 from livebridge.vendors.openai.wire import ServerEvent
 
-__all__ = [
-    "OpenAIConnector",
-    "SdkTransport",
-    "WireTransport",
-    "session_config",
-    "setup_error",
-]
-
 #: Events that may arrive before ``session.updated`` and are handed to the protocol after it.
 _EARLY_LIMIT = 64
 

@@ -17,8 +17,6 @@ from livebridge.errors import (
 from livebridge.protocol import resume
 from livebridge.vendors.openai import wire as openai_wire
 
-__all__ = ["classify_close", "service_error"]
-
 
 def service_error(detail: openai_wire.ErrorDetail, hint: str = "") -> ServiceReportedError:
     """An ``error`` event as a clear error: what the service said, and what to do."""

@@ -84,8 +84,6 @@ from livebridge.vendors.openai.errors import classify_close, service_error
 from livebridge.vendors.openai.responses import Continuation
 from livebridge.vendors.openai.wire import ServerEvent
 
-__all__ = ["ACTIVE_RESPONSE", "OpenAIRealtimeProtocol", "usage_tokens"]
-
 #: The error code of a ``response.create`` sent while a response is in progress: tolerated.
 ACTIVE_RESPONSE = "conversation_already_has_active_response"
 

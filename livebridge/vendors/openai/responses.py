@@ -28,8 +28,6 @@ from typing import Any
 
 from livebridge.protocol.transport import Frames
 
-__all__ = ["CREATE_PREFIX", "Continuation"]
-
 #: The ``event_id`` prefix of the continuations livebridge sends (the server echoes it in errors).
 CREATE_PREFIX = "livebridge_continue_"
 

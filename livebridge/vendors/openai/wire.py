@@ -26,24 +26,6 @@ from livebridge.calls.call import Behavior, Outcome, Partial, Scheduling
 from livebridge.errors import MalformedMessageError
 from livebridge.protocol.transport import Audio, ClientItem, Frames, Signal, Text, ToolAnswers
 
-__all__ = [
-    "INPUT_RATE",
-    "OUTPUT_RATE",
-    "RESPONSE_CREATE",
-    "ErrorDetail",
-    "Item",
-    "Response",
-    "ServerEvent",
-    "StatusDetails",
-    "answer",
-    "client_frames",
-    "client_kinds",
-    "decode_server",
-    "encode",
-    "from_builtins",
-    "to_builtins",
-]
-
 #: The only PCM rate the GA API takes and sends (``audio/pcm``, 16-bit mono little-endian).
 INPUT_RATE: Final = 24_000
 OUTPUT_RATE: Final = 24_000

@@ -1,4 +1,2 @@
-"""OpenAI GPT-Live (``v1/live/sessions``): a voice model that delegates tool calls to a
+"""Internal: OpenAI GPT-Live (``v1/live/sessions``): a voice model that delegates tool calls to a
 Responses backend, spoken to through the ``openai`` SDK's ``client.live.connect()``."""
-
-__all__: list[str] = []

@@ -17,8 +17,6 @@ from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import UsageError
 from livebridge.vendors.openai_live import wire
 
-__all__ = ["DEFAULT_BACKEND_MODEL", "SESSION_FIELDS", "session_config"]
-
 #: The Responses model a session with tools delegates to unless ``config`` names one
 #: (the model of OpenAI's delegation guide).
 DEFAULT_BACKEND_MODEL: Final = "gpt-5.6-luna"

@@ -43,8 +43,6 @@ from livebridge.vendors.openai_live.config import session_config
 from livebridge.vendors.openai_live.delegation import Delegation
 from livebridge.vendors.openai_live.protocol import GptLiveProtocol
 
-__all__ = ["GptLiveConnector", "LiveTransport", "is_live_model"]
-
 _EARLY_LIMIT = 64
 
 

@@ -18,8 +18,6 @@ from typing import Any, Final
 
 from livebridge.calls.tools import ToolRegistry
 
-__all__ = ["APOLOGY", "DELEGATE", "MAX_APPEND", "Delegation", "appends", "registry"]
-
 #: The session's name for the app's delegate, as a call.
 DELEGATE: Final = "livebridge_delegation"
 #: Characters per append: under 450 tokens at four characters a token.

@@ -29,8 +29,6 @@ from typing import Any, Final
 
 from livebridge.protocol.transport import Frames
 
-__all__ = ["CREATE_PREFIX", "OUTPUT_PREFIX", "RESERVE", "Budget", "Gate"]
-
 #: The ``event_id`` prefixes of what livebridge sends (the service echoes them in errors).
 CREATE_PREFIX: Final = "livebridge_continue_"
 OUTPUT_PREFIX: Final = "livebridge_output_"

@@ -68,8 +68,6 @@ from livebridge.vendors.openai_live.gate import OUTPUT_PREFIX, Budget, Gate
 from livebridge.vendors.openai_live.recording import GptLiveWire
 from livebridge.vendors.openai_live.voice import VoiceTrack
 
-__all__ = ["BUFFER_FULL", "OUTPUTS_REQUIRED", "GptLiveProtocol", "answer"]
-
 OUTPUTS_REQUIRED = "function_call_outputs_required"
 BUFFER_FULL = "response_input_buffer_full"
 _UNBOUNDED = 1 << 40  # each output is its own frame

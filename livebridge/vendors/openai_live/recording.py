@@ -20,8 +20,6 @@ from livebridge.protocol.encoding import b64decode
 from livebridge.protocol.transport import ClientItem
 from livebridge.vendors.openai_live import wire
 
-__all__ = ["NAME", "GptLiveWire"]
-
 #: The ``vendor`` a recording's header names for this wire.
 NAME: Final = "gpt-live"
 _AUDIO: Final = {"session.input_audio.append": "audio", "session.output_audio.delta": "delta"}

@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-__all__ = ["QUIET_SECONDS", "VoiceTrack", "is_silent"]
-
 #: Seconds of silence (on the track's own clock) that end a reply.
 QUIET_SECONDS: Final = 0.5
 

@@ -20,23 +20,6 @@ import msgspec
 from livebridge.errors import MalformedMessageError
 from livebridge.protocol.transport import Audio, ClientItem, Frames, Signal, Text, ToolAnswers
 
-__all__ = [
-    "INPUT_RATE",
-    "BackendEvent",
-    "BackendItem",
-    "BackendResponse",
-    "Delegation",
-    "ErrorDetail",
-    "ServerEvent",
-    "client_frames",
-    "client_kinds",
-    "decode_server",
-    "encode",
-    "item_bytes",
-    "output_item",
-    "user_message",
-]
-
 #: The PCM rate livebridge configures (``audio/pcm``, 16-bit mono little-endian).
 INPUT_RATE: Final = 24_000
 
