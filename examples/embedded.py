@@ -12,8 +12,8 @@ from google import genai
 from google.genai import types
 
 import livebridge
+from livebridge import OutputTranscript, TextOut, ToolCallSettled, TurnComplete
 from livebridge.emulator import Emulator
-from livebridge.protocol.events import OutputTranscript, TextOut, ToolCallSettled, TurnComplete
 
 MODEL = "gemini-3.8-live"
 CONFIG = types.LiveConnectConfig(

@@ -16,10 +16,9 @@ from google.genai import types
 from prometheus_client import CollectorRegistry
 
 import livebridge
+from livebridge import TurnComplete
 from livebridge.emulator import Emulator
-from livebridge.observe.metrics import PrometheusObserver
-from livebridge.observe.scrape import serve
-from livebridge.protocol.events import TurnComplete
+from livebridge.observe import PrometheusObserver, serve
 
 MODEL = "gemini-3.8-live"
 CONFIG = types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from livebridge.calls.dispatch import Dispatcher
     from livebridge.calls.observers import Observer, Recorder
     from livebridge.calls.policy import CallPolicy
-    from livebridge.calls.tools import Tool, ToolRegistry
+    from livebridge.calls.tools import Tool, ToolOptions, ToolRegistry
     from livebridge.errors import (
         ConnectionLostError,
         ConnectionStateError,
@@ -105,6 +105,7 @@ _HOMES: dict[str, str] = {
     "client_args": "livebridge.vendors.gemini.client_frames",
     "Tool": "livebridge.calls.tools",
     "ToolRegistry": "livebridge.calls.tools",
+    "ToolOptions": "livebridge.calls.tools",
     "Call": "livebridge.calls.call",
     "CallContext": "livebridge.calls.call",
     "Outcome": "livebridge.calls.call",
@@ -245,6 +246,7 @@ __all__ = [
     "ToolCallSettled",
     "ToolCallStarted",
     "ToolError",
+    "ToolOptions",
     "ToolRegistry",
     "TransportClosed",
     "TurnComplete",

@@ -33,6 +33,7 @@ TOP_LEVEL = {
     "client_args",
     # tools, calls and the policy
     "ToolRegistry",
+    "ToolOptions",
     "Tool",
     "Call",
     "CallContext",

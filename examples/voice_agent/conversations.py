@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 
 from livebridge import ConversationBusyError
-from livebridge.calls.observers import Event, LeaseChanged
+from livebridge.observe import Event, LeaseChanged
 
 __all__ = ["LeaseWatch", "conversation_id", "wait_for_lease"]
 

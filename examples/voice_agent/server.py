@@ -53,33 +53,31 @@ from websockets.http11 import Request, Response
 from workers import run_workers
 
 from livebridge import (
-    ConversationBusyError,
-    LiveSession,
-    LiveSessionError,
-    SessionClosedError,
-    SessionEndedError,
-    StoreError,
-    ToolError,
-    ToolRegistry,
-    client_args,
-)
-from livebridge.observe.metrics import PrometheusObserver
-from livebridge.observe.scrape import serve as serve_metrics
-from livebridge.protocol.events import (
     AudioOut,
     Closed,
+    ConversationBusyError,
     EventsDropped,
     GoAway,
     InputTranscript,
     Interrupted,
+    LiveSession,
+    LiveSessionError,
     OutputTranscript,
     Resumed,
+    SessionClosedError,
+    SessionEndedError,
     SessionEvent,
+    StoreError,
     TextOut,
     ToolCallSettled,
     ToolCallStarted,
+    ToolError,
+    ToolRegistry,
     TurnComplete,
+    client_args,
 )
+from livebridge.observe import PrometheusObserver
+from livebridge.observe import serve as serve_metrics
 from livebridge.store import RedisStore, Store
 
 STATIC = Path(__file__).resolve().parent / "static"
