@@ -4,16 +4,19 @@ LiveKit parses a call's arguments, then calls the tool; what the tool returns is
 and a ``livekit.agents.llm.ToolError`` raised by it is an error output (``is_error``). Here each
 call runs through one ``Dispatcher``: a raising tool, a timeout (LiveKit has none per call) and
 a call past the limits answer livebridge's structured error, a call the model re-issues while
-the first runs runs once, and observers see every call. LiveKit only logs a cancelled call;
-when it cancels the tool's task, the call settles ``cancelled``.
+the first runs runs once, and observers see every call. LiveKit does not cancel a tool when
+the user interrupts the speech that issued it (it waits for the tool, then answers the call):
+here the call is cancelled then, through the speech's public ``wait_if_not_interrupted``,
+and settles ``cancelled``, as it does when LiveKit cancels the tool's task.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from livebridge.calls.call import Call
+from livebridge.calls.call import Call, Outcome
 from livebridge.calls.dispatch import Dispatcher
 from livebridge.calls.payloads import json_text
 from livebridge.calls.policy import CallPolicy
@@ -52,7 +55,12 @@ def function_tools(
             calls += 1
             function_call = getattr(context, "function_call", None)
             call_id = getattr(function_call, "call_id", None) or f"{name}-{calls}"
-            outcome = await dispatcher.submit(Call(call_id, name, raw_arguments))
+            call = Call(call_id, name, raw_arguments)
+            speech = getattr(context, "speech_handle", None)
+            if speech is None:
+                outcome = await dispatcher.submit(call)
+            else:
+                outcome = await _unless_interrupted(dispatcher, call, speech)
             answer = json_text(outcome.response)
             if "error" in outcome.response:
                 raise ToolError(answer)
@@ -70,3 +78,17 @@ def function_tools(
         }
         made.append(function_tool(invoker(tool.name), raw_schema=schema))
     return made
+
+
+async def _unless_interrupted(dispatcher: Dispatcher, call: Call, speech: Any) -> Outcome:
+    """The call's outcome, the call cancelled (settled ``cancelled``) if ``speech`` is
+    interrupted first. A call waiting on an identical one's answer keeps waiting for it."""
+    submitted = asyncio.ensure_future(dispatcher.submit(call))
+    try:
+        await speech.wait_if_not_interrupted([submitted])
+    except asyncio.CancelledError:  # LiveKit cancelled the tool: so is the call
+        submitted.cancel()
+        raise
+    if not submitted.done():
+        dispatcher.cancel(call.id)
+    return await submitted

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FRAMEWORKS: dict[str, tuple[str, ...]] = {
     "openai-agents": ("openai-agents==0.24.0",),
     "pipecat": ("pipecat-ai[openai]==1.14.0",),
-    "livekit": ("livekit-agents==1.8.9",),
+    "livekit": ("livekit-agents==1.8.9", "livekit-plugins-openai==1.8.9"),
 }
 TEST_REQUIREMENTS = ("pytest>=8", "pytest-asyncio>=0.24", "pytest-timeout>=2.3")
 
