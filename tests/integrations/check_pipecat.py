@@ -8,6 +8,7 @@ Run inside Pipecat's pinned environment (``tests/integrations/venv.py``) by
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from importlib import metadata
 from typing import Any
 
@@ -220,3 +221,85 @@ def test_the_docs_example_registers_the_tools() -> None:
     assert namespace["llm"].has_function("get_weather")
     declared = [f.name for f in namespace["context"].tools.standard_tools]
     assert declared == ["get_weather"]
+
+
+async def test_an_interruption_cancels_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user barges in while the model's response is issuing its call (OpenAI Realtime's
+    ``input_audio_buffer.speech_started``, the response ends ``cancelled``): Pipecat cancels the
+    handler's task (``cancel_on_interruption``), which cancels livebridge's call."""
+    from pipecat.frames.frames import LLMMessagesAppendFrame
+    from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
+    from pipecat.services.openai.realtime import events
+    from pipecat.services.openai.realtime.llm import OpenAIRealtimeLLMService
+
+    from livebridge.emulator import Conversation, Emulator
+
+    started: concurrent.futures.Future[None] = concurrent.futures.Future()
+    ended: list[str] = []
+    tools = ToolRegistry()
+
+    @tools.tool(timeout=30)
+    async def book(table: str) -> dict[str, Any]:
+        """Book a table."""
+        started.set_result(None)
+        try:
+            await anyio.sleep_forever()
+        except BaseException:
+            ended.append("cancelled")
+            raise
+        return {}
+
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        await conv.tool_call([("book", {"table": "by the window"})])
+        await asyncio.wrap_future(started)  # the handler runs (on the client's loop)
+        await conv.interrupted()  # speech_started, the response ends cancelled
+
+    prometheus = CollectorRegistry()
+    observer = PrometheusObserver(prometheus, functions=["book"])
+    async with Emulator(scenario, protocol="openai") as emu:
+        monkeypatch.setenv("SSL_CERT_FILE", emu.ca_file)
+        settings = OpenAIRealtimeLLMService.Settings(
+            model="gpt-realtime",
+            session_properties=events.SessionProperties(output_modalities=["text"]),
+        )
+        url = emu.base_url.replace("https://", "wss://") + "/v1/realtime"
+        llm = OpenAIRealtimeLLMService(api_key="test", base_url=url, settings=settings)
+        integration.attach(llm, tools, observers=[observer])
+        pair = LLMContextAggregatorPair(LLMContext(tools=integration.tools_schema(tools)))
+        pipeline = Pipeline([pair.user(), llm, pair.assistant()])
+        worker = PipelineWorker(pipeline, cancel_on_idle_timeout=False)
+        ready = asyncio.Event()
+
+        @worker.event_handler("on_pipeline_started")  # type: ignore[untyped-decorator]
+        async def _started(worker: Any, frame: Any) -> None:
+            ready.set()
+
+        def outputs() -> list[dict[str, Any]]:
+            sent = [e.message for e in emu.transcript if e.direction == "client"]
+            return [
+                e["item"]
+                for e in sent
+                if e.get("type") == "conversation.item.create"
+                and e["item"].get("type") == "function_call_output"
+            ]
+
+        async def drive() -> None:
+            await ready.wait()
+            ask = [{"role": "user", "content": "Book the table by the window."}]
+            await worker.queue_frame(LLMMessagesAppendFrame(ask, run_llm=True))
+            await emu.wait_for(lambda: bool(outputs()))
+            await worker.queue_frame(EndFrame())
+
+        runner = WorkerRunner()
+        await runner.add_workers(worker)
+        with anyio.fail_after(20):
+            await asyncio.gather(runner.run(), drive())
+        (output,) = outputs()
+        kinds = [v.kind for v in emu.violations]
+    assert ended == ["cancelled"]  # long before the 30 s the tool was allowed
+    labels = {"function": "book", "outcome": "cancelled", "behavior": "BLOCKING"}
+    assert prometheus.get_sample_value("livebridge_tool_calls_total", labels) == 1.0
+    # What stays Pipecat's: it answers the cancelled call with its own "CANCELLED".
+    assert output["output"] == "CANCELLED"
+    assert kinds == ["answered_cancelled_call"]
