@@ -203,11 +203,18 @@ async def test_an_agent_session_runs_the_models_parallel_calls_through_livebridg
     assert kinds == []
 
 
-async def test_an_interruption_cancels_the_call(caplog: pytest.LogCaptureFixture) -> None:
-    """The user barges in while the model's response is still issuing its calls: LiveKit
-    interrupts the speech, livebridge cancels the call, and LiveKit still answers it."""
+@pytest.mark.parametrize("barge_in", [True, False], ids=["barge-in", "server-cancel"])
+async def test_a_cancelled_response_and_its_call(
+    caplog: pytest.LogCaptureFixture, barge_in: bool
+) -> None:
+    """The model's response is cancelled while its call runs. A barge-in (OpenAI Realtime's
+    ``input_audio_buffer.speech_started``) interrupts the speech that issued the call, and
+    livebridge cancels the call; LiveKit still answers it (livebridge's ``cancelled``), asking
+    for no response. A response the server ends ``cancelled`` with no barge-in interrupts
+    nothing: LiveKit lets the call finish, answers it and asks for a response."""
     caplog.set_level(logging.CRITICAL)
     started: concurrent.futures.Future[None] = concurrent.futures.Future()
+    release: concurrent.futures.Future[None] = concurrent.futures.Future()
     ended: list[str] = []
     tools = ToolRegistry()
 
@@ -216,17 +223,23 @@ async def test_an_interruption_cancels_the_call(caplog: pytest.LogCaptureFixture
         """Book a table."""
         started.set_result(None)
         try:
-            await anyio.sleep_forever()
+            await asyncio.wrap_future(release)  # never, after a barge-in
         except BaseException:
             ended.append("cancelled")
             raise
-        return {}
+        ended.append("finished")
+        return {"booked": table}
 
     async def scenario(conv: Conversation) -> None:
         await conv.expect_turn()
-        await conv.tool_call([("book", {"table": "by the window"})])
+        (call_id,) = await conv.tool_call([("book", {"table": "by the window"})])
         await asyncio.wrap_future(started)  # the tool runs (on the client's loop)
-        await conv.interrupted()  # speech_started, the response ends cancelled
+        if barge_in:
+            await conv.interrupted()  # speech_started, the response ends cancelled
+            return
+        await conv.cancel([call_id])  # the response ends cancelled, no one spoke
+        # The tool ends once LiveKit has read the cancellation (its pong behind it).
+        await conv.realtime.after_pong(lambda: release.set_result(None))
 
     prometheus = CollectorRegistry()
     observer = PrometheusObserver(prometheus, functions=["book"])
@@ -238,13 +251,20 @@ async def test_an_interruption_cancels_the_call(caplog: pytest.LogCaptureFixture
             with anyio.fail_after(20):
                 session.generate_reply(user_input="Book the table by the window.")
                 await emu.wait_for(lambda: bool(sent(emu, "conversation.item.create", "output")))
+                if not barge_in:  # its response.create follows the output
+                    await emu.wait_for(lambda: len(sent(emu, "response.create")) == 2)
         (output,) = sent(emu, "conversation.item.create", "output")
         kinds = [v.kind for v in emu.violations]
-        creates = sent(emu, "response.create")
-    assert ended == ["cancelled"]  # within the 30 s the tool was allowed
-    assert json.loads(output["item"]["output"])["error"]["type"] == "cancelled"
-    labels = {"function": "book", "outcome": "cancelled", "behavior": "BLOCKING"}
+        creates = len(sent(emu, "response.create"))
+    answer = json.loads(output["item"]["output"])
+    outcome = "cancelled" if barge_in else "ok"
+    labels = {"function": "book", "outcome": outcome, "behavior": "BLOCKING"}
     assert prometheus.get_sample_value("livebridge_tool_calls_total", labels) == 1.0
-    # What stays LiveKit's: it answers the call the server cancelled (and asks no response).
+    if barge_in:
+        assert ended == ["cancelled"]  # long before the 30 s the tool was allowed
+        assert (answer["error"]["type"], creates) == ("cancelled", 1)
+    else:
+        assert ended == ["finished"]
+        assert (answer, creates) == ({"output": {"booked": "by the window"}}, 2)
+    # What stays LiveKit's: either way it answers a call whose response was cancelled.
     assert kinds == ["answered_cancelled_call"]
-    assert len(creates) == 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 from importlib import metadata
 from typing import Any
 
@@ -223,10 +224,15 @@ def test_the_docs_example_registers_the_tools() -> None:
     assert declared == ["get_weather"]
 
 
-async def test_an_interruption_cancels_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The user barges in while the model's response is issuing its call (OpenAI Realtime's
-    ``input_audio_buffer.speech_started``, the response ends ``cancelled``): Pipecat cancels the
-    handler's task (``cancel_on_interruption``), which cancels livebridge's call."""
+@pytest.mark.parametrize("barge_in", [True, False], ids=["barge-in", "server-cancel"])
+async def test_a_cancelled_response_and_its_call(
+    monkeypatch: pytest.MonkeyPatch, barge_in: bool
+) -> None:
+    """The model's response is cancelled while its call runs. A barge-in (OpenAI Realtime's
+    ``input_audio_buffer.speech_started``) is an interruption: Pipecat cancels the handler's
+    task (``cancel_on_interruption``), which cancels livebridge's call, and answers
+    ``CANCELLED`` itself. A response the server ends ``cancelled`` with no barge-in is none:
+    Pipecat lets the call finish and answers it, then asks for a response."""
     from pipecat.frames.frames import LLMMessagesAppendFrame
     from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
     from pipecat.services.openai.realtime import events
@@ -235,6 +241,7 @@ async def test_an_interruption_cancels_the_call(monkeypatch: pytest.MonkeyPatch)
     from livebridge.emulator import Conversation, Emulator
 
     started: concurrent.futures.Future[None] = concurrent.futures.Future()
+    release: concurrent.futures.Future[None] = concurrent.futures.Future()
     ended: list[str] = []
     tools = ToolRegistry()
 
@@ -243,17 +250,23 @@ async def test_an_interruption_cancels_the_call(monkeypatch: pytest.MonkeyPatch)
         """Book a table."""
         started.set_result(None)
         try:
-            await anyio.sleep_forever()
+            await asyncio.wrap_future(release)  # never, after a barge-in
         except BaseException:
             ended.append("cancelled")
             raise
-        return {}
+        ended.append("finished")
+        return {"booked": table}
 
     async def scenario(conv: Conversation) -> None:
         await conv.expect_turn()
-        await conv.tool_call([("book", {"table": "by the window"})])
+        (call_id,) = await conv.tool_call([("book", {"table": "by the window"})])
         await asyncio.wrap_future(started)  # the handler runs (on the client's loop)
-        await conv.interrupted()  # speech_started, the response ends cancelled
+        if barge_in:
+            await conv.interrupted()  # speech_started, the response ends cancelled
+            return
+        await conv.cancel([call_id])  # the response ends cancelled, no one spoke
+        # The handler ends once Pipecat has read the cancellation (its pong behind it).
+        await conv.realtime.after_pong(lambda: release.set_result(None))
 
     prometheus = CollectorRegistry()
     observer = PrometheusObserver(prometheus, functions=["book"])
@@ -275,20 +288,21 @@ async def test_an_interruption_cancels_the_call(monkeypatch: pytest.MonkeyPatch)
         async def _started(worker: Any, frame: Any) -> None:
             ready.set()
 
+        def sent(kind: str) -> list[dict[str, Any]]:
+            messages = [e.message for e in emu.transcript if e.direction == "client"]
+            return [m for m in messages if m.get("type") == kind]
+
         def outputs() -> list[dict[str, Any]]:
-            sent = [e.message for e in emu.transcript if e.direction == "client"]
-            return [
-                e["item"]
-                for e in sent
-                if e.get("type") == "conversation.item.create"
-                and e["item"].get("type") == "function_call_output"
-            ]
+            items = [m["item"] for m in sent("conversation.item.create")]
+            return [item for item in items if item.get("type") == "function_call_output"]
 
         async def drive() -> None:
             await ready.wait()
             ask = [{"role": "user", "content": "Book the table by the window."}]
             await worker.queue_frame(LLMMessagesAppendFrame(ask, run_llm=True))
             await emu.wait_for(lambda: bool(outputs()))
+            if not barge_in:  # its response.create follows the output
+                await emu.wait_for(lambda: len(sent("response.create")) == 2)
             await worker.queue_frame(EndFrame())
 
         runner = WorkerRunner()
@@ -297,9 +311,16 @@ async def test_an_interruption_cancels_the_call(monkeypatch: pytest.MonkeyPatch)
             await asyncio.gather(runner.run(), drive())
         (output,) = outputs()
         kinds = [v.kind for v in emu.violations]
-    assert ended == ["cancelled"]  # long before the 30 s the tool was allowed
-    labels = {"function": "book", "outcome": "cancelled", "behavior": "BLOCKING"}
+        creates = len(sent("response.create"))
+    outcome = "cancelled" if barge_in else "ok"
+    labels = {"function": "book", "outcome": outcome, "behavior": "BLOCKING"}
     assert prometheus.get_sample_value("livebridge_tool_calls_total", labels) == 1.0
-    # What stays Pipecat's: it answers the cancelled call with its own "CANCELLED".
-    assert output["output"] == "CANCELLED"
+    if barge_in:
+        assert ended == ["cancelled"]  # long before the 30 s the tool was allowed
+        assert (output["output"], creates) == ("CANCELLED", 1)  # Pipecat's own answer
+    else:
+        assert ended == ["finished"]
+        assert json.loads(output["output"]) == {"output": {"booked": "by the window"}}
+        assert creates == 2
+    # What stays Pipecat's: either way it answers a call whose response was cancelled.
     assert kinds == ["answered_cancelled_call"]
