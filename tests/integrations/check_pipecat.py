@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import ssl
 from importlib import metadata
 from typing import Any
 
@@ -324,3 +325,75 @@ async def test_a_cancelled_response_and_its_call(
         assert creates == 2
     # What stays Pipecat's: either way it answers a call whose response was cancelled.
     assert kinds == ["answered_cancelled_call"]
+
+
+# Pipecat 1.14 still sets the generation config google-genai 3.x deprecates.
+@pytest.mark.filterwarnings("ignore:Setting `LiveConnectConfig.generation_config` is deprecated")
+async def test_gemini_live_cancels_the_calls_the_server_cancels() -> None:
+    """Pipecat's Gemini Live service against the emulator: the server's ``toolCallCancellation``
+    cancels the handler (Pipecat 1.14 reads none; ``attach`` has it cancel the call through
+    Pipecat's own path), the call settles ``cancelled``, and nothing answers it."""
+    from google.genai.types import HttpOptions
+    from pipecat.frames.frames import LLMMessagesAppendFrame
+    from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
+    from pipecat.services.google.gemini_live.llm import GeminiLiveLLMService, GeminiModalities
+
+    from livebridge.emulator import Conversation, Emulator
+
+    started: concurrent.futures.Future[None] = concurrent.futures.Future()
+    cancelled = asyncio.Event()
+    tools = ToolRegistry()
+
+    @tools.tool(timeout=30)
+    async def book(table: str) -> dict[str, Any]:
+        """Book a table."""
+        started.set_result(None)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.set()
+        return {}
+
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        (call_id,) = await conv.tool_call([("book", {"table": "by the window"})])
+        await asyncio.wrap_future(started)  # the handler runs (on the client's loop)
+        await conv.cancel([call_id])  # toolCallCancellation
+        await conv.expect_turn()  # and the model waits for the user
+
+    prometheus = CollectorRegistry()
+    observer = PrometheusObserver(prometheus, functions=["book"])
+    async with Emulator(scenario) as emu:
+        trusted = ssl.create_default_context(cafile=emu.ca_file)
+        llm = GeminiLiveLLMService(
+            api_key="test",
+            http_options=HttpOptions(base_url=emu.base_url, async_client_args={"ssl": trusted}),
+            settings=GeminiLiveLLMService.Settings(modalities=GeminiModalities.TEXT),
+        )
+        integration.attach(llm, tools, observers=[observer])
+        pair = LLMContextAggregatorPair(LLMContext(tools=integration.tools_schema(tools)))
+        worker = PipelineWorker(Pipeline([pair.user(), llm, pair.assistant()]))
+        ready = asyncio.Event()
+
+        @worker.event_handler("on_pipeline_started")  # type: ignore[untyped-decorator]
+        async def _started(worker: Any, frame: Any) -> None:
+            ready.set()
+
+        async def drive() -> None:
+            await ready.wait()
+            ask = [{"role": "user", "content": "Book the table by the window."}]
+            await worker.queue_frame(LLMMessagesAppendFrame(ask, run_llm=True))
+            await cancelled.wait()
+            await worker.queue_frame(EndFrame())
+
+        runner = WorkerRunner()
+        await runner.add_workers(worker)
+        with anyio.fail_after(20):  # long before the 30 s the tool was allowed
+            await asyncio.gather(runner.run(), drive())
+        answers = [
+            e for e in emu.transcript if e.direction == "client" and "toolResponse" in e.message
+        ]
+        kinds = [v.kind for v in emu.violations]
+    labels = {"function": "book", "outcome": "cancelled", "behavior": "BLOCKING"}
+    assert prometheus.get_sample_value("livebridge_tool_calls_total", labels) == 1.0
+    assert (answers, kinds) == ([], [])
