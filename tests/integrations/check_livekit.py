@@ -203,22 +203,26 @@ async def test_an_agent_session_runs_the_models_parallel_calls_through_livebridg
     assert kinds == []
 
 
-@pytest.mark.parametrize("barge_in", [True, False], ids=["barge-in", "server-cancel"])
+@pytest.mark.parametrize("cancel", ["barge-in", "barge-in-later", "server"])
 async def test_a_cancelled_response_and_its_call(
-    caplog: pytest.LogCaptureFixture, barge_in: bool
+    caplog: pytest.LogCaptureFixture, cancel: str
 ) -> None:
-    """The model's response is cancelled while its call runs. A barge-in (OpenAI Realtime's
-    ``input_audio_buffer.speech_started``) interrupts the speech that issued the call, and
-    livebridge cancels the call; LiveKit still answers it (livebridge's ``cancelled``), asking
-    for no response. A response the server ends ``cancelled`` with no barge-in interrupts
-    nothing: LiveKit lets the call finish, answers it and asks for a response."""
+    """A barge-in while the model's response is still generating (OpenAI Realtime's
+    ``input_audio_buffer.speech_started``; the response ends ``cancelled``) interrupts the
+    speech that issued the call, and livebridge cancels the call; LiveKit still answers it
+    (livebridge's ``cancelled``) and asks for no response. A barge-in once the response is
+    done (LiveKit is "thinking" while the tool runs) interrupts the speech too, but the server
+    cancelled nothing: the call runs on and is answered (here livebridge's timeout). A
+    response the server ends ``cancelled`` with no barge-in interrupts nothing: LiveKit lets
+    the call finish, answers it and asks for a response."""
     caplog.set_level(logging.CRITICAL)
     started: concurrent.futures.Future[None] = concurrent.futures.Future()
+    thinking: concurrent.futures.Future[None] = concurrent.futures.Future()
     release: concurrent.futures.Future[None] = concurrent.futures.Future()
     ended: list[str] = []
     tools = ToolRegistry()
 
-    @tools.tool(timeout=30)
+    @tools.tool(timeout=1.0 if cancel == "barge-in-later" else 30)
     async def book(table: str) -> dict[str, Any]:
         """Book a table."""
         started.set_result(None)
@@ -234,9 +238,15 @@ async def test_a_cancelled_response_and_its_call(
         await conv.expect_turn()
         (call_id,) = await conv.tool_call([("book", {"table": "by the window"})])
         await asyncio.wrap_future(started)  # the tool runs (on the client's loop)
-        if barge_in:
+        if cancel == "barge-in":
             await conv.interrupted()  # speech_started, the response ends cancelled
             return
+        if cancel == "barge-in-later":
+            await conv.realtime.end_calls([call_id])  # the response ends completed
+            await asyncio.wrap_future(thinking)
+            speech = {"type": "input_audio_buffer.speech_started", "audio_start_ms": 0}
+            await conv.send({**speech, "item_id": "item_user_speech"})
+            return  # the tool runs on into its timeout
         await conv.cancel([call_id])  # the response ends cancelled, no one spoke
         # The tool ends once LiveKit has read the cancellation (its pong behind it).
         await conv.realtime.after_pong(lambda: release.set_result(None))
@@ -248,23 +258,34 @@ async def test_a_cancelled_response_and_its_call(
             session,
             _,
         ):
+
+            @session.on("agent_state_changed")  # type: ignore[untyped-decorator]
+            def _state(event: Any) -> None:
+                if event.new_state == "thinking" and not thinking.done():
+                    thinking.set_result(None)  # the response's generation is done
+
             with anyio.fail_after(20):
                 session.generate_reply(user_input="Book the table by the window.")
                 await emu.wait_for(lambda: bool(sent(emu, "conversation.item.create", "output")))
-                if not barge_in:  # its response.create follows the output
+                if cancel == "server":  # its response.create follows the output
                     await emu.wait_for(lambda: len(sent(emu, "response.create")) == 2)
         (output,) = sent(emu, "conversation.item.create", "output")
         kinds = [v.kind for v in emu.violations]
         creates = len(sent(emu, "response.create"))
     answer = json.loads(output["item"]["output"])
-    outcome = "cancelled" if barge_in else "ok"
+    outcome = {"barge-in": "cancelled", "barge-in-later": "timeout"}.get(cancel, "ok")
     labels = {"function": "book", "outcome": outcome, "behavior": "BLOCKING"}
     assert prometheus.get_sample_value("livebridge_tool_calls_total", labels) == 1.0
-    if barge_in:
+    if cancel == "barge-in":
         assert ended == ["cancelled"]  # long before the 30 s the tool was allowed
         assert (answer["error"]["type"], creates) == ("cancelled", 1)
+        # What stays LiveKit's: it answers a call whose response was cancelled.
+        assert kinds == ["answered_cancelled_call"]
+    elif cancel == "barge-in-later":
+        assert ended == ["cancelled"]  # by livebridge's 1 s timeout, not the barge-in
+        assert answer["error"]["type"] == "timeout"
+        assert "answered_cancelled_call" not in kinds
     else:
         assert ended == ["finished"]
         assert (answer, creates) == ({"output": {"booked": "by the window"}}, 2)
-    # What stays LiveKit's: either way it answers a call whose response was cancelled.
-    assert kinds == ["answered_cancelled_call"]
+        assert kinds == ["answered_cancelled_call"]  # LiveKit's, as above
