@@ -1,5 +1,6 @@
-"""LiveKit Agents' own function-call executor (``llm.utils.execute_function_call``) running
-livebridge's tools.
+"""LiveKit Agents running livebridge's tools: its own function-call executor
+(``llm.utils.execute_function_call``), and an ``AgentSession`` on the OpenAI Realtime plugin
+against livebridge's emulator over TLS, with no room (text in, text out).
 
 Run inside LiveKit's pinned environment (``tests/integrations/venv.py``) by
 ``test_livekit.py``.
