@@ -4,16 +4,20 @@ LiveKit parses a call's arguments, then calls the tool; what the tool returns is
 and a ``livekit.agents.llm.ToolError`` raised by it is an error output (``is_error``). Here each
 call runs through one ``Dispatcher``: a raising tool, a timeout (LiveKit has none per call) and
 a call past the limits answer livebridge's structured error, a call the model re-issues while
-the first runs runs once, and observers see every call. LiveKit only logs a cancelled call;
-when it cancels the tool's task, the call settles ``cancelled``.
+the first runs runs once, and observers see every call. LiveKit does not cancel a tool when
+the user interrupts the speech that issued it while its response is still generating (it
+waits for the tool, then answers the call the server cancelled): here the call is cancelled
+then (``SpeechHandle.wait_if_not_interrupted``, ``RunContext.wait_for_playout``) and settles
+``cancelled``, as it does when LiveKit cancels the tool's task.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from livebridge.calls.call import Call
+from livebridge.calls.call import Call, Outcome
 from livebridge.calls.dispatch import Dispatcher
 from livebridge.calls.observers import Observer
 from livebridge.calls.payloads import json_text
@@ -52,7 +56,11 @@ def function_tools(
             calls += 1
             function_call = getattr(context, "function_call", None)
             call_id = getattr(function_call, "call_id", None) or f"{name}-{calls}"
-            outcome = await dispatcher.submit(Call(call_id, name, raw_arguments))
+            call = Call(call_id, name, raw_arguments)
+            if getattr(context, "speech_handle", None) is None:
+                outcome = await dispatcher.submit(call)
+            else:
+                outcome = await _unless_interrupted(dispatcher, call, context)
             answer = json_text(outcome.response)
             if "error" in outcome.response:
                 raise ToolError(answer)
@@ -70,3 +78,32 @@ def function_tools(
         }
         made.append(function_tool(invoker(tool.name), raw_schema=schema))
     return made
+
+
+async def _unless_interrupted(dispatcher: Dispatcher, call: Call, context: Any) -> Outcome:
+    """The call's outcome; the call is cancelled (settled ``cancelled``) if the speech that
+    issued it is interrupted while its generation still runs: the server cancels that
+    response's calls. Once the generation is done the calls are owed answers, and a later
+    barge-in (LiveKit interrupts the speech then too) leaves them running. A call waiting on
+    an identical one's answer keeps waiting for it."""
+    speech = context.speech_handle
+    submitted = asyncio.ensure_future(dispatcher.submit(call))
+    played = asyncio.ensure_future(context.wait_for_playout())  # the generation is done
+    # Read when the generation ends, not when this task wakes: LiveKit marks an interrupted
+    # generation done right after the interruption, maybe before this task runs again.
+    owed: list[bool] = []
+    played.add_done_callback(lambda _: owed.append(not speech.interrupted))
+    watch = asyncio.ensure_future(speech.wait_if_not_interrupted([played]))
+    try:
+        await asyncio.wait((submitted, watch), return_when=asyncio.FIRST_COMPLETED)
+        if not submitted.done() and speech.interrupted and owed != [True]:
+            dispatcher.cancel(call.id)
+        return await submitted
+    except asyncio.CancelledError:  # LiveKit cancelled the tool: so is the call
+        submitted.cancel()
+        raise
+    finally:
+        watch.cancel()
+        played.cancel()
+        if played.done() and not played.cancelled():
+            played.exception()  # no generation to wait for: nothing to watch

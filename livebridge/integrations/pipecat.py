@@ -8,8 +8,12 @@ under a new id while the first runs runs once, and observers see every call. Pip
 timeout is set past livebridge's, so livebridge answers first; an interruption cancels the
 handler's task, which cancels the call (settled ``cancelled``).
 
-Only Pipecat's public handler API is used, and only on versions it was checked against
-(``SUPPORTED``): another version raises ``UsageError`` naming the range.
+Pipecat's Gemini Live service reads no ``toolCallCancellation``: the calls the server cancels
+run on and are answered. On that service ``attach`` has the message cancel them through
+Pipecat's own path for cancelling a call by id: the handler's task is cancelled, the call
+settles ``cancelled``, and nothing is answered. Beside the public handler API these are the
+only Pipecat internals used, and only on versions they were checked against (``SUPPORTED``):
+another version raises ``UsageError`` naming the range.
 """
 
 from __future__ import annotations
@@ -103,4 +107,27 @@ def attach(
             cancel_on_interruption=True,
             timeout_secs=limit + _PIPECAT_TIMEOUT_MARGIN,
         )
+    if any(kind.__name__ == "GeminiLiveLLMService" for kind in type(llm).__mro__):
+        _follow_cancellations(llm)
     return dispatcher
+
+
+def _follow_cancellations(llm: Any) -> None:
+    """Have Gemini Live's ``toolCallCancellation`` cancel the calls it names, as Pipecat
+    cancels a call by id (its task cancelled, settled in the context, no answer sent)."""
+    receive = getattr(llm, "_handle_server_message", None)
+    cancel = getattr(llm, "_cancel_function_calls_by_tool_call_id", None)
+    if receive is None or cancel is None:
+        raise UsageError(
+            f"livebridge.integrations.pipecat: {type(llm).__name__} reads its server's "
+            "messages in a way this version does not know; no toolCallCancellation would reach "
+            "the calls"
+        )
+
+    async def handle(message: Any) -> None:
+        cancellation = getattr(message, "tool_call_cancellation", None)
+        for call_id in getattr(cancellation, "ids", None) or ():
+            await cancel(call_id)
+        await receive(message)
+
+    llm._handle_server_message = handle

@@ -82,6 +82,20 @@ async def test_an_out_of_band_response_is_no_continuation() -> None:
         assert kinds(emu) == []
 
 
+async def test_a_response_carries_the_metadata_its_create_gave() -> None:
+    """Clients match a ``response.created`` to their ``response.create`` by its metadata
+    (LiveKit Agents waits for its ``client_event_id``)."""
+    async with Emulator(protocol="openai") as emu:
+        async with emu.openai_client().realtime.connect(model=MODEL) as conn:
+            await one_call_answered(conn)
+            await conn.response.create(response={"metadata": {"client_event_id": "e1"}})
+            created = await until(conn, "response.created")
+            assert isinstance(created, ResponseCreatedEvent)
+            assert created.response.metadata == {"client_event_id": "e1"}
+            assert done(await response(conn)).response.metadata == {"client_event_id": "e1"}
+        assert kinds(emu) == []
+
+
 async def test_an_out_of_band_response_runs_beside_the_one_in_progress() -> None:
     async with Emulator(protocol="openai") as emu:
         async with emu.openai_client().realtime.connect(model=MODEL) as conn:

@@ -1,6 +1,6 @@
 """One pinned virtual environment per framework integration, built once and reused.
 
-Each framework (the OpenAI Agents SDK, Pipecat) pulls in a large dependency tree that the main
+Each framework (the OpenAI Agents SDK, Pipecat, LiveKit Agents) pulls in a large dependency tree that the main
 test environment does without: its integration tests run in an environment of their own, under
 ``${XDG_CACHE_HOME:-~/.cache}/livebridge/frameworks/<name>-<pin>-<digest>``, outside the
 repository. The digest covers the pinned requirements and livebridge's own dependencies, so a
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FRAMEWORKS: dict[str, tuple[str, ...]] = {
     "openai-agents": ("openai-agents==0.24.0",),
     "pipecat": ("pipecat-ai[openai]==1.14.0",),
-    "livekit": ("livekit-agents==1.8.9",),
+    "livekit": ("livekit-agents==1.8.9", "livekit-plugins-openai==1.8.9"),
 }
 TEST_REQUIREMENTS = ("pytest>=8", "pytest-asyncio>=0.24", "pytest-timeout>=2.3")
 

@@ -287,7 +287,10 @@ class RealtimeSession(ModelOutput):
             event_id = raw.get("event_id")
             await self.send_error(error, event_id if isinstance(event_id, str) else None)
         else:
-            await self._open_response("client", kind)
+            metadata = (create.response or {}).get("metadata")
+            await self._open_response(
+                "client", kind, metadata if isinstance(metadata, dict) else None
+            )
 
     def respond_before_next_output(self, seconds: float = 1.0) -> None:
         """The user speaks for ``seconds`` and turn detection ends the utterance just before

@@ -58,6 +58,7 @@ class _Response:
     calls: list[str] = field(default_factory=list)
     message: _Message | None = None
     tokens: int = 0
+    metadata: dict[str, Any] | None = None  # the create's, echoed (clients match on it)
     ending: bool = False  # its response.done is on its way: nothing more goes in
 
 
@@ -126,12 +127,15 @@ class ModelOutput(Connection):
 
     # responses ---------------------------------------------------------------------------------
 
-    async def _open_response(self, origin: Origin, kind: ResponseKind) -> None:
+    async def _open_response(
+        self, origin: Origin, kind: ResponseKind, metadata: dict[str, Any] | None = None
+    ) -> None:
         """Start a response for what ``kind`` says (the checker's reading of it): a new user
         turn goes to the scenario, a continuation is the scenario's to fill, and one that has
         nothing for the scenario (an early continuation, a create with nothing new) the
-        service answers at once with what it has."""
-        response = _Response(codec.new_id("resp"), origin)
+        service answers at once with what it has. ``metadata`` (the client's
+        ``response.metadata``) comes back on the response, as the service returns it."""
+        response = _Response(codec.new_id("resp"), origin, metadata=metadata)
         self.active = response
         await self.send(
             codec.event("response.created", response=self._response_object(response, "in_progress"))
@@ -203,7 +207,13 @@ class ModelOutput(Connection):
             }
         modalities = self.config.output_modalities or ["audio"]
         return codec.response_object(
-            response.id, status, response.output, list(modalities), reason=reason, usage=usage
+            response.id,
+            status,
+            response.output,
+            list(modalities),
+            reason=reason,
+            usage=usage,
+            metadata=response.metadata,
         )
 
     async def end_response(
