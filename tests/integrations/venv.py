@@ -1,11 +1,12 @@
 """One pinned virtual environment per framework integration, built once and reused.
 
-Each framework (the OpenAI Agents SDK, Pipecat, LiveKit Agents) pulls in a large dependency
-tree that the main test environment does without: its integration tests run in an environment
-of their own, under ``${XDG_CACHE_HOME:-~/.cache}/livebridge/frameworks/<name>-<pin>-<digest>``,
-outside the repository. The digest covers the pinned requirements and livebridge's own dependencies, so a
-change to either builds a new environment. livebridge itself is not installed there: the tests
-run with the checkout first on ``PYTHONPATH``, so one environment serves every clone.
+Each framework (the OpenAI Agents SDK, Pipecat, LiveKit Agents) pulls in a large dependency tree
+that the main test environment does without: its integration tests run in an environment of
+their own, under ``${XDG_CACHE_HOME:-~/.cache}/livebridge/frameworks/<name>-<pin>-<digest>``,
+outside the repository. The digest covers the pinned requirements and livebridge's own
+dependencies, so a change to either builds a new environment. livebridge itself is not installed
+there: the tests run with the checkout first on ``PYTHONPATH``, so one environment serves every
+clone.
 
 ``python -m tests.integrations.venv NAME`` builds (or finds) one and prints its interpreter.
 """
