@@ -1,5 +1,26 @@
 """OpenAI Realtime and chat ``tool_calls``: the wire codec, the protocol (with its calls, response
-and error parts), the ``openai`` connector and the non-streaming adapter. The emulator's OpenAI
-side is ``livebridge.emulator.openai``."""
+and error parts), the ``openai`` connector, the function declarations and the non-streaming
+adapter. The emulator's OpenAI side is ``livebridge.emulator.openai``. ``VENDOR`` is what the
+rest of livebridge knows of it."""
 
-__all__: list[str] = []
+from livebridge.protocol.vendor import Vendor
+
+__all__ = ["VENDOR"]
+
+VENDOR = Vendor(
+    name="openai",
+    title="OpenAI Realtime",
+    cli="openai",
+    client_class="openai.AsyncOpenAI",
+    connector="livebridge.vendors.openai.connector:OpenAIConnector",
+    declarations="livebridge.vendors.openai.declarations:declarations",
+    default_model="gpt-realtime-2",
+    sdk="openai",
+    extra="openai",
+    base_url_variable="OPENAI_BASE_URL",
+    key_variables=("OPENAI_API_KEY",),
+    emulator={"protocol": "openai"},
+    input_audio="audio/pcm;rate=24000",
+    output_audio="audio/pcm;rate=24000",
+    sync_clients=("openai.OpenAI", "openai.AzureOpenAI"),
+)

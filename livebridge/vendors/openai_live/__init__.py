@@ -1,4 +1,28 @@
 """OpenAI GPT-Live (``v1/live/sessions``): a voice model that delegates tool calls to a
-Responses backend, spoken to through the ``openai`` SDK's ``client.live.connect()``."""
+Responses backend, spoken to through the ``openai`` SDK's ``client.live.connect()``. The
+emulator's GPT-Live side is ``livebridge.emulator.openai_live``. ``VENDOR`` is what the rest
+of livebridge knows of it: an ``openai.AsyncOpenAI`` with a ``gpt-live`` model."""
 
-__all__: list[str] = []
+from livebridge.protocol.vendor import Vendor
+
+__all__ = ["VENDOR"]
+
+VENDOR = Vendor(
+    name="gpt-live",
+    title="GPT-Live",
+    cli="openai",
+    client_class="openai.AsyncOpenAI",
+    connector="livebridge.vendors.openai_live.connector:GptLiveConnector",
+    declarations="livebridge.vendors.openai.declarations:declarations",
+    default_model="gpt-live-1.1",
+    sdk="openai",
+    extra="openai",
+    base_url_variable="OPENAI_BASE_URL",
+    key_variables=("OPENAI_API_KEY",),
+    emulator={"protocol": "openai", "model": "gpt-live-1.1"},
+    model_prefixes=("gpt-live",),
+    input_audio="audio/pcm;rate=24000",
+    output_audio="audio/pcm;rate=24000",
+    sync_clients=("openai.OpenAI", "openai.AzureOpenAI"),
+    replay_model="gpt-live-1.1",
+)
