@@ -99,7 +99,6 @@ LAZY_UPWARD = {
     ("livebridge.calls.tools", "livebridge.vendors.gemini.declarations"),
     ("livebridge.observe.metrics", "livebridge.mcp.metrics"),  # the MCP connections' collector
     ("livebridge.recording.replay", "livebridge.emulator"),  # assert_replays
-    ("livebridge.recording.replay", "livebridge.emulator.gemini.replay"),
     ("livebridge.recording.replay", "livebridge.live.options"),
     ("livebridge.recording.replay", "livebridge.live.session"),
 }

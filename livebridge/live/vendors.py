@@ -20,7 +20,7 @@ from livebridge.profiles import ModelProfile
 from livebridge.protocol.base import Connector
 from livebridge.protocol.transport import CONNECT_SECONDS, TLS_READ_BUFFER, TransportKind
 from livebridge.protocol.vendor import Vendor, load
-from livebridge.vendors import gemini, openai, openai_live
+from livebridge.vendors import DESCRIPTORS
 
 if TYPE_CHECKING:
     from livebridge.vendors.gemini.connector import GeminiConnector
@@ -39,10 +39,8 @@ __all__ = [
 
 #: Each vendor's descriptor by name (``livebridge.protocol.vendor.Vendor``: its client class,
 #: connector, declarations, emulator side, ...). A new vendor is its folder under
-#: ``livebridge/vendors/``, which exports ``VENDOR``, and one line here.
-VENDORS: Final[Mapping[str, Vendor]] = MappingProxyType(
-    {v.name: v for v in (gemini.VENDOR, openai.VENDOR, openai_live.VENDOR)}
-)
+#: ``livebridge/vendors/``, which exports ``VENDOR``, and one line in ``DESCRIPTORS``.
+VENDORS: Final[Mapping[str, Vendor]] = MappingProxyType({v.name: v for v in DESCRIPTORS})
 
 
 def _is(cls: type, spec: str) -> bool:

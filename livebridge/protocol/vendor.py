@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from livebridge.profiles import Backend
+
 __all__ = ["Vendor", "load"]
 
 
@@ -60,8 +62,15 @@ class Vendor:
     output_audio: str = "audio/pcm;rate=24000"
     #: Synchronous clients of its SDK, refused with the async class to use instead.
     sync_clients: tuple[str, ...] = ()
-    #: The model a replay of its recordings asks for (None: its recordings are not replayed).
+    #: Its recording codec (``LiveProtocol.recording_codec`` gives one per session), as
+    #: ``module:Class``; None: its sessions are not recorded.
+    recording: str | None = None
+    #: The model a replay of its recordings asks for (None: its recordings are not replayed),
+    #: and the config it connects with (the vendor's own shape).
     replay_model: str | None = None
+    replay_config: Mapping[str, Any] | None = None
+    #: The backend whose model profiles (``livebridge.profiles``) describe its models.
+    backend: Backend = "developer"
 
     def selects(self, model: str) -> bool:
         """Does ``model`` (a bare name or a ``models/…`` path) pick this vendor's protocol

@@ -33,6 +33,7 @@ from typing import IO, Any, Literal, cast
 import msgspec
 
 from livebridge.errors import RecordingError
+from livebridge.vendors import DESCRIPTORS
 
 __all__ = [
     "FORMAT_VERSION",
@@ -54,8 +55,9 @@ __all__ = [
     "restore_audio",
 ]
 
-#: The wires a recording's header may name (``vendor``; absent: ``"gemini"``).
-VENDORS = ("gemini", "gpt-live")
+#: The wires a recording's header may name (``vendor``; absent: ``"gemini"``, the format's
+#: first): every vendor whose descriptor has a recording codec.
+VENDORS = tuple(vendor.name for vendor in DESCRIPTORS if vendor.recording is not None)
 #: The version written in the header; readers read it and every older one, and refuse newer.
 FORMAT_VERSION = 2
 #: The longest line read (a line holds one frame; the service's are about 1 MB at most).

@@ -3,6 +3,8 @@ the ``toolResponse`` encoder, the tool declarations and the non-streaming adapte
 emulator's Gemini side is ``livebridge.emulator.gemini``. ``VENDOR`` is what the rest of
 livebridge knows of it."""
 
+from types import MappingProxyType
+
 from livebridge.protocol.vendor import Vendor
 
 __all__ = ["VENDOR"]
@@ -22,5 +24,7 @@ VENDOR = Vendor(
     emulator={"protocol": "gemini"},
     input_audio="audio/pcm;rate=16000",
     output_audio="audio/pcm;rate=24000",
+    recording="livebridge.vendors.gemini.recording:GeminiWire",
     replay_model="gemini-live-replay",
+    replay_config=MappingProxyType({"response_modalities": ["AUDIO"]}),
 )

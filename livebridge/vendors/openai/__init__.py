@@ -23,4 +23,5 @@ VENDOR = Vendor(
     input_audio="audio/pcm;rate=24000",
     output_audio="audio/pcm;rate=24000",
     sync_clients=("openai.OpenAI", "openai.AzureOpenAI"),
+    backend="openai",
 )

@@ -24,5 +24,7 @@ VENDOR = Vendor(
     input_audio="audio/pcm;rate=24000",
     output_audio="audio/pcm;rate=24000",
     sync_clients=("openai.OpenAI", "openai.AzureOpenAI"),
+    recording="livebridge.vendors.openai_live.recording:GptLiveWire",
     replay_model="gpt-live-1.1",
+    backend="openai",
 )

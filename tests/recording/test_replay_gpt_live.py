@@ -1,0 +1,173 @@
+"""Replaying a GPT-Live recording: a real session (the unmodified openai SDK against the
+emulator over TLS) is recorded, then its server events are played to the tools again through
+a real ``LiveSession``, and the answers' fates, values and grouping are compared."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+import livebridge
+from livebridge import LiveSession, SessionOptions
+from livebridge.emulator import Emulator
+from livebridge.emulator.openai_live import LiveServerSession
+from livebridge.recording.read import read_recording
+from livebridge.recording.replay import replay
+from tests.cli.test_cli_errors import one_line_failure
+from tests.emulator.openai_live_helpers import MODEL
+from tests.recording.test_replay_cli import livebridge_replay
+
+HERE = "tests.recording.test_replay_gpt_live"
+
+
+def make_tools(
+    oslo: int = 4, fail_booking: bool = False, booked: str = "Oslo"
+) -> livebridge.ToolRegistry:
+    tools = livebridge.ToolRegistry()
+
+    @tools.tool
+    async def weather(city: str) -> dict[str, Any]:
+        """The weather in a city."""
+        return {"city": city, "celsius": oslo if city == "Oslo" else 19}
+
+    @tools.tool
+    async def book(city: str, nights: int) -> dict[str, Any]:
+        """Book a hotel."""
+        if fail_booking:
+            raise RuntimeError("the booking service is down")
+        return {"booked": booked, "nights": nights}
+
+    return tools
+
+
+#: For ``livebridge replay``: the tools as recorded, and with one value changed.
+tools = make_tools()
+warmer = make_tools(oslo=9)
+
+
+async def record(path: Path) -> None:
+    """Two parallel calls, then a continuation that calls once more, then a text answer."""
+
+    async def scenario(live: LiveServerSession) -> None:
+        live.next_calls.append([("weather", {"city": "Rome"})])
+        await live.wait_until(lambda: live.audio_ms > 0)
+        await live.delegate(
+            [("weather", {"city": "Oslo"}), ("book", {"city": "Oslo", "nights": 2})]
+        )
+
+    async with (
+        Emulator(scenario, model=MODEL) as emu,
+        LiveSession.connect(
+            emu.client(),
+            model=MODEL,
+            tools=make_tools(),
+            options=SessionOptions(record=str(path)),
+        ) as session,
+    ):
+        await session.send_audio(bytes(4800))
+        assert emu.live is not None
+
+        def finished() -> bool:
+            sessions = emu.live.sessions if emu.live is not None else []
+            backend = sessions[0].backend if sessions else None
+            return backend is not None and backend.creates == 2 and not backend.running
+
+        await emu.wait_for(finished, timeout=30)
+
+
+def outputs(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """The recorded outputs, each with how many response.create came before it."""
+    found: list[tuple[int, dict[str, Any]]] = []
+    creates = 0
+    for entry in read_recording(path).entries:
+        message = entry.data.get("msg") or {}
+        if entry.ev == "send" and message.get("type") == "response.create":
+            creates += 1
+        elif entry.ev == "send" and message.get("type") == "response.item.create":
+            found.append((creates, json.loads(message["item"]["output"])))
+    return found
+
+
+async def test_a_gpt_live_recording_replays_with_zero_divergence(tmp_path: Path) -> None:
+    path = tmp_path / "live.jsonl"
+    await record(path)
+    recorded = outputs(path)
+    assert sorted((batch, str(body)) for batch, body in recorded) == sorted(
+        [
+            (0, str({"output": {"city": "Oslo", "celsius": 4}})),
+            (0, str({"output": {"booked": "Oslo", "nights": 2}})),
+            (1, str({"output": {"city": "Rome", "celsius": 19}})),
+        ]
+    )
+    report = await replay(path, make_tools())
+    assert report.ok, report.render()
+    assert (report.answers, report.connections, report.recorded_connections) == (3, 1, 1)
+
+
+async def test_a_changed_value_and_a_changed_fate_are_each_reported(tmp_path: Path) -> None:
+    path = tmp_path / "live.jsonl"
+    await record(path)
+    answered = {
+        number
+        for number, text in enumerate(path.read_text().splitlines(), start=1)
+        if (json.loads(text).get("msg") or {}).get("type") == "response.item.create"
+    }
+    report = await replay(path, make_tools(oslo=9, fail_booking=True))
+    kinds = sorted((d.kind, d.function, d.line in answered) for d in report.divergences)
+    assert kinds == [("kind_changed", "book", True), ("value_changed", "weather", True)]
+    changed = next(d for d in report.divergences if d.kind == "value_changed")
+    assert "celsius: recorded 4, replayed 9" in changed.detail
+    failed = next(d for d in report.divergences if d.kind == "kind_changed")
+    assert "answered error, recorded ok" in failed.detail
+    assert "RuntimeError" in failed.detail
+
+    ignored = await replay(path, make_tools(booked="Bergen"), ignore_fields=["booked"])
+    assert ignored.ok, ignored.render()
+
+
+async def test_a_tool_gone_is_a_changed_fate_and_one_that_hangs_is_unanswered(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "live.jsonl"
+    await record(path)
+    fewer = make_tools()
+    fewer.remove("book")  # the call is answered with an error at once
+    report = await replay(path, fewer)
+    assert [(d.kind, d.function) for d in report.divergences] == [("kind_changed", "book")]
+
+    hanging = make_tools()
+    hanging.remove("book")
+
+    @hanging.tool
+    async def book(city: str, nights: int) -> dict[str, Any]:
+        """Book a hotel, never."""
+        await anyio.Event().wait()
+        return {}
+
+    report = await replay(path, hanging, answer_timeout=1)
+    found = [(d.kind, d.function) for d in report.divergences]
+    assert ("unanswered", "book") in found, report.render()
+    assert ("kind_changed", "book") not in found
+
+
+async def test_the_command_exits_0_then_1_with_the_divergence_then_2_on_a_bad_target(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "live.jsonl"
+    await record(path)
+    same = livebridge_replay(str(path), f"{HERE}:tools")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert same.stdout == f"{path}: 3 answers on 1 of 1 connection(s) replayed, 0 divergence(s)\n"
+
+    changed = livebridge_replay(str(path), f"{HERE}:warmer")
+    assert changed.returncode == 1, changed.stdout + changed.stderr
+    lines = changed.stdout.splitlines()
+    assert lines[0].endswith("1 divergence(s)")
+    assert "weather: the answer changed: output.celsius: recorded 4, replayed 9" in lines[1]
+    assert "[value_changed, call call_" in lines[1]
+    assert "Traceback" not in changed.stderr
+
+    one_line_failure(livebridge_replay(str(path), f"{HERE}:nowhere"), "nowhere")
