@@ -31,7 +31,7 @@ __all__ = [
     "GeminiConnector",
     "OpenAIConnector",
     "by_cli",
-    "by_recording",
+    "by_model",
     "connector_for",
     "vendor_for",
     "vendor_of",
@@ -94,9 +94,10 @@ def by_cli(name: str, model: str | None = None) -> Vendor:
     return _pick(found, model)
 
 
-def by_recording(name: str) -> Vendor | None:
-    """The descriptor whose wire a recording's header names (``vendor``), else None."""
-    return VENDORS.get(name)
+def by_model(model: str) -> Vendor | None:
+    """The vendor whose model prefixes ``model`` starts with (``gpt-live-1.1``: GPT-Live),
+    else None: most model names do not say their vendor."""
+    return next((v for v in VENDORS.values() if v.selects(model)), None)
 
 
 def connector_for(

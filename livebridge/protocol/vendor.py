@@ -71,12 +71,29 @@ class Vendor:
     replay_config: Mapping[str, Any] | None = None
     #: The backend whose model profiles (``livebridge.profiles``) describe its models.
     backend: Backend = "developer"
+    #: The ``Emulator`` method that gives a client of its SDK trusting the emulator.
+    emulator_client: str = "client"
+    #: The config of a text conversation (``livebridge run``: typed turns, printed replies).
+    text_config: Mapping[str, Any] | None = None
 
     def selects(self, model: str) -> bool:
         """Does ``model`` (a bare name or a ``models/…`` path) pick this vendor's protocol
         among those of its client class? A vendor without prefixes takes what no other does."""
         bare = model.rpartition("/")[2]
         return any(bare.startswith(prefix) for prefix in self.model_prefixes)
+
+    def emulator_options(self, model: str) -> dict[str, Any]:
+        """The ``Emulator`` options that serve its wire (one that takes the model: as
+        ``model``)."""
+        options: dict[str, Any] = dict(self.emulator)
+        if "model" in options:
+            options["model"] = model
+        return options
+
+    def new_client(self, **kwargs: Any) -> Any:
+        """A client of its SDK (``client_class``, imported now) made with ``kwargs``."""
+        module, _, name = self.client_class.rpartition(".")
+        return load(f"{module}:{name}")(**kwargs)
 
     def connector_class(self) -> Any:
         """Its connector, imported now."""

@@ -27,4 +27,7 @@ VENDOR = Vendor(
     recording="livebridge.vendors.gemini.recording:GeminiWire",
     replay_model="gemini-live-replay",
     replay_config=MappingProxyType({"response_modalities": ["AUDIO"]}),
+    text_config=MappingProxyType(
+        {"response_modalities": ["AUDIO"], "output_audio_transcription": {}}
+    ),
 )

@@ -3,6 +3,8 @@ and error parts), the ``openai`` connector, the function declarations and the no
 adapter. The emulator's OpenAI side is ``livebridge.emulator.openai``. ``VENDOR`` is what the
 rest of livebridge knows of it."""
 
+from types import MappingProxyType
+
 from livebridge.protocol.vendor import Vendor
 
 __all__ = ["VENDOR"]
@@ -24,4 +26,6 @@ VENDOR = Vendor(
     output_audio="audio/pcm;rate=24000",
     sync_clients=("openai.OpenAI", "openai.AzureOpenAI"),
     backend="openai",
+    emulator_client="openai_client",
+    text_config=MappingProxyType({"output_modalities": ["text"]}),
 )

@@ -3,6 +3,8 @@ Responses backend, spoken to through the ``openai`` SDK's ``client.live.connect(
 emulator's GPT-Live side is ``livebridge.emulator.openai_live``. ``VENDOR`` is what the rest
 of livebridge knows of it: an ``openai.AsyncOpenAI`` with a ``gpt-live`` model."""
 
+from types import MappingProxyType
+
 from livebridge.protocol.vendor import Vendor
 
 __all__ = ["VENDOR"]
@@ -27,4 +29,5 @@ VENDOR = Vendor(
     recording="livebridge.vendors.openai_live.recording:GptLiveWire",
     replay_model="gpt-live-1.1",
     backend="openai",
+    text_config=MappingProxyType({}),
 )
