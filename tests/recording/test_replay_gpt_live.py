@@ -4,7 +4,11 @@ a real ``LiveSession``, and the answers' fates, values and grouping are compared
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
+import sys
+from asyncio.subprocess import PIPE
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +21,12 @@ from livebridge.emulator.openai_live import LiveServerSession
 from livebridge.recording.read import read_recording
 from livebridge.recording.replay import replay
 from tests.cli.test_cli_errors import one_line_failure
+from tests.emulator.helpers import environment_lines
 from tests.emulator.openai_live_helpers import MODEL
-from tests.recording.test_replay_cli import livebridge_replay
+from tests.emulator.test_cli import CLI
+from tests.emulator.test_openai_live_cli import KEYS as OPENAI_KEYS
+from tests.recording.test_replay_cli import REPOSITORY, livebridge_replay
+from tests.test_readme import offline_environment
 
 HERE = "tests.recording.test_replay_gpt_live"
 
@@ -171,3 +179,66 @@ async def test_the_command_exits_0_then_1_with_the_divergence_then_2_on_a_bad_ta
     assert "Traceback" not in changed.stderr
 
     one_line_failure(livebridge_replay(str(path), f"{HERE}:nowhere"), "nowhere")
+
+
+async def test_outputs_grouped_otherwise_than_recorded_are_a_batch_split(tmp_path: Path) -> None:
+    """A recording (edited) whose first output was followed by its own ``response.create``:
+    the app, which sends both outputs before one, is reported splitting the batch."""
+    path = tmp_path / "live.jsonl"
+    await record(path)
+    lines = path.read_text().splitlines(keepends=True)
+    first = next(n for n, text in enumerate(lines) if '"type":"response.item.create"' in text)
+    create = next(line for line in lines if '"type":"response.create"' in line)
+    edited = tmp_path / "edited.jsonl"
+    entry = json.loads(lines[first])
+    moved = json.loads(create)
+    moved["t"] = entry["t"]  # the create right after the first output, in time too
+    edited.write_text("".join([*lines[: first + 1], json.dumps(moved) + "\n", *lines[first + 1 :]]))
+    report = await replay(edited, make_tools())
+    kinds = [d.kind for d in report.divergences]
+    assert kinds and set(kinds) == {"batch_split"}, report.render()
+    assert "recorded one response.create after call_" in report.divergences[0].detail
+
+
+#: A separate program: a LiveSession on GPT-Live through the environment the emulator printed,
+#: with one value changed, until its third call settled and the backend's last turn ended.
+PROGRAM = """
+import asyncio
+import openai
+from livebridge import LiveSession
+from livebridge.protocol.events import ToolCallSettled, TurnComplete
+from tests.recording.test_replay_gpt_live import make_tools
+
+async def main():
+    async with LiveSession.connect(
+        openai.AsyncOpenAI(), model="gpt-live-1.1", tools=make_tools(oslo=9)
+    ) as session:
+        settled = 0
+        async for event in session.events():
+            settled += isinstance(event, ToolCallSettled)
+            if settled == 3 and isinstance(event, TurnComplete):
+                break
+
+asyncio.run(main())
+"""
+
+
+async def test_the_emulator_command_replays_a_gpt_live_recording(tmp_path: Path) -> None:
+    path = tmp_path / "live.jsonl"
+    await record(path)
+    server = await asyncio.create_subprocess_exec(
+        *CLI, "emulator", "--vendor", "openai", "--replay", str(path), stdout=PIPE
+    )
+    try:
+        env = offline_environment(**await environment_lines(server, OPENAI_KEYS))
+        program = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", PROGRAM, env=env, cwd=REPOSITORY
+        )
+        assert await asyncio.wait_for(program.wait(), 60) == 0
+    finally:
+        server.send_signal(signal.SIGINT)
+        out, _ = await asyncio.wait_for(server.communicate(), 30)
+    assert server.returncode == 0
+    text = out.decode()
+    assert f"{path}: 3 answers on 1 of 1 connection(s) replayed, 1 divergence(s)\n" in text
+    assert "weather: the answer changed: output.celsius: recorded 4, replayed 9" in text
