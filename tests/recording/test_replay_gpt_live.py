@@ -18,6 +18,7 @@ import livebridge
 from livebridge import LiveSession, SessionOptions
 from livebridge.emulator import Emulator
 from livebridge.emulator.openai_live import LiveServerSession
+from livebridge.emulator.openai_live.session import LiveScenario
 from livebridge.recording.read import read_recording
 from livebridge.recording.replay import replay
 from tests.cli.test_cli_errors import one_line_failure
@@ -56,16 +57,16 @@ tools = make_tools()
 warmer = make_tools(oslo=9)
 
 
-async def record(path: Path) -> None:
+async def two_rounds(live: LiveServerSession) -> None:
     """Two parallel calls, then a continuation that calls once more, then a text answer."""
+    live.next_calls.append([("weather", {"city": "Rome"})])
+    await live.wait_until(lambda: live.audio_ms > 0)
+    await live.delegate([("weather", {"city": "Oslo"}), ("book", {"city": "Oslo", "nights": 2})])
 
-    async def scenario(live: LiveServerSession) -> None:
-        live.next_calls.append([("weather", {"city": "Rome"})])
-        await live.wait_until(lambda: live.audio_ms > 0)
-        await live.delegate(
-            [("weather", {"city": "Oslo"}), ("book", {"city": "Oslo", "nights": 2})]
-        )
 
+async def record(path: Path, scenario: LiveScenario = two_rounds, creates: int = 2) -> None:
+    """A real session on the emulator's GPT-Live side, recorded, until the backend answered
+    ``creates`` continuations and no response runs."""
     async with (
         Emulator(scenario, model=MODEL) as emu,
         LiveSession.connect(
@@ -81,7 +82,7 @@ async def record(path: Path) -> None:
         def finished() -> bool:
             sessions = emu.live.sessions if emu.live is not None else []
             backend = sessions[0].backend if sessions else None
-            return backend is not None and backend.creates == 2 and not backend.running
+            return backend is not None and backend.creates == creates and not backend.running
 
         await emu.wait_for(finished, timeout=30)
 
@@ -179,6 +180,30 @@ async def test_the_command_exits_0_then_1_with_the_divergence_then_2_on_a_bad_ta
     assert "Traceback" not in changed.stderr
 
     one_line_failure(livebridge_replay(str(path), f"{HERE}:nowhere"), "nowhere")
+
+
+async def test_a_failed_backend_response_replays_without_a_fault(tmp_path: Path) -> None:
+    """A response that failed after announcing a call drops it, in the replay as recorded: the
+    app answers only the other call, and the emulator's gate finds no fault in that."""
+
+    async def failing(live: LiveServerSession) -> None:
+        await live.wait_until(lambda: live.audio_ms > 0)
+        await live.delegate([("weather", {"city": "Oslo"})], end="failed")
+        await live.delegate([("weather", {"city": "Rome"})])
+
+    path = tmp_path / "failed.jsonl"
+    await record(path, failing, creates=1)
+    assert [body for _, body in outputs(path)] == [{"output": {"city": "Rome", "celsius": 19}}]
+    async with (
+        Emulator(replay=path) as emu,
+        LiveSession.connect(emu.client(), model=MODEL, tools=make_tools()),
+    ):
+        await emu.wait_for(lambda: emu.replay is not None and emu.replay.done, timeout=30)
+    assert emu.replay is not None and emu.live is not None
+    report = emu.replay.finish()
+    assert report.ok and report.answers == 1, report.render()
+    (session,) = emu.live.sessions
+    assert session.verdicts == [] and session.backend.dropped and session.backend.creates == 1
 
 
 async def test_outputs_grouped_otherwise_than_recorded_are_a_batch_split(tmp_path: Path) -> None:

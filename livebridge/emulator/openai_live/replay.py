@@ -47,8 +47,12 @@ __all__ = ["LiveReplay"]
 
 #: The recorder's reduced audio fields: ``audioBytes`` stands for this field's base64.
 _AUDIO = {"session.output_audio.delta": "delta", "session.input_audio.append": "audio"}
-_ENDS = {"response.completed": "completed", "response.failed": "failed"}
-_ENDS["response.incomplete"] = "incomplete"
+#: A backend response's terminal events: a failed or incomplete one drops its open calls.
+_ENDS = {
+    "response.completed": "completed",
+    "response.failed": "failed",
+    "response.incomplete": "incomplete",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +185,8 @@ class LiveReplay:
                 batch = []
             elif entry.ev == "close" and entry.data.get("by") == "server":
                 await clock.until(entry.t)
-                code, reason = int(entry.data.get("code") or 1000), str(entry.data.get("reason"))
+                code = int(entry.data.get("code") or 1000)
+                reason = str(entry.data.get("reason") or "")
                 await live.ws.close(code, reason)
         else:
             self._played[index] = len(entries)
