@@ -98,7 +98,8 @@ class Emulator:
     ``on_violation`` is called (on the server's thread) with each violation as it is found.
     ``replay`` serves a session recording's server side instead of a scenario, at ``pace``,
     waiting ``answer_timeout`` for each recorded answer, comparing all but ``ignore_fields``
-    (``livebridge.emulator.gemini.replay``);
+    (``livebridge.emulator.gemini.replay``; a GPT-Live recording: on the GPT-Live side,
+    ``livebridge.emulator.openai_live.replay``, the recording's vendor descriptor naming it);
     ``emu.replay.finish()`` reports how the client's answers diverged from the recording.
     ``protocol``: ``"gemini"`` (Gemini Live) or ``"openai"`` (OpenAI Realtime GA at
     ``/v1/realtime``; connect with ``openai_client()``); ``auto_response`` (openai): see
