@@ -77,8 +77,8 @@ class Vendor:
     text_config: Mapping[str, Any] | None = None
 
     def selects(self, model: str) -> bool:
-        """Does ``model`` (a bare name or a ``models/…`` path) pick this vendor's protocol
-        among those of its client class? A vendor without prefixes takes what no other does."""
+        """Does ``model`` (a bare name or a ``models/…`` path) start with one of its prefixes?
+        (Among the vendors of one client, the one without prefixes takes every other model.)"""
         bare = model.rpartition("/")[2]
         return any(bare.startswith(prefix) for prefix in self.model_prefixes)
 

@@ -21,7 +21,7 @@ VENDOR = Vendor(
     extra=None,
     base_url_variable="GOOGLE_GEMINI_BASE_URL",
     key_variables=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    emulator={"protocol": "gemini"},
+    emulator=MappingProxyType({"protocol": "gemini"}),
     input_audio="audio/pcm;rate=16000",
     output_audio="audio/pcm;rate=24000",
     recording="livebridge.vendors.gemini.recording:GeminiWire",

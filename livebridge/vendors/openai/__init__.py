@@ -21,7 +21,7 @@ VENDOR = Vendor(
     extra="openai",
     base_url_variable="OPENAI_BASE_URL",
     key_variables=("OPENAI_API_KEY",),
-    emulator={"protocol": "openai"},
+    emulator=MappingProxyType({"protocol": "openai"}),
     input_audio="audio/pcm;rate=24000",
     output_audio="audio/pcm;rate=24000",
     sync_clients=("openai.OpenAI", "openai.AzureOpenAI"),
