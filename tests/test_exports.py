@@ -161,6 +161,7 @@ def test_the_internal_packages_say_so() -> None:
 DOCS_MAY_IMPORT = {
     "livebridge.demo": "the demo's own tools, to replay the demo's recording",
     "livebridge.demo.script": "the demo's own tools, to replay the demo's recording",
+    "livebridge.live.vendors": "docs/vendors.md's section for contributors adding a vendor",
 }
 
 

@@ -95,9 +95,10 @@ def layer_of(module: str) -> int | None:
 LAZY_UPWARD = {
     ("livebridge.calls.tools", "livebridge.mcp.tools"),  # ToolRegistry.add_mcp
     ("livebridge.calls.tools", "livebridge.mcp.server"),  # its annotation (TYPE_CHECKING)
+    # Tool.declaration, ToolRegistry.declarations: Gemini's shape, built in its folder
+    ("livebridge.calls.tools", "livebridge.vendors.gemini.declarations"),
     ("livebridge.observe.metrics", "livebridge.mcp.metrics"),  # the MCP connections' collector
     ("livebridge.recording.replay", "livebridge.emulator"),  # assert_replays
-    ("livebridge.recording.replay", "livebridge.emulator.gemini.replay"),
     ("livebridge.recording.replay", "livebridge.live.options"),
     ("livebridge.recording.replay", "livebridge.live.session"),
 }

@@ -127,16 +127,11 @@ class Tool:
         return _convert(args, self.arguments_type)
 
     def declaration(self) -> types.FunctionDeclaration:
-        """The ``google.genai`` declaration, its ``behavior`` always stated: what a declaration
-        without one means differs between models (NON_BLOCKING on ``gemini-3.8-live``)."""
-        from google.genai import types
+        """Its google-genai declaration (``vendors/gemini/declarations.py`` builds it: the
+        shape and the SDK are Gemini's, loaded on first use)."""
+        from livebridge.vendors.gemini.declarations import declaration
 
-        return types.FunctionDeclaration(
-            name=self.name,
-            description=self.description,
-            parameters_json_schema=self.parameters_json_schema,
-            behavior=types.Behavior(self.behavior),
-        )
+        return declaration(self)
 
 
 class ToolRegistry:
@@ -279,8 +274,11 @@ class ToolRegistry:
         return list(self._tools)
 
     def declarations(self) -> list[types.FunctionDeclaration]:
-        """One ``google.genai.types.FunctionDeclaration`` per tool."""
-        return [tool.declaration() for tool in self._tools.values()]
+        """One ``google.genai.types.FunctionDeclaration`` per tool (Gemini's shape: another
+        vendor's is its descriptor's ``declare``)."""
+        from livebridge.vendors.gemini.declarations import declarations
+
+        return declarations(self)
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools

@@ -69,12 +69,13 @@ def run_demo_command(args: argparse.Namespace) -> int:
 
     if args.phone:
         return run_phone_demo_command()
-    if args.vendor == "openai" and importlib.util.find_spec("openai") is None:
-        print(
-            "livebridge demo: --vendor openai needs the openai package: "
-            "pip install 'livebridge-voice[openai]'",
-            file=sys.stderr,
-        )
+    from livebridge.cli.run import require_sdk
+    from livebridge.errors import RunError
+
+    try:
+        require_sdk(args.vendor, None)
+    except RunError as exc:
+        print(f"livebridge demo: {exc}", file=sys.stderr)
         return 2
     terminal = None if args.json else Terminal(sys.stdout)
     pace = FAST_PACE if args.fast else 1.0

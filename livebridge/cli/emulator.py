@@ -1,7 +1,7 @@
 """``livebridge emulator``: serve the emulator to any program, and give a verdict at the end.
 
-It prints the environment lines that point a google-genai program (with ``--protocol openai``,
-an ``openai`` program) at it, each violation as it is
+It prints the environment lines that point a google-genai program (with ``--vendor openai``,
+an ``openai`` program; ``--protocol`` is the old spelling) at it, each violation as it is
 found, and a summary when it stops (SIGINT or SIGTERM); ``--report`` writes the transcript and the
 violations as JSON, ``--strict`` makes any violation exit 1. What it keeps for the report is
 bounded in bytes (``--report-mb``, the newest kept); the summary and ``--strict`` count every
@@ -29,6 +29,7 @@ from livebridge.emulator.server import PROTOCOLS, Emulator
 from livebridge.emulator.shared import STANDALONE_BYTES, Retention
 from livebridge.emulator.steps import load_scenario
 from livebridge.errors import UsageError
+from livebridge.live.vendors import by_cli, by_model
 
 _PROG = "livebridge emulator"
 _FAULT_SECONDS = ("delay", "read_delay")
@@ -41,10 +42,13 @@ def add_emulator_command(subcommands: argparse._SubParsersAction[argparse.Argume
     )
     parser.add_argument("--port", default="0", help="port on 127.0.0.1 (default: any free)")
     parser.add_argument(
-        "--protocol",
+        "--vendor",
+        "--protocol",  # the old spelling, still read
+        dest="protocol",
         choices=PROTOCOLS,
         default="gemini",
-        help="the API served: Gemini Live (default) or OpenAI Realtime GA at /v1/realtime",
+        help="whose API is served: Gemini Live (default) or OpenAI (Realtime GA at /v1/realtime; "
+        "with a gpt-live --model, GPT-Live at /v1/live/sessions); --protocol: the old spelling",
     )
     parser.add_argument(
         "--auto-response",
@@ -177,7 +181,6 @@ def _emulator(args: argparse.Namespace) -> Emulator:
         gemini_only = [
             flag
             for flag, given in (
-                ("--replay", args.replay is not None),
                 ("--reissue-after", args.reissue_after is not None),
                 ("--reissue-next-turn", args.reissue_next_turn),
                 ("--no-cancellation", args.no_cancellation),
@@ -186,9 +189,9 @@ def _emulator(args: argparse.Namespace) -> Emulator:
             if given
         ]
         if gemini_only:
-            raise UsageError(f"{', '.join(gemini_only)}: Gemini Live only, not --protocol openai")
+            raise UsageError(f"{', '.join(gemini_only)}: Gemini Live only, not --vendor openai")
     elif args.auto_response:
-        raise UsageError("--auto-response: OpenAI Realtime only; add --protocol openai")
+        raise UsageError("--auto-response: OpenAI Realtime only; add --vendor openai")
     if args.replay is not None and scenario is not None:
         raise UsageError("--replay and --scenario both script the model: give one")
     models = None
@@ -203,8 +206,8 @@ def _emulator(args: argparse.Namespace) -> Emulator:
         held = _seconds("--held-answers", args.held_answers)
     reissue = args.reissue_after
     if args.model is not None:
-        live = args.model.startswith("gpt-live")  # GPT-Live: an OpenAI model, its own side
-        backend: profiles.Backend = "openai" if protocol == "openai" or live else "developer"
+        # A model of its own protocol (gpt-live) picks its vendor whatever --vendor says.
+        backend = (by_model(args.model) or by_cli(protocol)).backend
         if profiles.known_profile(args.model, backend) is None:
             known = ", ".join(profiles.families(backend))
             raise UsageError(f"--model {args.model!r} is not a model livebridge knows: {known}")

@@ -21,6 +21,7 @@ from livebridge.cli.arguments import cannot_listen, port_number
 from livebridge.cli.run import (
     DEFAULT_MODEL,
     OPENAI_MODEL,
+    VENDORS,
     add_serving_options,
     add_tool_sources,
     api_key,
@@ -28,6 +29,7 @@ from livebridge.cli.run import (
     mcp_listed,
     parse_policy,
     registry_for,
+    require_sdk,
     require_tools,
 )
 from livebridge.errors import RunError
@@ -85,7 +87,9 @@ def add_phone_command(subcommands: argparse._SubParsersAction[argparse.ArgumentP
     parser.add_argument(
         "--voice", metavar="NAME", help="the model's voice (e.g. Kore on Gemini, marin on OpenAI)"
     )
-    parser.add_argument("--vendor", choices=("gemini", "openai"), default="gemini")
+    parser.add_argument(
+        "--vendor", choices=VENDORS, default="gemini", help="whose Live API (default: gemini)"
+    )
     parser.add_argument(
         "--provider",
         choices=("twilio", "telnyx"),
@@ -138,10 +142,7 @@ def phone_command(args: argparse.Namespace) -> int:
                 f"the phone bridge needs {' and '.join(missing)}: "
                 "pip install 'livebridge-voice[phone]'"
             )
-        if args.vendor == "openai" and importlib.util.find_spec("openai") is None:
-            raise RunError(
-                "--vendor openai needs the openai package: pip install 'livebridge-voice[openai]'"
-            )
+        require_sdk(args.vendor, args.model)
         # An agent is a registry, a PhoneAgent or a function; --mcp adds to a registry.
         registry = (
             _load_agent(args.target)
@@ -260,6 +261,7 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any, token: st
     from livebridge.calls.observers import Observer
     from livebridge.calls.tools import ToolRegistry
     from livebridge.emulator import Emulator
+    from livebridge.live.vendors import by_cli
     from livebridge.observe.metrics import PrometheusObserver
     from livebridge.observe.scrape import serve
     from livebridge.phone.agent import PhoneAgent, session_opener
@@ -269,10 +271,9 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any, token: st
     from livebridge.phone.server import serve_phone
     from livebridge.phone.telnyx import TelnyxStream
     from livebridge.phone.twilio import TwilioStream
-    from livebridge.profiles import bare_model_name
 
-    openai = args.vendor == "openai"
-    model = args.model or (OPENAI_MODEL if openai else DEFAULT_MODEL)
+    vendor = by_cli(args.vendor, args.model)
+    model = args.model or vendor.default_model
     async with AsyncExitStack() as stack:
         if isinstance(registry, ToolRegistry):  # listed once, for every call
             await stack.enter_async_context(mcp_listed(registry))
@@ -292,21 +293,11 @@ async def _serve(args: argparse.Namespace, registry: Any, policy: Any, token: st
                 ) from None
             print(f"metrics: {endpoint.url}", flush=True)
         if args.emulator:
-            live = openai and bare_model_name(model).startswith("gpt-live")
-            emu = await stack.enter_async_context(
-                Emulator(model=model)
-                if live
-                else Emulator(protocol="openai" if openai else "gemini")
-            )
-            client = emu.openai_client() if openai and not live else emu.client()
-        elif openai:
-            from openai import AsyncOpenAI
-
-            client = AsyncOpenAI()
-        else:
-            from google import genai
-
-            client = genai.Client(api_key=api_key())
+            emu = await stack.enter_async_context(Emulator(**vendor.emulator_options(model)))
+            client = getattr(emu, vendor.emulator_client)()
+        else:  # the key from the environment, as each SDK reads it by itself
+            key = api_key(args.vendor)
+            client = vendor.new_client(api_key=key)
         open_session = session_opener(
             registry,
             client,

@@ -16,9 +16,6 @@ from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 import anyio
-from google import genai
-from google.genai import errors as genai_errors
-from google.genai import types
 from prometheus_client import CollectorRegistry
 from websockets.exceptions import InvalidStatus, WebSocketException
 
@@ -36,6 +33,7 @@ from livebridge.errors import (
     SessionEndedError,
 )
 from livebridge.live.session import LiveSession
+from livebridge.live.vendors import by_cli
 from livebridge.observe.metrics import PrometheusObserver
 from livebridge.observe.scrape import serve
 from livebridge.protocol.events import (
@@ -46,14 +44,14 @@ from livebridge.protocol.events import (
     ToolCallStarted,
     TurnComplete,
 )
+from livebridge.protocol.vendor import Vendor
+from livebridge.vendors import DESCRIPTORS
 
-DEFAULT_MODEL = "gemini-3.8-live"
-OPENAI_MODEL = "gpt-realtime-2"
-VENDORS = ("gemini", "openai")
-KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
-#: Where each vendor's SDK reads another endpoint from, named in connection errors.
-BASE_URL_VARIABLES = {"gemini": "GOOGLE_GEMINI_BASE_URL", "openai": "OPENAI_BASE_URL"}
-SERVICES = {"gemini": "the Gemini Live API", "openai": "the OpenAI Realtime API"}
+DEFAULT_MODEL = by_cli("gemini").default_model
+OPENAI_MODEL = by_cli("openai").default_model
+#: What ``--vendor`` takes: each vendor descriptor's command-line name, once.
+VENDORS = tuple(dict.fromkeys(vendor.cli for vendor in DESCRIPTORS))
+KEY_VARIABLES = by_cli("gemini").key_variables
 
 
 DESCRIPTION = """\
@@ -138,11 +136,8 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         registry = registry_for(args.target, args.mcp)
         policy = parse_policy(args.policy)
-        if args.vendor == "openai" and importlib.util.find_spec("openai") is None:
-            raise RunError(
-                "--vendor openai needs the openai package: pip install 'livebridge-voice[openai]'"
-            )
-        args.model = args.model or (OPENAI_MODEL if args.vendor == "openai" else DEFAULT_MODEL)
+        vendor = require_sdk(args.vendor, args.model)
+        args.model = args.model or vendor.default_model
         key = None if args.emulator else api_key(args.vendor)
         return anyio.run(_run, args, registry, policy, key)
     except RunError as exc:
@@ -273,21 +268,26 @@ def parse_policy(items: Sequence[str]) -> CallPolicy:
         raise RunError(f"bad --policy: {exc}") from None
 
 
+def require_sdk(name: str, model: str | None) -> Vendor:
+    """The vendor ``--vendor name --model model`` means, its SDK installed (else a
+    ``RunError`` naming the extra that installs it)."""
+    vendor = by_cli(name, model)
+    if vendor.extra is not None and importlib.util.find_spec(vendor.sdk) is None:
+        raise RunError(
+            f"--vendor {name} needs the {vendor.sdk} package: "
+            f"pip install 'livebridge-voice[{vendor.extra}]'"
+        )
+    return vendor
+
+
 def api_key(vendor: str = "gemini") -> str:
     """The vendor's key from the environment, or a ``RunError`` saying which to set."""
-    if vendor == "openai":
-        if os.environ.get("OPENAI_API_KEY"):
-            return os.environ["OPENAI_API_KEY"]
-        raise RunError(
-            "no API key: set OPENAI_API_KEY, or add --emulator to run against the local emulator"
-        )
-    for name in KEY_VARIABLES:
+    names = by_cli(vendor).key_variables
+    for name in names:
         if os.environ.get(name):
             return os.environ[name]
-    raise RunError(
-        "no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) to a Gemini API key, "
-        "or add --emulator to run against the local emulator"
-    )
+    wanted = names[0] + (f" (or {' or '.join(names[1:])})" if names[1:] else "")
+    raise RunError(f"no API key: set {wanted}, or add --emulator to run against the local emulator")
 
 
 # -- the session ----------------------------------------------------------------------------
@@ -315,31 +315,30 @@ async def _run_listed(
                 cannot_listen("--metrics-port", "127.0.0.1", args.metrics_port, exc)
             ) from None
         print(f"metrics: {metrics.url}", flush=True)
-    variable = BASE_URL_VARIABLES[args.vendor]
-    where = os.environ.get(variable) or SERVICES[args.vendor]
-    openai = args.vendor == "openai"
+    vendor = by_cli(args.vendor, args.model)
+    variable = vendor.base_url_variable
+    where = os.environ.get(variable) or f"the {vendor.title} API"
     try:
         if args.emulator:
             where = "the emulator"
-            async with Emulator(protocol=args.vendor) as emu:
-                client = emu.openai_client() if openai else emu.client()
+            async with Emulator(**vendor.emulator_options(args.model)) as emu:
+                client = getattr(emu, vendor.emulator_client)()
                 return await _converse(client, args, registry, policy, observers)
-        if openai:
-            from openai import AsyncOpenAI
-
-            return await _converse(AsyncOpenAI(api_key=key), args, registry, policy, observers)
-        return await _converse(genai.Client(api_key=key), args, registry, policy, observers)
+        client = vendor.new_client(api_key=key)
+        return await _converse(client, args, registry, policy, observers)
     except RunError:
         raise
     except Exception as exc:
-        raise RunError(_connection_failure(exc, where, args.model, variable)) from None
+        raise RunError(_connection_failure(exc, where, args.model, vendor)) from None
     finally:
         if metrics is not None:
             metrics.close()
 
 
-def _connection_failure(exc: Exception, where: str, model: str, variable: str) -> str:
-    """One line for a session that could not start or went away."""
+def _connection_failure(exc: Exception, where: str, model: str, vendor: Vendor) -> str:
+    """One line for a session that could not start or went away (an error of the vendor's
+    SDK says what it is by itself)."""
+    variable = vendor.base_url_variable
     if isinstance(exc, ModelNotFoundError):
         return f"model {model!r} is not available for the Live API: pass --model with a Live model"
     if isinstance(exc, ConnectionLostError | OSError):
@@ -349,7 +348,8 @@ def _connection_failure(exc: Exception, where: str, model: str, variable: str) -
         status = exc.response.status_code
         hint = "check your API key" if status in (401, 403) else f"is {where} a Live API endpoint?"
         return f"{where} refused the connection (HTTP {status}): {hint}"
-    if isinstance(exc, LiveSessionError | WebSocketException | genai_errors.APIError):
+    sdk_error = type(exc).__module__.startswith(vendor.sdk + ".")
+    if isinstance(exc, LiveSessionError | WebSocketException) or sdk_error:
         return f"the Live session failed: {exc}"
     return f"the Live session failed: {type(exc).__name__}: {exc}"
 
@@ -361,14 +361,8 @@ async def _converse(
     policy: CallPolicy,
     observers: list[Observer],
 ) -> int:
-    config: Any = (
-        {"output_modalities": ["text"]}
-        if args.vendor == "openai"
-        else types.LiveConnectConfig(
-            response_modalities=[types.Modality.AUDIO],
-            output_audio_transcription=types.AudioTranscriptionConfig(),
-        )
-    )
+    text_config = by_cli(args.vendor, args.model).text_config
+    config: Any = dict(text_config) if text_config is not None else None
     try:
         async with LiveSession.connect(
             client,

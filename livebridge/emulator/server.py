@@ -56,6 +56,7 @@ from livebridge.errors import UsageError
 
 if TYPE_CHECKING:
     from livebridge.emulator.gemini.replay import ReplayScenario
+    from livebridge.emulator.openai_live.replay import LiveReplay
     from livebridge.emulator.openai_live.session import LiveScenario
     from livebridge.emulator.openai_live.side import LiveSide
     from livebridge.recording.read import Recording
@@ -91,7 +92,8 @@ class Emulator:
     ``on_violation`` is called (on the server's thread) with each violation as it is found.
     ``replay`` serves a session recording's server side instead of a scenario, at ``pace``,
     waiting ``answer_timeout`` for each recorded answer, comparing all but ``ignore_fields``
-    (``livebridge.emulator.gemini.replay``);
+    (``livebridge.emulator.gemini.replay``; a GPT-Live recording: on the GPT-Live side,
+    ``livebridge.emulator.openai_live.replay``, the recording's vendor descriptor naming it);
     ``emu.replay.finish()`` reports how the client's answers diverged from the recording.
     ``protocol``: ``"gemini"`` (Gemini Live) or ``"openai"`` (OpenAI Realtime GA at
     ``/v1/realtime``; connect with ``openai_client()``); ``auto_response`` (openai): see
@@ -130,20 +132,27 @@ class Emulator:
     ) -> None:
         if protocol not in PROTOCOLS:
             raise UsageError(f"Emulator: protocol must be 'gemini' or 'openai', got {protocol!r}")
-        self.protocol: Protocol = protocol
-        self.replay: ReplayScenario | None = None
+        self.replay: ReplayScenario | LiveReplay | None = None
         if replay is not None:
-            from livebridge.emulator.gemini.replay import ReplayScenario
-
-            if protocol != "gemini":
-                raise UsageError("Emulator: replay serves Gemini Live recordings; not on openai")
-
             if scenario is not None:
                 raise UsageError("Emulator: give a scenario or a recording to replay, not both")
-            self.replay = ReplayScenario(
-                replay, pace=pace, answer_timeout=answer_timeout, ignore_fields=ignore_fields
-            )
-            scenario = self.replay
+            replay, protocol, model = _replay_side(replay, protocol, model)
+            player: ReplayScenario | LiveReplay
+            if model is not None and model.startswith("gpt-live"):
+                from livebridge.emulator.openai_live.replay import LiveReplay
+
+                player = LiveReplay(
+                    replay, pace=pace, answer_timeout=answer_timeout, ignore_fields=ignore_fields
+                )
+            else:
+                from livebridge.emulator.gemini.replay import ReplayScenario
+
+                player = ReplayScenario(
+                    replay, pace=pace, answer_timeout=answer_timeout, ignore_fields=ignore_fields
+                )
+            self.replay = player
+            scenario = player
+        self.protocol: Protocol = protocol
         #: GPT-Live (``model="gpt-live-…"``): its own side serves every connection.
         self.live: LiveSide | None = None
         if model is not None and model.startswith("gpt-live"):
@@ -518,3 +527,25 @@ class Emulator:
                 )
         status, text = result
         return connection.respond(status, text + "\n")
+
+
+def _replay_side(
+    replay: Recording | str | os.PathLike[str], protocol: Protocol, model: str | None
+) -> tuple[Recording, Protocol, str | None]:
+    """The recording read, and the side that serves its wire: the emulator options its
+    vendor's descriptor names (``Vendor.emulator``); a ``model`` given stays."""
+    from livebridge.recording.read import Recording, read_recording
+    from livebridge.vendors import DESCRIPTORS
+
+    recording = replay if isinstance(replay, Recording) else read_recording(replay)
+    vendor = next(v for v in DESCRIPTORS if v.name == recording.vendor)
+    if vendor.replay_model is None:
+        raise UsageError(f"Emulator: recordings of {vendor.title} are not replayed")
+    side = vendor.emulator
+    wanted = side.get("protocol", "gemini")
+    if protocol != wanted and protocol != "gemini":  # "gemini" is the default: not a choice
+        raise UsageError(
+            f"Emulator: {recording.path} is a recording of a {vendor.title} session, "
+            f"not served on protocol {protocol!r}"
+        )
+    return recording, cast("Protocol", wanted), model or side.get("model")

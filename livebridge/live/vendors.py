@@ -3,13 +3,13 @@
 A ``Connector`` turns a resumption handle into an open ``Transport`` and builds the protocol that
 understands its messages; the session shell asks it for a connection whenever it (re)connects and
 never sees an SDK. A shared handle store is a wrapper around a connector, not an edit of the
-session. ``connector_for`` picks the vendor from the client's type in ``VENDORS``; each connector
-is imported on first use, so this package loads no SDK by itself.
+session. ``connector_for`` picks the vendor's descriptor from the client's type (and the model's
+name) in ``VENDORS``; each connector is imported on first use, so this package loads no SDK by
+itself.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final
@@ -19,26 +19,13 @@ from livebridge.errors import UsageError
 from livebridge.profiles import ModelProfile
 from livebridge.protocol.base import Connector
 from livebridge.protocol.transport import CONNECT_SECONDS, TLS_READ_BUFFER, TransportKind
+from livebridge.protocol.vendor import Vendor
+from livebridge.vendors import DESCRIPTORS
 
-#: Each vendor by name: the async client class of its SDK (``package.Class``: read from the
-#: client's classes, so no SDK is imported to tell) and its connector as ``module:Class``,
-#: imported on first use. A new vendor is its folder under ``livebridge/vendors/`` and one line.
-VENDORS: Final[Mapping[str, tuple[str, str]]] = MappingProxyType(
-    {
-        "gemini": ("google.genai.Client", "livebridge.vendors.gemini.connector:GeminiConnector"),
-        "openai": ("openai.AsyncOpenAI", "livebridge.vendors.openai.connector:OpenAIConnector"),
-    }
-)
-#: Model-name prefixes that select another protocol of a vendor's client, as ``module:Class``:
-#: an ``openai.AsyncOpenAI`` with a ``gpt-live`` model speaks GPT-Live, not Realtime.
-_BY_MODEL: Final[Mapping[tuple[str, str], str]] = MappingProxyType(
-    {("openai", "gpt-live"): "livebridge.vendors.openai_live.connector:GptLiveConnector"}
-)
-#: Synchronous clients of a vendor SDK, refused with a word on the async one to use instead.
-_SYNC_CLIENTS: Final = {
-    "openai.AzureOpenAI": "openai.AsyncOpenAI",
-    "openai.OpenAI": "openai.AsyncOpenAI",
-}
+#: Each vendor's descriptor by name (``livebridge.protocol.vendor.Vendor``: its client class,
+#: connector, declarations, emulator side, ...). A new vendor is its folder under
+#: ``livebridge/vendors/``, which exports ``VENDOR``, and one line in ``DESCRIPTORS``.
+VENDORS: Final[Mapping[str, Vendor]] = MappingProxyType({v.name: v for v in DESCRIPTORS})
 
 
 def _is(cls: type, spec: str) -> bool:
@@ -48,27 +35,54 @@ def _is(cls: type, spec: str) -> bool:
     return cls.__name__ == name and (module == package or module.startswith(package + "."))
 
 
-def vendor_of(client: Any) -> str | None:
-    """The name in ``VENDORS`` whose client ``client`` is (or subclasses), else None: e.g.
-    ``"gemini"`` for a ``genai.Client``, ``"openai"`` for an ``openai.AsyncOpenAI``. Reads the
-    class's module: no SDK is imported to tell."""
-    for cls in type(client).__mro__:
-        for vendor, (client_class, _) in VENDORS.items():
-            if _is(cls, client_class):
+def _pick(candidates: list[Vendor], model: str | None) -> Vendor:
+    """Among the vendors of one client (or one ``--vendor``), the one ``model`` selects: one
+    whose prefixes it starts with, else the one without prefixes."""
+    if model is not None:
+        for vendor in candidates:
+            if vendor.selects(model):
                 return vendor
-        for sync, wanted in _SYNC_CLIENTS.items():
-            if _is(cls, sync):
-                raise UsageError(
-                    f"LiveSession needs {wanted}, not {sync}: the realtime connection is "
-                    "asynchronous"
-                )
+    return next((v for v in candidates if not v.model_prefixes), candidates[0])
+
+
+def vendor_for(client: Any, model: str | None = None) -> Vendor | None:
+    """The descriptor for ``client`` (an instance of a vendor's client class, or a subclass)
+    and ``model``, else None: an ``openai.AsyncOpenAI`` is OpenAI Realtime, or GPT-Live with a
+    ``gpt-live`` model. Reads the class's module: no SDK is imported to tell."""
+    for cls in type(client).__mro__:
+        found = [v for v in VENDORS.values() if _is(cls, v.client_class)]
+        if found:
+            return _pick(found, model)
+        for vendor in VENDORS.values():
+            for sync in vendor.sync_clients:
+                if _is(cls, sync):
+                    raise UsageError(
+                        f"LiveSession needs {vendor.client_class}, not {sync}: the realtime "
+                        "connection is asynchronous"
+                    )
     return None
 
 
-def _load(path: str) -> Any:
-    """The object a ``module:Name`` path names, its module imported now."""
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
+def vendor_of(client: Any) -> str | None:
+    """The command-line name of ``client``'s vendor (``"gemini"``, ``"openai"``), else None."""
+    vendor = vendor_for(client)
+    return vendor.cli if vendor is not None else None
+
+
+def by_cli(name: str, model: str | None = None) -> Vendor:
+    """The descriptor ``--vendor name --model model`` means (``openai`` with a ``gpt-live``
+    model: GPT-Live); ``UsageError`` for a name no vendor has."""
+    found = [v for v in VENDORS.values() if v.cli == name]
+    if not found:
+        names = ", ".join(sorted({v.cli for v in VENDORS.values()}))
+        raise UsageError(f"unknown vendor {name!r} (one of {names})")
+    return _pick(found, model)
+
+
+def by_model(model: str) -> Vendor | None:
+    """The vendor whose model prefixes ``model`` starts with (``gpt-live-1.1``: GPT-Live),
+    else None: most model names do not say their vendor."""
+    return next((v for v in VENDORS.values() if v.selects(model)), None)
 
 
 def connector_for(
@@ -91,21 +105,17 @@ def connector_for(
     ``profile`` replaces the model profile the connector would choose (``livebridge.profiles``);
     ``connect_timeout`` bounds the opening of each connection (``SessionOptions``); ``extra``:
     what only one vendor's connector takes (GPT-Live's ``delegate``).
-    Adding a vendor is one line in ``VENDORS`` (and its folder under ``livebridge/vendors/``):
-    its connector takes these same arguments.
+    Adding a vendor is one line in ``VENDORS`` (and its folder under ``livebridge/vendors/``,
+    whose descriptor names its connector): its connector takes these same arguments.
     """
-    vendor = vendor_of(client)
+    vendor = vendor_for(client, model)
     if vendor is None:
+        classes = sorted({v.client_class for v in VENDORS.values()})
         raise UsageError(
             f"LiveSession cannot tell the vendor of a {type(client).__module__}."
-            f"{type(client).__name__}: pass a {', '.join(c for c, _ in VENDORS.values())} "
-            "or a connector"
+            f"{type(client).__name__}: pass a {', '.join(classes)} or a connector"
         )
-    path = VENDORS[vendor][1]
-    for (owner, prefix), connector in _BY_MODEL.items():
-        if owner == vendor and model.rpartition("/")[2].startswith(prefix):
-            path = connector
-    factory: Callable[..., Connector] = _load(path)
+    factory: Callable[..., Connector] = vendor.connector_class()
     return factory(
         client,
         model=model,
@@ -118,11 +128,3 @@ def connector_for(
         profile=profile,
         **extra,
     )
-
-
-def __getattr__(name: str) -> Any:
-    """The vendors' connectors (``GeminiConnector``, ...), imported on first use."""
-    for _, connector in VENDORS.values():
-        if connector.endswith(":" + name):
-            return _load(connector)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

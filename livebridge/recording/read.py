@@ -33,9 +33,12 @@ from typing import IO, Any, Literal, cast
 import msgspec
 
 from livebridge.errors import RecordingError
+from livebridge.vendors import DESCRIPTORS
 
-#: The wires a recording's header may name (``vendor``; absent: ``"gemini"``).
-VENDORS = ("gemini", "gpt-live")
+#: The wires a recording's header may name (``vendor``): every vendor whose descriptor has a
+#: recording codec. A header without one is of ``DEFAULT_VENDOR``, the format's first.
+VENDORS = tuple(vendor.name for vendor in DESCRIPTORS if vendor.recording is not None)
+DEFAULT_VENDOR = VENDORS[0]
 #: The version written in the header; readers read it and every older one, and refuse newer.
 FORMAT_VERSION = 2
 #: The longest line read (a line holds one frame; the service's are about 1 MB at most).
@@ -98,7 +101,7 @@ class Recording:
     audio: AudioMode
     entries: list[Entry] = field(default_factory=list)
     #: The wire recorded: ``"gemini"`` (Gemini Live) or ``"gpt-live"`` (the header's ``vendor``).
-    vendor: str = "gemini"
+    vendor: str = DEFAULT_VENDOR
     #: The ``truncated`` entry when the recording hit its size bound (it is not in ``entries``).
     truncated: Entry | None = None
 
@@ -242,7 +245,7 @@ def _read(name: str, lines: Iterator[tuple[int, bytes]]) -> Recording:
     audio = header.get("audio", "length")
     if audio not in ("keep", "length"):
         raise RecordingError(f"{name}:1: unknown audio mode {audio!r} (expected keep or length)")
-    vendor = header.get("vendor", "gemini")
+    vendor = header.get("vendor", DEFAULT_VENDOR)
     if vendor not in VENDORS:
         raise RecordingError(
             f"{name}:1: unknown vendor {vendor!r} (this livebridge reads recordings of "

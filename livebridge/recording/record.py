@@ -55,6 +55,7 @@ from livebridge.protocol.actions import ProtocolOptions
 from livebridge.protocol.base import Connector, LiveProtocol, Redact, WireCodec
 from livebridge.protocol.transport import ClientItem, Transport
 from livebridge.recording.read import (
+    DEFAULT_VENDOR,
     FORMAT_VERSION,
     AudioMode,
 )
@@ -122,7 +123,7 @@ class RecordingWriter:
         except OSError as exc:
             raise RecordingError(f"cannot record to {self.path}: {_why(exc)}") from None
         header: dict[str, Any] = {"livebridge_recording": FORMAT_VERSION, "audio": audio}
-        if self.codec.name != "gemini":
+        if self.codec.name != DEFAULT_VENDOR:
             header["vendor"] = self.codec.name
         self._write(header)
         if self.failed is not None:

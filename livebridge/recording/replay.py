@@ -1,7 +1,8 @@
 """Replay a recorded session's server side to an app's tools, and report where the app diverged.
 
 ``replay(recording, tools)`` starts the emulator in replay mode (``Emulator(replay=...)``, see
-``livebridge.emulator.gemini.replay``) and connects a real ``LiveSession`` to it over TLS, as
+``livebridge.emulator.gemini.replay`` and ``livebridge.emulator.openai_live.replay``: the side
+the recording's vendor descriptor names) and connects a real ``LiveSession`` to it over TLS, as
 the app would connect to the service. The emulator plays each recorded connection's server messages
 (at the recorded pace, or as fast as the app's answers allow), issues the recorded tool calls
 under fresh ids with its contract checker following each, and compares the app's answers with
@@ -34,10 +35,9 @@ import functools
 import os
 import time
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
-from google.genai import types
 
 from livebridge.calls.policy import CallPolicy
 from livebridge.calls.tools import ToolRegistry
@@ -45,23 +45,18 @@ from livebridge.errors import RecordingError
 from livebridge.recording.read import Recording, read_recording
 from livebridge.recording.report import (
     RECONNECT_WAIT,
-    REPLAY_MODEL,
     Pace,
     ReplayReport,
 )
+from livebridge.vendors import DESCRIPTORS
 
 if TYPE_CHECKING:
     from livebridge.emulator import Emulator
-    from livebridge.emulator.gemini.replay import ReplayScenario
 
 __all__ = [
     "assert_replays",
     "replay",
 ]
-
-
-#: What the header's ``vendor`` names, in words.
-_WIRES = {"gpt-live": "GPT-Live"}
 
 
 async def replay(
@@ -72,7 +67,7 @@ async def replay(
     policy: CallPolicy | None = None,
     answer_timeout: float | None = None,
     ignore_fields: Collection[str] = (),
-    config: types.LiveConnectConfigOrDict | None = None,
+    config: Any = None,
     deadline: float = 300.0,
 ) -> ReplayReport:
     """Play ``recording`` to ``tools`` through a real ``LiveSession`` on the emulator in replay
@@ -86,26 +81,28 @@ async def replay(
 
     if not isinstance(recording, Recording):
         recording = read_recording(recording)
-    if recording.vendor != "gemini":
+    vendor = next(v for v in DESCRIPTORS if v.name == recording.vendor)
+    if vendor.replay_model is None:
         raise RecordingError(
-            f"{recording.path}: a recording of a {_WIRES.get(recording.vendor, recording.vendor)} "
-            "session; replay plays Gemini Live recordings only so far"
+            f"{recording.path}: a recording of a {vendor.title} session, which replay does not play"
         )
     emulator = Emulator(
         replay=recording, pace=pace, answer_timeout=answer_timeout, ignore_fields=ignore_fields
     )
     player = emulator.replay
     assert player is not None
-    config = config or types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])
+    if config is None and vendor.replay_config is not None:
+        config = dict(vendor.replay_config)
+    # A recording does not say its model: the documented defaults of its vendor's backend.
+    profile = profiles.profile_for(vendor.replay_model, vendor.backend)
     async with emulator:
         session_cm = LiveSession.connect(
             emulator.client(),
-            model=REPLAY_MODEL,
+            model=vendor.replay_model,
             tools=tools,
             config=config,
             policy=policy,
-            # A recording does not say its model: the Developer API's documented defaults.
-            options=SessionOptions(profile=profiles.DEVELOPER_DEFAULT),
+            options=SessionOptions(profile=profile),
         )
         # A session that ends on its own stops the replay early: what was missed is reported.
         with contextlib.suppress(SessionEndedError):
@@ -124,7 +121,15 @@ async def replay(
     return player.finish()
 
 
-async def _until_played(emulator: Emulator, player: ReplayScenario, deadline: float) -> None:
+class _Player(Protocol):
+    """What a replay side shows while it plays (each vendor's emulator side has one)."""
+
+    done: bool
+    between: float | None
+    answer_timeout: float
+
+
+async def _until_played(emulator: Emulator, player: _Player, deadline: float) -> None:
     """Until the recording was played to its end, the ``deadline`` (monotonic) passed, or the
     app left a connection and did not open the next recorded one within ``RECONNECT_WAIT`` (or
     the answer timeout, if longer): what was not reached is reported."""
@@ -140,7 +145,7 @@ async def _until_played(emulator: Emulator, player: ReplayScenario, deadline: fl
             await emulator.wait_for(changed, timeout=until - time.monotonic())
 
 
-def _moved_on(player: ReplayScenario, between: float | None) -> bool:
+def _moved_on(player: _Player, between: float | None) -> bool:
     return player.done or player.between != between
 
 

@@ -99,14 +99,38 @@ def default_answer_timeout(recording: Recording) -> float:
     for entry in recording.entries:
         message = entry.data.get("msg") or {}
         if entry.ev == "recv":
-            for call in (message.get("toolCall") or {}).get("functionCalls") or []:
-                issued[str(call.get("id"))] = entry.t
+            for call_id in _called(message):
+                issued[call_id] = entry.t
         elif entry.ev == "send":
-            for answer in (message.get("toolResponse") or {}).get("functionResponses") or []:
-                at = issued.get(str(answer.get("id")))
+            for call_id in _answered(message):
+                at = issued.get(call_id)
                 if at is not None:
                     slowest = max(slowest, entry.t - at)
     return max(MIN_ANSWER_TIMEOUT, 10 * slowest)
+
+
+def _called(message: dict[str, Any]) -> list[str]:
+    """The call ids a server message issues: Gemini's ``toolCall``, or a GPT-Live backend's
+    ``function_call`` item done."""
+    calls = (message.get("toolCall") or {}).get("functionCalls") or []
+    found = [str(call.get("id")) for call in calls if isinstance(call, dict)]
+    event = message.get("event")
+    if isinstance(event, dict) and event.get("type") == "response.output_item.done":
+        item = event.get("item")
+        if isinstance(item, dict) and item.get("type") == "function_call":
+            found.append(str(item.get("call_id")))
+    return found
+
+
+def _answered(message: dict[str, Any]) -> list[str]:
+    """The call ids a client message answers: Gemini's ``toolResponse``, or a GPT-Live
+    ``function_call_output`` item."""
+    answers = (message.get("toolResponse") or {}).get("functionResponses") or []
+    found = [str(answer.get("id")) for answer in answers if isinstance(answer, dict)]
+    item = message.get("item")
+    if isinstance(item, dict) and item.get("type") == "function_call_output":
+        found.append(str(item.get("call_id")))
+    return found
 
 
 def differences(

@@ -107,6 +107,27 @@ def test_the_same_registry_on_openai_realtime(app_dir: Path) -> None:
     assert "model > Paris: city Paris, sky sunny; Rome: that failed" in out
 
 
+def test_the_same_registry_on_gpt_live(app_dir: Path) -> None:
+    """``--vendor openai --model gpt-live-1.1``: the emulator's GPT-Live side, and the session
+    config GPT-Live's strict schema takes (the vendor descriptor's, not Realtime's)."""
+    result = run(
+        app_dir,
+        "travel_tools:registry",
+        "--vendor",
+        "openai",
+        "--model",
+        "gpt-live-1.1",
+        "--emulator",
+        "--text",
+        "weather in Paris and Rome",
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "connected to gpt-live-1.1; tools: get_weather" in out
+    assert "✓ get_weather(city='Paris') → ok" in out
+    assert "✗ get_weather(city='Rome') → error" in out and "no data for Rome" in out
+
+
 def test_turns_from_standard_input_and_a_metrics_endpoint(app_dir: Path) -> None:
     result = subprocess.run(
         command("travel_tools:registry", "--emulator", "--metrics-port", "0"),

@@ -15,14 +15,14 @@ from livebridge.cli.main import main
     ("flags", "message"),
     [
         (
-            ["--protocol", "openai", "--reissue-after", "1"],
-            "--reissue-after: Gemini Live only, not --protocol openai",
+            ["--vendor", "openai", "--reissue-after", "1"],
+            "--reissue-after: Gemini Live only, not --vendor openai",
         ),
         (
             ["--protocol", "openai", "--no-audio-check", "--held-answers", "off"],
-            "--no-audio-check: Gemini Live only, not --protocol openai",
+            "--no-audio-check: Gemini Live only, not --vendor openai",
         ),
-        (["--auto-response"], "--auto-response: OpenAI Realtime only; add --protocol openai"),
+        (["--auto-response"], "--auto-response: OpenAI Realtime only; add --vendor openai"),
     ],
 )
 def test_flags_of_the_other_protocol_are_one_line_errors(

@@ -6,6 +6,7 @@ import json
 import ssl
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from openai.types.realtime import RealtimeErrorEvent, SessionCreatedEvent
@@ -153,13 +154,16 @@ async def test_each_protocol_has_its_own_client_and_environment() -> None:
             gemini.openai_client()
 
 
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "demo_recording.jsonl"
+
+
 async def test_the_fixture_and_a_copied_client_connect(live_openai_emulator: Emulator) -> None:
     client = live_openai_emulator.openai_client().with_options(timeout=5)
     async with client.realtime.connect(model=MODEL) as conn:
         await configure(conn)
     assert kinds(live_openai_emulator) == []
-    with pytest.raises(UsageError, match="replay serves Gemini Live recordings"):
-        Emulator(protocol="openai", replay="session.jsonl")
+    with pytest.raises(UsageError, match="a Gemini Live session, not served on protocol 'openai'"):
+        Emulator(protocol="openai", replay=SHIPPED)
 
 
 async def test_past_max_items_the_oldest_item_is_forgotten(

@@ -1,6 +1,6 @@
 """Recording a GPT-Live session: its wire as it passed (the unmodified openai SDK against the
-emulator over TLS), audio reduced to its length, calls and answers through the redaction hook;
-``livebridge replay`` says in one line that it does not replay that wire yet."""
+emulator over TLS), audio reduced to its length, calls and answers through the redaction hook
+(its replay: ``test_replay_gpt_live``)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,7 @@ from livebridge.emulator import Emulator, LiveServerSession
 from livebridge.observe.trace import TraceObserver
 from livebridge.protocol.events import TurnComplete
 from livebridge.recording.read import read_recording
-from tests.cli.test_cli_errors import one_line_failure
 from tests.emulator.openai_live_helpers import MODEL
-from tests.recording.test_replay_cli import livebridge_replay
 from tests.session_helpers import collect_until
 
 
@@ -86,10 +84,3 @@ async def test_a_gpt_live_session_records_its_wire(tmp_path: Path) -> None:
     )
     assert [m["type"] for m in sent].count("response.create") == 1
     assert "4111" not in path.read_text()
-
-
-async def test_replay_says_in_one_line_it_does_not_replay_gpt_live_yet(tmp_path: Path) -> None:
-    path = tmp_path / "live.jsonl"
-    await record(path)
-    result = livebridge_replay(str(path), "examples.embedded:tools")
-    one_line_failure(result, "GPT-Live", "Gemini Live recordings only")

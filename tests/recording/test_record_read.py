@@ -17,7 +17,7 @@ import pytest
 
 from livebridge import RecordingError
 from livebridge.cli.main import main
-from livebridge.emulator.gemini import replay as emulator_replay
+from livebridge.emulator import replaying
 from livebridge.recording.read import (
     MAX_BLANK_LINES,
     MAX_LINE_BYTES,
@@ -167,7 +167,7 @@ async def test_a_long_gap_at_the_recorded_pace_is_played_as_the_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A ten-minute silence (within MAX_RECORDED_GAP) is played as MAX_GAP."""
-    monkeypatch.setattr(emulator_replay, "MAX_GAP", 0.2)
+    monkeypatch.setattr(replaying, "MAX_GAP", 0.2)
     path = a_recording(
         tmp_path,
         tool_call("c1"),

@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
-import json
 import os
 import time
 from collections.abc import Collection
@@ -31,11 +30,12 @@ from typing import Any
 
 import msgspec
 
+from livebridge.emulator.replaying import Clock, error_text, error_type
+from livebridge.emulator.replaying import kind as kind_of
 from livebridge.emulator.scenario import Conversation
 from livebridge.emulator.shared import Shared
 from livebridge.recording.read import Entry, Recording, read_recording, restore_audio
 from livebridge.recording.report import (
-    MAX_GAP,
     SHOWN_DIFFERENCES,
     SLOW_FACTOR,
     SLOW_MARGIN,
@@ -90,34 +90,6 @@ class _Answer:
     body: Any  # the answer's ``response``, compared with the recorded one
     name: str | None
     line: int  # the last recorded line played when it arrived
-
-
-class _Clock:
-    """Recorded pace: sleep until a recorded time, counted from the last point both share.
-
-    A gap between two entries longer than ``MAX_GAP`` seconds is played as ``MAX_GAP``: a
-    recording (hand-edited, or of a session left idle) cannot hold the replay for longer."""
-
-    def __init__(self, pace: Pace, start: float) -> None:
-        self._recorded = pace == "recorded"
-        self._anchor = (asyncio.get_running_loop().time(), start)
-        self._last = start  # the recorded time of the last entry played
-
-    async def until(self, t: float) -> None:
-        if self._recorded:
-            loop = asyncio.get_running_loop()
-            gap = t - self._last
-            if gap > MAX_GAP:  # played as MAX_GAP: the later times follow from there
-                real, recorded = self._anchor
-                self._anchor = (real + (self._last - recorded) + MAX_GAP, t)
-            self._last = max(self._last, t)
-            wait = self._anchor[0] + (t - self._anchor[1]) - loop.time()
-            await asyncio.sleep(min(max(0.0, wait), MAX_GAP))
-
-    def sync(self, t: float) -> None:
-        """Recorded time ``t`` is now (the client's answers arrived)."""
-        self._anchor = (asyncio.get_running_loop().time(), t)
-        self._last = max(self._last, t)
 
 
 class ReplayScenario:
@@ -186,7 +158,7 @@ class ReplayScenario:
         self.between = None
         self.report.connections += 1
         entries = self._connections[index]
-        clock = _Clock(self.pace, entries[0].t)
+        clock = Clock(self.pace, entries[0].t)
         for position, entry in enumerate(entries):
             self._played[index] = position
             self._line = entry.line
@@ -200,7 +172,7 @@ class ReplayScenario:
 
     # -- playing --------------------------------------------------------------------------------
 
-    async def _play(self, conv: Conversation, entry: Entry, clock: _Clock) -> None:
+    async def _play(self, conv: Conversation, entry: Entry, clock: Clock) -> None:
         if entry.ev == "open":
             self._check_handle(conv, entry)
             return
@@ -281,7 +253,7 @@ class ReplayScenario:
             self._judged.add((recorded_id, n))
             self.report.answers += 1
             name = response.get("name")
-            kind = _kind(response.get("response"))
+            kind = kind_of(response.get("response"))
             issued = self._issued.get(recorded_id, "")
             answers = self._answers.get(issued, [])
             if len(answers) <= n:
@@ -329,8 +301,8 @@ class ReplayScenario:
     ) -> None:
         """A ``value_changed`` divergence naming the first fields whose values differ (of an
         error, only its ``type``: its message may quote what changes from run to run)."""
-        if _kind(recorded) == "error":
-            recorded, replayed = _error_type(recorded), _error_type(replayed)
+        if kind_of(recorded) == "error":
+            recorded, replayed = error_type(recorded), error_type(replayed)
         found = list(
             itertools.islice(
                 differences(recorded, replayed, self.ignore_fields), 1 + SHOWN_DIFFERENCES
@@ -366,8 +338,8 @@ class ReplayScenario:
                 if not isinstance(response, dict):
                     continue
                 body = response.get("response")
-                kind = _kind(body)
-                detail = _error_text(body) if kind == "error" else ""
+                kind = kind_of(body)
+                detail = error_text(body) if kind == "error" else ""
                 answer = _Answer(
                     self._messages, item.at, kind, detail, body, response.get("name"), self._line
                 )
@@ -434,22 +406,3 @@ class ReplayScenario:
     ) -> None:
         function = str(name) if name is not None else None
         self.report.divergences.append(Divergence(kind, line, call_id, function, detail))
-
-
-def _kind(body: Any) -> str:
-    return "error" if isinstance(body, dict) and "error" in body else "ok"
-
-
-def _error_type(body: Any) -> Any:
-    error = body.get("error") if isinstance(body, dict) else None
-    return {"error": {"type": error.get("type")}} if isinstance(error, dict) else body
-
-
-def _error_text(body: Any, width: int = 120) -> str:
-    """An error answer as ``RuntimeError: the service is down``, else its JSON; shortened."""
-    error = body.get("error")
-    if isinstance(error, dict) and ("type" in error or "message" in error):
-        text = ": ".join(str(error[k]) for k in ("type", "message") if error.get(k) is not None)
-    else:
-        text = json.dumps(error, default=repr)
-    return text if len(text) <= width else text[: width - 3] + "..."

@@ -142,6 +142,9 @@ class LiveServerSession:
         self.planner: Callable[[str], list[tuple[str, dict[str, Any]]]] | None = None
         #: Client delegations sent, with the text of the appends that answered each.
         self.client_delegations: dict[str, list[str]] = {}
+        #: A replay (``openai_live.replay``) plays the backend's responses: a
+        #: ``response.create`` the gate accepts starts none of the session's own.
+        self.replaying = False
         self._cond = asyncio.Condition()
         self._send_lock = asyncio.Lock()
         self._last_delegation: str | None = None
@@ -259,11 +262,7 @@ class LiveServerSession:
             added = {"type": "response.output_item.added", "output_index": index, "item": item}
             await self.nested(delegation, added)
             done_item = {**item, "status": "completed", "arguments": json.dumps(arguments)}
-            self.backend.open[call_id] = response_id
-            self.backend.told[call_id] = self._told + 1
-            if self.options.watchdog is not None:
-                loop = asyncio.get_running_loop()
-                loop.call_later(self.options.watchdog, self._watch, call_id)
+            self.open_call(call_id, response_id)
             done = {"type": "response.output_item.done", "output_index": index, "item": done_item}
             await self.nested(delegation, done)
         if text:
@@ -271,6 +270,22 @@ class LiveServerSession:
             await self.send({"type": "session.output_transcript.delta", "delta": text})
         await self.changed()
         return response_id
+
+    def open_call(self, call_id: str, response_id: str) -> None:
+        """``call_id`` of ``response_id`` is told by the next nested event: open until an
+        output answers it (the watchdog, if any, starts now)."""
+        self.backend.open[call_id] = response_id
+        self.backend.told[call_id] = self._told + 1
+        if self.options.watchdog is not None:
+            loop = asyncio.get_running_loop()
+            loop.call_later(self.options.watchdog, self._watch, call_id)
+
+    def drop_calls_of(self, response_id: str) -> None:
+        """A failed or incomplete response drops its open calls (told by the next event)."""
+        for call_id in [c for c, r in self.backend.open.items() if r == response_id]:
+            del self.backend.open[call_id]
+            self.backend.dropped.add(call_id)
+            self.backend.dropped_at[call_id] = self._told + 1
 
     def _watch(self, call_id: str) -> None:
         """The watchdog's time for ``call_id`` is up: still open with no output is T7."""
@@ -288,10 +303,7 @@ class LiveServerSession:
         else:
             snapshot["usage"] = {"input_tokens": 40, "output_tokens": 12, "total_tokens": 52}
         if status != "completed":
-            for call_id in [c for c, r in self.backend.open.items() if r == response_id]:
-                del self.backend.open[call_id]
-                self.backend.dropped.add(call_id)
-                self.backend.dropped_at[call_id] = self._told + 1
+            self.drop_calls_of(response_id)
         await self.nested(delegation, {"type": f"response.{status}", "response": snapshot})
         await self.changed()
 
@@ -628,6 +640,9 @@ class LiveServerSession:
             self.verdict("T2", "a second response.create with no output since the last one")
         backend.fresh = False
         backend.creates += 1
+        if self.replaying:  # a replay plays the recorded continuation
+            backend.queued_text.clear()
+            return
         delegation = self._last_delegation
         calls: list[tuple[str, dict[str, Any]]] = []
         if self.next_calls:

@@ -98,8 +98,10 @@ async def _tool_loop(
 ) -> types.GenerateContentResponse:
     from google.genai import types
 
+    from livebridge.vendors.gemini.declarations import declarations as declarations_of
+
     dispatcher = dispatcher or Dispatcher(tools)
-    declarations = [d.model_copy(update={"behavior": None}) for d in tools.declarations()]
+    declarations = [d.model_copy(update={"behavior": None}) for d in declarations_of(tools)]
     config = (config or types.GenerateContentConfig()).model_copy(
         update={
             "tools": [

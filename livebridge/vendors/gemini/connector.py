@@ -58,6 +58,7 @@ from livebridge.protocol.websocket import ping_behind as _ping_behind
 from livebridge.vendors.gemini import wire
 from livebridge.vendors.gemini.answers import to_sdk
 from livebridge.vendors.gemini.client_frames import encode_client
+from livebridge.vendors.gemini.declarations import declarations as gemini_declarations
 from livebridge.vendors.gemini.protocol import GeminiLiveProtocol
 
 #: Resumption asked for, no handle yet: the same for every session's first connection.
@@ -257,7 +258,7 @@ def live_config(
         base = config.model_copy(deep=True)
     else:
         base = types.LiveConnectConfig.model_validate(config)
-    declarations = tools.declarations()
+    declarations = gemini_declarations(tools)
     if declarations:
         base.tools = [*(base.tools or []), types.Tool(function_declarations=declarations)]
     if profile is not None and profile.thinking_level_required:

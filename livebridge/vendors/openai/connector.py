@@ -58,6 +58,7 @@ from livebridge.protocol.websocket import (
     shrink_tls_read_buffer,
 )
 from livebridge.vendors.openai import wire as openai_wire
+from livebridge.vendors.openai.declarations import declarations
 from livebridge.vendors.openai.errors import service_error
 from livebridge.vendors.openai.protocol import OpenAIRealtimeProtocol
 from livebridge.vendors.openai.wire import ServerEvent
@@ -247,15 +248,7 @@ def session_config(
                 f"audio.{direction}.format must be audio/pcm at 24000 Hz or audio/pcmu "
                 f"(got {fmt!r}): livebridge sends and delivers 16-bit PCM at 24 kHz, or μ-law"
             )
-    functions = [
-        {
-            "type": "function",
-            "name": tool.name,
-            "description": tool.description or "",
-            "parameters": tool.parameters_json_schema,
-        }
-        for tool in tools
-    ]
+    functions = declarations(tools)
     if functions:
         session["tools"] = [*(session.get("tools") or []), *functions]
     return session

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import UsageError
+from livebridge.vendors.openai.declarations import declarations
 from livebridge.vendors.openai_live import wire
 
 #: The Responses model a session with tools delegates to unless ``config`` names one
@@ -107,15 +108,7 @@ def session_config(
         )
     audio["format"] = fmt
     session["audio"] = audio
-    functions = [
-        {
-            "type": "function",
-            "name": tool.name,
-            "description": tool.description or "",
-            "parameters": tool.parameters_json_schema,
-        }
-        for tool in tools
-    ]
+    functions = declarations(tools)
     delegation = session.get("delegation")
     if delegation is None:
         if not functions:

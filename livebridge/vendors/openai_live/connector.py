@@ -38,7 +38,7 @@ from livebridge.protocol.websocket import (
     host_of,
     opening_timed_out,
 )
-from livebridge.vendors.openai_live import delegation, wire
+from livebridge.vendors.openai_live import VENDOR, delegation, wire
 from livebridge.vendors.openai_live.config import session_config
 from livebridge.vendors.openai_live.delegation import Delegation
 from livebridge.vendors.openai_live.protocol import GptLiveProtocol
@@ -47,8 +47,9 @@ _EARLY_LIMIT = 64
 
 
 def is_live_model(model: str) -> bool:
-    """A model name that selects GPT-Live rather than OpenAI Realtime."""
-    return profiles.bare_model_name(model).startswith("gpt-live")
+    """A model name that selects GPT-Live rather than OpenAI Realtime (its descriptor's
+    prefixes)."""
+    return VENDOR.selects(model)
 
 
 class GptLiveConnector:

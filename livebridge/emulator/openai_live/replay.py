@@ -1,0 +1,418 @@
+"""The GPT-Live side in replay mode: a recording's server events, served to any openai program.
+
+Each accepted connection plays the next recorded connection (GPT-Live has no resumption: a
+recording of one session holds one). The session's own ``session.started`` answers the app's
+``session.start``; then every recorded server event is sent as recorded, at once
+(``pace="fast"``) or at the recording's relative times (``pace="recorded"``), except that each
+backend call is issued under a fresh ``call_id`` and the backend's state follows the recorded
+responses (running, open calls, a failed response's dropped calls), so the emulator's gate and
+verdicts judge the app as they do live. The session does not start responses of its own: a
+recorded continuation plays once the app sent its ``response.create``.
+
+Where the recording has the client answering, the replay waits (up to ``answer_timeout``) for
+the app's ``function_call_output`` items and the ``response.create`` after them, and compares:
+each answer's fate (``ok`` or ``error``) and values, and the grouping (the outputs one
+``response.create`` followed, recorded and replayed). ``LiveReplay.finish()`` gives the report
+(``livebridge.recording.report.ReplayReport``), in the recording's ids and lines.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import itertools
+import json
+import os
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from livebridge.emulator.openai_live.session import LiveServerSession, new_id
+from livebridge.emulator.replaying import Clock, error_text, error_type, kind
+from livebridge.recording.read import Entry, Recording, read_recording
+from livebridge.recording.report import (
+    SHOWN_DIFFERENCES,
+    SLOW_FACTOR,
+    SLOW_MARGIN,
+    Divergence,
+    DivergenceKind,
+    Pace,
+    ReplayReport,
+    default_answer_timeout,
+    differences,
+)
+
+#: The recorder's reduced audio fields: ``audioBytes`` stands for this field's base64.
+_AUDIO = {"session.output_audio.delta": "delta", "session.input_audio.append": "audio"}
+#: A backend response's terminal events: a failed or incomplete one drops its open calls.
+_ENDS = {
+    "response.completed": "completed",
+    "response.failed": "failed",
+    "response.incomplete": "incomplete",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    at: float  # monotonic, as the transcript's
+    kind: str  # ok | error
+    detail: str  # the error, shortened
+    body: Any  # the output's JSON, compared with the recorded one
+    batch: int  # how many response.create the app had sent before it
+    line: int  # the last recorded line played when it arrived
+
+
+def _output(item: dict[str, Any]) -> Any:
+    """A ``function_call_output``'s ``output``: JSON text on this wire, read back."""
+    text = item.get("output")
+    try:
+        return json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return text
+
+
+def _item(message: dict[str, Any], kind_of_item: str) -> dict[str, Any] | None:
+    """The item of a recorded client ``response.item.create``, if it is of ``kind_of_item``."""
+    item = message.get("item") if message.get("type") == "response.item.create" else None
+    return item if isinstance(item, dict) and item.get("type") == kind_of_item else None
+
+
+def _call(message: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``function_call`` item a recorded ``response.output_item.done`` carries."""
+    event = message.get("event") if message.get("type") == "response.event" else None
+    if not isinstance(event, dict) or event.get("type") != "response.output_item.done":
+        return None
+    item = event.get("item")
+    return item if isinstance(item, dict) and item.get("type") == "function_call" else None
+
+
+def _restored(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with a reduced audio field turned back into that many zero bytes."""
+    field = _AUDIO.get(str(message.get("type")))
+    size = message.get("audioBytes")
+    if field is not None and isinstance(size, int):
+        message = {k: v for k, v in message.items() if k != "audioBytes"}
+        message[field] = base64.b64encode(bytes(size)).decode()
+    return message
+
+
+class LiveReplay:
+    """A GPT-Live scenario serving ``recording``'s connections, one per accepted connection,
+    that judges the app's answers against the recorded ones (``Emulator(replay=...)`` builds
+    it for a GPT-Live recording)."""
+
+    def __init__(
+        self,
+        recording: Recording | str | os.PathLike[str],
+        *,
+        pace: Pace = "fast",
+        answer_timeout: float | None = None,
+        ignore_fields: Collection[str] = (),
+    ) -> None:
+        if not isinstance(recording, Recording):
+            recording = read_recording(recording)
+        self.recording = recording
+        self.pace = pace
+        self.ignore_fields = frozenset(ignore_fields)
+        self.answer_timeout = answer_timeout or default_answer_timeout(recording)
+        self._connections = recording.connections()
+        self.report = ReplayReport(
+            recording.path,
+            recorded_connections=len(self._connections),
+            truncated_at=recording.truncated.line if recording.truncated else None,
+        )
+        #: True once the last recorded connection was played to its end.
+        self.done = not self._connections
+        #: When (monotonic) a connection was played to its end while the recording holds
+        #: another the app has not opened yet; None while one plays.
+        self.between: float | None = None
+        self._order = itertools.count()
+        self._played = [-1] * len(self._connections)  # next entry of each; -1: never opened
+        self._issued: dict[str, str] = {}  # recorded call id -> the id the replay issued
+        self._recorded: dict[str, str] = {}  # issued id -> recorded id
+        self._issued_at: dict[str, float] = {}  # issued id -> when the emulator sent it
+        self._answers: dict[str, list[_Answer]] = {}  # issued id -> the app's outputs
+        self._judged: set[tuple[str, int]] = set()  # (recorded id, n) compared
+        self._calls: dict[str, Entry] = {}  # recorded id -> the entry that issued it
+        self._names: dict[str, str] = {}  # recorded id -> its function
+        self._answered: dict[str, list[Entry]] = {}  # recorded id -> its recorded outputs
+        for entry in recording.entries:
+            message = entry.data.get("msg") or {}
+            call = _call(message) if entry.ev == "recv" else None
+            output = _item(message, "function_call_output") if entry.ev == "send" else None
+            if call is not None:
+                self._calls[str(call.get("call_id"))] = entry
+                self._names[str(call.get("call_id"))] = str(call.get("name"))
+            elif output is not None:
+                self._answered.setdefault(str(output.get("call_id")), []).append(entry)
+        self._live: LiveServerSession | None = None
+        self._cursor = 0
+        self._creates = 0  # response.create the app sent, on this connection
+        self._line = 0
+        self._final: ReplayReport | None = None
+
+    async def __call__(self, live: LiveServerSession) -> None:
+        index = next(self._order)
+        if index >= len(self._connections):
+            await live.ws.close(1000, "the recording has no further connection")
+            return
+        live.replaying = True
+        self._live, self._cursor, self._creates = live, 0, 0
+        self.between = None
+        self.report.connections += 1
+        entries = self._connections[index]
+        with contextlib.suppress(TimeoutError):  # an app that never starts: all unanswered
+            await live.wait_until(lambda: live.started or live.finished, self.answer_timeout)
+        clock = Clock(self.pace, entries[0].t)
+        batch: list[Entry] = []  # recorded outputs since the last recorded response.create
+        for position, entry in enumerate(entries):
+            self._played[index] = position
+            self._line = entry.line
+            if live.finished:
+                break
+            message: dict[str, Any] = entry.data.get("msg") or {}
+            if entry.ev == "recv":
+                await clock.until(entry.t)
+                await self._serve(live, message)
+            elif entry.ev == "send" and _item(message, "function_call_output") is not None:
+                batch.append(entry)
+            elif entry.ev == "send" and message.get("type") == "response.create":
+                await self._expect(live, batch, entry)
+                clock.sync(entry.t)
+                batch = []
+            elif entry.ev == "close" and entry.data.get("by") == "server":
+                await clock.until(entry.t)
+                code = int(entry.data.get("code") or 1000)
+                reason = str(entry.data.get("reason") or "")
+                await live.ws.close(code, reason)
+        else:
+            self._played[index] = len(entries)
+        if batch:  # outputs no recorded create followed
+            await self._expect(live, batch, None)
+        if index == len(self._connections) - 1:
+            self.done = True
+        else:
+            self.between = time.monotonic()
+        live.shared.notify()
+
+    # -- playing --------------------------------------------------------------------------------
+
+    async def _serve(self, live: LiveServerSession, message: dict[str, Any]) -> None:
+        """One recorded server event, its call ids fresh and the backend's state following."""
+        kind_of_event = message.get("type")
+        if kind_of_event in ("session.started", "session.closed"):
+            return  # the session sends its own
+        message = _restored({k: v for k, v in message.items() if k != "event_id"})
+        if kind_of_event == "session.delegation.created":
+            delegation = message.get("delegation") or {}
+            if delegation.get("target") == "client":
+                live.client_delegations.setdefault(str(delegation.get("id")), [])
+            await live.send(message)
+            return
+        if kind_of_event != "response.event":
+            await live.send(message)
+            return
+        delegation = message.get("delegation_id")
+        event = dict(message.get("event") or {})
+        backend = live.backend
+        response = event.get("response")
+        response_id = str(response.get("id")) if isinstance(response, dict) else ""
+        if event.get("type") == "response.created":
+            backend.running[response_id] = delegation
+        elif event.get("type") in _ENDS:
+            backend.running.pop(response_id, None)
+            if _ENDS[str(event.get("type"))] != "completed":
+                live.drop_calls_of(response_id)
+        item = event.get("item")
+        if isinstance(item, dict) and item.get("type") == "function_call":
+            recorded = str(item.get("call_id"))
+            issued = self._issued.get(recorded) or new_id("call")
+            self._issued[recorded], self._recorded[issued] = issued, recorded
+            event["item"] = {**item, "call_id": issued}
+            if event.get("type") == "response.output_item.done":
+                live.open_call(issued, self._running_response(live, delegation))
+                self._issued_at[issued] = time.monotonic()
+        await live.nested(delegation, event)
+        await live.changed()
+
+    @staticmethod
+    def _running_response(live: LiveServerSession, delegation: Any) -> str:
+        """The running response a call belongs to: the newest of its delegation."""
+        running = [r for r, d in live.backend.running.items() if d == delegation]
+        return running[-1] if running else next(reversed(live.backend.running), "")
+
+    # -- judging --------------------------------------------------------------------------------
+
+    async def _expect(
+        self, live: LiveServerSession, batch: list[Entry], create: Entry | None
+    ) -> None:
+        """Wait for the app's outputs to one recorded batch (and, with ``create``, the
+        ``response.create`` after them), and compare."""
+        wanted = self._numbered(batch)
+        waiting = [(self._issued[i], n) for i, n in wanted if i in self._issued]
+
+        def arrived() -> bool:
+            self._scan(live)
+            if live.finished:
+                return True
+            answers = [self._answers.get(i, []) for i, _ in waiting]
+            if not all(len(a) > n for a, (_, n) in zip(answers, waiting, strict=True)):
+                return False
+            last = max((a[n].batch for a, (_, n) in zip(answers, waiting, strict=True)), default=-1)
+            return create is None or self._creates > last
+
+        with contextlib.suppress(TimeoutError):  # an unanswered call is reported below
+            await live.wait_until(arrived, self.answer_timeout)
+        self._scan(live)
+        batches: set[int] = set()
+        found: list[str] = []
+        for entry, (recorded_id, n) in zip(batch, wanted, strict=True):
+            self._judged.add((recorded_id, n))
+            self.report.answers += 1
+            name = self._names.get(recorded_id)
+            body = _output(_item(entry.data["msg"], "function_call_output") or {})
+            recorded_kind = kind(body)
+            issued = self._issued.get(recorded_id, "")
+            answers = self._answers.get(issued, [])
+            if len(answers) <= n:
+                why = f"within {self.answer_timeout:g} s" if issued else "(the call was not issued)"
+                text = f"no answer {why}, recorded {recorded_kind}"
+                self._diverge("unanswered", entry.line, recorded_id, name, text)
+                continue
+            answer = answers[n]
+            batches.add(answer.batch)
+            found.append(recorded_id)
+            if answer.kind != recorded_kind:
+                extra = f" ({answer.detail})" if answer.detail else ""
+                text = f"answered {answer.kind}, recorded {recorded_kind}{extra}"
+                self._diverge("kind_changed", entry.line, recorded_id, name, text)
+            else:
+                self._compare(entry, recorded_id, name, body, answer.body)
+            call = self._calls.get(recorded_id)
+            took = answer.at - self._issued_at.get(issued, answer.at)
+            recorded_took = entry.t - call.t if call is not None else 0.0
+            if took > SLOW_FACTOR * recorded_took + SLOW_MARGIN:
+                text = (
+                    f"answered in {took:.2f} s, recorded {recorded_took:.2f} s (over "
+                    f"{SLOW_FACTOR:g}x + {SLOW_MARGIN:g} s)"
+                )
+                self._diverge("slow", entry.line, recorded_id, name, text)
+        together = sorted(
+            self._recorded.get(i, i)
+            for i, answers in self._answers.items()
+            for answer in answers
+            if answer.batch in batches
+        )
+        if found and (len(batches) > 1 or together != sorted(found)):
+            line = create.line if create is not None else batch[-1].line
+            self._diverge(
+                "batch_split",
+                line,
+                None,
+                None,
+                f"recorded one response.create after {', '.join(i for i, _ in wanted)}; "
+                f"replayed {len(batches)} with {', '.join(together)}",
+            )
+
+    def _compare(
+        self, entry: Entry, recorded_id: str, name: str | None, recorded: Any, replayed: Any
+    ) -> None:
+        """A ``value_changed`` divergence naming the first fields whose values differ (of an
+        error, only its ``type``)."""
+        if kind(recorded) == "error":
+            recorded, replayed = error_type(recorded), error_type(replayed)
+        found = list(
+            itertools.islice(
+                differences(recorded, replayed, self.ignore_fields), 1 + SHOWN_DIFFERENCES
+            )
+        )
+        if found:
+            more = "; ..." if len(found) > SHOWN_DIFFERENCES else ""
+            text = "the answer changed: " + "; ".join(found[:SHOWN_DIFFERENCES]) + more
+            self._diverge("value_changed", entry.line, recorded_id, name, text)
+
+    def _numbered(self, batch: list[Entry]) -> list[tuple[str, int]]:
+        """Each recorded output's call id and its place among that call's recorded outputs."""
+        numbered: list[tuple[str, int]] = []
+        for entry in batch:
+            item = _item(entry.data["msg"], "function_call_output") or {}
+            recorded_id = str(item.get("call_id"))
+            earlier = [e for e in self._answered.get(recorded_id, []) if e.line < entry.line]
+            numbered.append((recorded_id, len(earlier)))
+        return numbered
+
+    def _scan(self, live: LiveServerSession) -> None:
+        """Take the app's new outputs and continuations from the emulator's transcript."""
+        shared = live.shared
+        transcript, dropped = shared.transcript, shared.dropped
+        end = dropped + len(transcript)  # the cursor counts every entry, kept or dropped
+        for item in transcript[max(0, self._cursor - dropped) :]:
+            if item.direction != "client" or item.session != live.id:
+                continue
+            if item.message.get("type") == "response.create":
+                self._creates += 1
+                continue
+            output = _item(item.message, "function_call_output")
+            if output is None:
+                continue
+            body = _output(output)
+            answer_kind = kind(body)
+            detail = error_text(body) if answer_kind == "error" else ""
+            answer = _Answer(item.at, answer_kind, detail, body, self._creates, self._line)
+            self._answers.setdefault(str(output.get("call_id")), []).append(answer)
+        self._cursor = end
+
+    def finish(self) -> ReplayReport:
+        """The final report: call once the app is gone (the first call computes it)."""
+        if self._final is not None:
+            return self._final
+        if self._live is not None:
+            self._scan(self._live)
+        for issued, answers in self._answers.items():
+            recorded = self._recorded.get(issued)
+            if recorded is None:
+                for answer in answers:
+                    text = f"answered {answer.kind} a call id the replay never issued ({issued})"
+                    self._diverge("unexpected_answer", answer.line, None, None, text)
+                continue
+            entries = self._answered.get(recorded, [])
+            if not entries and self.recording.truncated is not None:
+                continue  # a cut recording does not know the answers after the cut
+            for answer in answers[len(entries) :]:
+                if entries:
+                    line = entries[-1].line
+                    text = f"answered again ({answer.kind}), recorded {len(entries)} answer(s)"
+                else:
+                    line = self._calls[recorded].line
+                    text = f"answered {answer.kind}, the recording has no answer for it"
+                self._diverge("unexpected_answer", line, recorded, self._names.get(recorded), text)
+        self._unreached()
+        self._final = self.report
+        return self.report
+
+    def _unreached(self) -> None:
+        """Recorded outputs the replay never reached, and connections never opened."""
+        total = len(self._connections)
+        for index, entries in enumerate(self._connections):
+            if self._played[index] < 0:
+                text = f"connection {index + 1} of {total} was never opened"
+                self._diverge("connection_missing", entries[0].line, None, None, text)
+                continue
+            batch = [
+                e
+                for e in entries[self._played[index] :]
+                if e.ev == "send" and _item(e.data.get("msg") or {}, "function_call_output")
+            ]
+            for entry, numbered in zip(batch, self._numbered(batch), strict=True):
+                if numbered in self._judged:
+                    continue
+                self.report.answers += 1
+                text = f"not replayed: connection {index + 1} ended before this answer"
+                name = self._names.get(numbered[0])
+                self._diverge("unanswered", entry.line, numbered[0], name, text)
+
+    def _diverge(
+        self, kind_of: DivergenceKind, line: int, call_id: str | None, name: str | None, detail: str
+    ) -> None:
+        self.report.divergences.append(Divergence(kind_of, line, call_id, name, detail))
