@@ -17,7 +17,8 @@ from __future__ import annotations
 import itertools
 from collections import deque
 
-from livebridge.calls.call import Outcome, OutcomeKind
+from livebridge.calls.call import Outcome
+from livebridge.calls.endings import OutcomeKind
 
 __all__ = ["ANSWER_OVERHEAD", "Answers", "charge"]
 

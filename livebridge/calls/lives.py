@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal, TypeAlias, cast
 import msgspec
 
 from livebridge.calls.call import Behavior, Call, Outcome, Partial, Scheduling
+from livebridge.calls.endings import FateKind
 from livebridge.errors import LedgerError
 
 __all__ = [
@@ -35,7 +36,6 @@ __all__ = [
     "Ended",
     "Event",
     "Fate",
-    "FateKind",
     "Item",
     "Life",
     "LiveCall",
@@ -47,7 +47,6 @@ __all__ = [
 ]
 
 CallState = Literal["running", "settled", "ready", "answered", "cancelled", "orphaned"]
-FateKind = Literal["answered", "cancelled", "orphaned"]
 Via = Literal["tool_call", "model_turn"]
 NoticeKind = Literal["duplicate_delivery", "unknown_cancel", "late_cancel", "dropped_result"]
 Event: TypeAlias = Literal["settle", "partial", "release", "send", "cancel", "orphan"]

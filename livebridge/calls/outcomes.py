@@ -12,7 +12,8 @@ from typing import Any
 import msgspec
 
 from livebridge.calls import payloads
-from livebridge.calls.call import Call, DedupReason, Outcome, OutcomeKind, Scheduling
+from livebridge.calls.call import Call, DedupReason, Outcome, Scheduling
+from livebridge.calls.endings import OutcomeKind
 from livebridge.errors import StoreError, ToolError, UnserializableResult
 
 __all__ = [

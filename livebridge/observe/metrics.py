@@ -21,7 +21,9 @@ from prometheus_client import (
     Histogram,
 )
 
+from livebridge.calls import endings
 from livebridge.calls.call import Behavior, Outcome
+from livebridge.calls.endings import metric_label
 from livebridge.calls.observers import (
     AnswerSent,
     BatchStarted,
@@ -184,7 +186,7 @@ MESSAGE_KINDS = frozenset(
 )
 
 #: The outcomes a failure ratio divides by, exported at 0 for every known function.
-ZERO_OUTCOMES = ("ok", "error", "timeout")
+ZERO_OUTCOMES = endings.ZERO_OUTCOMES
 
 #: Without an explicit ``functions`` list, at most this many distinct names get their own label.
 MAX_FUNCTION_LABELS = 256
@@ -446,7 +448,8 @@ class PrometheusObserver:
     def _settled(self, event: CallSettled) -> None:
         outcome = event.outcome
         function = self.function_label(event.call.name, known=event.known_function)
-        self.calls.labels(function, outcome.kind, event.behavior).inc()
+        label = metric_label(outcome.kind)
+        self.calls.labels(function, label, event.behavior).inc()
         with self._lock:
             key = (event.session_id, event.call.id)
             ran = key in self._running
@@ -455,7 +458,7 @@ class PrometheusObserver:
             self.in_flight.dec()
             self.duration.labels(function).observe(outcome.latency)
         if event.server is not None:
-            self.mcp_calls.labels(event.server, outcome.kind).inc()
+            self.mcp_calls.labels(event.server, label).inc()
         if outcome.kind == "ok":
             self.result_bytes.labels(function).observe(outcome.result_bytes)
         if outcome.truncated:

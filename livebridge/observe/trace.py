@@ -14,18 +14,14 @@ import logging
 import time
 from typing import Any
 
+from livebridge.calls.endings import TRACE_ERRORS
 from livebridge.calls.observers import CallOrphaned, CallSettled, Event
 from livebridge.protocol.base import Redact
 
 __all__ = [
-    "FAILED_OUTCOMES",
     "TraceObserver",
     "cap_utf8",
 ]
-
-
-#: Outcomes that mark a span as failed.
-FAILED_OUTCOMES = frozenset({"error", "timeout", "orphaned"})
 
 
 class TraceObserver:
@@ -147,7 +143,7 @@ class TraceObserver:
             attributes=attributes,
             start_time=int(fields["started_at"] * 1e9),
         )
-        if fields["outcome"] in FAILED_OUTCOMES:
+        if fields["outcome"] in TRACE_ERRORS:  # the table's ``trace_error`` column
             span.set_status(self._otel.Status(self._otel.StatusCode.ERROR, fields["outcome"]))
         span.end()
 

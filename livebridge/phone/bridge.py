@@ -324,7 +324,7 @@ class _Call:
         with anyio.move_on_after(1.0):
             async for event in session.events():
                 if isinstance(event, ToolCallSettled):
-                    self.outcomes[event.outcome] += 1
+                    self.outcomes[event.ending] += 1
 
     def _receive(self, text: str | bytes) -> object:
         event = self.stream.receive(text)
@@ -448,7 +448,7 @@ class _Call:
         hang_up = self.options.hang_up_tools
         async for event in session.events():
             if isinstance(event, ToolCallSettled):
-                self.outcomes[event.outcome] += 1
+                self.outcomes[event.ending] += 1
             if isinstance(event, AudioOut):
                 await self._model_audio(event)
             elif isinstance(event, ModelTurnComplete):

@@ -196,7 +196,7 @@ def test_calls_of_a_response_that_did_not_complete_are_cancelled_never_run(
     out = response(protocol, "resp_1", "c1", "c2", status=status, reason=reason)
     assert not of(out, RunCalls) and not of(out, ToolCallStarted)
     settled = of(out, ToolCallSettled)
-    assert [(e.call_id, e.outcome) for e in settled] == [("c1", "cancelled"), ("c2", "cancelled")]
+    assert [(e.call_id, e.ending) for e in settled] == [("c1", "cancelled"), ("c2", "cancelled")]
     assert settled[0].reason == f"its response ended {status} ({reason})"
     observed = [n.event for n in of(out, Notify) if isinstance(n.event, CallSettled)]
     assert [e.outcome.kind for e in observed] == ["cancelled", "cancelled"]  # counted in metrics
@@ -497,7 +497,7 @@ def test_session_closing_orphans_running_calls() -> None:
     out = protocol.close(Closed("closed by the app"), 2.0)
     assert of(out, CancelCalls) == [CancelCalls(["c1"])]
     (settled,) = of(out, ToolCallSettled)
-    assert settled.outcome == "orphaned" and "closed by the app" in (settled.reason or "")
+    assert settled.ending == "orphaned" and "closed by the app" in (settled.reason or "")
     assert out[-1] == Closed("closed by the app")  # the last word; observers get its view
 
 
@@ -749,7 +749,7 @@ def test_calls_past_the_held_count_are_withdrawn_at_once() -> None:
         )
     withdrawn = of(out, ToolCallSettled)
     assert [e.call_id for e in withdrawn] == [f"c{MAX_HELD_CALLS}", f"c{MAX_HELD_CALLS + 1}"]
-    assert all(e.outcome == "cancelled" for e in withdrawn)
+    assert all(e.ending == "cancelled" for e in withdrawn)
     assert len(protocol.calls) == MAX_HELD_CALLS
     out = protocol.receive(
         event(type="response.done", response={"id": "r", "status": "cancelled"}), 2.0

@@ -183,11 +183,11 @@ class OpenAIRealtimeProtocol(LiveProtocol):
         self.continuation.reset()
         orphaned = self.ledger.resumed(None, now)
         self._fates(out)
-        return orphaned + self._report_stranded(out)
+        return orphaned + self._orphan_stranded(now, out)
 
-    def _closing(self, why: str, out: list[Output]) -> None:
+    def _closing(self, why: str, now: float, out: list[Output]) -> None:
         self._stranded += self.calls.drop_all()
-        self._report_stranded(out, why)
+        self._orphan_stranded(now, out, why)
 
     # -- server events ---------------------------------------------------------------------
 
@@ -332,7 +332,7 @@ class OpenAIRealtimeProtocol(LiveProtocol):
         for held in calls:
             name = held.name or "<no name>"
             log.info("call %s (%s) cancelled: %s", held.call_id, name, reason)
-            out.append(ToolCallSettled(held.call_id, name, "cancelled", 0.0, reason=reason))
+            out.append(ToolCallSettled(held.call_id, name, "cancelled", None, 0.0, reason=reason))
             if self._observed:
                 call = Call(held.call_id, name, held.args())
                 outcome = outcomes.make(
@@ -465,15 +465,17 @@ class OpenAIRealtimeProtocol(LiveProtocol):
 
     # -- reporting -------------------------------------------------------------------------
 
-    def _report_stranded(self, out: list[Output], why: str | None = None) -> list[str]:
-        """Calls of responses a lost connection cut short: orphaned, never run."""
-        reason = why or "the connection was lost before the call's response was done"
+    def _orphan_stranded(self, now: float, out: list[Output], why: str | None = None) -> list[str]:
+        """Calls of responses a lost connection cut short: the ledger orphans them, never run,
+        and they are reported as every other fate."""
         stranded, self._stranded = self._stranded, []
-        for held in stranded:
-            name = held.name or ""
-            out.append(ToolCallSettled(held.call_id, name, "orphaned", 0.0, reason=reason))
-            self._report.orphaned(held.call_id, name, "BLOCKING", reason, out)
-        return [held.call_id for held in stranded]
+        if not stranded:
+            return []
+        reason = why or "the connection was lost before the call's response was done"
+        calls = [LiveCall(Call(held.call_id, held.name or "")) for held in stranded]
+        orphaned = self.ledger.unrun(calls, now, reason, "orphan")
+        self._fates(out)
+        return orphaned
 
 
 def usage_tokens(usage: Mapping[str, Any] | None) -> tuple[int | None, int | None]:
