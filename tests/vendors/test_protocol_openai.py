@@ -202,6 +202,11 @@ def test_calls_of_a_response_that_did_not_complete_are_cancelled_never_run(
     assert [e.outcome.kind for e in observed] == ["cancelled", "cancelled"]  # counted in metrics
     assert of(out, TurnComplete) == [TurnComplete(None, status)]  # nothing follows it
     assert protocol.idle and sent_kinds(protocol) == []
+    assert all(e.fate == "cancelled" and e.outcome is None for e in settled)
+    assert [(f.call_id, f.fate) for f in protocol.ledger.fates()] == [
+        ("c1", "cancelled"),
+        ("c2", "cancelled"),
+    ]
 
 
 def test_response_create_waits_for_a_response_in_progress() -> None:
@@ -436,6 +441,33 @@ def test_a_drop_reconnects_to_a_fresh_conversation_and_orphans_open_calls() -> N
     assert "cannot resume" in orphaned["c1"] and "before the call's response" in orphaned["c2"]
     assert len([n for n in of(out, Notify) if isinstance(n.event, CallOrphaned)]) == 2
     assert protocol.idle and sent_kinds(protocol) == []  # nothing is owed to the new conversation
+    # The call its response never finished is orphaned by the ledger, as every other call.
+    assert [(f.call_id, f.fate) for f in protocol.ledger.fates()] == [
+        ("c1", "orphaned"),
+        ("c2", "orphaned"),
+    ]
+    assert all(e.fate == "orphaned" and e.outcome is None for e in of(out, ToolCallSettled))
+
+
+def test_closing_orphans_the_calls_of_a_response_not_done_through_the_ledger() -> None:
+    protocol = opened()
+    protocol.receive(event(type="response.created", response={"id": "resp_1"}), 1.0)
+    protocol.receive(
+        event(
+            type="response.output_item.done",
+            response_id="resp_1",
+            output_index=0,
+            item=call_item("c1"),
+        ),
+        1.0,
+    )
+    out = protocol.close(Closed("closed by the app"), 2.0)
+    (settled,) = of(out, ToolCallSettled)
+    assert (settled.call_id, settled.fate, settled.outcome) == ("c1", "orphaned", None)
+    assert "closed by the app" in (settled.reason or "")
+    assert [n.event.call_id for n in of(out, Notify) if isinstance(n.event, CallOrphaned)] == ["c1"]
+    (fate,) = protocol.ledger.fates()
+    assert (fate.call_id, fate.fate, fate.reason) == ("c1", "orphaned", settled.reason)
 
 
 def test_a_drop_after_the_answers_drops_the_owed_response_create() -> None:

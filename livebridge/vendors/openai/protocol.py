@@ -71,7 +71,6 @@ from livebridge.protocol.events import (
     Interrupted,
     OutputTranscript,
     TextOut,
-    ToolCallSettled,
     ToolCallStarted,
     TurnComplete,
 )
@@ -328,13 +327,18 @@ class OpenAIRealtimeProtocol(LiveProtocol):
             out += self.settled(outcome)
 
     def _withdraw(self, calls: list[HeldCall], reason: str, now: float, out: list[Output]) -> None:
-        """Calls that will never run nor be answered (their response did not complete)."""
-        for held in calls:
-            name = held.name or "<no name>"
-            log.info("call %s (%s) cancelled: %s", held.call_id, name, reason)
-            out.append(ToolCallSettled(held.call_id, name, "cancelled", None, 0.0, reason=reason))
-            if self._observed:
-                call = Call(held.call_id, name, held.args())
+        """Calls that will never run nor be answered (their response did not complete): the
+        ledger cancels them, never run, and reports them as every other fate."""
+        withdrawn = [
+            LiveCall(Call(held.call_id, held.name or "<no name>", held.args())) for held in calls
+        ]
+        for live_call in withdrawn:
+            log.info("call %s (%s) cancelled: %s", live_call.call.id, live_call.call.name, reason)
+        self.ledger.unrun(withdrawn, now, reason, "cancel")
+        self._fates(out)
+        if self._observed:  # observers hear the outcome its handler would have had
+            for live_call in withdrawn:
+                call = live_call.call
                 outcome = outcomes.make(
                     call, "cancelled", payloads.error("cancelled", reason, retryable=True)
                 )
