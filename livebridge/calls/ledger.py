@@ -59,10 +59,10 @@ from livebridge.calls.lives import (
     BlockingBatch,
     CallState,
     Ended,
-    Event,
     Fate,
     Life,
     LiveCall,
+    Move,
     Notice,
     NoticeKind,
     Outgoing,
@@ -307,14 +307,14 @@ class CallLedger:
         return running
 
     def unrun(
-        self, calls: Sequence[LiveCall], now: float, why: str, move: Literal["cancel", "orphan"]
+        self, calls: Sequence[LiveCall], now: float, why: str, by: Literal["cancel", "orphan"]
     ) -> list[str]:
         """Calls that end before they could run (the service never finished asking for them):
-        received and given their fate by ``move`` at once; returns their ids. Their fates are
-        reported as every other (``take_fates``)."""
+        received and given their fate ``by`` that move at once; returns their ids. Their fates
+        are reported as every other (``take_fates``): no vendor reports a fate of its own."""
         admitted = self.receive(calls, now)
         live = self._live
-        self._end([live[call.id] for call in admitted], move, why, now)
+        self._end([live[call.id] for call in admitted], by, why, now)
         return [call.id for call in admitted]
 
     def handle_issued(self, handle: str) -> None:
@@ -438,7 +438,7 @@ class CallLedger:
         dropped.add(call_id)
         return True
 
-    def _end(self, lives: list[Life], event: Event, why: str, now: float) -> list[Ended]:
+    def _end(self, lives: list[Life], event: Move, why: str, now: float) -> list[Ended]:
         """Give each of ``lives`` its fate by ``event``; returns the records they leave in the
         history in their place (their fate's fields; no arguments, no payload)."""
         live, by_id, fates, history = self._live, self._lives, self._fates, self._history
@@ -524,7 +524,7 @@ def _check(calls: Sequence[LiveCall]) -> None:
             raise LedgerError(f"call {live_call.call.id}: only NON_BLOCKING calls can stream")
 
 
-def _ended_move(call_id: str, record: Ended, event: Event) -> None:
+def _ended_move(call_id: str, record: Ended, event: Move) -> None:
     """``event`` for a delivery that ended: its fate stays; raise if the table has no such move."""
     if (record.state, event) not in TRANSITIONS:
         raise LedgerError(f"call {call_id}: cannot {event} a call that is {record.state}")

@@ -34,11 +34,11 @@ __all__ = [
     "BlockingBatch",
     "CallState",
     "Ended",
-    "Event",
     "Fate",
     "Item",
     "Life",
     "LiveCall",
+    "Move",
     "Notice",
     "NoticeKind",
     "Outgoing",
@@ -49,9 +49,11 @@ __all__ = [
 CallState = Literal["running", "settled", "ready", "answered", "cancelled", "orphaned"]
 Via = Literal["tool_call", "model_turn"]
 NoticeKind = Literal["duplicate_delivery", "unknown_cancel", "late_cancel", "dropped_result"]
-Event: TypeAlias = Literal["settle", "partial", "release", "send", "cancel", "orphan"]
+#: What moves a life from one state to another (not an observer's ``Event``, nor the app's
+#: ``SessionEvent``).
+Move: TypeAlias = Literal["settle", "partial", "release", "send", "cancel", "orphan"]
 
-TRANSITIONS: dict[tuple[CallState, Event], CallState] = {
+TRANSITIONS: dict[tuple[CallState, Move], CallState] = {
     ("running", "partial"): "running",
     ("running", "settle"): "settled",
     ("settled", "release"): "ready",
@@ -71,7 +73,7 @@ TRANSITIONS: dict[tuple[CallState, Event], CallState] = {
 # Two moves every call takes, looked up once; their callers check the state they leave.
 SETTLED = TRANSITIONS["running", "settle"]
 READY = TRANSITIONS["settled", "release"]
-FATE_OF: dict[Event, FateKind] = {"send": "answered", "cancel": "cancelled", "orphan": "orphaned"}
+FATE_OF: dict[Move, FateKind] = {"send": "answered", "cancel": "cancelled", "orphan": "orphaned"}
 LIVE_STATES: frozenset[CallState] = frozenset({"running", "settled", "ready"})
 
 
@@ -228,7 +230,7 @@ FINAL: dict[CallState, Ended] = {
 Item: TypeAlias = tuple[Life, Outcome | Partial]
 
 
-def move(life: Life, event: Event) -> None:
+def move(life: Life, event: Move) -> None:
     """Move ``life`` by ``event`` as ``TRANSITIONS`` says; raise ``LedgerError`` if it cannot."""
     target = TRANSITIONS.get((life.state, event))
     if target is None:
