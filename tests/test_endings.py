@@ -53,7 +53,7 @@ def test_the_metric_labels_are_the_tables() -> None:
         call = Call(f"c-{kind}", "f")
         outcome = Outcome(call.id, "f", kind, {})
         observer.on_event(CallSettled(None, 0, call, "BLOCKING", outcome, 0.0, True))
-        labels = {"function": "f", "outcome": row.label, "behavior": "BLOCKING"}
+        labels = {"function": "f", "outcome": row.label or "", "behavior": "BLOCKING"}
         assert registry.get_sample_value("livebridge_tool_calls_total", labels) == 1.0
     families = {f"{family.name}_total" for family in registry.collect()} | {
         family.name for family in registry.collect()

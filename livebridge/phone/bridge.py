@@ -153,7 +153,8 @@ class CallEnded:
     """The call is over; ``answered``: it had started (``CallAnswered`` came before);
     ``marks``: those sent before each hang-up tool ran; ``call_sid`` (empty before ``start``);
     ``duration``: seconds from the stream's opening; ``tool_calls``: how many calls had each
-    outcome (``ok``, ``error``, ``cancelled``, ``orphaned``...)."""
+    ending (``ok``, ``error``..., or the fate ``cancelled``/``orphaned`` when nothing was
+    answered: ``ToolCallSettled.ending``)."""
 
     reason: EndReason
     marks: tuple[str, ...] = field(default_factory=tuple)
@@ -291,7 +292,7 @@ class _Call:
         self.changed = anyio.Event()  # set on each mark echoed, then replaced
         self.began = bridge.clock()
         self.call_sid = ""
-        self.outcomes: Counter[str] = Counter()  # tool calls settled, by outcome
+        self.outcomes: Counter[str] = Counter()  # tool calls settled, by ending
 
     def emit(self, event: PhoneEvent) -> None:
         for listener in self.bridge.listeners:

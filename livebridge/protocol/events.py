@@ -111,7 +111,7 @@ class ToolCallSettled(msgspec.Struct, frozen=True, gc=False):
     reason: str | None = None
 
     @property
-    def ending(self) -> str:
+    def ending(self) -> OutcomeKind | FateKind:
         """How a person reads its end: the outcome when answered, else the fate."""
         return self.fate if self.outcome is None else self.outcome
 
@@ -187,7 +187,7 @@ SessionEvent: TypeAlias = (
 #: Events that may be discarded when the app falls behind: stale media is worth least.
 DROPPABLE: tuple[type, ...] = (AudioOut, TextOut, InputTranscript, OutputTranscript)
 #: Events that are never discarded: the end of the session. (A call's fate is discarded only
-#: past ``settled_capacity``, and counted by outcome.)
+#: past ``settled_capacity``, and counted by its ``ending``.)
 KEPT: tuple[type, ...] = (Closed,)
 
 _Entry: TypeAlias = list[SessionEvent | None]  # one queued event; None once discarded
