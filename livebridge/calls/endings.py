@@ -47,7 +47,8 @@ class Ending:
     """One row: an outcome kind (``stage="outcome"``) or a fate (``stage="fate"``).
 
     ``failure``: an outcome that is never served to a later request (the request runs again);
-    for a fate, that the model got no result from it. ``metric``: the Prometheus series it
+    None for a fate, which is never served (a later request is judged by the outcome, if its
+    handler produced one). ``metric``: the Prometheus series it
     counts in (``label``: its value of the ``outcome`` label, if it has one). ``zero``: exported
     at 0 for every known function, so a failure ratio has a denominator before the first call.
     ``trace_error``: the trace's record and span of the call say it failed. ``wire``: what is
@@ -57,7 +58,7 @@ class Ending:
     name: str
     stage: Literal["outcome", "fate"]
     meaning: str
-    failure: bool
+    failure: bool | None
     metric: str
     label: str | None
     zero: bool
@@ -72,112 +73,115 @@ ENDINGS: tuple[Ending, ...] = (
     Ending(
         "ok",
         "outcome",
-        "the handler returned a value (an idempotent twin shares it)",
-        False,
-        _CALLS,
-        "ok",
-        True,
-        False,
-        '`{"output": value}`',
-        "32",
+        meaning="the handler returned a value (an idempotent twin shares it)",
+        failure=False,
+        metric=_CALLS,
+        label="ok",
+        zero=True,
+        trace_error=False,
+        wire='`{"output": value}`',
+        colour="32",
     ),
     Ending(
         "error",
         "outcome",
-        "the handler raised, or its result cannot be encoded",
-        True,
-        _CALLS,
-        "error",
-        True,
-        True,
-        '`{"error": {"type": <exception class>, ...}}`',
-        "31",
+        meaning="the handler raised, or its result cannot be encoded",
+        failure=True,
+        metric=_CALLS,
+        label="error",
+        zero=True,
+        trace_error=True,
+        wire='`{"error": {"type": <exception class>, ...}}`',
+        colour="31",
     ),
     Ending(
         "timeout",
         "outcome",
-        "the handler did not finish within its timeout",
-        True,
-        _CALLS,
-        "timeout",
-        True,
-        True,
-        '`{"error": {"type": "timeout", ...}}`',
-        "33",
+        meaning="the handler did not finish within its timeout",
+        failure=True,
+        metric=_CALLS,
+        label="timeout",
+        zero=True,
+        trace_error=True,
+        wire='`{"error": {"type": "timeout", ...}}`',
+        colour="33",
     ),
     Ending(
         "cancelled",
         "outcome",
-        "the handler was cancelled (the server withdrew the call, the session ended) or an "
-        "irreversible call was not confirmed",
-        True,
-        f"{_CALLS}, livebridge_tool_cancellations_total",
-        "cancelled",
-        False,
-        False,
-        '`{"error": {"type": "cancelled", ...}}` while the socket is open and the server did '
-        "not withdraw the call; else nothing",
-        "35",
+        meaning="the handler was cancelled (the server withdrew the call, the session ended) "
+        "or an irreversible call was not confirmed",
+        failure=True,
+        metric=f"{_CALLS}, livebridge_tool_cancellations_total",
+        label="cancelled",
+        zero=False,
+        trace_error=False,
+        wire='`{"error": {"type": "cancelled", ...}}` while the socket is open and the server '
+        "did not withdraw the call; else nothing",
+        colour="35",
     ),
     Ending(
         "rejected",
         "outcome",
-        "the handler did not run: unknown function, bad arguments, fan-out, approval, store",
-        True,
-        f"{_CALLS}, livebridge_tool_rejections_total",
-        "rejected",
-        False,
-        False,
-        '`{"error": {"type": <reason>, ...}}`',
-        "31",
+        meaning="the handler did not run: unknown function, bad arguments, fan-out, approval, "
+        "store",
+        failure=True,
+        metric=f"{_CALLS}, livebridge_tool_rejections_total",
+        label="rejected",
+        zero=False,
+        trace_error=False,
+        wire='`{"error": {"type": <reason>, ...}}`',
+        colour="31",
     ),
     Ending(
         "duplicate",
         "outcome",
-        "answered from another call's result without running (a twin, a re-issue, a key)",
-        False,
-        f"{_CALLS}, livebridge_tool_dedups_total",
-        "duplicate",
-        False,
-        False,
-        "the first call's answer, or `duplicate_call` / `already_answered` with `duplicate_of`",
-        "36",
+        meaning="answered from another call's result without running (a twin, a re-issue, a key)",
+        failure=False,
+        metric=f"{_CALLS}, livebridge_tool_dedups_total",
+        label="duplicate",
+        zero=False,
+        trace_error=False,
+        wire="the first call's answer, or `duplicate_call` / `already_answered` with "
+        "`duplicate_of`",
+        colour="36",
     ),
     Ending(
         "answered",
         "fate",
-        "its outcome was sent to the model",
-        False,
-        "livebridge_tool_turnaround_seconds",
-        None,
-        False,
-        False,
-        "its outcome's answer",
-        "32",
+        meaning="its outcome was sent to the model",
+        failure=None,
+        metric="livebridge_tool_turnaround_seconds",
+        label=None,
+        zero=False,
+        trace_error=False,
+        wire="its outcome's answer",
+        colour="32",
     ),
     Ending(
         "cancelled",
         "fate",
-        "the server withdrew the call (`toolCallCancellation`, a response that did not complete)",
-        True,
-        "its handler's outcome, if it ran",
-        None,
-        False,
-        False,
-        "nothing is sent",
-        "35",
+        meaning="the server withdrew the call (`toolCallCancellation`, a response that did "
+        "not complete)",
+        failure=None,
+        metric="its handler's outcome, if it ran",
+        label=None,
+        zero=False,
+        trace_error=False,
+        wire="nothing is sent",
+        colour="35",
     ),
     Ending(
         "orphaned",
         "fate",
-        "the connection that knew the call is gone (resumed without it, closed, dropped)",
-        True,
-        "livebridge_tool_orphans_total",
-        None,
-        False,
-        True,
-        "nothing can be sent",
-        "31",
+        meaning="the connection that knew the call is gone (resumed without it, closed, dropped)",
+        failure=None,
+        metric="livebridge_tool_orphans_total",
+        label=None,
+        zero=False,
+        trace_error=True,
+        wire="nothing can be sent",
+        colour="31",
     ),
 )
 
@@ -226,7 +230,7 @@ def markdown() -> str:
         metric = ", ".join(f"`{m}`" if m.startswith("livebridge_") else m for m in _split(row))
         if row.label is not None:
             metric = metric.replace(f"`{_CALLS}`", f'`{_CALLS}{{outcome="{row.label}"}}`')
-        failure = "yes" if row.failure else "no"
+        failure = "by its outcome" if row.failure is None else "yes" if row.failure else "no"
         lines.append(
             f"| `{row.name}` | {row.stage} | {row.meaning} | {failure} | {metric} | {row.wire} |"
         )
