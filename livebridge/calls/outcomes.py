@@ -22,11 +22,11 @@ __all__ = [
     "cancelled",
     "copied",
     "denied",
-    "failure",
     "fanout",
     "invalid_arguments",
     "make",
     "outcome_unknown",
+    "raised",
     "store_unavailable",
     "timeout",
     "twin",
@@ -60,7 +60,7 @@ def copied(call: Call, original: Outcome, kind: OutcomeKind | None, reason: Dedu
     )
 
 
-def failure(
+def raised(
     call: Call, tool_name: str, exc: Exception, latency: float, *, expose: bool, sched: Any
 ) -> Outcome:
     """A handler raised ``exc``; only ``ToolError`` text (or ``expose``) reaches the model."""
