@@ -6,20 +6,25 @@ from __future__ import annotations
 import io
 import re
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 from prometheus_client import CollectorRegistry
 
 from livebridge.calls import endings
 from livebridge.calls.call import Call, Outcome
-from livebridge.calls.endings import ENDINGS, FateKind, OutcomeKind
+from livebridge.calls.endings import ENDINGS, Ending, FateKind, OutcomeKind
 from livebridge.calls.lives import FATE_OF, FINAL
 from livebridge.calls.observers import CallSettled
 from livebridge.demo.driver import CallView, Exchange, summarize
 from livebridge.demo.render import Terminal
 from livebridge.observe import trace
 from livebridge.observe.metrics import ZERO_OUTCOMES, PrometheusObserver
+from livebridge.observe.trace import TraceObserver
 from livebridge.protocol.events import EventBuffer, ToolCallSettled
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -135,3 +140,57 @@ def test_the_events_table_lists_every_fate_and_outcome() -> None:
 def test_every_row_says_everything(stage: str) -> None:
     for row in (r for r in ENDINGS if r.stage == stage):
         assert row.meaning and row.wire and row.metric and re.fullmatch(r"[0-9;]+", row.colour)
+
+
+def test_a_new_row_reaches_every_place_that_reads_the_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Adding an outcome kind is a row and the code that produces it: the failure set, the
+    metric labels and the series exported at 0, the trace's status, the demo's colours and the
+    docs table all follow from the row, with no edit elsewhere."""
+    row = Ending(
+        "reshelved",
+        "outcome",
+        meaning="put back for later",
+        failure=True,
+        metric="livebridge_tool_calls_total",
+        label="reshelved",
+        zero=True,
+        trace_error=True,
+        wire='`{"error": {"type": "reshelved"}}`',
+        colour="34",
+    )
+    derived = endings.derive((*ENDINGS, row))
+    monkeypatch.setattr(endings, "FAILURES", derived.failures)
+    monkeypatch.setattr(endings, "ZERO_OUTCOMES", derived.zero_outcomes)
+    monkeypatch.setattr(endings, "TRACE_ERRORS", derived.trace_errors)
+    monkeypatch.setattr(endings, "SHOWN", derived.shown)
+    monkeypatch.setattr(endings, "_COLOURS", derived.colours)
+    monkeypatch.setattr(endings, "_LABELS", derived.labels)
+    kind: Any = "reshelved"  # not an ``OutcomeKind`` until the Literal is written out too
+
+    assert endings.is_failure(kind)
+    registry = CollectorRegistry()
+    observer = PrometheusObserver(registry, functions=["f"])
+    labels = {"function": "f", "outcome": "reshelved", "behavior": "BLOCKING"}
+    assert registry.get_sample_value("livebridge_tool_calls_total", labels) == 0.0  # at 0
+    outcome = Outcome("c1", "f", kind, {"error": {"type": "reshelved"}})
+    settled = CallSettled(None, 0, Call("c1", "f"), "BLOCKING", outcome, 0.0, True)
+    observer.on_event(settled)
+    assert registry.get_sample_value("livebridge_tool_calls_total", labels) == 1.0
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    TraceObserver(tracer_provider=provider).on_event(settled)
+    (span,) = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+
+    lines = Terminal(io.StringIO(), colour=True).timeline(
+        Exchange("hi", calls=[CallView("c1", "f", {}, "BLOCKING", "reshelved")])
+    )
+    assert "\x1b[34mreshelved" in lines[1]
+    assert summarize([], [], [], [], 1)["outcomes"]["reshelved"] == 0
+    assert "| `reshelved` | outcome | put back for later | yes |" in endings.markdown(
+        (*ENDINGS, row)
+    )

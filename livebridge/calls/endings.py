@@ -18,6 +18,7 @@ them equal to the table's rows.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -29,10 +30,12 @@ __all__ = [
     "SHOWN",
     "TRACE_ERRORS",
     "ZERO_OUTCOMES",
+    "Derived",
     "Ending",
     "FateKind",
     "OutcomeKind",
     "colour",
+    "derive",
     "is_failure",
     "markdown",
     "metric_label",
@@ -185,23 +188,49 @@ ENDINGS: tuple[Ending, ...] = (
     ),
 )
 
-_OUTCOMES = {row.name: row for row in ENDINGS if row.stage == "outcome"}
-_FATES = {row.name: row for row in ENDINGS if row.stage == "fate"}
 
+@dataclass(frozen=True, slots=True)
+class Derived:
+    """What the rest of the package reads of a table: the sets and maps below are
+    ``derive(ENDINGS)``; a test derives them from a table with one more row."""
+
+    failures: frozenset[str]
+    zero_outcomes: tuple[str, ...]
+    trace_errors: frozenset[str]
+    shown: tuple[str, ...]
+    colours: dict[str, str]
+    labels: dict[str, str]
+
+
+def derive(table: Sequence[Ending]) -> Derived:
+    """The failure set, the outcomes exported at 0, the trace's errors, the names shown, the
+    colours and the metric labels of ``table``."""
+    outcomes = [row for row in table if row.stage == "outcome"]
+    return Derived(
+        failures=frozenset(row.name for row in outcomes if row.failure),
+        zero_outcomes=tuple(row.name for row in outcomes if row.zero),
+        trace_errors=frozenset(row.name for row in table if row.trace_error),
+        shown=tuple(dict.fromkeys(row.name for row in table if row.name != "answered")),
+        colours={row.name: row.colour for row in reversed(table)},  # an outcome's first
+        labels={row.name: row.label for row in outcomes if row.label is not None},
+    )
+
+
+_DERIVED = derive(ENDINGS)
 #: Every outcome kind, in the order reports list them.
 OUTCOME_KINDS: tuple[OutcomeKind, ...] = get_args(OutcomeKind)
 FATE_KINDS: tuple[FateKind, ...] = get_args(FateKind)
 #: Outcome kinds never served to a later request: the request runs again.
-FAILURES: frozenset[str] = frozenset(name for name, row in _OUTCOMES.items() if row.failure)
+FAILURES = _DERIVED.failures
 #: Outcome kinds exported at 0 for every known function (a failure ratio's denominator).
-ZERO_OUTCOMES: tuple[str, ...] = tuple(name for name, row in _OUTCOMES.items() if row.zero)
+ZERO_OUTCOMES = _DERIVED.zero_outcomes
 #: Endings (an answered call's outcome, or a fate) whose trace record says the call failed.
-TRACE_ERRORS: frozenset[str] = frozenset(row.name for row in ENDINGS if row.trace_error)
+TRACE_ERRORS = _DERIVED.trace_errors
 #: How a person reads a call's end: its outcome when answered, else its fate (the demo's
 #: summary, ``EventsDropped.settled``), in table order, each name once.
-SHOWN: tuple[str, ...] = tuple(dict.fromkeys(r.name for r in ENDINGS if r.name != "answered"))
-_COLOURS = {row.name: row.colour for row in reversed(ENDINGS)}  # an outcome's first
-_LABELS = {name: row.label for name, row in _OUTCOMES.items()}
+SHOWN = _DERIVED.shown
+_COLOURS = _DERIVED.colours
+_LABELS = _DERIVED.labels
 
 
 def is_failure(kind: OutcomeKind) -> bool:
@@ -210,9 +239,9 @@ def is_failure(kind: OutcomeKind) -> bool:
     return kind in FAILURES
 
 
-def metric_label(kind: OutcomeKind) -> str:
+def metric_label(kind: str) -> str:
     """The ``outcome`` label an outcome of ``kind`` is counted under."""
-    return _LABELS.get(kind) or kind
+    return _LABELS.get(kind, kind)
 
 
 def colour(ending: str) -> str:
@@ -220,13 +249,13 @@ def colour(ending: str) -> str:
     return _COLOURS.get(ending, "0")
 
 
-def markdown() -> str:
+def markdown(table: Sequence[Ending] = ENDINGS) -> str:
     """The table as the docs show it (``docs/contract.md``; a test holds them equal)."""
     lines = [
         "| ending | is | means | failure | counted in | on the wire |",
         "|---|---|---|---|---|---|",
     ]
-    for row in ENDINGS:
+    for row in table:
         metric = ", ".join(f"`{m}`" if m.startswith("livebridge_") else m for m in _split(row))
         if row.label is not None:
             metric = metric.replace(f"`{_CALLS}`", f'`{_CALLS}{{outcome="{row.label}"}}`')

@@ -16,7 +16,7 @@ import anyio
 from google.genai import types
 from prometheus_client import CollectorRegistry
 
-from livebridge.calls.endings import SHOWN
+from livebridge.calls import endings
 from livebridge.calls.observers import CallSettled, CallStarted, Event
 from livebridge.demo.script import (
     OPENAI_STEPS,
@@ -434,7 +434,7 @@ def summarize(
     return {
         "ok": not errors and not lost and not scenario_errors,
         "calls": len(calls),
-        "outcomes": {kind: outcomes[kind] for kind in SHOWN},
+        "outcomes": {kind: outcomes[kind] for kind in endings.SHOWN},
         "answered_calls": sum(1 for call in calls if call.turnaround is not None),
         "turnaround_ms": {
             "p50": _ms(percentile(turnarounds, 0.5)),

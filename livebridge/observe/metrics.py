@@ -361,9 +361,9 @@ class PrometheusObserver:
         if self._functions is None:
             return
         for function in sorted(self._functions | {OTHER}):
-            for outcome in ZERO_OUTCOMES:
+            for outcome in endings.ZERO_OUTCOMES:  # the table's, read when the registry starts
                 for behavior in get_args(Behavior):
-                    self.calls.labels(function, outcome, behavior)
+                    self.calls.labels(function, metric_label(outcome), behavior)
             self.orphans.labels(function)
 
     def on_event(self, event: Event) -> None:

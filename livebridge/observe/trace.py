@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Any
 
-from livebridge.calls.endings import TRACE_ERRORS
+from livebridge.calls import endings
 from livebridge.calls.observers import CallOrphaned, CallSettled, Event
 from livebridge.protocol.base import Redact
 
@@ -143,7 +143,7 @@ class TraceObserver:
             attributes=attributes,
             start_time=int(fields["started_at"] * 1e9),
         )
-        if fields["outcome"] in TRACE_ERRORS:  # the table's ``trace_error`` column
+        if fields["outcome"] in endings.TRACE_ERRORS:  # the table's ``trace_error`` column
             span.set_status(self._otel.Status(self._otel.StatusCode.ERROR, fields["outcome"]))
         span.end()
 
