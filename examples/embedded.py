@@ -36,7 +36,7 @@ async def ask(client: genai.Client, question: str) -> None:
         await session.send_text(question)
         while (event := await session.next_event()) and not isinstance(event, TurnComplete):
             if isinstance(event, ToolCallSettled):
-                print(f"[{event.name}: {event.outcome} in {event.latency * 1000:.0f} ms]")
+                print(f"[{event.name}: {event.ending} in {event.latency * 1000:.0f} ms]")
             elif isinstance(event, OutputTranscript | TextOut):
                 print(event.text, end="", flush=True)
         print()

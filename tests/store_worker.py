@@ -105,7 +105,7 @@ async def main(argv: list[str]) -> int:
                             say(
                                 event="settled",
                                 call_id=event.call_id,
-                                outcome=event.outcome,
+                                outcome=event.ending,
                                 error=dict(event.error) if event.error else None,
                             )
                         elif isinstance(event, TurnComplete):

@@ -292,9 +292,7 @@ def _one_fate_per_admission(run: Run) -> Iterator[str]:
     settled = Counter(e.call_id for e in of_type(run.events, ToolCallSettled))
     for call_id in sorted(started.keys() | settled.keys()):
         if started[call_id] != settled[call_id]:
-            fates = [
-                e.outcome for e in of_type(run.events, ToolCallSettled) if e.call_id == call_id
-            ]
+            fates = [e.ending for e in of_type(run.events, ToolCallSettled) if e.call_id == call_id]
             yield (
                 f"{call_id}: admitted {started[call_id]} time(s) but {settled[call_id]} fate "
                 f"event(s) {fates}"
@@ -322,11 +320,11 @@ def _metrics_agree(run: Run) -> Iterator[str]:
     if counted.total() != admitted:
         yield f"livebridge_tool_calls_total counts {dict(counted)}; {admitted} calls were admitted"
     settled = of_type(run.events, ToolCallSettled)
-    answered = Counter(e.outcome for e in settled if e.turnaround is not None)
+    answered = Counter(e.ending for e in settled if e.turnaround is not None)
     for outcome, count in answered.items():
         if counted[outcome] < count:
             yield f"{count} answers of outcome {outcome} sent, calls_total has {counted[outcome]}"
-    orphans = sum(1 for e in settled if e.outcome == "orphaned")
+    orphans = sum(1 for e in settled if e.ending == "orphaned")
     total = sum(
         s.value
         for m in registry.collect()
@@ -361,7 +359,7 @@ def _timing(run: Run) -> Iterator[str]:
     for event in of_type(run.events, ToolCallSettled):
         if event.turnaround is not None and event.turnaround > slowest:
             yield (
-                f"{event.call_id} ({event.name}, {event.outcome}) answered after "
+                f"{event.call_id} ({event.name}, {event.ending}) answered after "
                 f"{event.turnaround:.2f} s (limit {slowest:g} s)"
             )
 
@@ -374,7 +372,7 @@ def _emulator_saw_no_breach(run: Run) -> Iterator[str]:
         event.call_id
         for event in of_type(run.events, ToolCallSettled)
         if run.case.leave_mid_batch
-        and event.outcome == "orphaned"
+        and event.ending == "orphaned"
         and "closed by the app" in (event.reason or "")
     }
     for violation in run.violations:

@@ -342,7 +342,7 @@ def _metrics_agree(run: Run) -> Iterator[str]:
     withdrawn = [
         e
         for e in of_type(run.events, ToolCallSettled)
-        if e.call_id not in started and e.outcome == "cancelled"
+        if e.call_id not in started and e.ending == "cancelled"
     ]
     if counted != len(started) + len(withdrawn):
         yield (
@@ -369,10 +369,10 @@ def _unreadable_call_fails_alone(run: Run) -> Iterator[str]:
     if bad is None:
         return
     fates = [e for e in of_type(run.events, ToolCallSettled) if e.call_id == bad]
-    if run.case.leave_mid_batch and all(e.outcome == "orphaned" for e in fates):
+    if run.case.leave_mid_batch and all(e.ending == "orphaned" for e in fates):
         return  # the app left before its batch was answered
-    if [e.outcome for e in fates] != ["rejected"]:
-        yield f"the call with unreadable arguments {bad} ended {[e.outcome for e in fates]}"
+    if [e.ending for e in fates] != ["rejected"]:
+        yield f"the call with unreadable arguments {bad} ended {[e.ending for e in fates]}"
     outputs = [
         json.loads(entry.message["item"]["output"])
         for entry in run.transcript

@@ -314,7 +314,7 @@ async def test_new_input_cancels_a_blocking_call_on_38(cancellation: str) -> Non
         with anyio.fail_after(10):
             await cancelled.wait()
     (settled,) = of_type(events, ToolCallSettled)
-    assert settled.outcome == "cancelled" and settled.turnaround is None
+    assert settled.ending == "cancelled" and settled.turnaround is None
     assert settled.reason is not None and "new input" in settled.reason
     assert client_messages(emu, "toolResponse") == []
     (record,) = emu.sessions[0].checker.calls.values()

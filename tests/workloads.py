@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from livebridge.calls.call import Behavior, Call, DedupReason, Outcome, OutcomeKind
+from livebridge.calls.call import Behavior, Call, DedupReason, Outcome
 from livebridge.calls.dispatch import Dispatcher
+from livebridge.calls.endings import FateKind, OutcomeKind
 from livebridge.calls.observers import (
     AnswerSent,
     CallOrphaned,
@@ -61,7 +62,7 @@ class Planned:
     """One call of the script and how it must end."""
 
     call: Call
-    kind: OutcomeKind
+    kind: OutcomeKind | FateKind
     runs: bool = False  # its handler starts (a CallStarted event)
     reason: str | None = None  # rejection reason
     truncated: bool = False

@@ -431,12 +431,12 @@ class VoiceAgentServer:
                 )
             elif isinstance(item, ToolCallSettled):
                 stats.calls_settled += 1
-                stats.outcomes[item.outcome] += 1
+                stats.outcomes[item.ending] += 1
                 frame = event(
                     "tool_settled",
                     id=item.call_id,
                     name=item.name,
-                    outcome=item.outcome,
+                    outcome=item.ending,
                     latency=round(item.latency, 4),
                     turnaround=None if item.turnaround is None else round(item.turnaround, 4),
                     error=item.error,

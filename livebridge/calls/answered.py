@@ -17,7 +17,8 @@ from __future__ import annotations
 import itertools
 from collections import deque
 
-from livebridge.calls.call import Outcome, OutcomeKind
+from livebridge.calls.call import Outcome
+from livebridge.calls.endings import OutcomeKind
 
 #: Bytes charged to the budget for each remembered payload beyond its encoded size: about what
 #: an ``Outcome`` with a small payload takes in memory (measured: 580 bytes for ``{"i": n}``).

@@ -1,7 +1,8 @@
 """The vocabulary of a tool call: what the model asked for, and how each call ended.
 
 These types carry no behaviour; the dispatcher produces them, the ledger tracks them and the
-vendor encoders turn them into wire messages.
+vendor encoders turn them into wire messages. What each outcome kind means is in
+``livebridge.calls.endings``.
 """
 
 from __future__ import annotations
@@ -11,30 +12,17 @@ from typing import Any, Literal, Protocol, get_args
 
 import msgspec
 
+from livebridge.calls.endings import OutcomeKind
+
 Behavior = Literal["BLOCKING", "NON_BLOCKING"]
 Scheduling = Literal["SILENT", "WHEN_IDLE", "INTERRUPT"]
-OutcomeKind = Literal["ok", "error", "timeout", "cancelled", "rejected", "duplicate", "orphaned"]
 #: Why a call was answered from another call's result instead of running (``journal``: a
 #: result a previous owner of the conversation recorded, ``livebridge.store``).
 DedupReason = Literal["twin", "reissue", "key", "journal"]
 
 BEHAVIORS: tuple[Behavior, ...] = get_args(Behavior)
 SCHEDULINGS: tuple[Scheduling, ...] = get_args(Scheduling)
-#: Every outcome kind, in the order reports list them.
-OUTCOME_KINDS: tuple[OutcomeKind, ...] = get_args(OutcomeKind)
 DEDUP_REASONS: tuple[DedupReason, ...] = get_args(DedupReason)
-
-
-#: Outcome kinds that are failures; every other kind is an answer (``test_calls`` checks
-#: that each kind is named once, here or in ``_ANSWERS``).
-_FAILURES: frozenset[OutcomeKind] = frozenset({"error", "timeout", "cancelled", "rejected"})
-_ANSWERS: frozenset[OutcomeKind] = frozenset({"ok", "duplicate", "orphaned"})
-
-
-def is_failure(kind: OutcomeKind) -> bool:
-    """Is this kind a failure? A failed outcome is never served to a later request: the request
-    runs again."""
-    return kind in _FAILURES
 
 
 class Call(msgspec.Struct, frozen=True, gc=False):

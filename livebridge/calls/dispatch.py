@@ -47,12 +47,11 @@ from livebridge.calls.call import (
     CallContext,
     DedupReason,
     Outcome,
-    OutcomeKind,
     Partial,
-    is_failure,
 )
 from livebridge.calls.confirm import TurnGate
 from livebridge.calls.eager import EagerStarter
+from livebridge.calls.endings import OutcomeKind, is_failure
 from livebridge.calls.keys import RequestKeys
 from livebridge.calls.lingering import reap
 from livebridge.calls.observers import (

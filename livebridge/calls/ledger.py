@@ -45,11 +45,12 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
-from typing import NoReturn
+from typing import Literal, NoReturn
 
 from livebridge.calls import payloads
 from livebridge.calls.call import AnswerEncoder, Call, Outcome, Partial
 from livebridge.calls.delivery import Delivery
+from livebridge.calls.endings import OUTCOME_KINDS
 from livebridge.calls.lives import (
     FINAL,
     LIVE_STATES,
@@ -58,10 +59,10 @@ from livebridge.calls.lives import (
     BlockingBatch,
     CallState,
     Ended,
-    Event,
     Fate,
     Life,
     LiveCall,
+    Move,
     Notice,
     NoticeKind,
     Outgoing,
@@ -75,6 +76,7 @@ _MAX_HANDLES = 16
 #: ``history``); older ids are judged by ``FINAL`` records once nothing can change them.
 FATES_KEPT = 256
 _NAMES_SHARED = 256
+_KINDS = frozenset(OUTCOME_KINDS)
 _VIAS: dict[Via, tuple[Via, ...]] = {"tool_call": ("tool_call",), "model_turn": ("model_turn",)}
 DEFAULT_MAX_FRAME_BYTES = payloads.DEFAULT_MAX_FRAME_BYTES
 #: The history of a ledger no call has ended in yet: an empty deque is 760 bytes on 3.11.
@@ -253,8 +255,11 @@ class CallLedger:
         life = self._lives.get(outcome.call_id) or _never_received(outcome.call_id)
         if life.settled if isinstance(life, Ended) else life.outcome is not None:
             raise LedgerError(f"call {outcome.call_id} settled twice")
-        if outcome.kind == "orphaned":
-            raise LedgerError(f"call {outcome.call_id}: only the ledger orphans calls")
+        if outcome.kind not in _KINDS:
+            raise LedgerError(
+                f"call {outcome.call_id}: {outcome.kind!r} is not an outcome kind"
+                " (only the ledger gives a call its fate)"
+            )
         if isinstance(life, Ended):  # withdrawn meanwhile (or an illegal move: it raises)
             _ended_move(outcome.call_id, life, "settle")
             life.settled = True  # nothing of its result is kept (``FINAL`` ones are settled)
@@ -295,6 +300,17 @@ class CallLedger:
             if batch is not None and not batch.running:  # the rest of its batch may go now
                 self._delivery.release(map(self._lives.get, batch.ids), batch)
         return running
+
+    def unrun(
+        self, calls: Sequence[LiveCall], now: float, why: str, by: Literal["cancel", "orphan"]
+    ) -> list[str]:
+        """Calls that end before they could run (the service never finished asking for them):
+        received and given their fate ``by`` that move at once; returns their ids. Their fates
+        are reported as every other (``take_fates``): no vendor reports a fate of its own."""
+        admitted = self.receive(calls, now)
+        live = self._live
+        self._end([live[call.id] for call in admitted], by, why, now)
+        return [call.id for call in admitted]
 
     def handle_issued(self, handle: str) -> None:
         """``sessionResumptionUpdate`` with ``resumable`` and a new handle.
@@ -417,7 +433,7 @@ class CallLedger:
         dropped.add(call_id)
         return True
 
-    def _end(self, lives: list[Life], event: Event, why: str, now: float) -> list[Ended]:
+    def _end(self, lives: list[Life], event: Move, why: str, now: float) -> list[Ended]:
         """Give each of ``lives`` its fate by ``event``; returns the records they leave in the
         history in their place (their fate's fields; no arguments, no payload)."""
         live, by_id, fates, history = self._live, self._lives, self._fates, self._history
@@ -503,7 +519,7 @@ def _check(calls: Sequence[LiveCall]) -> None:
             raise LedgerError(f"call {live_call.call.id}: only NON_BLOCKING calls can stream")
 
 
-def _ended_move(call_id: str, record: Ended, event: Event) -> None:
+def _ended_move(call_id: str, record: Ended, event: Move) -> None:
     """``event`` for a delivery that ended: its fate stays; raise if the table has no such move."""
     if (record.state, event) not in TRANSITIONS:
         raise LedgerError(f"call {call_id}: cannot {event} a call that is {record.state}")

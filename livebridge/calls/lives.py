@@ -20,15 +20,17 @@ from typing import Any, ClassVar, Literal, TypeAlias, cast
 import msgspec
 
 from livebridge.calls.call import Behavior, Call, Outcome, Partial, Scheduling
+from livebridge.calls.endings import FateKind
 from livebridge.errors import LedgerError
 
 CallState = Literal["running", "settled", "ready", "answered", "cancelled", "orphaned"]
-FateKind = Literal["answered", "cancelled", "orphaned"]
 Via = Literal["tool_call", "model_turn"]
 NoticeKind = Literal["duplicate_delivery", "unknown_cancel", "late_cancel", "dropped_result"]
-Event: TypeAlias = Literal["settle", "partial", "release", "send", "cancel", "orphan"]
+#: What moves a life from one state to another (not an observer's ``Event``, nor the app's
+#: ``SessionEvent``).
+Move: TypeAlias = Literal["settle", "partial", "release", "send", "cancel", "orphan"]
 
-TRANSITIONS: dict[tuple[CallState, Event], CallState] = {
+TRANSITIONS: dict[tuple[CallState, Move], CallState] = {
     ("running", "partial"): "running",
     ("running", "settle"): "settled",
     ("settled", "release"): "ready",
@@ -48,7 +50,7 @@ TRANSITIONS: dict[tuple[CallState, Event], CallState] = {
 # Two moves every call takes, looked up once; their callers check the state they leave.
 SETTLED = TRANSITIONS["running", "settle"]
 READY = TRANSITIONS["settled", "release"]
-FATE_OF: dict[Event, FateKind] = {"send": "answered", "cancel": "cancelled", "orphan": "orphaned"}
+FATE_OF: dict[Move, FateKind] = {"send": "answered", "cancel": "cancelled", "orphan": "orphaned"}
 LIVE_STATES: frozenset[CallState] = frozenset({"running", "settled", "ready"})
 
 
@@ -205,7 +207,7 @@ FINAL: dict[CallState, Ended] = {
 Item: TypeAlias = tuple[Life, Outcome | Partial]
 
 
-def move(life: Life, event: Event) -> None:
+def move(life: Life, event: Move) -> None:
     """Move ``life`` by ``event`` as ``TRANSITIONS`` says; raise ``LedgerError`` if it cannot."""
     target = TRANSITIONS.get((life.state, event))
     if target is None:

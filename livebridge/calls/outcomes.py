@@ -12,7 +12,8 @@ from typing import Any
 import msgspec
 
 from livebridge.calls import payloads
-from livebridge.calls.call import Call, DedupReason, Outcome, OutcomeKind, Scheduling
+from livebridge.calls.call import Call, DedupReason, Outcome, Scheduling
+from livebridge.calls.endings import OutcomeKind
 from livebridge.errors import StoreError, ToolError, UnserializableResult
 
 log = logging.getLogger("livebridge.calls.dispatch")
@@ -41,7 +42,7 @@ def copied(call: Call, original: Outcome, kind: OutcomeKind | None, reason: Dedu
     )
 
 
-def failure(
+def raised(
     call: Call, tool_name: str, exc: Exception, latency: float, *, expose: bool, sched: Any
 ) -> Outcome:
     """A handler raised ``exc``; only ``ToolError`` text (or ``expose``) reaches the model."""

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import anyio
 import msgspec
 
-from livebridge.calls.call import Call, DedupReason, Outcome, OutcomeKind, Partial
+from livebridge.calls.call import Call, DedupReason, Outcome, Partial
+from livebridge.calls.endings import OutcomeKind
 from livebridge.calls.tools import Tool
 from livebridge.errors import InvalidCallError
 

@@ -23,7 +23,7 @@ from typing import Generic, Literal, TypeVar
 
 import msgspec
 
-from livebridge.calls.call import OutcomeKind, is_failure
+from livebridge.calls.endings import OutcomeKind, is_failure
 
 Repeat = Literal["new", "reissue"]
 F = TypeVar("F")

@@ -49,7 +49,7 @@ def success(call: Call, tool: Tool, value: Any, latency: float, max_result_bytes
     try:
         payload = payloads.output(value, max_result_bytes)
     except UnserializableResult as exc:
-        return outcomes.failure(
+        return outcomes.raised(
             call, tool.name, exc, latency, expose=tool.expose_errors, sched=tool.scheduling
         )
     return Outcome(
@@ -67,19 +67,19 @@ def success(call: Call, tool: Tool, value: Any, latency: float, max_result_bytes
 
 
 def ended(
-    pending: Pending, tool: Tool, failure: Exception | None, latency: float, timeout: float
+    pending: Pending, tool: Tool, exc: Exception | None, latency: float, timeout: float
 ) -> Outcome:
     """A handler that ended without a result: cancelled, timed out (after ``timeout`` seconds,
-    the policy's unless the tool has its own), or it raised ``failure`` (in a cancelled scope,
+    the policy's unless the tool has its own), or it raised ``exc`` (in a cancelled scope,
     whatever it raised is the cancellation's)."""
     call, scope = pending.call, pending.scope
-    if failure is None or (scope is not None and scope.cancel_called):
+    if exc is None or (scope is not None and scope.cancel_called):
         if pending.cancel_requested:
             return outcomes.cancelled(call, latency)
         seconds = tool.timeout or timeout
         return outcomes.timeout(call, tool.name, seconds, latency, tool.scheduling)
-    return outcomes.failure(
-        call, tool.name, failure, latency, expose=tool.expose_errors, sched=tool.scheduling
+    return outcomes.raised(
+        call, tool.name, exc, latency, expose=tool.expose_errors, sched=tool.scheduling
     )
 
 

@@ -445,7 +445,7 @@ class _Printer:
 def _call_line(event: ToolCallSettled, args: Any) -> str:
     arguments = ", ".join(f"{k}={v!r}" for k, v in args.items()) if isinstance(args, dict) else ""
     mark = "✓" if event.outcome == "ok" else "✗"
-    line = f"{mark} {event.name}({arguments}) → {event.outcome} in {event.latency * 1000:.0f} ms"
+    line = f"{mark} {event.name}({arguments}) → {event.ending} in {event.latency * 1000:.0f} ms"
     if event.error:
         line += f": {event.error.get('message') or event.error.get('type')}"
     return line

@@ -16,7 +16,7 @@ import anyio
 from google.genai import types
 from prometheus_client import CollectorRegistry
 
-from livebridge.calls.call import OUTCOME_KINDS
+from livebridge.calls import endings
 from livebridge.calls.observers import CallSettled, CallStarted, Event
 from livebridge.demo.script import (
     OPENAI_STEPS,
@@ -272,7 +272,7 @@ async def _exchange(
                     views[event.call_id] = CallView(event.call_id, event.name, {}, "-")
                     exchange.calls.append(views[event.call_id])
                 view = views[event.call_id]
-                view.outcome = event.outcome
+                view.outcome = event.ending
                 view.latency = timings.latency_of(event.call_id, event.latency)
                 view.turnaround = event.turnaround
                 if event.error:
@@ -412,7 +412,7 @@ def summarize(
     return {
         "ok": not errors and not lost and not scenario_errors,
         "calls": len(calls),
-        "outcomes": {kind: outcomes[kind] for kind in OUTCOME_KINDS},
+        "outcomes": {kind: outcomes[kind] for kind in endings.SHOWN},
         "answered_calls": sum(1 for call in calls if call.turnaround is not None),
         "turnaround_ms": {
             "p50": _ms(percentile(turnarounds, 0.5)),

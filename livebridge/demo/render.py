@@ -9,18 +9,10 @@ import os
 from collections.abc import Mapping
 from typing import Any, TextIO
 
+from livebridge.calls.endings import colour
 from livebridge.demo.driver import CallView, Exchange, serial_and_actual
 
 BAR_WIDTH = 32
-_OUTCOME_COLOURS = {
-    "ok": "32",
-    "error": "31",
-    "timeout": "33",
-    "cancelled": "35",
-    "rejected": "31",
-    "duplicate": "36",
-    "orphaned": "31",
-}
 _INDENT = " " * 9
 
 
@@ -86,10 +78,10 @@ class Terminal:
             last = max(first + 1, min(BAR_WIDTH, round(call.end / scale * BAR_WIDTH)))
             outcome = call.outcome or "?"
             bar = " " * first + "█" * (last - first) + " " * (BAR_WIDTH - last)
-            colour = _OUTCOME_COLOURS.get(outcome, "0")
+            code = colour(outcome)
             lines.append(
-                f"{_INDENT}{call.name:<{name_width}}  {self._paint(colour, f'{outcome:<10}')}"
-                f"▕{self._paint(colour, bar)}▏ {_duration(call.latency):>7}  {_detail(call)}"
+                f"{_INDENT}{call.name:<{name_width}}  {self._paint(code, f'{outcome:<10}')}"
+                f"▕{self._paint(code, bar)}▏ {_duration(call.latency):>7}  {_detail(call)}"
             )
         for batch in exchange.batches():
             if len(batch) > 1:
@@ -104,7 +96,7 @@ class Terminal:
 
     def summary(self, summary: Mapping[str, Any]) -> None:
         outcomes = " · ".join(
-            self._paint(_OUTCOME_COLOURS[kind], f"{kind} {count}")
+            self._paint(colour(kind), f"{kind} {count}")
             for kind, count in summary["outcomes"].items()
             if count
         )

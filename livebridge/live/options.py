@@ -29,7 +29,7 @@ class SessionOptions:
     ``event_capacity`` bounds the events waiting for an app that reads ``events()`` slowly
     (the oldest media goes first), ``settled_capacity`` the ``ToolCallSettled`` among them (the
     oldest goes beyond it); the app is told of each discard by an ``EventsDropped`` that counts
-    them, fates by outcome. Observers and metrics see every fate whatever the app reads.
+    them, fates by their ``ending``. Observers and metrics see every fate whatever the app reads.
 
     ``outbox_bytes`` bounds the input waiting for the socket: past it ``send_*`` waits until the
     writer catches up. ``tls_read_buffer`` replaces asyncio's 256 KiB per-connection TLS read

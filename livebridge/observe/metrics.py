@@ -21,7 +21,9 @@ from prometheus_client import (
     Histogram,
 )
 
+from livebridge.calls import endings
 from livebridge.calls.call import Behavior, Outcome
+from livebridge.calls.endings import metric_label
 from livebridge.calls.observers import (
     AnswerSent,
     BatchStarted,
@@ -165,7 +167,7 @@ MESSAGE_KINDS = frozenset(
 )
 
 #: The outcomes a failure ratio divides by, exported at 0 for every known function.
-ZERO_OUTCOMES = ("ok", "error", "timeout")
+ZERO_OUTCOMES = endings.ZERO_OUTCOMES
 
 #: Without an explicit ``functions`` list, at most this many distinct names get their own label.
 MAX_FUNCTION_LABELS = 256
@@ -340,9 +342,9 @@ class PrometheusObserver:
         if self._functions is None:
             return
         for function in sorted(self._functions | {OTHER}):
-            for outcome in ZERO_OUTCOMES:
+            for outcome in endings.ZERO_OUTCOMES:  # the table's, read when the registry starts
                 for behavior in get_args(Behavior):
-                    self.calls.labels(function, outcome, behavior)
+                    self.calls.labels(function, metric_label(outcome), behavior)
             self.orphans.labels(function)
 
     def on_event(self, event: Event) -> None:
@@ -427,7 +429,8 @@ class PrometheusObserver:
     def _settled(self, event: CallSettled) -> None:
         outcome = event.outcome
         function = self.function_label(event.call.name, known=event.known_function)
-        self.calls.labels(function, outcome.kind, event.behavior).inc()
+        label = metric_label(outcome.kind)
+        self.calls.labels(function, label, event.behavior).inc()
         with self._lock:
             key = (event.session_id, event.call.id)
             ran = key in self._running
@@ -436,7 +439,7 @@ class PrometheusObserver:
             self.in_flight.dec()
             self.duration.labels(function).observe(outcome.latency)
         if event.server is not None:
-            self.mcp_calls.labels(event.server, outcome.kind).inc()
+            self.mcp_calls.labels(event.server, label).inc()
         if outcome.kind == "ok":
             self.result_bytes.labels(function).observe(outcome.result_bytes)
         if outcome.truncated:

@@ -14,11 +14,9 @@ import logging
 import time
 from typing import Any
 
+from livebridge.calls import endings
 from livebridge.calls.observers import CallOrphaned, CallSettled, Event
 from livebridge.protocol.base import Redact
-
-#: Outcomes that mark a span as failed.
-FAILED_OUTCOMES = frozenset({"error", "timeout", "orphaned"})
 
 
 class TraceObserver:
@@ -140,7 +138,7 @@ class TraceObserver:
             attributes=attributes,
             start_time=int(fields["started_at"] * 1e9),
         )
-        if fields["outcome"] in FAILED_OUTCOMES:
+        if fields["outcome"] in endings.TRACE_ERRORS:  # the table's ``trace_error`` column
             span.set_status(self._otel.Status(self._otel.StatusCode.ERROR, fields["outcome"]))
         span.end()
 

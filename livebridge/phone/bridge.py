@@ -134,7 +134,8 @@ class CallEnded:
     """The call is over; ``answered``: it had started (``CallAnswered`` came before);
     ``marks``: those sent before each hang-up tool ran; ``call_sid`` (empty before ``start``);
     ``duration``: seconds from the stream's opening; ``tool_calls``: how many calls had each
-    outcome (``ok``, ``error``, ``cancelled``, ``orphaned``...)."""
+    ending (``ok``, ``error``..., or the fate ``cancelled``/``orphaned`` when nothing was
+    answered: ``ToolCallSettled.ending``)."""
 
     reason: EndReason
     marks: tuple[str, ...] = field(default_factory=tuple)
@@ -272,7 +273,7 @@ class _Call:
         self.changed = anyio.Event()  # set on each mark echoed, then replaced
         self.began = bridge.clock()
         self.call_sid = ""
-        self.outcomes: Counter[str] = Counter()  # tool calls settled, by outcome
+        self.outcomes: Counter[str] = Counter()  # tool calls settled, by ending
 
     def emit(self, event: PhoneEvent) -> None:
         for listener in self.bridge.listeners:
@@ -305,7 +306,7 @@ class _Call:
         with anyio.move_on_after(1.0):
             async for event in session.events():
                 if isinstance(event, ToolCallSettled):
-                    self.outcomes[event.outcome] += 1
+                    self.outcomes[event.ending] += 1
 
     def _receive(self, text: str | bytes) -> object:
         event = self.stream.receive(text)
@@ -429,7 +430,7 @@ class _Call:
         hang_up = self.options.hang_up_tools
         async for event in session.events():
             if isinstance(event, ToolCallSettled):
-                self.outcomes[event.outcome] += 1
+                self.outcomes[event.ending] += 1
             if isinstance(event, AudioOut):
                 await self._model_audio(event)
             elif isinstance(event, ModelTurnComplete):

@@ -204,7 +204,7 @@ class LiveProtocol(ABC):
         out: list[Output] = []
         why = f"the session ended: {closed.reason}"
         orphaned = self._report.close(self.ledger, now, why, out, reasons=self.reasons)
-        self._closing(why, out)
+        self._closing(why, now, out)
         if orphaned:
             out.append(CancelCalls(orphaned))
         self._report.flush_seen(out)
@@ -341,7 +341,7 @@ class LiveProtocol(ABC):
         first); returns the ids of those it could not carry."""
         return self.ledger.resumed(self.handle if resumed else None, now)
 
-    def _closing(self, why: str, out: list[Output]) -> None:
+    def _closing(self, why: str, now: float, out: list[Output]) -> None:
         """The session is closing: report what the vendor itself still holds (by default,
         nothing)."""
         return None

@@ -9,7 +9,8 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from livebridge.calls.call import Behavior, OutcomeKind
+from livebridge.calls.call import Behavior
+from livebridge.calls.endings import FateKind, OutcomeKind
 from livebridge.calls.observers import Event, Reconnected, SessionClosed
 from livebridge.protocol.wakeup import Waiters
 
@@ -70,7 +71,9 @@ class ToolCallStarted(msgspec.Struct, frozen=True, gc=False):
 
 
 class ToolCallSettled(msgspec.Struct, frozen=True, gc=False):
-    """A call reached its fate: answered (with its outcome), cancelled or orphaned.
+    """A call reached its fate: ``answered`` (``outcome`` says with what), ``cancelled`` or
+    ``orphaned`` (``outcome`` is None: no answer was sent). ``livebridge.calls.endings`` says
+    what each fate and outcome means.
 
     ``latency`` is the handler's run time; ``turnaround`` is from ``toolCall`` received to the
     answer sent (``None`` when nothing was sent: cancelled or orphaned calls). ``reason`` says
@@ -79,11 +82,17 @@ class ToolCallSettled(msgspec.Struct, frozen=True, gc=False):
 
     call_id: str
     name: str
-    outcome: OutcomeKind
+    fate: FateKind
+    outcome: OutcomeKind | None
     latency: float
     turnaround: float | None = None
     error: Mapping[str, Any] | None = None
     reason: str | None = None
+
+    @property
+    def ending(self) -> OutcomeKind | FateKind:
+        """How a person reads its end: the outcome when answered, else the fate."""
+        return self.fate if self.outcome is None else self.outcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +137,8 @@ class Closed:
 class EventsDropped:
     """The app read events too slowly and ``count`` events were discarded since the last one
     it read: ``media`` audio, text and transcripts, ``control`` other events, and ``settled``
-    the ``ToolCallSettled`` events past ``settled_capacity``, counted by outcome. Observers and
+    the ``ToolCallSettled`` events past ``settled_capacity``, counted by ``ending`` (the outcome
+    of an answered call, else its fate). Observers and
     metrics saw every one of those fates."""
 
     count: int
@@ -156,7 +166,7 @@ SessionEvent: TypeAlias = (
 #: Events that may be discarded when the app falls behind: stale media is worth least.
 DROPPABLE: tuple[type, ...] = (AudioOut, TextOut, InputTranscript, OutputTranscript)
 #: Events that are never discarded: the end of the session. (A call's fate is discarded only
-#: past ``settled_capacity``, and counted by outcome.)
+#: past ``settled_capacity``, and counted by its ``ending``.)
 KEPT: tuple[type, ...] = (Closed,)
 
 _Entry: TypeAlias = list[SessionEvent | None]  # one queued event; None once discarded
@@ -349,8 +359,8 @@ class EventBuffer:
         self.dropped += 1
         self._pending_drops += 1
         if isinstance(event, ToolCallSettled):
-            settled = self._pending_settled
-            settled[event.outcome] = settled.get(event.outcome, 0) + 1
+            settled, ending = self._pending_settled, event.ending
+            settled[ending] = settled.get(ending, 0) + 1
         elif type(event) in _MEDIA:
             self._pending_media += 1
         else:

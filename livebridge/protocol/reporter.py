@@ -58,6 +58,7 @@ class Reporter:
                     ToolCallSettled(
                         outcome.call_id,
                         outcome.name,
+                        "answered",
                         outcome.kind,
                         outcome.latency,
                         answer.turnaround,
@@ -105,7 +106,7 @@ class Reporter:
             elif reasons is not None:
                 why = reasons.get(why, why)
             out.append(
-                ToolCallSettled(fate.call_id, fate.name, fate.fate, fate.latency, reason=why)
+                ToolCallSettled(fate.call_id, fate.name, fate.fate, None, fate.latency, reason=why)
             )
             if fate.fate == "orphaned":
                 self.orphaned(fate.call_id, fate.name, fate.behavior, why, out)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
 import msgspec
 
-from livebridge.calls.call import OutcomeKind
+from livebridge.calls.endings import OutcomeKind
 
 if TYPE_CHECKING:
     pass

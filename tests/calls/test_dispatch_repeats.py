@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from livebridge import Call, CallContext, CallPolicy, Dispatcher, ToolError, ToolRegistry
-from livebridge.calls.call import OutcomeKind
+from livebridge.calls.endings import OutcomeKind
 from livebridge.calls.ledger import CallLedger
 from livebridge.calls.lives import LiveCall
 from livebridge.calls.repeats import (

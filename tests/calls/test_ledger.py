@@ -1,5 +1,5 @@
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -453,7 +453,10 @@ def test_late_settle_after_cancel_cannot_settle_twice() -> None:
     [
         (lambda ledger: ledger.settle(ok("nope")), "never received"),
         (lambda ledger: ledger.partial(Partial("nope", "f", {})), "never received"),
-        (lambda ledger: ledger.settle(Outcome("x", "f", "orphaned", {})), "only the ledger"),
+        (
+            lambda ledger: ledger.settle(Outcome("x", "f", cast(Any, "orphaned"), {})),
+            "only the ledger",
+        ),
         (lambda ledger: ledger.receive([blocking("z"), blocking("")], now=0.0), "without an id"),
         (
             lambda ledger: ledger.receive(

@@ -74,7 +74,7 @@ async def test_a_call_repeated_before_its_answer_could_be_seen_runs_once() -> No
         await session.send_text("Add a large coffee.")
         events = await collect_until(session, is_turn_complete)
     assert len(runs) == 1
-    settled = {e.call_id: e.outcome for e in of_type(events, ToolCallSettled)}
+    settled = {e.call_id: e.ending for e in of_type(events, ToolCallSettled)}
     assert sorted(settled.values()) == ["duplicate", "ok"]
     answers = [
         r["response"] for m in client_messages(emu, "toolResponse") for r in m["functionResponses"]

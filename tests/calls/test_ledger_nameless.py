@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from livebridge.calls.call import Behavior, Call, Outcome, OutcomeKind
+from livebridge.calls.call import Behavior, Call, Outcome
+from livebridge.calls.endings import OutcomeKind
 from livebridge.calls.ledger import CallLedger
 from livebridge.calls.lives import LiveCall, Outgoing
 from livebridge.vendors.gemini import answers as gemini_live

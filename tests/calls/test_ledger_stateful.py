@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from livebridge.calls.call import Behavior, Call, Outcome, OutcomeKind, Partial
+from livebridge.calls.call import Behavior, Call, Outcome, Partial
+from livebridge.calls.endings import OutcomeKind
 from livebridge.calls.ledger import CallLedger
 from livebridge.calls.lives import LiveCall, Outgoing, Via
 from livebridge.errors import LedgerError

@@ -135,7 +135,7 @@ async def test_live_session_is_silent_in_the_same_conversation() -> None:
             await session.send_text(QUESTION)
             events = await collect_until(session, turn_complete)
         assert emu.violations == []
-    outcomes = sorted(e.outcome for e in events if isinstance(e, ToolCallSettled))
+    outcomes = sorted(e.ending for e in events if isinstance(e, ToolCallSettled))
     assert outcomes == ["error", "ok", "timeout"]
 
 

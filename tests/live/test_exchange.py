@@ -52,7 +52,7 @@ def started(call_id: str, name: str, behavior: str = "BLOCKING") -> ToolCallStar
 
 
 def settled(call_id: str, name: str, *, sent: bool = True) -> ToolCallSettled:
-    return ToolCallSettled(call_id, name, "ok", 0.01, 0.02 if sent else None)
+    return ToolCallSettled(call_id, name, "answered", "ok", 0.01, 0.02 if sent else None)
 
 
 def ends(tracker: ExchangeTracker, events: list[SessionEvent]) -> list[bool]:

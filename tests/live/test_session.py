@@ -112,7 +112,7 @@ async def test_three_parallel_blocking_calls_are_answered_in_one_message(
     assert by_name["get_news"]["error"]["retryable"] is True
 
     settled = {e.name: e for e in of_type(events, ToolCallSettled)}
-    assert {n: e.outcome for n, e in settled.items()} == {
+    assert {n: e.ending for n, e in settled.items()} == {
         "get_weather": "ok",
         "get_traffic": "error",
         "get_news": "timeout",
@@ -273,7 +273,7 @@ async def test_cancellation_cancels_the_handler_and_sends_nothing(
     assert observed == [cancelled_id]
     sent = [r for m in client_messages(emu, "toolResponse") for r in m["functionResponses"]]
     assert [r["name"] for r in sent] == ["quick"]
-    fates = {e.name: e.outcome for e in of_type(events, ToolCallSettled)}
+    fates = {e.name: e.ending for e in of_type(events, ToolCallSettled)}
     assert fates == {"slow_search": "cancelled", "quick": "ok"}
     assert errors(emu) == []
 
@@ -312,7 +312,7 @@ async def test_barge_in_interrupts_and_cancels_the_running_call() -> None:
         )
 
     assert of_type(events, Interrupted)
-    assert [(e.name, e.outcome) for e in of_type(events, ToolCallSettled)] == [
+    assert [(e.name, e.ending) for e in of_type(events, ToolCallSettled)] == [
         ("long_lookup", "cancelled")
     ]
     assert client_messages(emu, "toolResponse") == []
@@ -403,7 +403,7 @@ async def test_dropped_socket_is_resumed_and_unknown_calls_are_orphaned() -> Non
     resumed = of_type(events, Resumed)[0]
     assert resumed.reason == "dropped"
     assert len(resumed.orphaned) == 1
-    orphan = [e for e in of_type(events + later, ToolCallSettled) if e.outcome == "orphaned"]
+    orphan = [e for e in of_type(events + later, ToolCallSettled) if e.ending == "orphaned"]
     assert [e.name for e in orphan] == ["fetch"]
     assert client_messages(emu, "toolResponse") == []  # never sent to the new session
     assert len(connections) == 2

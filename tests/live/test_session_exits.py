@@ -91,7 +91,7 @@ def assert_one_fate(
     events: list[SessionEvent], registry: CollectorRegistry, outcome: str, reason: str
 ) -> ToolCallSettled:
     (settled,) = of_type(events, ToolCallSettled)
-    assert settled.outcome == outcome
+    assert settled.ending == outcome
     assert settled.reason is not None and reason in settled.reason
     in_flight = registry.get_sample_value("livebridge_tool_calls_in_flight")
     assert in_flight == 0
@@ -146,7 +146,7 @@ async def test_app_leaving_cancels_the_running_call_and_closes_with_1000() -> No
     options = SessionOptions(shutdown_grace=0.2)
     events, _, registry, closes = await run_until_closed(linger, options=options, leave_early=True)
     (settled,) = of_type(events, ToolCallSettled)
-    assert settled.outcome == "cancelled"  # answered with its cancellation while still open
+    assert settled.ending == "cancelled"  # answered with its cancellation while still open
     assert registry.get_sample_value("livebridge_tool_calls_in_flight") == 0
     assert events[-1] == Closed("closed by the app")
     assert closes == [1000]

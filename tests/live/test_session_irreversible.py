@@ -108,7 +108,7 @@ async def test_a_call_whose_turn_is_interrupted_never_runs(vendor: Vendor) -> No
     runs, sent, settled = await converse(vendor, script, then_say=then_say)
     assert runs == []
     (fate,) = settled
-    assert fate.outcome == "cancelled"
+    assert fate.ending == "cancelled"
     if vendor == "gemini":  # the model waits for an answer: it is told the call did not run
         error = sent["response"]["error"]
         assert error["type"] == "cancelled"
@@ -150,7 +150,7 @@ async def test_gemini_a_cancelled_call_never_runs_and_is_not_answered() -> None:
     runs, sent, settled = await converse("gemini", script)
     assert runs == []
     assert sent == {}
-    assert [s.outcome for s in settled] == ["cancelled"]
+    assert [s.ending for s in settled] == ["cancelled"]
 
 
 async def test_gemini_new_user_input_withdraws_the_turn() -> None:
@@ -164,7 +164,7 @@ async def test_gemini_new_user_input_withdraws_the_turn() -> None:
     assert runs == []
     assert sent["response"]["error"]["type"] == "cancelled"
     assert "new input" in sent["response"]["error"]["message"]
-    assert [s.outcome for s in settled] == ["cancelled"]
+    assert [s.ending for s in settled] == ["cancelled"]
 
 
 async def test_gemini_silence_for_the_confirm_window_confirms_the_turn() -> None:

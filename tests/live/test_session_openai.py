@@ -120,7 +120,7 @@ async def test_three_parallel_calls_one_failing_one_timing_out() -> None:
         await session.send_text("plan my trip")
         events = await collect_until(session, lambda e: isinstance(e, TurnComplete))
     settled = {e.name: e for e in of_type(events, ToolCallSettled)}
-    assert {name: e.outcome for name, e in settled.items()} == {
+    assert {name: e.ending for name, e in settled.items()} == {
         "get_weather": "ok",
         "book": "error",
         "slow_search": "timeout",
@@ -170,7 +170,7 @@ async def test_calls_of_a_cancelled_response_are_never_run_nor_answered() -> Non
         await session.send_text("so?")
         events += await collect_until(session, lambda e: e == TextOut("never mind"))
     cancelled = of_type(events, ToolCallSettled)
-    assert [e.outcome for e in cancelled] == ["cancelled", "cancelled"]
+    assert [e.ending for e in cancelled] == ["cancelled", "cancelled"]
     assert all("cancelled (turn_detected)" in (e.reason or "") for e in cancelled)
     assert not of_type(events, ToolCallStarted) and ran == []
     assert outputs(emu) == {} and creates_after_outputs(emu) == 0
@@ -407,7 +407,7 @@ async def test_a_dropped_connection_starts_a_fresh_conversation_and_orphans_the_
     assert isinstance(resumed.error, livebridge.ServerError)
     assert "empty conversation" in str(resumed.error)
     (settled,) = of_type(events, ToolCallSettled)
-    assert settled.outcome == "orphaned" and list(resumed.orphaned) == [settled.call_id]
+    assert settled.ending == "orphaned" and list(resumed.orphaned) == [settled.call_id]
     assert "cannot resume" in (settled.reason or "")
     assert outputs(emu) == {}
     updates = client_events(emu, "session.update")  # the new connection is configured again

@@ -113,7 +113,7 @@ async def test_a_failed_response_cancels_its_calls_and_never_wedges() -> None:
         events = await collect_until(session, continued)
         gate.set()
     settled = {e.name: e for e in of_type(events, ToolCallSettled)}
-    assert settled["transfer"].outcome == "cancelled"
+    assert settled["transfer"].ending == "cancelled"
     assert "failed" in (settled["transfer"].reason or "")
     assert settled["lookup_preferences"].outcome == "ok"
     assert cancelled.is_set()

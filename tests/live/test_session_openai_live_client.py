@@ -110,7 +110,7 @@ async def test_a_failing_or_slow_delegate_still_apologises() -> None:
         assert emu.live is not None
         live = emu.live.sessions[0]
         await emu.wait_for(lambda: all(live.client_delegations.values()))
-    assert sorted(e.outcome for e in events if isinstance(e, ToolCallSettled)) == [
+    assert sorted(e.ending for e in events if isinstance(e, ToolCallSettled)) == [
         "error",
         "timeout",
     ]

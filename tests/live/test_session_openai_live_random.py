@@ -155,7 +155,7 @@ def _sent_outputs(events: list[SessionEvent]) -> set[str]:
     return {
         e.call_id
         for e in events
-        if isinstance(e, ToolCallSettled) and e.outcome not in ("cancelled", "orphaned")
+        if isinstance(e, ToolCallSettled) and e.ending not in ("cancelled", "orphaned")
     }
 
 

@@ -70,7 +70,7 @@ async def test_reissued_call_runs_once_and_every_id_is_answered() -> None:
     assert len(issued) >= 2
     assert len(runs) == 1  # re-issues are answered from the first run
     assert sorted(answered) == sorted(issued)  # every id answered, none twice
-    outcomes = {e.outcome for e in of_type(events, ToolCallSettled)}
+    outcomes = {e.ending for e in of_type(events, ToolCallSettled)}
     assert "ok" in outcomes
     assert errors(emu) == []
 

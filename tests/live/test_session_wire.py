@@ -48,7 +48,7 @@ async def test_malformed_calls_are_answered_and_their_siblings_run() -> None:
         events = await collect_until(
             session, lambda e: isinstance(e, ToolCallSettled) and e.call_id == "deep"
         )
-    fates = {e.call_id: e.outcome for e in of_type(events, ToolCallSettled)}
+    fates = {e.call_id: e.ending for e in of_type(events, ToolCallSettled)}
     assert fates == {
         "good": "ok",
         "not-object": "rejected",
@@ -84,7 +84,7 @@ async def test_the_sdk_transport_answers_a_call_without_an_id_by_name() -> None:
         await session.send_text("go")
         events = await collect_until(session, lambda e: isinstance(e, ToolCallSettled))
         await session.send_text("still here?")
-    assert [(e.call_id, e.outcome) for e in of_type(events, ToolCallSettled)] == [
+    assert [(e.call_id, e.ending) for e in of_type(events, ToolCallSettled)] == [
         ("nameless-call-1", "ok")
     ]
     (message,) = client_messages(emu, "toolResponse")

@@ -22,6 +22,6 @@ async def test_the_rule_model_calls_the_tool_the_turn_describes() -> None:
         events = await collect_until(session, lambda e: isinstance(e, TurnComplete))
         await session.send_text("A sentence about Rome?")
         events += await collect_until(session, lambda e: isinstance(e, TurnComplete))
-    settled: list[Any] = [(e.name, e.outcome) for e in of_type(events, ToolCallSettled)]
+    settled: list[Any] = [(e.name, e.ending) for e in of_type(events, ToolCallSettled)]
     assert settled == [("lookup", "ok"), ("lookup", "ok"), ("describe", "ok")]
     assert emu.violations == []

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from livebridge.calls.call import OutcomeKind
+from livebridge.calls.endings import OutcomeKind
 from livebridge.protocol.events import (
     AudioOut,
     Closed,
@@ -132,7 +132,7 @@ async def test_an_app_that_never_reads_keeps_memory_bounded_and_every_fate() -> 
         buffer.put(AudioOut(b"x"))
         buffer.put(TurnComplete())
         if i % 100 == 0:
-            buffer.put(ToolCallSettled(f"c{i}", "f", "ok", 0.0))
+            buffer.put(ToolCallSettled(f"c{i}", "f", "answered", "ok", 0.0))
     fates = 200
     assert len(buffer) <= 8 + 16 + fates
     assert len(buffer._items) <= 2 * (8 + 16 + fates) + 65  # discarded entries are compacted
@@ -198,15 +198,15 @@ async def check_random_script(script: list[str], capacity: int, control: int, se
         elif action == "turn":
             new = TurnComplete(reason=str(step))
         else:
-            new = ToolCallSettled(str(step), "f", OUTCOMES[step % len(OUTCOMES)], 0.0)
+            new = ToolCallSettled(str(step), "f", "answered", OUTCOMES[step % len(OUTCOMES)], 0.0)
         buffer.put(new)
         put.append(new)
     read += await drain(buffer)
     delivered = [e for e in read if not isinstance(e, EventsDropped)]
     positions = [put.index(e) for e in delivered]
     assert positions == sorted(positions)  # order kept
-    fates = Counter(e.outcome for e in put if isinstance(e, ToolCallSettled))
-    kept = Counter(e.outcome for e in delivered if isinstance(e, ToolCallSettled))
+    fates = Counter(e.ending for e in put if isinstance(e, ToolCallSettled))
+    kept = Counter(e.ending for e in delivered if isinstance(e, ToolCallSettled))
     reports = [e for e in read if isinstance(e, EventsDropped)]
     assert sum((Counter(e.settled) for e in reports), Counter()) == fates - kept
     dropped = sum(e.count for e in reports)
@@ -217,7 +217,7 @@ async def check_random_script(script: list[str], capacity: int, control: int, se
 async def test_fates_beyond_their_capacity_are_dropped_oldest_first_and_counted() -> None:
     buffer = EventBuffer(capacity=8, settled_capacity=100)
     for i in range(1600):
-        buffer.put(ToolCallSettled(f"c{i}", "f", "ok" if i % 4 else "error", 0.0))
+        buffer.put(ToolCallSettled(f"c{i}", "f", "answered", "ok" if i % 4 else "error", 0.0))
     assert len(buffer) == 100
     events = await drain(buffer)
     assert events[0] == EventsDropped(1500, settled={"error": 375, "ok": 1125})
@@ -228,7 +228,7 @@ async def test_fates_beyond_their_capacity_are_dropped_oldest_first_and_counted(
 
 async def test_a_reader_that_stops_early_leaves_the_rest_queued() -> None:
     buffer = EventBuffer()
-    fates = [ToolCallSettled(str(i), "f", "ok", 0.0) for i in range(3)]
+    fates = [ToolCallSettled(str(i), "f", "answered", "ok", 0.0) for i in range(3)]
     for fate in fates:
         buffer.put(fate)
     for event in buffer.ready():
@@ -240,7 +240,7 @@ async def test_a_reader_that_stops_early_leaves_the_rest_queued() -> None:
 
 def test_a_held_reader_sees_what_arrives_after_the_buffer_compacts() -> None:
     buffer = EventBuffer(capacity=1)
-    fate = ToolCallSettled("1", "f", "ok", 0.0)
+    fate = ToolCallSettled("1", "f", "answered", "ok", 0.0)
     buffer.put(fate)
     reader = buffer.ready()
     assert next(reader) == fate  # the reader is suspended now, as the app handles the fate

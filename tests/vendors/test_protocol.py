@@ -144,7 +144,7 @@ def test_every_field_of_one_message_is_handled_in_order() -> None:
         TurnComplete(None, None),
         ToolCallStarted("t1", "remind", {"text": "x"}, "NON_BLOCKING"),
         RunCalls([Call("t1", "remind", {"text": "x"})], 1),
-        ToolCallSettled("m1", "lookup", "cancelled", 0.0, reason="cancelled by the server"),
+        ToolCallSettled("m1", "lookup", "cancelled", None, 0.0, reason="cancelled by the server"),
         CancelCalls(["m1"]),
         GoAway(10.0),
         SwitchConnection(deadline=109.0),  # time left minus the 1 s margin
@@ -227,7 +227,7 @@ def test_session_end_orphans_every_running_call_and_cancels_it() -> None:
     assert isinstance(step, Finish)
     out = protocol.close(step.closed, now=2.0)
     settled = of(out, ToolCallSettled)
-    assert [(s.call_id, s.outcome) for s in settled] == [("c1", "orphaned"), ("c2", "orphaned")]
+    assert [(s.call_id, s.ending) for s in settled] == [("c1", "orphaned"), ("c2", "orphaned")]
     assert all(s.reason and "Policy violation" in s.reason for s in settled)
     assert of(out, CancelCalls) == [CancelCalls(["c1", "c2"])]
     notified = [n.event for n in of(out, Notify)]

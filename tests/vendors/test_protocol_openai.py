@@ -196,12 +196,17 @@ def test_calls_of_a_response_that_did_not_complete_are_cancelled_never_run(
     out = response(protocol, "resp_1", "c1", "c2", status=status, reason=reason)
     assert not of(out, RunCalls) and not of(out, ToolCallStarted)
     settled = of(out, ToolCallSettled)
-    assert [(e.call_id, e.outcome) for e in settled] == [("c1", "cancelled"), ("c2", "cancelled")]
+    assert [(e.call_id, e.ending) for e in settled] == [("c1", "cancelled"), ("c2", "cancelled")]
     assert settled[0].reason == f"its response ended {status} ({reason})"
     observed = [n.event for n in of(out, Notify) if isinstance(n.event, CallSettled)]
     assert [e.outcome.kind for e in observed] == ["cancelled", "cancelled"]  # counted in metrics
     assert of(out, TurnComplete) == [TurnComplete(None, status)]  # nothing follows it
     assert protocol.idle and sent_kinds(protocol) == []
+    assert all(e.fate == "cancelled" and e.outcome is None for e in settled)
+    assert [(f.call_id, f.fate) for f in protocol.ledger.fates()] == [
+        ("c1", "cancelled"),
+        ("c2", "cancelled"),
+    ]
 
 
 def test_response_create_waits_for_a_response_in_progress() -> None:
@@ -436,6 +441,33 @@ def test_a_drop_reconnects_to_a_fresh_conversation_and_orphans_open_calls() -> N
     assert "cannot resume" in orphaned["c1"] and "before the call's response" in orphaned["c2"]
     assert len([n for n in of(out, Notify) if isinstance(n.event, CallOrphaned)]) == 2
     assert protocol.idle and sent_kinds(protocol) == []  # nothing is owed to the new conversation
+    # The call its response never finished is orphaned by the ledger, as every other call.
+    assert [(f.call_id, f.fate) for f in protocol.ledger.fates()] == [
+        ("c1", "orphaned"),
+        ("c2", "orphaned"),
+    ]
+    assert all(e.fate == "orphaned" and e.outcome is None for e in of(out, ToolCallSettled))
+
+
+def test_closing_orphans_the_calls_of_a_response_not_done_through_the_ledger() -> None:
+    protocol = opened()
+    protocol.receive(event(type="response.created", response={"id": "resp_1"}), 1.0)
+    protocol.receive(
+        event(
+            type="response.output_item.done",
+            response_id="resp_1",
+            output_index=0,
+            item=call_item("c1"),
+        ),
+        1.0,
+    )
+    out = protocol.close(Closed("closed by the app"), 2.0)
+    (settled,) = of(out, ToolCallSettled)
+    assert (settled.call_id, settled.fate, settled.outcome) == ("c1", "orphaned", None)
+    assert "closed by the app" in (settled.reason or "")
+    assert [n.event.call_id for n in of(out, Notify) if isinstance(n.event, CallOrphaned)] == ["c1"]
+    (fate,) = protocol.ledger.fates()
+    assert (fate.call_id, fate.fate, fate.reason) == ("c1", "orphaned", settled.reason)
 
 
 def test_a_drop_after_the_answers_drops_the_owed_response_create() -> None:
@@ -497,7 +529,7 @@ def test_session_closing_orphans_running_calls() -> None:
     out = protocol.close(Closed("closed by the app"), 2.0)
     assert of(out, CancelCalls) == [CancelCalls(["c1"])]
     (settled,) = of(out, ToolCallSettled)
-    assert settled.outcome == "orphaned" and "closed by the app" in (settled.reason or "")
+    assert settled.ending == "orphaned" and "closed by the app" in (settled.reason or "")
     assert out[-1] == Closed("closed by the app")  # the last word; observers get its view
 
 
@@ -749,7 +781,7 @@ def test_calls_past_the_held_count_are_withdrawn_at_once() -> None:
         )
     withdrawn = of(out, ToolCallSettled)
     assert [e.call_id for e in withdrawn] == [f"c{MAX_HELD_CALLS}", f"c{MAX_HELD_CALLS + 1}"]
-    assert all(e.outcome == "cancelled" for e in withdrawn)
+    assert all(e.ending == "cancelled" for e in withdrawn)
     assert len(protocol.calls) == MAX_HELD_CALLS
     out = protocol.receive(
         event(type="response.done", response={"id": "r", "status": "cancelled"}), 2.0

@@ -71,7 +71,6 @@ from livebridge.protocol.events import (
     Interrupted,
     OutputTranscript,
     TextOut,
-    ToolCallSettled,
     ToolCallStarted,
     TurnComplete,
 )
@@ -181,11 +180,11 @@ class OpenAIRealtimeProtocol(LiveProtocol):
         self.continuation.reset()
         orphaned = self.ledger.resumed(None, now)
         self._fates(out)
-        return orphaned + self._report_stranded(out)
+        return orphaned + self._orphan_stranded(now, out)
 
-    def _closing(self, why: str, out: list[Output]) -> None:
+    def _closing(self, why: str, now: float, out: list[Output]) -> None:
         self._stranded += self.calls.drop_all()
-        self._report_stranded(out, why)
+        self._orphan_stranded(now, out, why)
 
     # -- server events ---------------------------------------------------------------------
 
@@ -326,13 +325,18 @@ class OpenAIRealtimeProtocol(LiveProtocol):
             out += self.settled(outcome)
 
     def _withdraw(self, calls: list[HeldCall], reason: str, now: float, out: list[Output]) -> None:
-        """Calls that will never run nor be answered (their response did not complete)."""
-        for held in calls:
-            name = held.name or "<no name>"
-            log.info("call %s (%s) cancelled: %s", held.call_id, name, reason)
-            out.append(ToolCallSettled(held.call_id, name, "cancelled", 0.0, reason=reason))
-            if self._observed:
-                call = Call(held.call_id, name, held.args())
+        """Calls that will never run nor be answered (their response did not complete): the
+        ledger cancels them, never run, and reports them as every other fate."""
+        withdrawn = [
+            LiveCall(Call(held.call_id, held.name or "<no name>", held.args())) for held in calls
+        ]
+        for live_call in withdrawn:
+            log.info("call %s (%s) cancelled: %s", live_call.call.id, live_call.call.name, reason)
+        self.ledger.unrun(withdrawn, now, reason, "cancel")
+        self._fates(out)
+        if self._observed:  # observers hear the outcome its handler would have had
+            for live_call in withdrawn:
+                call = live_call.call
                 outcome = outcomes.make(
                     call, "cancelled", payloads.error("cancelled", reason, retryable=True)
                 )
@@ -463,15 +467,17 @@ class OpenAIRealtimeProtocol(LiveProtocol):
 
     # -- reporting -------------------------------------------------------------------------
 
-    def _report_stranded(self, out: list[Output], why: str | None = None) -> list[str]:
-        """Calls of responses a lost connection cut short: orphaned, never run."""
-        reason = why or "the connection was lost before the call's response was done"
+    def _orphan_stranded(self, now: float, out: list[Output], why: str | None = None) -> list[str]:
+        """Calls of responses a lost connection cut short: the ledger orphans them, never run,
+        and they are reported as every other fate."""
         stranded, self._stranded = self._stranded, []
-        for held in stranded:
-            name = held.name or ""
-            out.append(ToolCallSettled(held.call_id, name, "orphaned", 0.0, reason=reason))
-            self._report.orphaned(held.call_id, name, "BLOCKING", reason, out)
-        return [held.call_id for held in stranded]
+        if not stranded:
+            return []
+        reason = why or "the connection was lost before the call's response was done"
+        calls = [LiveCall(Call(held.call_id, held.name or "")) for held in stranded]
+        orphaned = self.ledger.unrun(calls, now, reason, "orphan")
+        self._fates(out)
+        return orphaned
 
 
 def usage_tokens(usage: Mapping[str, Any] | None) -> tuple[int | None, int | None]:
