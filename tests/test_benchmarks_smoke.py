@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import bench_dispatch
-from tests.system_packages import require
+from tests.support.system_packages import require
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,7 +18,7 @@ from livebridge.emulator import Conversation, Emulator, Faults
 from livebridge.live.events import TextOut, ToolCallSettled, ToolCallStarted, TurnComplete
 from livebridge.profiles import profile_for
 from livebridge.recording.replay import replay
-from tests.session_helpers import TEXT_CONFIG, client_messages, collect_until, of_type
+from tests.support.gemini_sessions import TEXT_CONFIG, client_messages, collect_until, of_type
 
 GEMINI_38 = "gemini-3.8-live"
 GEMINI_31 = "gemini-3.1-flash-live-preview"  # on Vertex: calls without ids

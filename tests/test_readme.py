@@ -27,8 +27,8 @@ import pytest
 import trustme
 
 from livebridge.emulator import Emulator
-from tests.postgres_server import PostgresServer, postgres_server
-from tests.redis_server import RedisServer, redis_server
+from tests.support.postgres_server import PostgresServer, postgres_server
+from tests.support.redis_server import RedisServer, redis_server
 
 __all__ = ["postgres_server", "redis_server"]  # the fixtures, for the store fragments
 

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from livebridge import Call, CallPolicy, Dispatcher, Outcome, Recorder, ToolRegistry
 from livebridge.observe.metrics import PrometheusObserver
 from livebridge.observe.observers import CallSettled, CallStarted, Event
-from tests.depth import TOO_DEEP_FOR_ANY_PYTHON
+from tests.support.deep_nesting import TOO_DEEP_FOR_ANY_PYTHON
 
 
 class StartWatcher:

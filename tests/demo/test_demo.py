@@ -23,7 +23,7 @@ from livebridge.cli.main import main
 from livebridge.demo.driver import DemoRun, Exchange, Vendor, run_demo, summarize
 from livebridge.demo.render import Terminal
 from livebridge.emulator import TranscriptEntry, Violation
-from tests.system_packages import require
+from tests.support.system_packages import require
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 

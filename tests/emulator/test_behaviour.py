@@ -8,8 +8,7 @@ import pytest
 from google.genai import errors, types
 
 from livebridge.emulator import Conversation, Emulator
-
-from .helpers import (
+from tests.support.gemini_clients import (
     MODEL,
     answer,
     next_message,

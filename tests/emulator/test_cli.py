@@ -19,8 +19,7 @@ import pytest
 
 from livebridge.cli.emulator import parse_faults
 from livebridge.cli.main import main
-
-from .helpers import GEMINI_ENV_KEYS, environment_lines
+from tests.support.gemini_clients import GEMINI_ENV_KEYS, environment_lines
 
 CLI = [sys.executable, "-m", "livebridge.cli.main"]
 

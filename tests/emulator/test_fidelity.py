@@ -17,9 +17,9 @@ from livebridge.demo.phone import PhoneScript
 from livebridge.emulator import Emulator, RuleModel, Violation
 from livebridge.emulator.gemini.checker import Checker
 from livebridge.vendors.gemini import wire
-from tests.emulator.helpers import answer, next_message, pcm, weather_config
-from tests.emulator.helpers import tool_call as next_tool_call
-from tests.emulator.openai_helpers import (
+from tests.support.gemini_clients import answer, next_message, pcm, weather_config
+from tests.support.gemini_clients import tool_call as next_tool_call
+from tests.support.realtime_clients import (
     THREE_CITIES,
     ask,
     calls,
@@ -29,7 +29,7 @@ from tests.emulator.openai_helpers import (
     response,
     until,
 )
-from tests.emulator.openai_helpers import (
+from tests.support.realtime_clients import (
     answer as output,
 )
 

@@ -11,8 +11,7 @@ from livebridge.emulator import Emulator, RuleModel
 from livebridge.emulator.model import named_places, place_parameter, ticker_symbols
 from livebridge.emulator.places import PLACES
 from livebridge.vendors.gemini import wire
-
-from .helpers import MODEL, tool_call, until_turn_complete
+from tests.support.gemini_clients import MODEL, tool_call, until_turn_complete
 
 _letters = st.text(alphabet="abcdefghijklmnopqrstuvwxyzäéøüß", min_size=2, max_size=10)
 #: Places a scenario adds: made-up capitalised words the shipped list does not hold.

@@ -17,7 +17,7 @@ from websockets.exceptions import ConnectionClosed
 from livebridge.emulator import Emulator
 from livebridge.emulator.gemini.checker import Checker, Violation
 from livebridge.vendors.gemini import wire
-from tests.emulator.helpers import (
+from tests.support.gemini_clients import (
     answer,
     pcm,
     raw_connect,

@@ -8,8 +8,7 @@ import asyncio
 from openai.types.realtime import RealtimeErrorEvent, ResponseOutputItemDoneEvent
 
 from livebridge.emulator import Conversation, Emulator, scenario_from_steps
-
-from .openai_helpers import (
+from tests.support.realtime_clients import (
     MODEL,
     THREE_CITIES,
     answer,

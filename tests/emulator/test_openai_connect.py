@@ -15,9 +15,8 @@ from websockets.exceptions import ConnectionClosedError, InvalidStatus
 from livebridge.emulator import Emulator
 from livebridge.emulator.openai import responses
 from livebridge.errors import UsageError
-
-from .helpers import PATH as GEMINI_PATH
-from .openai_helpers import MODEL, WEATHER_TOOL, configure, kinds, until
+from tests.support.gemini_clients import PATH as GEMINI_PATH
+from tests.support.realtime_clients import MODEL, WEATHER_TOOL, configure, kinds, until
 
 
 async def test_session_update_round_trip() -> None:

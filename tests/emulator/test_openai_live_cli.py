@@ -12,7 +12,7 @@ from typing import Any
 
 import openai
 
-from .helpers import environment_lines
+from tests.support.gemini_clients import environment_lines
 
 CLI = [sys.executable, "-m", "livebridge.cli.main"]
 KEYS = frozenset({"OPENAI_BASE_URL", "OPENAI_API_KEY", "SSL_CERT_FILE"})

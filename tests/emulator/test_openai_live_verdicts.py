@@ -11,7 +11,7 @@ from typing import Any
 
 from livebridge.emulator import Emulator
 from livebridge.emulator.openai_live import LiveOptions, LiveServerSession
-from tests.emulator.openai_live_helpers import MODEL, live_client
+from tests.support.gpt_live_sessions import MODEL, live_client
 
 TOOL = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
 SESSION: dict[str, Any] = {

@@ -10,8 +10,7 @@ from openai.resources.realtime.realtime import AsyncRealtimeConnection
 from openai.types.realtime import ResponseCreatedEvent, ResponseDoneEvent
 
 from livebridge.emulator import Emulator
-
-from .openai_helpers import (
+from tests.support.realtime_clients import (
     MODEL,
     THREE_CITIES,
     answer,

@@ -22,7 +22,7 @@ from livebridge.emulator.history import ENTRY_OVERHEAD, Ledger, footprint
 from livebridge.emulator.shared import Shared
 from livebridge.errors import UsageError
 from livebridge.live.events import TurnComplete
-from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until, open_session
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until, open_session
 
 TURNS = 60
 WEATHER = ToolRegistry()

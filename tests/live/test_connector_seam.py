@@ -24,7 +24,7 @@ from livebridge.live.protocol import ProtocolOptions
 from livebridge.live.skeleton import LiveProtocol
 from livebridge.live.transport import Transport
 from livebridge.vendors.gemini.connector import GeminiConnector
-from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until
 
 
 class HandleLog:

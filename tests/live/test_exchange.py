@@ -20,8 +20,7 @@ from livebridge.live.events import (
     TurnComplete,
 )
 from livebridge.live.exchange import ExchangeTracker
-
-from ..session_helpers import of_type, open_session
+from tests.support.gemini_sessions import of_type, open_session
 
 
 def registry(gate: anyio.Event | None = None) -> ToolRegistry:

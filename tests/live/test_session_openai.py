@@ -26,7 +26,7 @@ from livebridge.live.events import (
 from livebridge.live.transport import TransportKind
 from livebridge.observe.metrics import PrometheusObserver
 from livebridge.observe.observers import MessageSeen, Recorder
-from tests.session_helpers import collect_until, errors, of_type
+from tests.support.gemini_sessions import collect_until, errors, of_type
 
 MODEL = "gpt-realtime"
 TEXT = {"output_modalities": ["text"]}

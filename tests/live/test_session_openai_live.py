@@ -20,8 +20,8 @@ from livebridge.live.events import (
     TurnComplete,
 )
 from livebridge.observe.observers import CallOrphaned, Recorder
-from tests.emulator.openai_live_helpers import MODEL, open_live, outputs, sent, server_errors
-from tests.session_helpers import collect_until, of_type
+from tests.support.gemini_sessions import collect_until, of_type
+from tests.support.gpt_live_sessions import MODEL, open_live, outputs, sent, server_errors
 
 
 def registry(gate: asyncio.Event | None = None) -> livebridge.ToolRegistry:

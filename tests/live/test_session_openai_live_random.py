@@ -19,7 +19,7 @@ from livebridge.emulator import Emulator
 from livebridge.emulator.openai_live import LiveOptions, LiveServerSession
 from livebridge.errors import SessionEndedError
 from livebridge.live.events import ErrorReported, SessionEvent, ToolCallSettled
-from tests.emulator.openai_live_helpers import MODEL, open_live, outputs, sent
+from tests.support.gpt_live_sessions import MODEL, open_live, outputs, sent
 
 SEEDS = range(40)
 WEDGED = 10.0  # seconds without the continuation owed: the session is wedged

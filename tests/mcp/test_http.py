@@ -23,7 +23,7 @@ from livebridge.mcp import MCPServer
 from livebridge.mcp.connection import connection_for
 from livebridge.observe.metrics import PrometheusObserver
 from tests.mcp.test_stdio import wait_for_mark
-from tests.session_helpers import client_messages, collect_until, errors, open_session
+from tests.support.gemini_sessions import client_messages, collect_until, errors, open_session
 
 SERVER = str(Path(__file__).with_name("server.py"))
 

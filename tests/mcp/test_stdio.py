@@ -20,7 +20,7 @@ from livebridge.mcp.connection import connection_for
 from livebridge.observe.metrics import PrometheusObserver
 from livebridge.observe.observers import CallSettled, Recorder
 from livebridge.observe.trace import TraceObserver
-from tests.session_helpers import client_messages, collect_until, errors, open_session
+from tests.support.gemini_sessions import client_messages, collect_until, errors, open_session
 
 SERVER = str(Path(__file__).with_name("server.py"))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.system_packages import require
+from tests.support.system_packages import require
 
 GRAFANA = Path(__file__).resolve().parents[2] / "grafana"
 ALERTS = GRAFANA / "alerts.yml"

@@ -31,7 +31,7 @@ from livebridge.observe.observers import (
     SessionClosed,
     SessionOpened,
 )
-from tests.workloads import drive_workload
+from tests.support.observer_workload import drive_workload
 
 
 def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:

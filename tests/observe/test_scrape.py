@@ -18,7 +18,7 @@ from prometheus_client.metrics_core import Metric
 
 from livebridge.observe.metrics import serve
 from livebridge.observe.scrape import RENDERS, Request, parse_head
-from tests.prometheus_server import PrometheusServer
+from tests.support.prometheus_server import PrometheusServer
 
 ATTACKERS = 300  # a third silent, a third with half a request line, a third trickling headers
 

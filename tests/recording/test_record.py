@@ -21,7 +21,7 @@ from livebridge.live.events import SessionEvent, ToolCallSettled, TurnComplete
 from livebridge.observe.observers import Recorder, RecordingTruncated
 from livebridge.observe.trace import TraceObserver
 from livebridge.recording.record import FORMAT_VERSION, read_recording, restore_audio
-from tests.session_helpers import collect_until, open_session
+from tests.support.gemini_sessions import collect_until, open_session
 
 SHIPPED = Path(__file__).parent.parent / "data" / "demo_recording.jsonl"
 SECRET = "AIzaRecordingTestKey0123456789"

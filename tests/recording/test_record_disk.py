@@ -16,7 +16,7 @@ from livebridge import RecordingError, SessionOptions
 from livebridge.emulator import Conversation, Emulator
 from livebridge.live.events import Closed, SessionEvent, ToolCallSettled
 from livebridge.observe.observers import Recorder, RecordingFailed
-from tests.session_helpers import collect_until, of_type, open_session
+from tests.support.gemini_sessions import collect_until, of_type, open_session
 
 TURNS = 12
 

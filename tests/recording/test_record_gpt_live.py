@@ -16,9 +16,9 @@ from livebridge.live.events import TurnComplete
 from livebridge.observe.trace import TraceObserver
 from livebridge.recording.record import read_recording
 from tests.cli.test_cli_errors import one_line_failure
-from tests.emulator.openai_live_helpers import MODEL
 from tests.recording.test_replay_cli import livebridge_replay
-from tests.session_helpers import collect_until
+from tests.support.gemini_sessions import collect_until
+from tests.support.gpt_live_sessions import MODEL
 
 
 def hide_card(function: str, value: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from livebridge.recording.record import read_recording
 from livebridge.recording.replay import replay
 from tests.cli.test_cli_errors import one_line_failure
 from tests.recording.test_replay_cli import livebridge_replay
-from tests.replay_tools import a_recording, answer, demo_tools, tool_call
+from tests.support.replay_tools import a_recording, answer, demo_tools, tool_call
 
 SHIPPED = Path(__file__).parent.parent / "data" / "demo_recording.jsonl"
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -152,7 +152,7 @@ def test_a_field_of_the_wrong_type_is_one_line_and_exit_2(
     lines[6] = line + "\n"
     path = tmp_path / "edited.jsonl"
     path.write_text("".join(lines))
-    assert main(["replay", str(path), "tests.replay_tools:registry"]) == 2
+    assert main(["replay", str(path), "tests.support.replay_tools:registry"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"livebridge replay: {path}{expected}"), err
     assert err.count("\n") == 1 and "Traceback" not in err
@@ -202,7 +202,9 @@ def test_a_hand_edited_recording_is_one_line_and_exit_2_by_the_command(
 ) -> None:
     path = a_recording(tmp_path, *entries)
     started = time.monotonic()
-    result = livebridge_replay(str(path), "tests.replay_tools:registry", "--pace", "recorded")
+    result = livebridge_replay(
+        str(path), "tests.support.replay_tools:registry", "--pace", "recorded"
+    )
     took = time.monotonic() - started
     one_line_failure(result, f"livebridge replay: {path}", expected)
     assert took < 25, f"{took:.1f} s to refuse it"
@@ -229,7 +231,7 @@ def test_a_gzip_of_blank_lines_is_refused_in_moments_by_the_command(tmp_path: Pa
     )
     assert path.stat().st_size < 3_000_000
     started = time.monotonic()
-    result = livebridge_replay(str(path), "tests.replay_tools:registry")
+    result = livebridge_replay(str(path), "tests.support.replay_tools:registry")
     took = time.monotonic() - started
     one_line_failure(result, f"{path}:{MAX_BLANK_LINES + 2}: more than {MAX_BLANK_LINES} blank")
     assert took < 25, f"{took:.1f} s to refuse it"

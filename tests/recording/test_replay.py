@@ -20,7 +20,14 @@ from livebridge.recording.replay import (
     default_answer_timeout,
     replay,
 )
-from tests.replay_tools import a_recording, answer, broken_weather, demo_tools, replaced, tool_call
+from tests.support.replay_tools import (
+    a_recording,
+    answer,
+    broken_weather,
+    demo_tools,
+    replaced,
+    tool_call,
+)
 
 SHIPPED = Path(__file__).parent.parent / "data" / "demo_recording.jsonl"
 

@@ -141,7 +141,7 @@ def test_reading_a_mutated_recording_is_entries_or_one_line(
 
 
 def replay_command(path: Path, *args: str) -> tuple[int, str, str]:
-    """``livebridge replay PATH tests.replay_tools:registry ARGS``: its status, out and err;
+    """``livebridge replay PATH tests.support.replay_tools:registry ARGS``: its status, out and err;
     ``AssertionError`` if it does not end within a minute."""
     out, err = io.StringIO(), io.StringIO()
     ended: list[int | BaseException] = []
@@ -149,7 +149,9 @@ def replay_command(path: Path, *args: str) -> tuple[int, str, str]:
     def run() -> None:
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                ended.append(main(["replay", str(path), "tests.replay_tools:registry", *args]))
+                ended.append(
+                    main(["replay", str(path), "tests.support.replay_tools:registry", *args])
+                )
         except BaseException as exc:  # reported below, with what was written
             ended.append(exc)
 

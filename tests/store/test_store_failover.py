@@ -24,8 +24,8 @@ import psycopg
 import pytest
 import redis
 
-from tests.postgres_server import PostgresServer, postgres_server, prefix
-from tests.redis_server import RedisServer, redis_server
+from tests.support.postgres_server import PostgresServer, postgres_server, prefix
+from tests.support.redis_server import RedisServer, redis_server
 
 __all__ = ["postgres_server", "redis_server"]
 
@@ -92,7 +92,7 @@ def worker(
         [
             sys.executable,
             "-m",
-            "tests.store_worker",
+            "tests.support.store_process",
             url,
             "user-42",
             TEXT,

@@ -16,9 +16,9 @@ from livebridge.live.events import TurnComplete
 from livebridge.observe.observers import Recorder, StoreOperation
 from livebridge.store import Entry, Journal, MemoryStore, RedisStore
 from livebridge.store.journal import MAX_DEFERRED
-from tests.redis_server import RedisServer, redis_server
-from tests.session_helpers import MODEL, TEXT_CONFIG, client_messages, collect_until
 from tests.store.test_store_session import Booking
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, client_messages, collect_until
+from tests.support.redis_server import RedisServer, redis_server
 
 __all__ = ["redis_server"]
 

@@ -22,11 +22,11 @@ from livebridge.live.events import Closed, ToolCallStarted, TurnComplete
 from livebridge.observe.observers import LeaseChanged, Recorder, SessionClosed
 from livebridge.store import Entry, Journal, MemoryStore, PostgresStore, RedisStore, Store
 from livebridge.store.base import request_digest
-from tests.postgres_server import PostgresServer, postgres_server, prefix
-from tests.redis_server import RedisServer, redis_server
-from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until
 from tests.store.test_store_journal import admit
 from tests.store.test_store_session import Booking
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until
+from tests.support.postgres_server import PostgresServer, postgres_server, prefix
+from tests.support.redis_server import RedisServer, redis_server
 
 __all__ = ["postgres_server", "redis_server"]
 

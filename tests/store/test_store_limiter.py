@@ -21,9 +21,9 @@ from livebridge.emulator import Emulator
 from livebridge.errors import UsageError
 from livebridge.live.events import ToolCallSettled, TurnComplete
 from livebridge.store import RedisLimiter
-from tests.redis_server import RedisServer, redis_server
-from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until, errors, of_type
 from tests.store.test_store_session import Booking
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until, errors, of_type
+from tests.support.redis_server import RedisServer, redis_server
 
 __all__ = ["redis_server"]
 
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def worker(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.limiter_worker", *args],
+        [sys.executable, "-m", "tests.support.limiter_process", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -17,10 +17,10 @@ from livebridge.errors import ConversationBusyError, LeaseLostError, StoreUnavai
 from livebridge.live.events import Closed, TurnComplete
 from livebridge.observe.observers import LeaseChanged, Recorder
 from livebridge.store import Entry, HandleRecord, PostgresStore
-from tests.postgres_server import PostgresServer, postgres_server, prefix
-from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until
 from tests.store.test_store_fencing import rome_entry, until
 from tests.store.test_store_session import Booking
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until
+from tests.support.postgres_server import PostgresServer, postgres_server, prefix
 
 __all__ = ["postgres_server"]
 

@@ -22,7 +22,7 @@ from livebridge import Call, ToolRegistry
 from livebridge.calls.dispatch import Dispatcher
 from livebridge.errors import StoreError
 from livebridge.store import PostgresStore, StoreConnector
-from tests.postgres_server import PostgresServer
+from tests.support.postgres_server import PostgresServer
 
 LEASE_TTL = 0.6
 

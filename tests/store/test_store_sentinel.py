@@ -18,8 +18,8 @@ import redis.asyncio
 
 from livebridge.errors import StoreUnavailableError
 from livebridge.store import Entry, RedisStore
-from tests.prometheus_server import free_port
-from tests.system_packages import require
+from tests.support.prometheus_server import free_port
+from tests.support.system_packages import require
 from tests.test_readme import python_blocks
 
 

@@ -22,8 +22,7 @@ from livebridge.observe.metrics import PrometheusObserver
 from livebridge.observe.observers import LeaseChanged, Recorder, StoreOperation
 from livebridge.store import Entry, MemoryStore, RedisStore, Store
 from livebridge.store.base import request_digest
-from tests.redis_server import RedisServer, redis_server
-from tests.session_helpers import (
+from tests.support.gemini_sessions import (
     MODEL,
     TEXT_CONFIG,
     client_messages,
@@ -31,6 +30,7 @@ from tests.session_helpers import (
     errors,
     of_type,
 )
+from tests.support.redis_server import RedisServer, redis_server
 
 __all__ = ["redis_server"]
 

@@ -7,7 +7,7 @@ from livebridge import LiveSession, ToolRegistry
 from livebridge.emulator import Emulator
 from livebridge.live.events import TextOut
 from livebridge.live.transport import MAX_MESSAGE_BYTES
-from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until
 
 
 async def test_sdk_default_negotiates_deflate_and_client_args_does_not() -> None:

@@ -15,7 +15,7 @@ from livebridge.errors import TransportClosed
 from livebridge.live.events import Resumed, TextOut, TurnComplete
 from livebridge.live.secrets import RedactingFilter
 from livebridge.vendors.gemini.connector import GeminiConnector
-from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until, open_session
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until, open_session
 
 
 def test_redaction_covers_headers_query_strings_and_known_secrets() -> None:

@@ -19,7 +19,7 @@ from livebridge.live.connectors import connector_for, vendor_of
 from livebridge.live.events import ToolCallSettled, TurnComplete
 from livebridge.vendors.gemini.connector import GeminiConnector
 from livebridge.vendors.openai.connector import OpenAIConnector, session_config
-from tests.session_helpers import collect_until, errors, of_type
+from tests.support.gemini_sessions import collect_until, errors, of_type
 
 MODEL = "gpt-realtime"
 #: Connectors redact their client's key from every log line and recording of the process: a key

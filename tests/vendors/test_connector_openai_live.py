@@ -13,7 +13,7 @@ from livebridge.emulator import Emulator
 from livebridge.emulator.openai_live import LiveServerSession
 from livebridge.live.connectors import connector_for
 from livebridge.vendors.openai_live.connector import GptLiveConnector
-from tests.emulator.openai_live_helpers import MODEL, open_live, sent
+from tests.support.gpt_live_sessions import MODEL, open_live, sent
 
 
 def weather() -> livebridge.ToolRegistry:

@@ -49,7 +49,7 @@ from livebridge.observe.observers import (
 )
 from livebridge.vendors.gemini import wire
 from livebridge.vendors.gemini.protocol import GeminiLiveProtocol
-from tests.depth import TOO_DEEP_FOR_ANY_PYTHON
+from tests.support.deep_nesting import TOO_DEEP_FOR_ANY_PYTHON
 from tests.vendors.protocol_helpers import of, registry
 
 

@@ -10,7 +10,7 @@ import signal
 import sys
 
 from livebridge.store import RedisStore
-from tests.redis_server import RedisServer, redis_server
+from tests.support.redis_server import RedisServer, redis_server
 
 from .voice_client import ROOT, SERVER, BrowserClient, start_server
 

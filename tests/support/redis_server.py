@@ -1,6 +1,6 @@
 """A real Redis for tests: Debian's ``redis-server`` on a free loopback port, no persistence.
 
-Uses the ``redis-server`` package (see ``tests/system_packages.py``; CI installs it in
+Uses the ``redis-server`` package (see ``tests/support/system_packages.py``; CI installs it in
 ``.ci/run``). ``stop()`` and ``start()`` take the very server down and up again on the same
 port, to test what a session does while its store is gone.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.prometheus_server import free_port
-from tests.system_packages import require
+from tests.support.prometheus_server import free_port
+from tests.support.system_packages import require
 
 __all__ = ["RedisServer", "redis_server"]
 

@@ -1,7 +1,7 @@
 """A worker process for the failover tests: one LiveSession of a conversation stored in Redis
 or PostgreSQL.
 
-    python -m tests.store_worker STORE_URL CONVERSATION TEXT RUNS_FILE [--greet] [--hang]
+    python -m tests.support.store_process STORE_URL CONVERSATION TEXT RUNS_FILE [--greet] [--hang]
         [--wait-lease] [--prefix=TABLES]
 
 A ``postgresql://`` STORE_URL is a ``PostgresStore`` (tables under ``--prefix``), any other a

@@ -29,8 +29,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.prometheus_server import free_port
-from tests.system_packages import require
+from tests.support.prometheus_server import free_port
+from tests.support.system_packages import require
 
 __all__ = ["PostgresServer", "postgres_server", "prefix"]
 
