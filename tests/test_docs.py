@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from livebridge.emulator import Conversation, Emulator
 
 from .test_readme import inside_main, offline_environment, python_blocks, run_python
@@ -14,6 +16,7 @@ from .test_readme import inside_main, offline_environment, python_blocks, run_py
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_the_site_builds_warning_free_with_the_api_reference(tmp_path: Path) -> None:
     site = tmp_path / "site"
     result = subprocess.run(

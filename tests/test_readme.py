@@ -27,10 +27,8 @@ import pytest
 import trustme
 
 from livebridge.emulator import Emulator
-from tests.support.postgres_server import PostgresServer, postgres_server
-from tests.support.redis_server import RedisServer, redis_server
-
-__all__ = ["postgres_server", "redis_server"]  # the fixtures, for the store fragments
+from tests.support.postgres_server import PostgresServer
+from tests.support.redis_server import RedisServer
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 README = REPOSITORY / "README.md"

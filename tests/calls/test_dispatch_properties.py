@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from livebridge import Call, CallContext, CallPolicy, Dispatcher, ToolRegistry
+from tests.support.hypothesis_profiles import examples
 
 HANG_TIMEOUT = 0.3
 KINDS = ("fast", "slow", "fail", "hang", "unknown", "invalid", "twin", "idempotent")
@@ -80,7 +81,7 @@ plans = st.lists(
 )
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plan=plans)
 def test_every_call_gets_exactly_one_answer(plan: list[tuple[str, int]]) -> None:
     runs: list[tuple[str, str, int]] = []

@@ -16,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from livebridge.calls.call import Behavior, Call, Outcome, OutcomeKind
 from livebridge.calls.ledger import CallLedger, LiveCall, Outgoing
 from livebridge.vendors.gemini import answers as gemini_live
+from tests.support.hypothesis_profiles import examples
 
 NAMES = ("f", "g")
 
@@ -146,7 +147,7 @@ class NamelessMachine(RuleBasedStateMachine):
 
 
 NamelessMachine.TestCase.settings = settings(
-    max_examples=300,
+    max_examples=examples(300),
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -17,6 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from livebridge.calls.call import Behavior, Call, Outcome, OutcomeKind, Partial
 from livebridge.calls.ledger import CallLedger, LedgerError, LiveCall, Outgoing, Via
 from livebridge.vendors.gemini import answers as gemini_live
+from tests.support.hypothesis_profiles import examples
 
 TOOLS: dict[str, tuple[Behavior, bool]] = {
     "b0": ("BLOCKING", False),
@@ -312,7 +313,7 @@ class LedgerMachine(RuleBasedStateMachine):
 
 
 LedgerMachine.TestCase.settings = settings(
-    max_examples=600,
+    max_examples=examples(600),
     stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -290,6 +290,7 @@ def test_demo_json_is_one_document_on_standard_output() -> None:
     assert json.loads(result.stdout)["ok"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("json_output", [False, True])
 def test_hold_keeps_the_metrics_endpoint_up_until_interrupted(json_output: bool) -> None:
     command = [sys.executable, "-m", "livebridge", "demo", "--fast", "--hold"]

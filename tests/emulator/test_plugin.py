@@ -64,6 +64,7 @@ async def test_settled_waits_for_every_connection(live_emulator):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["strict", "auto"])
 def test_live_emulator_in_each_asyncio_mode(tmp_path: Path, mode: str) -> None:
     (tmp_path / "test_user.py").write_text(USER_TESTS)

@@ -69,6 +69,7 @@ def traced() -> Iterator[list[int]]:
             tracemalloc.stop()
 
 
+@pytest.mark.slow
 async def test_the_transcript_connections_and_handles_stay_within_their_bounds() -> None:
     retention = Retention(transcript=40, violations=10, connections=2, handles=3)
     async with Emulator(retention=retention) as emu:

@@ -27,7 +27,9 @@ def run_checks(name: str, path: str, *options: str) -> None:
     if took:
         print(f"built the {name} environment in {took:.0f} s", file=sys.stderr)
     environment = {**os.environ, "PYTHONPATH": str(venv.ROOT)}
-    command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    # --noconftest: the framework's environment has none of the suite's own tools (Hypothesis,
+    # psycopg, ...) that tests/conftest.py brings in.
+    command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--noconftest"]
     command += ["-o", "python_files=check_*.py", *options, path]
     ran = subprocess.run(
         command,

@@ -19,6 +19,7 @@ from livebridge.live.events import (
     ToolCallSettled,
     TurnComplete,
 )
+from tests.support.hypothesis_profiles import examples
 
 
 async def drain(buffer: EventBuffer) -> list[SessionEvent]:
@@ -154,7 +155,7 @@ async def test_puts_stay_constant_time_when_full_of_control_events() -> None:
     assert buffer.dropped == 10_000
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(
         st.sampled_from(["audio", "turn", "fate", "read", "next"]),

@@ -70,6 +70,7 @@ def server_command(app_dir: Path) -> str:
     return f"{sys.executable} {app_dir / 'forecast_server.py'}"
 
 
+@pytest.mark.slow
 def test_run_with_only_an_mcp_server(app_dir: Path) -> None:
     args = ["run", "--mcp", server_command(app_dir), "--emulator", "--text", "Weather in Oslo?"]
     result = run_in(app_dir, *args)

@@ -114,6 +114,7 @@ async def test_parallel_calls_and_a_hung_one_over_http(tmp_path: Path) -> None:
     assert errors(emu) == []
 
 
+@pytest.mark.slow
 async def test_a_session_the_server_forgot_is_initialized_again() -> None:
     port = free_port()
     mcp_server = MCPServer.http(f"http://127.0.0.1:{port}/mcp", start_timeout=60)

@@ -125,6 +125,7 @@ def test_a_scrape_succeeds_during_a_slowloris_attack_that_never_lets_up() -> Non
         assert max(latencies) < 3.0, latencies
 
 
+@pytest.mark.slow
 def test_prometheus_scrapes_every_time_during_a_slowloris_attack() -> None:
     with (
         serve(registry=registry()) as server,

@@ -199,6 +199,7 @@ def test_instructions_from_a_file_that_cannot_be_read(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 async def test_the_command_answers_a_signed_telnyx_call_and_refuses_a_bad_key() -> None:
     from tests.phone.test_phone_telnyx import KEY, PUBLIC
 

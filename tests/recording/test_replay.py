@@ -69,6 +69,7 @@ def test_assert_replays_fails_with_the_report() -> None:
         assert_replays(str(SHIPPED), broken_weather())
 
 
+@pytest.mark.slow
 async def test_a_call_left_unanswered_is_reported() -> None:
     async def get_time(city: str) -> str:
         """The local time in a city (never returns)."""
@@ -193,6 +194,7 @@ async def test_a_connection_the_app_never_opened_is_reported_at_the_deadline() -
     assert (report.connections, report.recorded_connections) == (1, 2)
 
 
+@pytest.mark.slow
 async def test_a_connection_the_app_never_opens_ends_the_replay_after_the_answer_timeout() -> None:
     """Not at the deadline (300 s by default): the app left the first connection's recorded
     end behind it and had ``RECONNECT_WAIT`` to open the next one."""

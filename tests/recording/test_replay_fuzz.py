@@ -21,6 +21,7 @@ from livebridge import RecordingError
 from livebridge.cli.main import main
 from livebridge.emulator.gemini.replay import ReplayScenario
 from livebridge.recording.read import read_recording
+from tests.support.hypothesis_profiles import examples
 
 SHIPPED = Path(__file__).parent.parent / "data" / "demo_recording.jsonl"
 LINES: list[dict[str, Any]] = [json.loads(line) for line in SHIPPED.read_text().splitlines()]
@@ -123,7 +124,7 @@ def one_line(message: str) -> None:
     assert "Traceback" not in message, message
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_reading_a_mutated_recording_is_entries_or_one_line(
     data: st.DataObject, tmp_path_factory: Any
@@ -164,8 +165,9 @@ def replay_command(path: Path, *args: str) -> tuple[int, str, str]:
     return ended[0], out.getvalue(), err.getvalue()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)  # an example whose answers all went missing waits for each
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_replaying_a_mutated_recording_is_a_report_or_one_line(
     data: st.DataObject, tmp_path_factory: Any

@@ -21,10 +21,8 @@ from livebridge.store import (
     RedisStore,
     Store,
 )
-from tests.support.postgres_server import PostgresServer, postgres_server, prefix
-from tests.support.redis_server import RedisServer, redis_server
-
-__all__ = ["postgres_server", "redis_server"]
+from tests.support.postgres_server import PostgresServer, prefix
+from tests.support.redis_server import RedisServer
 
 Factory = Callable[..., Store]
 

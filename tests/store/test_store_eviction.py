@@ -15,9 +15,7 @@ from livebridge.emulator import Emulator
 from livebridge.errors import EvictionPolicyError, StoreUnavailableError, UsageError
 from livebridge.store import RedisLimiter, RedisStore
 from tests.support.gemini_sessions import MODEL, TEXT_CONFIG
-from tests.support.redis_server import RedisServer, redis_server
-
-__all__ = ["redis_server"]
+from tests.support.redis_server import RedisServer
 
 EVICTING = ["allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-ttl"]
 

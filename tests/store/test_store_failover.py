@@ -6,6 +6,9 @@ refused while the dead one's lease is live, then takes over, resumes the stored 
 answers the model's re-issued call ``outcome_unknown`` instead of running it again. When the
 store lost the ``started`` entry (as a promoted Redis replica can), the second worker runs the
 call again: with the same idempotency key, for the side effect to dedupe, and a higher fence.
+
+They run beside the other tests: most of each is the lease (``LEASE_TTL``, scaled by the tests'
+time unit) running out, and it leaves a worker started on a loaded machine room to find it held.
 """
 
 from __future__ import annotations
@@ -24,10 +27,8 @@ import psycopg
 import pytest
 import redis
 
-from tests.support.postgres_server import PostgresServer, postgres_server, prefix
-from tests.support.redis_server import RedisServer, redis_server
-
-__all__ = ["postgres_server", "redis_server"]
+from tests.support.postgres_server import PostgresServer, prefix
+from tests.support.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_KEYS = {"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY"}
@@ -112,7 +113,7 @@ def lines(output: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
 
 
-@pytest.mark.serial
+@pytest.mark.slow
 def test_kill_mid_call_then_the_next_worker_takes_over(
     emulator: EmulatorProcess, store: list[str], tmp_path: Path
 ) -> None:
@@ -195,7 +196,7 @@ def forget_journal(store: list[str]) -> None:
             assert client.delete("livebridge:{user-42}:journal") == 1
 
 
-@pytest.mark.serial
+@pytest.mark.slow
 def test_a_call_whose_entry_the_store_lost_runs_again_with_the_same_key(
     emulator: EmulatorProcess, store: list[str], tmp_path: Path
 ) -> None:

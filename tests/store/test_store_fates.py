@@ -18,9 +18,7 @@ from livebridge.store import Entry, Journal, MemoryStore, RedisStore
 from livebridge.store.journal import MAX_DEFERRED
 from tests.store.test_store_session import Booking
 from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, client_messages, collect_until
-from tests.support.redis_server import RedisServer, redis_server
-
-__all__ = ["redis_server"]
+from tests.support.redis_server import RedisServer
 
 
 async def test_a_session_whose_lease_is_taken_ends_with_lease_lost(

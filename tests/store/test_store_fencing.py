@@ -25,10 +25,8 @@ from livebridge.store.base import request_digest
 from tests.store.test_store_journal import admit
 from tests.store.test_store_session import Booking
 from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until
-from tests.support.postgres_server import PostgresServer, postgres_server, prefix
-from tests.support.redis_server import RedisServer, redis_server
-
-__all__ = ["postgres_server", "redis_server"]
+from tests.support.postgres_server import PostgresServer, prefix
+from tests.support.redis_server import RedisServer
 
 LEASE_TTL = 1.0
 

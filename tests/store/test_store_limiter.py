@@ -23,9 +23,7 @@ from livebridge.live.events import ToolCallSettled, TurnComplete
 from livebridge.store import RedisLimiter
 from tests.store.test_store_session import Booking
 from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until, errors, of_type
-from tests.support.redis_server import RedisServer, redis_server
-
-__all__ = ["redis_server"]
+from tests.support.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
 

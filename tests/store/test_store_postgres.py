@@ -20,9 +20,7 @@ from livebridge.store import Entry, HandleRecord, PostgresStore
 from tests.store.test_store_fencing import rome_entry, until
 from tests.store.test_store_session import Booking
 from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until
-from tests.support.postgres_server import PostgresServer, postgres_server, prefix
-
-__all__ = ["postgres_server"]
+from tests.support.postgres_server import PostgresServer, prefix
 
 LEASE_TTL = 1.0
 

@@ -110,6 +110,7 @@ async def until_true(probe: redis.asyncio.Redis, command: str, *args: str) -> ob
             await anyio.sleep(0.05)
 
 
+@pytest.mark.slow
 async def test_the_store_follows_a_sentinel_failover(deployment: Deployment) -> None:
     sentinel = redis.asyncio.Redis(port=deployment.sentinel.port, decode_responses=True)
     master = redis.asyncio.Redis(port=deployment.master.port)

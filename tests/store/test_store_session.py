@@ -30,9 +30,7 @@ from tests.support.gemini_sessions import (
     errors,
     of_type,
 )
-from tests.support.redis_server import RedisServer, redis_server
-
-__all__ = ["redis_server"]
+from tests.support.redis_server import RedisServer
 
 
 class Booking:

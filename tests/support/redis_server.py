@@ -89,7 +89,7 @@ class RedisServer:
 
 @pytest.fixture
 def redis_server() -> Iterator[RedisServer]:
-    """A fresh, empty Redis for one test (import the fixture into the test module)."""
+    """A fresh, empty Redis for one test (``tests/conftest.py`` offers it to every test)."""
     server = RedisServer()
     try:
         yield server

@@ -31,10 +31,11 @@ from livebridge.calls.call import CallContext
 from livebridge.errors import ConversationBusyError, LivebridgeError
 from livebridge.live.events import ToolCallSettled, ToolCallStarted, TurnComplete
 from livebridge.store import PostgresStore, RedisStore, Store
+from tests.support.timing import seconds
 
 #: Long enough that a worker started right after another was killed (Python, the SDK and a
 #: store connection to load, on a busy machine) still finds its lease held.
-LEASE_TTL = 10.0
+LEASE_TTL = seconds(10.0)
 
 
 def say(**fields: Any) -> None:

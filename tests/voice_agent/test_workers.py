@@ -9,12 +9,12 @@ import re
 import signal
 import sys
 
+import pytest
+
 from livebridge.store import RedisStore
-from tests.support.redis_server import RedisServer, redis_server
+from tests.support.redis_server import RedisServer
 
 from .voice_client import ROOT, SERVER, BrowserClient, start_server
-
-__all__ = ["redis_server"]
 
 _READY = re.compile(r"^(worker \d): Voice agent ready: open (http://\S+/)")
 
@@ -27,6 +27,7 @@ async def text_turn(client: BrowserClient, text: str) -> None:
     )
 
 
+@pytest.mark.slow
 async def test_a_browser_continues_its_conversation_on_another_worker(
     redis_server: RedisServer,
 ) -> None:

@@ -1,0 +1,110 @@
+"""What the whole suite shares: Hypothesis profiles, the slow tests' place in the run, and the
+servers one pytest process (one xdist worker) starts once for every test that only connects.
+
+A test that changes an emulator (its scenario, faults, model, options) or reads what it saw
+(``transcript``, ``violations``, ``sessions``, ``settled()``) starts its own: those belong to
+the emulator's whole life, and a shared one's would hold every other test's connections too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
+
+import pytest
+
+from livebridge.emulator.server import Emulator
+from tests.support import hypothesis_profiles
+from tests.support.gpt_live_sessions import MODEL as GPT_LIVE_MODEL
+from tests.support.postgres_server import postgres_server
+from tests.support.redis_server import redis_server
+
+__all__ = [
+    "gemini_emulator",
+    "gpt_live_emulator",
+    "openai_emulator",
+    "postgres_server",
+    "redis_server",
+]
+
+hypothesis_profiles.load()
+
+
+def _on_a_thread_of_its_own(step: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run ``step()`` (a coroutine function) to completion in a new event loop on a new thread.
+
+    The emulator serves from a thread of its own, so starting and stopping it needs no loop of
+    the test's: doing both here keeps a session-wide fixture out of pytest-asyncio's loops
+    (function, module or session scoped alike, with xdist or without) and leaves no loop set on
+    the main thread.
+    """
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(step())
+        except BaseException as error:  # re-raised on the caller's thread
+            failure.append(error)
+
+    thread = threading.Thread(target=run, name="test-emulator-lifecycle")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+
+
+def _serving(emulator: Emulator) -> Iterator[Emulator]:
+    _on_a_thread_of_its_own(emulator.start)
+    try:
+        yield emulator
+    finally:
+        _on_a_thread_of_its_own(emulator.stop)
+
+
+@pytest.fixture(scope="session")
+def gemini_emulator() -> Iterator[Emulator]:
+    """One Gemini Live emulator (the default rule model) for the tests that only connect."""
+    yield from _serving(Emulator())
+
+
+@pytest.fixture(scope="session")
+def openai_emulator() -> Iterator[Emulator]:
+    """One OpenAI Realtime emulator for the tests that only connect."""
+    yield from _serving(Emulator(protocol="openai"))
+
+
+@pytest.fixture(scope="session")
+def gpt_live_emulator() -> Iterator[Emulator]:
+    """One GPT-Live emulator for the tests that only connect."""
+    yield from _serving(Emulator(model=GPT_LIVE_MODEL))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, put the slow tests first in each worker's share of the run.
+
+    ``--dist worksteal`` hands each worker one contiguous share of the collected tests and lets
+    idle workers steal from the end of the others' shares. Collected in folder order, the
+    longest tests (the benchmarks, the install, the demo from a fresh clone) came last and ran
+    on after every other test had finished; spread one by one over the shares' fronts they run
+    beside the short ones instead. Every worker collects the same list and sorts it the same way.
+    """
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers < 2:
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if not slow:
+        return
+    rest = iter([item for item in items if not item.get_closest_marker("slow")])
+    ordered: list[pytest.Item] = []
+    remaining = len(items)
+    for share in range(workers):
+        size = remaining // (workers - share)  # as worksteal first splits the run
+        remaining -= size
+        front = slow[share::workers]
+        ordered += front
+        ordered += [item for _, item in zip(range(size - len(front)), rest, strict=False)]
+    ordered += list(rest)
+    items[:] = ordered
