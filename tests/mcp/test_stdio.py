@@ -271,16 +271,17 @@ async def test_a_flood_of_progress_streams_partial_answers_and_the_result() -> N
     assert errors(emu) == []
 
 
-async def test_sessions_share_one_server_which_ends_with_the_last() -> None:
+async def test_sessions_share_one_server_which_ends_with_the_last(
+    gemini_emulator: Emulator,
+) -> None:
     mcp_server = server()
     tools = livebridge.ToolRegistry()
     tools.add_mcp(mcp_server, include=["lookup"])
-    async with Emulator() as emu:
-        async with open_session(emu, tools), open_session(emu, tools):
-            assert len(children(SERVER)) == 1
-            assert connection_for(mcp_server).users == 1
-        assert children(SERVER) == []
-        assert connection_for(mcp_server).state == "stopped"
+    async with open_session(gemini_emulator, tools), open_session(gemini_emulator, tools):
+        assert len(children(SERVER)) == 1
+        assert connection_for(mcp_server).users == 1
+    assert children(SERVER) == []
+    assert connection_for(mcp_server).state == "stopped"
 
 
 async def test_the_models_cancellation_reaches_the_server(tmp_path: Path) -> None:

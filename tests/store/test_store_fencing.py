@@ -187,6 +187,7 @@ def test_a_handle_ttl_within_the_lease_is_refused(
 
 async def test_the_heartbeat_keeps_the_handle_and_journal_alive(
     make_store: Callable[..., Store],
+    gemini_emulator: Emulator,
 ) -> None:
     """A session that lives longer than ``handle_ttl`` keeps its handle and a running call's
     ``started`` entry: they expire ``handle_ttl`` after the last heartbeat, not the last write."""
@@ -202,9 +203,8 @@ async def test_the_heartbeat_keeps_the_handle_and_journal_alive(
 
     try:
         async with (
-            Emulator() as emu,
             LiveSession.connect(
-                emu.client(),
+                gemini_emulator.client(),
                 model=MODEL,
                 tools=tools,
                 config=TEXT_CONFIG,

@@ -260,7 +260,8 @@ async def test_a_redis_that_stops_answering_refuses_the_journaled_call_in_time(
     assert took < 10  # the 0.3 s timeout, with a generous bound for a loaded machine
 
 
-async def test_a_store_needs_a_conversation_id() -> None:
-    async with Emulator() as emu:
-        with pytest.raises(UsageError, match="a store needs a conversation id"):
-            LiveSession(emu.client(), model=MODEL, tools=Booking().tools, store=MemoryStore())
+async def test_a_store_needs_a_conversation_id(gemini_emulator: Emulator) -> None:
+    with pytest.raises(UsageError, match="a store needs a conversation id"):
+        LiveSession(
+            gemini_emulator.client(), model=MODEL, tools=Booking().tools, store=MemoryStore()
+        )
