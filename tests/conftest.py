@@ -21,6 +21,7 @@ from tests.support import hypothesis_profiles
 from tests.support.gpt_live_sessions import MODEL as GPT_LIVE_MODEL
 from tests.support.postgres_server import postgres_server
 from tests.support.redis_server import redis_server
+from tests.support.timing import UNIT, seconds
 
 __all__ = [
     "gemini_emulator",
@@ -82,8 +83,19 @@ def gpt_live_emulator() -> Iterator[Emulator]:
     yield from _serving(Emulator(model=GPT_LIVE_MODEL))
 
 
+def scale_timeouts(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """pytest-timeout's limit for each test (the ini's, or its own mark's) in the time unit."""
+    default = float(config.getini("timeout") or 0)
+    for item in items:
+        marked = item.get_closest_marker("timeout")
+        limit = float(marked.args[0]) if marked is not None and marked.args else default
+        if limit:
+            item.add_marker(pytest.mark.timeout(seconds(limit)), append=False)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist, put the slow tests first in each worker's share of the run.
+    """Scale each test's time limit by the tests' time unit; under xdist, put the slow tests
+    first in each worker's share of the run.
 
     ``--dist worksteal`` hands each worker one contiguous share of the collected tests and lets
     idle workers steal from the end of the others' shares. Collected in folder order, the
@@ -91,6 +103,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     on after every other test had finished; spread one by one over the shares' fronts they run
     beside the short ones instead. Every worker collects the same list and sorts it the same way.
     """
+    if UNIT != 1:
+        scale_timeouts(config, items)
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers < 2:
         return

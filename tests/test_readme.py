@@ -29,11 +29,12 @@ import trustme
 from livebridge.emulator import Emulator
 from tests.support.postgres_server import PostgresServer
 from tests.support.redis_server import RedisServer
+from tests.support.timing import seconds
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 README = REPOSITORY / "README.md"
 PAGES = [README, *sorted((REPOSITORY / "docs").glob("*.md"))]
-TIMEOUT = 90
+TIMEOUT = seconds(90)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from livebridge.demo.driver import DemoRun, Exchange, Vendor, run_demo, summariz
 from livebridge.demo.render import Terminal
 from livebridge.emulator import TranscriptEntry, Violation
 from tests.support.system_packages import require
+from tests.support.timing import seconds
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -320,7 +321,7 @@ def test_hold_keeps_the_metrics_endpoint_up_until_interrupted(json_output: bool)
         assert 'livebridge_tool_calls_total{behavior="BLOCKING",function="get_weather"' in text
         assert demo.poll() is None
         demo.send_signal(signal.SIGINT)
-        out, err = demo.communicate(timeout=30)
+        out, err = demo.communicate(timeout=seconds(30))
     finally:
         if demo.poll() is None:
             demo.kill()

@@ -19,9 +19,10 @@ from livebridge import LiveSession, SessionOptions
 from livebridge.emulator import Conversation, Emulator, Faults
 from livebridge.errors import ConnectTimeoutError, SessionEndedError
 from tests.support.gemini_sessions import open_session
+from tests.support.timing import seconds
 
 #: How long a test may take before it counts as hanging.
-BOUND = 30.0
+BOUND = seconds(30.0)
 TIMEOUT = 0.5
 
 

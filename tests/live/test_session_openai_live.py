@@ -22,6 +22,7 @@ from livebridge.live.events import (
 from livebridge.observe.observers import CallOrphaned, Recorder
 from tests.support.gemini_sessions import collect_until, of_type
 from tests.support.gpt_live_sessions import MODEL, open_live, outputs, sent, server_errors
+from tests.support.timing import seconds
 
 
 def registry(gate: asyncio.Event | None = None) -> livebridge.ToolRegistry:
@@ -31,7 +32,7 @@ def registry(gate: asyncio.Event | None = None) -> livebridge.ToolRegistry:
     async def lookup_plan(user: str) -> dict[str, str]:
         """The user's plan (slow)."""
         if gate is not None:
-            await asyncio.wait_for(gate.wait(), 20)
+            await asyncio.wait_for(gate.wait(), seconds(20))
         return {"user": user, "plan": "pro"}
 
     @tools.tool
@@ -95,7 +96,7 @@ async def test_a_failed_response_cancels_its_calls_and_never_wedges() -> None:
     async def transfer(amount: int) -> str:
         """Move money (slow)."""
         try:
-            await asyncio.wait_for(gate.wait(), 20)
+            await asyncio.wait_for(gate.wait(), seconds(20))
         except asyncio.CancelledError:
             cancelled.set()
             raise

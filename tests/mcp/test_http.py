@@ -24,6 +24,7 @@ from livebridge.mcp.connection import connection_for
 from livebridge.observe.metrics import PrometheusObserver
 from tests.mcp.test_stdio import wait_for_mark
 from tests.support.gemini_sessions import client_messages, collect_until, errors, open_session
+from tests.support.timing import seconds
 
 SERVER = str(Path(__file__).with_name("server.py"))
 
@@ -46,7 +47,7 @@ async def http_server(port: int, marks: Path | None = None) -> AsyncIterator[Non
         stderr=subprocess.DEVNULL,
     )
     try:
-        with anyio.fail_after(60):
+        with anyio.fail_after(seconds(60)):
             while True:
                 try:
                     stream = await anyio.connect_tcp("127.0.0.1", port)

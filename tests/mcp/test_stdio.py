@@ -21,6 +21,7 @@ from livebridge.observe.metrics import PrometheusObserver
 from livebridge.observe.observers import CallSettled, Recorder
 from livebridge.observe.trace import TraceObserver
 from tests.support.gemini_sessions import client_messages, collect_until, errors, open_session
+from tests.support.timing import seconds
 
 SERVER = str(Path(__file__).with_name("server.py"))
 
@@ -103,7 +104,7 @@ def children(marker: str) -> list[int]:
 async def wait_for_mark(marks: Path, line: str) -> None:
     """Until the server wrote ``line``: another process's file has no event to wait on."""
     path = anyio.Path(marks)
-    with anyio.fail_after(30):
+    with anyio.fail_after(seconds(30)):
         while line not in (await path.read_text() if await path.exists() else ""):  # noqa: ASYNC110
             await anyio.sleep(0.05)
 
@@ -133,7 +134,7 @@ async def test_a_hung_tool_is_answered_timeout_and_the_server_told_to_cancel(
     hang, lookup = (a["response"] for a in message)
     assert hang["error"]["type"] == "timeout" and hang["error"]["retryable"] is True
     assert lookup == {"output": {"city": "Oslo", "sky": "sunny"}}
-    assert 1.0 <= elapsed < 10.0
+    assert 1.0 <= elapsed < seconds(10.0)
     assert errors(emu) == []
 
 

@@ -21,10 +21,11 @@ from livebridge.phone.bridge import CallEnded, DtmfPressed, FrameSkipped, PhoneE
 from livebridge.phone.caller import SimulatedCaller, speech
 from tests.phone.test_phone_twilio import START, mangled, nested, start_with
 from tests.support.hypothesis_profiles import examples
+from tests.support.timing import seconds
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-WAIT = 20.0
+WAIT = seconds(20.0)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

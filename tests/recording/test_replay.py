@@ -28,6 +28,7 @@ from tests.support.replay_tools import (
     replaced,
     tool_call,
 )
+from tests.support.timing import seconds
 
 SHIPPED = Path(__file__).parent.parent / "data" / "demo_recording.jsonl"
 
@@ -129,7 +130,7 @@ async def test_recorded_pace_takes_about_the_recorded_duration() -> None:
     report = await replay(recording, demo_tools(), pace="recorded")
     elapsed = time.monotonic() - began
     assert report.ok, report.render()
-    assert 0.8 * recorded <= elapsed <= recorded + 20
+    assert 0.8 * recorded <= elapsed <= recorded + seconds(20)
 
 
 async def test_an_answer_the_recording_never_had_names_the_line_of_its_call(
@@ -202,5 +203,5 @@ async def test_a_connection_the_app_never_opens_ends_the_replay_after_the_answer
     recording.entries = [e for e in recording.entries if "goAway" not in e.data.get("msg", {})]
     began = time.monotonic()
     report = await replay(recording, demo_tools(), answer_timeout=1.0)
-    assert time.monotonic() - began < RECONNECT_WAIT + 20
+    assert time.monotonic() - began < RECONNECT_WAIT + seconds(20)
     assert [d.kind for d in report.divergences] == ["connection_missing"]

@@ -23,6 +23,7 @@ from livebridge.recording.replay import assert_replays
 from tests.emulator.test_cli import CLI
 from tests.support.gemini_clients import environment_lines
 from tests.support.replay_tools import a_recording, answer, demo_tools, tool_call
+from tests.support.timing import seconds
 from tests.test_readme import block, offline_environment
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -240,10 +241,10 @@ async def test_the_emulator_command_prints_the_divergence_report_at_exit(tmp_pat
     try:
         env = offline_environment(**await environment_lines(server))
         program = await asyncio.create_subprocess_exec(sys.executable, "-c", ERROR_PROGRAM, env=env)
-        assert await asyncio.wait_for(program.wait(), 60) == 0
+        assert await asyncio.wait_for(program.wait(), seconds(60)) == 0
     finally:
         server.send_signal(signal.SIGINT)
-        out, _ = await asyncio.wait_for(server.communicate(), 30)
+        out, _ = await asyncio.wait_for(server.communicate(), seconds(30))
     assert server.returncode == 0
     assert (
         f"{path}: 1 answers on 1 of 1 connection(s) replayed, 1 divergence(s)\n"

@@ -29,6 +29,7 @@ import redis
 
 from tests.support.postgres_server import PostgresServer, prefix
 from tests.support.redis_server import RedisServer
+from tests.support.timing import seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_KEYS = {"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY"}
@@ -56,7 +57,7 @@ class EmulatorProcess:
     def stop(self) -> dict[str, Any]:
         """SIGTERM, then the report it wrote."""
         self.process.send_signal(signal.SIGTERM)
-        self.process.communicate(timeout=60)
+        self.process.communicate(timeout=seconds(60))
         report: dict[str, Any] = json.loads(self.report.read_text())
         return report
 
@@ -129,16 +130,16 @@ def test_kill_mid_call_then_the_next_worker_takes_over(
         os.kill(first.pid, signal.SIGKILL)
     finally:
         first.kill()
-        first.communicate(timeout=30)
+        first.communicate(timeout=seconds(30))
 
     busy = worker(emulator, store, runs)
-    _, err = busy.communicate(timeout=60)
+    _, err = busy.communicate(timeout=seconds(60))
     assert busy.returncode == 3
     assert err.splitlines()[-1].startswith("busy: conversation 'user-42' is held by")
     assert "retry after that" in err and "Traceback" not in err
 
     second = worker(emulator, store, runs, "--wait-lease")
-    out, err = second.communicate(timeout=120)
+    out, err = second.communicate(timeout=seconds(120))
     assert second.returncode == 0, err
     report = emulator.stop()
 
@@ -209,11 +210,11 @@ def test_a_call_whose_entry_the_store_lost_runs_again_with_the_same_key(
         os.kill(first.pid, signal.SIGKILL)
     finally:
         first.kill()
-        first.communicate(timeout=30)
+        first.communicate(timeout=seconds(30))
     forget_journal(store)
 
     second = worker(emulator, store, runs, "--wait-lease")
-    out, err = second.communicate(timeout=120)
+    out, err = second.communicate(timeout=seconds(120))
     assert second.returncode == 0, err
     emulator.stop()
     settled = [e for e in lines(out) if e["event"] == "settled"]

@@ -19,6 +19,7 @@ from livebridge.store.journal import MAX_DEFERRED
 from tests.store.test_store_session import Booking
 from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, client_messages, collect_until
 from tests.support.redis_server import RedisServer
+from tests.support.timing import seconds
 
 
 async def test_a_session_whose_lease_is_taken_ends_with_lease_lost(
@@ -38,7 +39,7 @@ async def test_a_session_whose_lease_is_taken_ends_with_lease_lost(
                     conversation="c",
                 ) as session:
                     await thief.set(store.keys("c")[0], "9 thief", px=60_000)
-                    with anyio.fail_after(30):
+                    with anyio.fail_after(seconds(30)):
                         async for _ in session.events():
                             pass
             await emu.settled()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.system_packages import require
+from tests.support.timing import seconds
 
 POLL = 0.1  # seconds between polls of Prometheus's own status API
 
@@ -108,7 +109,7 @@ class PrometheusServer:
     def close(self) -> None:
         self.process.terminate()
         try:
-            self.process.wait(timeout=30)
+            self.process.wait(timeout=seconds(30))
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()

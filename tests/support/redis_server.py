@@ -19,6 +19,7 @@ import pytest
 
 from tests.support.prometheus_server import free_port
 from tests.support.system_packages import require
+from tests.support.timing import seconds
 
 __all__ = ["RedisServer", "redis_server"]
 
@@ -67,7 +68,7 @@ class RedisServer:
         """Kill the server (no goodbye to clients) and wait until it is gone."""
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
-            self.process.wait(timeout=30)
+            self.process.wait(timeout=seconds(30))
         self.process = None
 
     def close(self) -> None:

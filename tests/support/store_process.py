@@ -66,7 +66,7 @@ async def greet(session: LiveSession, store: Store, conversation: str) -> None:
     async for event in session.events():
         if isinstance(event, TurnComplete):
             break
-    with anyio.fail_after(30):
+    with anyio.fail_after(seconds(30)):
         while (await store.load(conversation)).handle is None:  # noqa: ASYNC110 (Redis)
             await anyio.sleep(0.01)
     say(event="greeted")
