@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from livebridge.emulator.server import Emulator
+from livebridge.emulator import Emulator
 from tests.support import hypothesis_profiles
 from tests.support.gpt_live_sessions import MODEL as GPT_LIVE_MODEL
 from tests.support.postgres_server import postgres_server

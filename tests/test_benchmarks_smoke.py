@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks import bench_dispatch
 from tests.support.system_packages import require
+from tests.support.timing import seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,7 +24,7 @@ def run_benchmark(*argv: str) -> str:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=seconds(600),
         check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]

@@ -237,7 +237,7 @@ def test_readme_demo_command_works_on_a_fresh_clone(tmp_path: Path) -> None:
         cwd=clone,
         capture_output=True,
         text=True,
-        timeout=580,
+        timeout=seconds(580),
         check=False,
     )
 
@@ -249,7 +249,7 @@ def test_readme_demo_command_works_on_a_fresh_clone(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         check=True,
-        timeout=120,
+        timeout=seconds(120),
     ).stdout.lower()
     assert "google-genai==" in installed
     for tool in ("mypy", "playwright", "hypothesis", "anthropic", "mkdocs"):
@@ -283,7 +283,7 @@ def test_demo_json_is_one_document_on_standard_output() -> None:
         [sys.executable, "-m", "livebridge", "demo", "--json", "--fast"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
     assert result.returncode == 0, result.stderr
@@ -340,7 +340,7 @@ def test_the_printed_scrape_config_is_one_prometheus_accepts(tmp_path: Path) -> 
         [promtool, "check", "config", str(config)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=seconds(60),
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.timing import seconds
+
 RUNS = 8
 
 USER_TESTS = f"""
@@ -76,7 +78,7 @@ def test_live_emulator_in_each_asyncio_mode(tmp_path: Path, mode: str) -> None:
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=seconds(300),
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr

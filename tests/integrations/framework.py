@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from tests.integrations import venv
+from tests.support.timing import seconds
 
 
 def run_checks(name: str, path: str, *options: str) -> None:
@@ -37,7 +38,7 @@ def run_checks(name: str, path: str, *options: str) -> None:
         env=environment,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=seconds(300),
         check=False,
     )
     assert ran.returncode == 0, f"{name} checks failed:\n{ran.stdout[-8000:]}\n{ran.stderr[-4000:]}"

@@ -62,7 +62,7 @@ def run_in(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         env=OFFLINE,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
 

@@ -44,7 +44,7 @@ def peak_mib(*args: str) -> int:
         cwd=REPOSITORY,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=True,
     )
     return int(done.stdout.split()[-1])

@@ -37,7 +37,7 @@ def livebridge_replay(*args: str) -> subprocess.CompletedProcess[str]:
         env=offline_environment(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
 
@@ -138,7 +138,7 @@ def test_the_readme_pytest_helper_snippet_runs_in_a_test_suite(tmp_path: Path) -
         env=offline_environment(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
