@@ -100,8 +100,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``--dist worksteal`` hands each worker one contiguous share of the collected tests and lets
     idle workers steal from the end of the others' shares. Collected in folder order, the
     longest tests (the benchmarks, the install, the demo from a fresh clone) came last and ran
-    on after every other test had finished; spread one by one over the shares' fronts they run
-    beside the short ones instead. Every worker collects the same list and sorts it the same way.
+    on after every other test had finished; spread module by module over the shares' fronts
+    they run beside the short ones instead. Every worker collects the same list and sorts it
+    the same way.
     """
     if UNIT != 1:
         scale_timeouts(config, items)
@@ -111,13 +112,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     slow = [item for item in items if item.get_closest_marker("slow")]
     if not slow:
         return
+    # A module's slow tests stay together, in order, on one worker: its module-scoped fixtures
+    # are set up once, and tests that measure (the benchmarks) never run beside each other.
+    by_module: dict[str, list[pytest.Item]] = {}
+    for item in slow:
+        by_module.setdefault(item.nodeid.split("::")[0], []).append(item)
+    fronts: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for module_items in by_module.values():
+        min(fronts, key=len).extend(module_items)
     rest = iter([item for item in items if not item.get_closest_marker("slow")])
     ordered: list[pytest.Item] = []
     remaining = len(items)
-    for share in range(workers):
+    for share, front in enumerate(fronts):
         size = remaining // (workers - share)  # as worksteal first splits the run
         remaining -= size
-        front = slow[share::workers]
         ordered += front
         ordered += [item for _, item in zip(range(size - len(front)), rest, strict=False)]
     ordered += list(rest)
