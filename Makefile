@@ -36,12 +36,15 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory -j3 --output-sync=target lint docs suite
 
 # The whole suite, on pytest-xdist workers: most tests wait on sockets and timers, not the CPU,
-# so there are more workers than the machine's two cores. Tests marked `serial` (fifty browsers
-# at once, a worker killed mid-call, the outbox filling) measure load or timing: they run afterwards, alone.
+# so there are more workers than the machine's two cores. The slow tests (left out of a bare
+# `pytest`) run too, each first in a worker's share; Hypothesis runs its thorough `ci` profile.
+# Tests marked `serial` (fifty browsers at once, the outbox filling) measure load or timing:
+# they run afterwards, alone.
 WORKERS ?= 4
+HYPOTHESIS := --hypothesis-profile=ci
 suite: $(STAMP)
-	$(BIN)/pytest -q -rs -n $(WORKERS) --dist worksteal -m 'not serial'
-	$(BIN)/pytest -q -rs -m serial
+	$(BIN)/pytest -q -rs -n $(WORKERS) --dist worksteal -m 'not serial' $(HYPOTHESIS)
+	$(BIN)/pytest -q -rs -m serial $(HYPOTHESIS)
 
 # What the interpreter decides (how deep a decoder recurses, where asyncio keeps the current
 # task, how tasks are scheduled) differs between Python versions: these suites run on each, e.g.
@@ -54,7 +57,7 @@ INTERPRETER_TESTS := tests/calls tests/adapters \
 	tests/live/test_session_interrupt.py tests/live/test_session_metrics.py \
 	tests/live/test_session_openai.py tests/live/test_session_repeats.py tests/live/test_session_wire.py
 suite-interpreter: $(STAMP)
-	$(BIN)/pytest -q -n $(WORKERS) --dist worksteal $(INTERPRETER_TESTS)
+	$(BIN)/pytest -q -n $(WORKERS) --dist worksteal $(HYPOTHESIS) $(INTERPRETER_TESTS)
 
 demo: $(DEMO_STAMP)
 	$(BIN)/livebridge demo

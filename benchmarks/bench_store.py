@@ -10,10 +10,10 @@ Run with ``python -m benchmarks.bench_store`` (``--quick`` for a smoke run); it 
    ``RedisStore``, alternating, in one run; the table shows p50 and p99 and what the store adds.
    Only the ``started`` entry is on the answer's path; the settled entry and the handle are
    written behind it, and their cost shows up only as load on the same event loop.
-2. **Failover.** The emulator and two workers (``tests/store_worker.py``) in processes of their
-   own: the first is killed (SIGKILL) while its handler runs; the second, started at once, waits
-   for the lease to lapse, resumes the stored handle and answers the re-issued call. Measured:
-   kill → that answer, with the lease TTL it includes.
+2. **Failover.** The emulator and two workers (``tests/support/store_process.py``) in
+   processes of their own: the first is killed (SIGKILL) while its handler runs; the second,
+   started at once, waits for the lease to lapse, resumes the stored handle and answers the
+   re-issued call. Measured: kill → that answer, with the lease TTL it includes.
 """
 
 from __future__ import annotations
@@ -148,7 +148,15 @@ def _emulator(report: Path) -> tuple[subprocess.Popen[str], dict[str, str]]:
 
 
 def _worker(env: dict[str, str], redis_url: str, runs: Path, conv: str, *flags: str) -> Any:
-    command = [sys.executable, "-m", "tests.store_worker", redis_url, conv, TEXT, str(runs)]
+    command = [
+        sys.executable,
+        "-m",
+        "tests.support.store_process",
+        redis_url,
+        conv,
+        TEXT,
+        str(runs),
+    ]
     return subprocess.Popen(
         [*command, *flags], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
     )
@@ -183,7 +191,7 @@ def failover_seconds(redis_url: str, directory: Path, conv: str) -> float:
 
 def run(quick: bool) -> list[str]:
     """Both tables, against a redis-server of its own."""
-    from tests.redis_server import RedisServer
+    from tests.support.redis_server import RedisServer
 
     pinned = os.sched_getaffinity(0)  # python -m benchmarks pins itself to one core by now:
     os.sched_setaffinity(0, range(os.cpu_count() or 1))  # Redis and workers get every core
@@ -196,7 +204,7 @@ def run(quick: bool) -> list[str]:
             failovers = [
                 failover_seconds(server.url, Path(directory), f"f{i}") for i in range(times)
             ]
-        from tests.store_worker import LEASE_TTL
+        from tests.support.store_process import LEASE_TTL
 
         lines += [
             "",

@@ -46,7 +46,7 @@ class _NoInner:
 class World:
     """What every worker shares: the requests, what ran, each call's fate."""
 
-    redis: Any  # tests.redis_server.RedisServer
+    redis: Any  # tests.support.redis_server.RedisServer
     rng: random.Random
     requests: int = 40
     calls: int = 0  # calls asked so far (their ids are unique)
@@ -155,7 +155,7 @@ def _rss_mib() -> float:
 
 
 async def soak(seconds: float, seed: int) -> list[str]:
-    from tests.redis_server import RedisServer
+    from tests.support.redis_server import RedisServer
 
     server = RedisServer()
     try:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks import bench_dispatch
-from tests.system_packages import require
+from tests.support.system_packages import require
+from tests.support.timing import seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,7 +24,7 @@ def run_benchmark(*argv: str) -> str:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=seconds(600),
         check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
@@ -39,12 +40,14 @@ def test_bench_dispatch_prints_the_table(capsys: pytest.CaptureFixture[str]) -> 
     assert all(line.rstrip().endswith("x |") for line in lines[2:])
 
 
+@pytest.mark.slow
 def test_profile_calls_quick_puts_livebridge_next_to_the_floor() -> None:
     out = run_benchmark("benchmarks.profile_calls", "--quick")
     assert [row[0] for row in rows(out, "| 8 no-op calls a turn")] == ["livebridge", "raw"]
     assert "livebridge / raw:" in out
 
 
+@pytest.mark.slow
 def test_remembered_prints_bytes_per_call_for_small_and_large_results() -> None:
     out = run_benchmark("benchmarks.remembered", "--quick")
     table = rows(out, "| results | calls in one session")
@@ -52,6 +55,7 @@ def test_remembered_prints_bytes_per_call_for_small_and_large_results() -> None:
     assert all(int(row[3].replace(",", "")) > 0 for row in table)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)  # four processes under valgrind, each importing livebridge
 def test_instructions_counts_livebridge_next_to_its_floor() -> None:
     # Without ``-X dev``: under valgrind, dev mode's checks would take minutes. The memory loop
@@ -78,6 +82,7 @@ def rows(output: str, header: str) -> list[list[str]]:
     return table
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)  # every benchmark in one process: about 100 s on a busy machine
 def test_every_benchmark_prints_its_rows() -> None:
     """One run of ``python -m benchmarks --quick`` checks every table it prints: the suite's

@@ -1,7 +1,7 @@
 """The exactly-once contract under randomized faults, end to end.
 
-Each seed draws a case (``tests/fault_world.py``): misbehaving handlers, a server that closes,
-cancels, re-issues or repeats, an app that leaves mid-batch. A real ``LiveSession`` plays it
+Each seed draws a case (``tests/support/fault_world.py``): misbehaving handlers, a server that
+closes, cancels, re-issues or repeats, an app that leaves mid-batch. A real ``LiveSession`` plays it
 through the google-genai SDK against the emulator over TLS; then every invariant of the contract
 is checked, and all broken ones are reported at once with the case that broke them. Reproduce
 one case with ``pytest tests/test_contract_faults.py -k "seed_17]"``.
@@ -36,7 +36,7 @@ from livebridge.protocol.events import (
     ToolCallSettled,
     ToolCallStarted,
 )
-from tests.fault_world import (
+from tests.support.fault_world import (
     END,
     MALFORMED,
     MODELS,
@@ -48,7 +48,7 @@ from tests.fault_world import (
     World,
     draw_case,
 )
-from tests.session_helpers import TEXT_CONFIG, of_type
+from tests.support.gemini_sessions import TEXT_CONFIG, of_type
 
 #: The seeds of the full run (CI's fixed budget); each is its own test, ``-k "seed_N]"`` picks
 #: one. ``LIVEBRIDGE_FAULT_SEEDS=START:STOP`` sweeps another range, for a deeper search.

@@ -1,18 +1,18 @@
 """The exactly-once contract under randomized faults, over OpenAI Realtime.
 
-The same seeded handlers as ``tests/test_contract_faults.py`` (``tests/fault_world.py``: hangs,
-raises, swallowed cancellations, huge and unserializable results, blocked threads, streams), a
-real ``LiveSession`` through the official ``openai`` SDK against the emulator over TLS, and the
+The same seeded handlers as ``tests/test_contract_faults.py`` (``tests/support/fault_world.py``:
+hangs, raises, swallowed cancellations, huge and unserializable results, blocked threads, streams),
+a real ``LiveSession`` through the official ``openai`` SDK against the emulator over TLS, and the
 server faults that exist on this vendor: closes (1000, 1011, a cut without a close frame), a
-response cancelled before it is done, a barge-in while a call runs, a server that starts a
-response itself after the outputs (so that the client's ``response.create`` meets it) or just
-before they are in (so that it cannot answer them), a ``response.done`` repeated (cancelled,
-then completed) while the calls run, one without a response id, a sibling call whose arguments
-are not valid Unicode, and responses that never finish, carrying more arguments than the client
-may hold. Gemini-only faults (goAway, stale handles, re-issues, ``modelTurn`` twins) have no
-counterpart here. Besides the shared invariants: one fate per call whatever the server repeats
-or omits, the unreadable call fails alone, and the arguments held never pass their bound.
-Reproduce one case with ``pytest tests/test_contract_faults_openai.py -k "seed_5]"``.
+response cancelled before it is done, a barge-in while a call runs, a server that starts a response
+itself after the outputs (so that the client's ``response.create`` meets it) or just before they are
+in (so that it cannot answer them), a ``response.done`` repeated (cancelled, then completed) while
+the calls run, one without a response id, a sibling call whose arguments are not valid Unicode, and
+responses that never finish, carrying more arguments than the client may hold. Gemini-only faults
+(goAway, stale handles, re-issues, ``modelTurn`` twins) have no counterpart here. Besides the shared
+invariants: one fate per call whatever the server repeats or omits, the unreadable call fails alone,
+and the arguments held never pass their bound. Reproduce one case with ``pytest
+tests/test_contract_faults_openai.py -k "seed_5]"``.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from livebridge.vendors.openai import wire as openai_wire
 from livebridge.vendors.openai.calls import MAX_HELD_ARGUMENT_CHARS
 from livebridge.vendors.openai.connector import OpenAIConnector
 from livebridge.vendors.openai.protocol import OpenAIRealtimeProtocol
-from tests.fault_world import CLOSE_REASONS, END, MODES, CallPlan, Case, World
-from tests.session_helpers import of_type
+from tests.support.fault_world import CLOSE_REASONS, END, MODES, CallPlan, Case, World
+from tests.support.gemini_sessions import of_type
 from tests.test_contract_faults import (
     GRACE,
     Run,

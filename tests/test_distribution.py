@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import livebridge
+from tests.support.timing import seconds
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["project"]
@@ -70,7 +71,7 @@ def test_the_wheel_and_sdist_ship_the_licence_and_pass_twine(tmp_path: Path) -> 
         [sys.executable, "-m", "build", "--outdir", str(tmp_path), str(REPOSITORY)],
         check=True,
         capture_output=True,
-        timeout=300,
+        timeout=seconds(300),
     )
     wheel = next(tmp_path.glob("livebridge_voice-*.whl"))
     sdist = next(tmp_path.glob("livebridge_voice-*.tar.gz"))
@@ -78,7 +79,7 @@ def test_the_wheel_and_sdist_ship_the_licence_and_pass_twine(tmp_path: Path) -> 
         [sys.executable, "-m", "twine", "check", "--strict", str(wheel), str(sdist)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr

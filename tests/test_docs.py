@@ -7,13 +7,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from livebridge.emulator import Conversation, Emulator
+from tests.support.timing import seconds
 
 from .test_readme import inside_main, offline_environment, python_blocks, run_python
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_the_site_builds_warning_free_with_the_api_reference(tmp_path: Path) -> None:
     site = tmp_path / "site"
     result = subprocess.run(
@@ -21,7 +25,7 @@ def test_the_site_builds_warning_free_with_the_api_reference(tmp_path: Path) -> 
         cwd=REPOSITORY,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=seconds(300),
         check=False,
     )
     assert result.returncode == 0, result.stderr

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.timing import seconds
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 OFFLINE = {
     k: v
@@ -23,7 +25,7 @@ def run_example(name: str) -> str:
         env=OFFLINE,
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=seconds(90),
         check=False,
     )
     assert result.returncode == 0, result.stderr

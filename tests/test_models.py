@@ -18,7 +18,8 @@ from livebridge.emulator import Conversation, Emulator, Faults
 from livebridge.profiles import profile_for
 from livebridge.protocol.events import TextOut, ToolCallSettled, ToolCallStarted, TurnComplete
 from livebridge.recording.replay import replay
-from tests.session_helpers import TEXT_CONFIG, client_messages, collect_until, of_type
+from tests.support.gemini_sessions import TEXT_CONFIG, client_messages, collect_until, of_type
+from tests.support.timing import seconds
 
 GEMINI_38 = "gemini-3.8-live"
 GEMINI_31 = "gemini-3.1-flash-live-preview"  # on Vertex: calls without ids
@@ -305,13 +306,13 @@ async def test_new_input_cancels_a_blocking_call_on_38(cancellation: str) -> Non
         ) as session,
     ):
         await session.send_text("Weather in Oslo?")
-        with anyio.fail_after(10):
+        with anyio.fail_after(seconds(10)):
             await started.wait()
         await session.send_text("never mind")
         events = await collect_until(
             session, lambda e: isinstance(e, TextOut) and "You said: never mind" in e.text
         )
-        with anyio.fail_after(10):
+        with anyio.fail_after(seconds(10)):
             await cancelled.wait()
     (settled,) = of_type(events, ToolCallSettled)
     assert settled.ending == "cancelled" and settled.turnaround is None
@@ -341,7 +342,7 @@ async def test_the_same_text_waits_for_the_answer_on_25() -> None:
         ) as session,
     ):
         await session.send_text("Weather in Oslo?")
-        with anyio.fail_after(10):
+        with anyio.fail_after(seconds(10)):
             await started.wait()
         await session.send_text("never mind")
         release.set()

@@ -27,15 +27,14 @@ import pytest
 import trustme
 
 from livebridge.emulator import Emulator
-from tests.postgres_server import PostgresServer, postgres_server
-from tests.redis_server import RedisServer, redis_server
-
-__all__ = ["postgres_server", "redis_server"]  # the fixtures, for the store fragments
+from tests.support.postgres_server import PostgresServer
+from tests.support.redis_server import RedisServer
+from tests.support.timing import seconds
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 README = REPOSITORY / "README.md"
 PAGES = [README, *sorted((REPOSITORY / "docs").glob("*.md"))]
-TIMEOUT = 90
+TIMEOUT = seconds(90)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import anyio
 
 from livebridge import Call, CallPolicy, Dispatcher, Outcome, ToolRegistry
 from livebridge.calls.confirm import TurnGate
+from tests.support.timing import seconds
 
 
 async def test_a_call_never_held_goes_at_once() -> None:
@@ -45,7 +46,7 @@ async def test_silence_for_the_window_confirms() -> None:
     gate, loop = TurnGate(), asyncio.get_running_loop()
     until = loop.time() + 0.05
     gate.hold("c1", until)
-    with anyio.fail_after(10):
+    with anyio.fail_after(seconds(10)):
         assert await gate.wait("c1") is None
     assert loop.time() >= until - 0.01  # not before the window (the loop's clock resolution)
     assert len(gate) == 0
@@ -89,7 +90,7 @@ async def test_a_held_call_holds_no_slot_and_no_deadline() -> None:
 
         tg.start_soon(first)
         await anyio.wait_all_tasks_blocked()
-        with anyio.fail_after(10):  # it would wait for the slot forever
+        with anyio.fail_after(seconds(10)):  # it would wait for the slot forever
             (other,) = await dispatcher.run([Call("c2", "lookup", {"city": "Oslo"})])
         assert other.kind == "ok" and ran == ["lookup"]
         await anyio.sleep(0.3)  # longer than the timeout, on purpose: the wait is not counted

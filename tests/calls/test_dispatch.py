@@ -25,6 +25,7 @@ from livebridge import (
     ToolRegistry,
 )
 from livebridge.calls.observers import BatchSettled, BatchStarted, CallSettled, CallStarted
+from tests.support.timing import seconds
 
 
 class FakeClock:
@@ -554,7 +555,7 @@ async def test_huge_and_deep_arguments_are_answered() -> None:
     for _ in range(100_000):
         deep = [deep]
     calls = [Call("c1", "add", huge), Call("c2", "add", {"a": deep}), Call("c3", "add", {"a": 1})]
-    with anyio.fail_after(30):
+    with anyio.fail_after(seconds(30)):
         outcomes = await dispatcher.run(calls)
     assert [o.kind for o in outcomes] == ["rejected", "rejected", "ok"]
     assert runs["add"] == 1

@@ -17,7 +17,8 @@ from prometheus_client import CollectorRegistry
 from livebridge import Call, CallPolicy, Dispatcher, Outcome, Recorder, ToolRegistry
 from livebridge.calls.observers import CallSettled, CallStarted, Event
 from livebridge.observe.metrics import PrometheusObserver
-from tests.depth import TOO_DEEP_FOR_ANY_PYTHON
+from tests.support.deep_nesting import TOO_DEEP_FOR_ANY_PYTHON
+from tests.support.timing import seconds
 
 
 class StartWatcher:
@@ -109,7 +110,8 @@ async def test_a_handler_that_swallows_cancellation_is_answered_on_time_and_aban
     elapsed = time.monotonic() - began
     assert [o.kind for o in outcomes] == ["timeout", "timeout"]  # q never got the only slot
     assert "ignored its cancellation" in outcomes[0].response["error"]["message"]
-    assert elapsed < 3.0, elapsed  # 0.2 s deadline + the abandon grace, with a generous margin
+    # the 0.2 s deadline + the abandon grace, with a generous margin
+    assert elapsed < seconds(3.0), elapsed
     assert dispatcher.lingering == 1  # still tracked, still holding its slot:
     [blocked] = await dispatcher.run([Call("q2", "quick", {"tag": "q2"})])
     assert blocked.kind == "timeout" and runs == []
@@ -209,7 +211,7 @@ async def test_a_cancelled_sync_handler_keeps_its_slot_until_its_thread_returns(
     assert results["q"].kind == "timeout"  # the thread still holds the only slot
     release.set()
     # The thread gives its slot back through the event loop; a call then gets it.
-    with anyio.fail_after(10):
+    with anyio.fail_after(seconds(10)):
         while True:
             await run(Call(f"q{len(results)}", "quick"))
             if results[f"q{len(results) - 1}"].kind == "ok":

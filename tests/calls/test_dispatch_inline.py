@@ -9,6 +9,7 @@ import anyio
 import anyio.lowlevel
 
 from livebridge import Call, CallPolicy, Dispatcher, Outcome, ToolRegistry
+from tests.support.timing import seconds
 
 marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="unset")
 
@@ -50,7 +51,7 @@ async def test_mixed_batch_keeps_timeouts_cancellation_and_handler_scopes() -> N
 
     @tools.tool
     async def scoped(n: int) -> str:
-        with anyio.fail_after(30):
+        with anyio.fail_after(seconds(30)):
             await anyio.lowlevel.checkpoint()
         return "scoped"
 

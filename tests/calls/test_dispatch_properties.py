@@ -10,6 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from livebridge import Call, CallContext, CallPolicy, Dispatcher, ToolRegistry
+from tests.support.hypothesis_profiles import examples
+from tests.support.timing import seconds
 
 HANG_TIMEOUT = 0.3
 KINDS = ("fast", "slow", "fail", "hang", "unknown", "invalid", "twin", "idempotent")
@@ -80,7 +82,7 @@ plans = st.lists(
 )
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plan=plans)
 def test_every_call_gets_exactly_one_answer(plan: list[tuple[str, int]]) -> None:
     runs: list[tuple[str, str, int]] = []
@@ -109,4 +111,4 @@ def test_every_call_gets_exactly_one_answer(plan: list[tuple[str, int]]) -> None
             assert outcome.kind in ("timeout", "duplicate")
     assert [o.kind for o in outcomes[10:]] == ["rejected"] * len(outcomes[10:])
     # Concurrent, not sequential: about the slowest call, with a generous margin.
-    assert elapsed < slowest + 2.0
+    assert elapsed < slowest + seconds(2.0)

@@ -28,6 +28,7 @@ from livebridge.calls.repeats import (
     served_by_key,
 )
 from livebridge.vendors.gemini import answers as gemini_live
+from tests.support.hypothesis_profiles import examples
 
 
 @pytest.mark.parametrize(
@@ -224,7 +225,7 @@ class Model:
         self.connection += 1
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps)
 def test_random_conversations_follow_the_rule(script: list[Step]) -> None:
     anyio.run(_conversation, script)

@@ -14,6 +14,7 @@ from livebridge.protocol.transport import ToolAnswers
 from livebridge.vendors.gemini import answers as gemini_live
 from livebridge.vendors.gemini.client_frames import encode_client
 from tests.calls.test_ledger import blocking, new_ledger, non_blocking, ok, send, sent_ids
+from tests.support.hypothesis_profiles import examples
 
 # -- acknowledgement: could the model have seen an answer? -------------------------------------
 
@@ -130,7 +131,7 @@ def test_non_blocking_answers_that_do_not_fit_go_in_the_next_message() -> None:
     assert "truncated" not in second.function_responses[0]["response"]
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(
     st.integers(1024, 20_000),
     st.lists(

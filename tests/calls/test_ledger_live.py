@@ -14,7 +14,13 @@ import anyio
 import livebridge
 from livebridge.emulator import Conversation, Emulator
 from livebridge.protocol.events import SessionEvent, ToolCallSettled, TurnComplete
-from tests.session_helpers import client_messages, collect_until, errors, of_type, open_session
+from tests.support.gemini_sessions import (
+    client_messages,
+    collect_until,
+    errors,
+    of_type,
+    open_session,
+)
 
 
 def is_turn_complete(event: SessionEvent) -> bool:

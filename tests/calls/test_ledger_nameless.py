@@ -18,6 +18,7 @@ from livebridge.calls.endings import OutcomeKind
 from livebridge.calls.ledger import CallLedger
 from livebridge.calls.lives import LiveCall, Outgoing
 from livebridge.vendors.gemini import answers as gemini_live
+from tests.support.hypothesis_profiles import examples
 
 NAMES = ("f", "g")
 
@@ -148,7 +149,7 @@ class NamelessMachine(RuleBasedStateMachine):
 
 
 NamelessMachine.TestCase.settings = settings(
-    max_examples=300,
+    max_examples=examples(300),
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -20,6 +20,7 @@ from livebridge.calls.ledger import CallLedger
 from livebridge.calls.lives import LiveCall, Outgoing, Via
 from livebridge.errors import LedgerError
 from livebridge.vendors.gemini import answers as gemini_live
+from tests.support.hypothesis_profiles import examples
 
 TOOLS: dict[str, tuple[Behavior, bool]] = {
     "b0": ("BLOCKING", False),
@@ -315,7 +316,7 @@ class LedgerMachine(RuleBasedStateMachine):
 
 
 LedgerMachine.TestCase.settings = settings(
-    max_examples=600,
+    max_examples=examples(600),
     stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -28,6 +28,7 @@ from livebridge.calls.lives import LiveCall
 from livebridge.calls.repeats import PRUNE_ABOVE
 from livebridge.errors import LedgerError
 from livebridge.vendors.gemini import answers as gemini_live
+from tests.support.hypothesis_profiles import examples
 
 CALLS_PER_TURN = 8
 CAP = 4096  # the ledger's history and the dispatcher's ids, by default
@@ -187,7 +188,7 @@ STEPS = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(budget=st.integers(0, 12_000), steps=STEPS)
 async def test_budget_and_redelivery_hold_for_any_sequence(
     budget: int, steps: list[tuple[str, int]]

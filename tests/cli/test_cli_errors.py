@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.timing import seconds
+
 REPOSITORY = Path(__file__).resolve().parents[2]
 OFFLINE = {
     k: v
@@ -27,7 +29,7 @@ def livebridge(*args: str) -> subprocess.CompletedProcess[str]:
         env=OFFLINE,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
 
@@ -123,7 +125,7 @@ def test_python_dash_m_is_the_same_command() -> None:
         [str(Path(sys.executable).parent / "livebridge"), "--help"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=seconds(60),
         check=True,
     )
     assert livebridge("--help").stdout == direct.stdout
@@ -141,7 +143,7 @@ def test_demo_on_openai_without_the_openai_package() -> None:
         env=OFFLINE,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
     one_line_failure(result, "--vendor openai needs the openai package", "livebridge-voice[openai]")

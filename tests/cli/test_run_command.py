@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from livebridge.emulator import Emulator
+from tests.support.timing import seconds
 
 TOOLS_MODULE = '''
 import livebridge
@@ -61,7 +62,7 @@ def run(
         env=dict(env) if env is not None else environment(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=seconds(60),
         check=False,
     )
 
@@ -136,7 +137,7 @@ def test_turns_from_standard_input_and_a_metrics_endpoint(app_dir: Path) -> None
         input="weather in Tokyo\n\nweather in Lisbon\n",
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=seconds(60),
         check=False,
     )
     assert result.returncode == 0, result.stderr

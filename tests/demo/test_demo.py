@@ -23,7 +23,8 @@ from livebridge.cli.main import main
 from livebridge.demo.driver import DemoRun, Exchange, Vendor, run_demo, summarize
 from livebridge.demo.render import Terminal
 from livebridge.emulator import TranscriptEntry, Violation
-from tests.system_packages import require
+from tests.support.system_packages import require
+from tests.support.timing import seconds
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -236,7 +237,7 @@ def test_readme_demo_command_works_on_a_fresh_clone(tmp_path: Path) -> None:
         cwd=clone,
         capture_output=True,
         text=True,
-        timeout=580,
+        timeout=seconds(580),
         check=False,
     )
 
@@ -248,7 +249,7 @@ def test_readme_demo_command_works_on_a_fresh_clone(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         check=True,
-        timeout=120,
+        timeout=seconds(120),
     ).stdout.lower()
     assert "google-genai==" in installed
     for tool in ("mypy", "playwright", "hypothesis", "anthropic", "mkdocs"):
@@ -282,7 +283,7 @@ def test_demo_json_is_one_document_on_standard_output() -> None:
         [sys.executable, "-m", "livebridge", "demo", "--json", "--fast"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
     assert result.returncode == 0, result.stderr
@@ -290,6 +291,7 @@ def test_demo_json_is_one_document_on_standard_output() -> None:
     assert json.loads(result.stdout)["ok"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("json_output", [False, True])
 def test_hold_keeps_the_metrics_endpoint_up_until_interrupted(json_output: bool) -> None:
     command = [sys.executable, "-m", "livebridge", "demo", "--fast", "--hold"]
@@ -319,7 +321,7 @@ def test_hold_keeps_the_metrics_endpoint_up_until_interrupted(json_output: bool)
         assert 'livebridge_tool_calls_total{behavior="BLOCKING",function="get_weather"' in text
         assert demo.poll() is None
         demo.send_signal(signal.SIGINT)
-        out, err = demo.communicate(timeout=30)
+        out, err = demo.communicate(timeout=seconds(30))
     finally:
         if demo.poll() is None:
             demo.kill()
@@ -338,7 +340,7 @@ def test_the_printed_scrape_config_is_one_prometheus_accepts(tmp_path: Path) -> 
         [promtool, "check", "config", str(config)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=seconds(60),
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -8,8 +8,7 @@ import pytest
 from google.genai import errors, types
 
 from livebridge.emulator import Conversation, Emulator
-
-from .helpers import (
+from tests.support.gemini_clients import (
     MODEL,
     answer,
     next_message,
@@ -18,6 +17,7 @@ from .helpers import (
     until_turn_complete,
     weather_config,
 )
+from tests.support.timing import seconds
 
 
 async def test_default_model_calls_weather_per_city_and_speaks_answers(
@@ -238,7 +238,7 @@ async def test_loud_audio_while_model_speaks_interrupts() -> None:
                 and message.server_content.interrupted
             ):
                 pass
-            assert time.monotonic() - start < 4.0
+            assert time.monotonic() - start < seconds(4.0)
 
 
 async def test_audio_turn_ends_on_silence_and_default_model_answers() -> None:

@@ -13,8 +13,7 @@ from livebridge.emulator.gemini import checker
 from livebridge.emulator.gemini.checker import Checker
 from livebridge.errors import LocalProtocolError
 from livebridge.vendors.gemini import wire
-
-from .helpers import (
+from tests.support.gemini_clients import (
     MODEL,
     answer,
     raw_connect,

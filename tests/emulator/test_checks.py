@@ -12,9 +12,15 @@ from google.genai import errors, live, types
 import livebridge
 from livebridge.emulator import Emulator
 from livebridge.protocol.events import SessionEvent, ToolCallSettled, TurnComplete
-from tests.session_helpers import collect_until, open_session
-
-from .helpers import MODEL, answer, next_message, tool_call, until_turn_complete, weather_config
+from tests.support.gemini_clients import (
+    MODEL,
+    answer,
+    next_message,
+    tool_call,
+    until_turn_complete,
+    weather_config,
+)
+from tests.support.gemini_sessions import collect_until, open_session
 
 QUESTION = "Weather in Oslo, Lima and Pune?"
 LOOKUP_SECONDS = 0.15  # what one weather lookup takes

@@ -19,8 +19,8 @@ import pytest
 
 from livebridge.cli.emulator import parse_faults
 from livebridge.cli.main import main
-
-from .helpers import GEMINI_ENV_KEYS, environment_lines
+from tests.support.gemini_clients import GEMINI_ENV_KEYS, environment_lines
+from tests.support.timing import seconds
 
 CLI = [sys.executable, "-m", "livebridge.cli.main"]
 
@@ -175,7 +175,7 @@ async def run_program(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
+    out, err = await asyncio.wait_for(process.communicate(), seconds(60))
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 
@@ -209,7 +209,7 @@ async def test_printed_environment_points_a_program_at_the_emulator(
         assert out.strip() == "Berlin is cold."
     finally:
         server.send_signal(signal.SIGTERM)
-        summary, _ = await asyncio.wait_for(server.communicate(), 30)
+        summary, _ = await asyncio.wait_for(server.communicate(), seconds(30))
     assert server.returncode == 0
     assert summary.decode().splitlines()[-1] == "PASS: no violations"
 
@@ -237,11 +237,11 @@ async def test_a_violation_is_reported_live_in_the_summary_and_in_the_report(
     try:
         code, _, err = await run_program(vendor, server, vendor.bad_program)
         assert code == 0, err
-        live = (await asyncio.wait_for(server.stdout.readline(), 60)).decode()
+        live = (await asyncio.wait_for(server.stdout.readline(), seconds(60))).decode()
         assert live.startswith(vendor.live_line)
     finally:
         server.send_signal(signum)
-        out, _ = await asyncio.wait_for(server.communicate(), 30)
+        out, _ = await asyncio.wait_for(server.communicate(), seconds(30))
     assert server.returncode == 1  # --strict, and there was a violation
     summary = out.decode().splitlines()
     assert summary[0] == "summary: 1 connection(s), 1 violation(s) (1 error(s), 0 warning(s))"
@@ -269,7 +269,7 @@ async def test_a_violation_the_report_has_no_room_for_still_counts(tmp_path: Pat
         assert code == 0, err
     finally:
         server.send_signal(signal.SIGTERM)
-        out, _ = await asyncio.wait_for(server.communicate(), 30)
+        out, _ = await asyncio.wait_for(server.communicate(), seconds(30))
     assert server.returncode == 1
     summary = out.decode().splitlines()
     assert "summary: 1 connection(s), 1 violation(s) (1 error(s), 0 warning(s))" in summary

@@ -11,8 +11,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from livebridge.emulator import Emulator
-
-from .helpers import MODEL, PATH, raw_connect, recv_json
+from tests.support.gemini_clients import MODEL, PATH, raw_connect, recv_json
 
 
 @pytest.mark.parametrize("version", ["v1", "v1beta", "v1alpha"])

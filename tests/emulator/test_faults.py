@@ -8,8 +8,14 @@ import pytest
 from google.genai import errors, types
 
 from livebridge.emulator import Emulator, Faults
-
-from .helpers import MODEL, answer, next_message, tool_call, until_turn_complete, weather_config
+from tests.support.gemini_clients import (
+    MODEL,
+    answer,
+    next_message,
+    tool_call,
+    until_turn_complete,
+    weather_config,
+)
 
 
 async def test_delayed_frames_keep_their_order() -> None:

@@ -17,9 +17,9 @@ from livebridge.demo.phone import PhoneScript
 from livebridge.emulator import Emulator, RuleModel, Violation
 from livebridge.emulator.gemini.checker import Checker
 from livebridge.vendors.gemini import wire
-from tests.emulator.helpers import answer, next_message, pcm, weather_config
-from tests.emulator.helpers import tool_call as next_tool_call
-from tests.emulator.openai_helpers import (
+from tests.support.gemini_clients import answer, next_message, pcm, weather_config
+from tests.support.gemini_clients import tool_call as next_tool_call
+from tests.support.realtime_clients import (
     THREE_CITIES,
     ask,
     calls,
@@ -29,9 +29,10 @@ from tests.emulator.openai_helpers import (
     response,
     until,
 )
-from tests.emulator.openai_helpers import (
+from tests.support.realtime_clients import (
     answer as output,
 )
+from tests.support.timing import seconds
 
 NATIVE_AUDIO = "gemini-2.5-flash-native-audio-preview-09-2025"
 
@@ -58,7 +59,7 @@ async def test_native_audio_25_ends_its_turn_right_after_a_blocking_call() -> No
             turns=types.Content(role="user", parts=[types.Part(text="Weather in Paris and Oslo?")]),
             turn_complete=True,
         )
-        calls = await asyncio.wait_for(calls_until_turn_complete(session), 5)
+        calls = await asyncio.wait_for(calls_until_turn_complete(session), seconds(5))
         assert [call.args for call in calls] == [{"city": "Paris"}, {"city": "Oslo"}]
         await session.send_tool_response(function_responses=[answer(call) for call in calls])
         spoken = [m.text async for m in session.receive() if m.text]
@@ -84,7 +85,7 @@ async def test_a_3x_history_seed_waits_for_the_realtime_input_that_starts_the_tu
         ]
         await session.send_client_content(turns=seed, turn_complete=True)
         await session.send_realtime_input(text=" ")
-        call = await asyncio.wait_for(next_tool_call(session), 5)
+        call = await asyncio.wait_for(next_tool_call(session), seconds(5))
         calls = call.function_calls or []
         assert [c.args for c in calls] == [{"city": "Paris"}, {"city": "Oslo"}]
         await session.send_tool_response(function_responses=[answer(c) for c in calls])

@@ -11,8 +11,8 @@ from livebridge.emulator import Emulator, RuleModel
 from livebridge.emulator.model import named_places, place_parameter, ticker_symbols
 from livebridge.emulator.places import PLACES
 from livebridge.vendors.gemini import wire
-
-from .helpers import MODEL, tool_call, until_turn_complete
+from tests.support.gemini_clients import MODEL, tool_call, until_turn_complete
+from tests.support.hypothesis_profiles import examples
 
 _letters = st.text(alphabet="abcdefghijklmnopqrstuvwxyzäéøüß", min_size=2, max_size=10)
 #: Places a scenario adds: made-up capitalised words the shipped list does not hold.
@@ -33,7 +33,7 @@ _templates = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_templates, st.lists(_place, min_size=2, max_size=2, unique_by=str.casefold))
 def test_every_known_or_added_place_is_found_in_order(template: str, places: list[str]) -> None:
     added = [p for p in places if p not in PLACES]

@@ -18,7 +18,7 @@ from livebridge.emulator import Emulator
 from livebridge.emulator.contract import Violation
 from livebridge.emulator.gemini.checker import Checker
 from livebridge.vendors.gemini import wire
-from tests.emulator.helpers import (
+from tests.support.gemini_clients import (
     answer,
     pcm,
     raw_connect,

@@ -14,9 +14,17 @@ from openai.types.realtime import (
 )
 
 from livebridge.emulator import Conversation, Emulator
-
-from .helpers import pcm
-from .openai_helpers import MODEL, answer, calls, configure, done, kinds, response, until
+from tests.support.gemini_clients import pcm
+from tests.support.realtime_clients import (
+    MODEL,
+    answer,
+    calls,
+    configure,
+    done,
+    kinds,
+    response,
+    until,
+)
 
 RATE = 24_000
 

@@ -8,8 +8,7 @@ import asyncio
 from openai.types.realtime import RealtimeErrorEvent, ResponseOutputItemDoneEvent
 
 from livebridge.emulator import Conversation, Emulator, scenario_from_steps
-
-from .openai_helpers import (
+from tests.support.realtime_clients import (
     MODEL,
     THREE_CITIES,
     answer,
@@ -22,6 +21,7 @@ from .openai_helpers import (
     response,
     until,
 )
+from tests.support.timing import seconds
 
 
 async def test_three_calls_are_one_response_and_one_create_after_all_outputs_is_clean() -> None:
@@ -96,7 +96,7 @@ async def test_an_early_create_is_answered_at_once_with_what_is_in() -> None:
             first, second, third = calls(await response(conn))
             await answer(conn, first)
             await conn.response.create()
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(seconds(10)):
                 reply = await response(conn)  # before the other two outputs are sent
             assert done(reply).response.status == "completed"
             text = next(e for e in reply if e.type == "response.output_text.done")

@@ -16,9 +16,8 @@ from websockets.exceptions import ConnectionClosedError, InvalidStatus
 from livebridge.emulator import Emulator
 from livebridge.emulator.openai import responses
 from livebridge.errors import UsageError
-
-from .helpers import PATH as GEMINI_PATH
-from .openai_helpers import MODEL, WEATHER_TOOL, configure, kinds, until
+from tests.support.gemini_clients import PATH as GEMINI_PATH
+from tests.support.realtime_clients import MODEL, WEATHER_TOOL, configure, kinds, until
 
 
 async def test_session_update_round_trip() -> None:
@@ -98,21 +97,21 @@ async def handshake_refusal(emu: Emulator, path: str, headers: dict[str, str]) -
     return response.status_code, response.body.decode() if response.body else ""
 
 
-async def test_bad_handshakes_get_a_clear_http_error() -> None:
+async def test_bad_handshakes_get_a_clear_http_error(
+    openai_emulator: Emulator, gemini_emulator: Emulator
+) -> None:
     key = {"Authorization": "Bearer test"}
-    async with Emulator(protocol="openai") as emu:
-        status, text = await handshake_refusal(emu, "/v1/realtime", key)
-        assert (status, "'model'") == (400, text.split()[3])
-        status, text = await handshake_refusal(emu, f"/v1/realtime?model={MODEL}", {})
-        assert status == 401 and "Authorization: Bearer" in text
-        status, text = await handshake_refusal(emu, "/v1/chat", key)
-        assert status == 404 and "/v1/realtime" in text
-        gemini_path = GEMINI_PATH.format(version="v1beta")
-        status, text = await handshake_refusal(emu, gemini_path, {"x-goog-api-key": "k"})
-        assert status == 404 and "speaks OpenAI Realtime" in text
-    async with Emulator() as gemini:
-        status, text = await handshake_refusal(gemini, f"/v1/realtime?model={MODEL}", key)
-        assert status == 404 and "--protocol openai" in text
+    status, text = await handshake_refusal(openai_emulator, "/v1/realtime", key)
+    assert (status, "'model'") == (400, text.split()[3])
+    status, text = await handshake_refusal(openai_emulator, f"/v1/realtime?model={MODEL}", {})
+    assert status == 401 and "Authorization: Bearer" in text
+    status, text = await handshake_refusal(openai_emulator, "/v1/chat", key)
+    assert status == 404 and "/v1/realtime" in text
+    gemini_path = GEMINI_PATH.format(version="v1beta")
+    status, text = await handshake_refusal(openai_emulator, gemini_path, {"x-goog-api-key": "k"})
+    assert status == 404 and "speaks OpenAI Realtime" in text
+    status, text = await handshake_refusal(gemini_emulator, f"/v1/realtime?model={MODEL}", key)
+    assert status == 404 and "--protocol openai" in text
 
 
 async def test_bad_client_events_get_error_events_and_the_session_goes_on() -> None:
@@ -137,21 +136,24 @@ async def test_bad_client_events_get_error_events_and_the_session_goes_on() -> N
         assert kinds(emu) == [("invalid_event", "error")] * 3
 
 
-async def test_each_protocol_has_its_own_client_and_environment() -> None:
+async def test_each_protocol_has_its_own_client_and_environment(
+    openai_emulator: Emulator, gemini_emulator: Emulator
+) -> None:
     with pytest.raises(UsageError, match="protocol must be 'gemini' or 'openai'"):
         Emulator(protocol="grpc")  # type: ignore[arg-type]
-    async with Emulator(protocol="openai") as emu:
-        with pytest.raises(UsageError, match=r"use emu\.openai_client"):
-            emu.client()
-        assert emu.env() == {
-            "OPENAI_BASE_URL": f"https://127.0.0.1:{emu.port}/v1",
-            "OPENAI_API_KEY": "test",
-            "SSL_CERT_FILE": emu.ca_file,
-        }
-        assert str(emu.openai_client().base_url) == f"https://127.0.0.1:{emu.port}/v1/"
-    async with Emulator() as gemini:
-        with pytest.raises(UsageError, match=r"use emu.client\(\)"):
-            gemini.openai_client()
+    with pytest.raises(UsageError, match=r"use emu\.openai_client"):
+        openai_emulator.client()
+    assert openai_emulator.env() == {
+        "OPENAI_BASE_URL": f"https://127.0.0.1:{openai_emulator.port}/v1",
+        "OPENAI_API_KEY": "test",
+        "SSL_CERT_FILE": openai_emulator.ca_file,
+    }
+    assert (
+        str(openai_emulator.openai_client().base_url)
+        == f"https://127.0.0.1:{openai_emulator.port}/v1/"
+    )
+    with pytest.raises(UsageError, match=r"use emu.client\(\)"):
+        gemini_emulator.openai_client()
 
 
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "demo_recording.jsonl"

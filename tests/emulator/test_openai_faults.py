@@ -12,8 +12,16 @@ from websockets.exceptions import ConnectionClosedError
 from livebridge.cli.emulator import parse_faults
 from livebridge.emulator import Conversation, Emulator, Faults, scenario_from_steps
 from livebridge.errors import ScenarioError
-
-from .openai_helpers import MODEL, ask, calls, configure, done, kinds, response, until
+from tests.support.realtime_clients import (
+    MODEL,
+    ask,
+    calls,
+    configure,
+    done,
+    kinds,
+    response,
+    until,
+)
 
 
 async def test_bad_server_input_reaches_the_client_as_given() -> None:

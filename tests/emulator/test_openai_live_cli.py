@@ -12,7 +12,8 @@ from typing import Any
 
 import openai
 
-from .helpers import environment_lines
+from tests.support.gemini_clients import environment_lines
+from tests.support.timing import seconds
 
 CLI = [sys.executable, "-m", "livebridge.cli.main"]
 KEYS = frozenset({"OPENAI_BASE_URL", "OPENAI_API_KEY", "SSL_CERT_FILE"})
@@ -37,7 +38,7 @@ async def test_the_command_serves_gpt_live_and_names_a_fault() -> None:
             assert json.loads(await conn.recv_bytes())["type"] == "error"
     finally:
         server.send_signal(signal.SIGTERM)
-        summary, _ = await asyncio.wait_for(server.communicate(), 30)
+        summary, _ = await asyncio.wait_for(server.communicate(), seconds(30))
     lines = summary.decode().splitlines()
     assert any(line.strip().startswith("verdict T10:") for line in lines)
     assert lines[-1] == "FAIL: the client broke the contract"

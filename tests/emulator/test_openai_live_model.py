@@ -6,8 +6,8 @@ from __future__ import annotations
 import livebridge
 from livebridge.emulator import Emulator
 from livebridge.protocol.events import TextOut, ToolCallSettled, ToolCallStarted
-from tests.emulator.openai_live_helpers import MODEL, open_live, outputs, sent, server_errors
-from tests.session_helpers import of_type
+from tests.support.gemini_sessions import of_type
+from tests.support.gpt_live_sessions import MODEL, open_live, outputs, sent, server_errors
 
 
 def weather() -> livebridge.ToolRegistry:

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from livebridge.emulator import Emulator, LiveOptions, LiveServerSession
-from tests.emulator.openai_live_helpers import MODEL, live_client
+from tests.support.gpt_live_sessions import MODEL, live_client
 
 TOOL = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
 SESSION: dict[str, Any] = {

@@ -10,8 +10,7 @@ from openai.resources.realtime.realtime import AsyncRealtimeConnection
 from openai.types.realtime import ResponseCreatedEvent, ResponseDoneEvent
 
 from livebridge.emulator import Emulator
-
-from .openai_helpers import (
+from tests.support.realtime_clients import (
     MODEL,
     THREE_CITIES,
     answer,
@@ -24,6 +23,7 @@ from .openai_helpers import (
     response,
     until,
 )
+from tests.support.timing import seconds
 
 
 async def one_call_answered(conn: AsyncRealtimeConnection) -> None:
@@ -141,7 +141,7 @@ async def test_a_create_with_nothing_new_gets_a_response_that_finishes() -> None
             await conn.response.create()
             await response(conn)
             await conn.response.create()  # nothing new since the continuation
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(seconds(10)):
                 again = await response(conn)
             assert done(again).response.status == "completed"
         assert kinds(emu) == [("extra_response_create", "error")]

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.timing import seconds
+
 RUNS = 8
 
 USER_TESTS = f"""
@@ -64,6 +66,7 @@ async def test_settled_waits_for_every_connection(live_emulator):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["strict", "auto"])
 def test_live_emulator_in_each_asyncio_mode(tmp_path: Path, mode: str) -> None:
     (tmp_path / "test_user.py").write_text(USER_TESTS)
@@ -75,7 +78,7 @@ def test_live_emulator_in_each_asyncio_mode(tmp_path: Path, mode: str) -> None:
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=seconds(300),
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -22,7 +22,7 @@ from livebridge.emulator.history import ENTRY_OVERHEAD, Ledger, footprint
 from livebridge.emulator.shared import Shared
 from livebridge.errors import UsageError
 from livebridge.protocol.events import TurnComplete
-from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until, open_session
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until, open_session
 
 TURNS = 60
 WEATHER = ToolRegistry()
@@ -69,6 +69,7 @@ def traced() -> Iterator[list[int]]:
             tracemalloc.stop()
 
 
+@pytest.mark.slow
 async def test_the_transcript_connections_and_handles_stay_within_their_bounds() -> None:
     retention = Retention(transcript=40, violations=10, connections=2, handles=3)
     async with Emulator(retention=retention) as emu:

@@ -7,8 +7,7 @@ import warnings
 from google.genai import types
 
 from livebridge.emulator import Conversation, Emulator
-
-from .helpers import MODEL, weather_config
+from tests.support.gemini_clients import MODEL, weather_config
 
 
 async def listen(conv: Conversation) -> None:

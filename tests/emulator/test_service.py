@@ -10,8 +10,7 @@ from websockets.exceptions import ConnectionClosedError
 
 from livebridge.emulator import Conversation, Emulator
 from livebridge.emulator.shared import MAX_FRAME_BYTES
-
-from .helpers import (
+from tests.support.gemini_clients import (
     MODEL,
     answer,
     next_message,

@@ -11,8 +11,14 @@ import pytest
 from livebridge.emulator import Emulator, load_scenario, scenario_from_steps
 from livebridge.emulator.steps import STEP_TYPES
 from livebridge.errors import ScenarioError
-
-from .helpers import MODEL, raw_connect, recv_json, recv_until, tool_call, weather_config
+from tests.support.gemini_clients import (
+    MODEL,
+    raw_connect,
+    recv_json,
+    recv_until,
+    tool_call,
+    weather_config,
+)
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "scenarios"
 

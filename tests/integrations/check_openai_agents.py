@@ -22,6 +22,7 @@ from livebridge import CallPolicy, ToolError, ToolRegistry
 from livebridge.integrations.openai_agents import function_tools
 from livebridge.observe.metrics import PrometheusObserver
 from tests.integrations.framework import docs_program
+from tests.support.timing import seconds
 
 set_tracing_disabled(True)  # no trace export: the checks run offline
 
@@ -109,7 +110,7 @@ async def test_raising_tools_answer_without_ending_the_run(
 
 
 async def test_policy_timeout_not_the_frameworks() -> None:
-    with anyio.fail_after(10):
+    with anyio.fail_after(seconds(10)):
         outputs, runs, _ = await run([[function_call("stall", {}, call_id="slow")]])
     assert outputs["slow"]["error"]["type"] == "timeout"
     assert outputs["slow"]["error"]["retryable"] is True
@@ -179,7 +180,7 @@ async def test_realtime_session_against_the_emulator(monkeypatch: pytest.MonkeyP
         runner = RealtimeRunner(agent, config={"model_settings": {"output_modalities": ["text"]}})
         url = emu.base_url.replace("https://", "wss://") + "/v1/realtime?model=gpt-realtime"
         outputs: dict[str, Any] = {}
-        with anyio.fail_after(20):
+        with anyio.fail_after(seconds(20)):
             session = await runner.run(model_config={"url": url, "api_key": "test"})
             async with session:
                 await session.send_message("Weather in Oslo, Lisbon and Paris?")

@@ -30,6 +30,7 @@ from livebridge import ToolError, ToolRegistry, UsageError
 from livebridge.integrations import pipecat as integration
 from livebridge.observe.metrics import PrometheusObserver
 from tests.integrations.framework import docs_program
+from tests.support.timing import seconds
 
 
 def registry(runs: list[str], gate: asyncio.Event) -> ToolRegistry:
@@ -94,7 +95,7 @@ async def run_calls(
 
     runner = WorkerRunner()
     await runner.add_workers(worker)
-    with anyio.fail_after(20):
+    with anyio.fail_after(seconds(20)):
         await asyncio.gather(runner.run(), drive())
     return results, runs
 
@@ -200,7 +201,7 @@ async def test_openai_realtime_service_against_the_emulator(
 
         runner = WorkerRunner()
         await runner.add_workers(worker)
-        with anyio.fail_after(30):
+        with anyio.fail_after(seconds(30)):
             await asyncio.gather(runner.run(), drive())
     assert results["Oslo"] == {"output": {"city": "Oslo", "sky": "sunny"}}
     assert results["Lisbon"]["error"]["type"] == "timeout"  # livebridge's 0.5 s

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from tests.integrations import venv
+from tests.support.timing import seconds
 
 
 def run_checks(name: str, path: str, *options: str) -> None:
@@ -27,7 +28,9 @@ def run_checks(name: str, path: str, *options: str) -> None:
     if took:
         print(f"built the {name} environment in {took:.0f} s", file=sys.stderr)
     environment = {**os.environ, "PYTHONPATH": str(venv.ROOT)}
-    command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    # --noconftest: the framework's environment has none of the suite's own tools (Hypothesis,
+    # psycopg, ...) that tests/conftest.py brings in.
+    command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--noconftest"]
     command += ["-o", "python_files=check_*.py", *options, path]
     ran = subprocess.run(
         command,
@@ -35,7 +38,7 @@ def run_checks(name: str, path: str, *options: str) -> None:
         env=environment,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=seconds(300),
         check=False,
     )
     assert ran.returncode == 0, f"{name} checks failed:\n{ran.stdout[-8000:]}\n{ran.stderr[-4000:]}"

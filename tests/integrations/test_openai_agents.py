@@ -16,6 +16,7 @@ from livebridge.integrations.openai_agents import function_tools
 from tests.integrations.framework import run_checks
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)  # the first run builds the environment (about 2 min)
 def test_openai_agents_sdk_runs_livebridge_tools() -> None:
     run_checks("openai-agents", "tests/integrations/check_openai_agents.py")

@@ -11,6 +11,7 @@ import pytest
 from tests.integrations import framework, venv
 
 
+@pytest.mark.slow
 def test_a_failed_build_skips_here_and_fails_under_ci(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -18,10 +18,11 @@ import livebridge
 from livebridge import LiveSession, SessionOptions
 from livebridge.emulator import Conversation, Emulator, Faults
 from livebridge.errors import ConnectTimeoutError, SessionEndedError
-from tests.session_helpers import open_session
+from tests.support.gemini_sessions import open_session
+from tests.support.timing import seconds
 
 #: How long a test may take before it counts as hanging.
-BOUND = 30.0
+BOUND = seconds(30.0)
 TIMEOUT = 0.5
 
 

@@ -23,7 +23,7 @@ from livebridge.protocol.base import Connector, LiveProtocol
 from livebridge.protocol.events import Resumed, TextOut, TurnComplete
 from livebridge.protocol.transport import Transport
 from livebridge.vendors.gemini.connector import GeminiConnector
-from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until
 
 
 class HandleLog:

@@ -20,8 +20,8 @@ from livebridge.protocol.events import (
     ToolCallStarted,
     TurnComplete,
 )
-
-from ..session_helpers import of_type, open_session
+from tests.support.gemini_sessions import of_type, open_session
+from tests.support.timing import seconds
 
 
 def registry(gate: anyio.Event | None = None) -> ToolRegistry:
@@ -139,7 +139,7 @@ async def test_the_next_question_gets_its_own_calls() -> None:
         return seen
 
     async with Emulator(scenario) as emu, open_session(emu, registry(gate)) as session:
-        with anyio.fail_after(30):
+        with anyio.fail_after(seconds(30)):
             await session.send_text("Weather in Paris, and book Chez Janou?")
             first = await read(session)
             await session.send_text("And in Oslo?")

@@ -25,7 +25,7 @@ from livebridge.protocol.events import (
     TurnComplete,
 )
 from livebridge.protocol.transport import TransportKind
-from tests.session_helpers import (
+from tests.support.gemini_sessions import (
     MODEL,
     TEXT_CONFIG,
     client_messages,

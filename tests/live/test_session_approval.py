@@ -17,7 +17,7 @@ import livebridge
 from livebridge.calls.approval import ApprovalRequest
 from livebridge.emulator import Conversation, Emulator
 from livebridge.store import MemoryStore
-from tests.live.vendor_sessions import VENDORS, Vendor, open_vendor_session, settled_turn
+from tests.support.vendor_sessions import VENDORS, Vendor, open_vendor_session, settled_turn
 
 pytestmark = pytest.mark.parametrize("vendor", VENDORS)
 

@@ -15,7 +15,7 @@ from livebridge.emulator import Conversation, Emulator
 from livebridge.emulator.faults import Faults
 from livebridge.protocol.outbox import Outbox
 from livebridge.protocol.transport import Audio, Text
-from tests.session_helpers import open_session
+from tests.support.gemini_sessions import open_session
 
 LIMIT = 64 * 1024
 

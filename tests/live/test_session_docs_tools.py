@@ -10,7 +10,7 @@ import pytest
 
 import livebridge
 from livebridge.emulator import Conversation, Emulator
-from tests.live.vendor_sessions import VENDORS, Vendor, open_vendor_session, settled_turn
+from tests.support.vendor_sessions import VENDORS, Vendor, open_vendor_session, settled_turn
 from tests.test_readme import blocks
 
 pytestmark = pytest.mark.parametrize("vendor", VENDORS)

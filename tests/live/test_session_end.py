@@ -19,7 +19,7 @@ from livebridge import SessionOptions
 from livebridge.emulator import Conversation, Emulator
 from livebridge.errors import SessionClosedError, SessionEndedError
 from livebridge.protocol.events import Closed, SessionEvent
-from tests.session_helpers import open_session
+from tests.support.gemini_sessions import open_session
 
 Ending = Callable[[Conversation, Emulator], Awaitable[None]]
 

@@ -22,7 +22,7 @@ from livebridge.emulator import Conversation, Emulator
 from livebridge.errors import SessionEndedError
 from livebridge.observe.metrics import PrometheusObserver
 from livebridge.protocol.events import Closed, SessionEvent, ToolCallSettled, ToolCallStarted
-from tests.session_helpers import collect_until, of_type, open_session
+from tests.support.gemini_sessions import collect_until, of_type, open_session
 
 Script = Callable[[Conversation, Emulator], Awaitable[None]]
 

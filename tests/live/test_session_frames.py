@@ -11,7 +11,13 @@ import msgspec
 import livebridge
 from livebridge.emulator import Conversation, Emulator
 from livebridge.protocol.events import Closed, ToolCallSettled, TurnComplete
-from tests.session_helpers import client_messages, collect_until, errors, of_type, open_session
+from tests.support.gemini_sessions import (
+    client_messages,
+    collect_until,
+    errors,
+    of_type,
+    open_session,
+)
 
 _encode = msgspec.json.Encoder().encode
 

@@ -16,7 +16,7 @@ import anyio
 import livebridge
 from livebridge.emulator import Emulator
 from livebridge.protocol.events import Interrupted, SessionEvent, ToolCallSettled, ToolCallStarted
-from tests.session_helpers import client_messages, collect_until, open_session
+from tests.support.gemini_sessions import client_messages, collect_until, open_session
 
 
 async def test_interrupted_without_cancellation_runs_the_call_once_and_answers_every_id() -> None:

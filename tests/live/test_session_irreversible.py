@@ -21,8 +21,8 @@ import livebridge
 from livebridge import CallPolicy, LiveSession
 from livebridge.emulator import Conversation, Emulator
 from livebridge.protocol.events import SessionEvent, TextOut, ToolCallSettled, ToolCallStarted
-from tests.live.vendor_sessions import VENDORS, Vendor, open_vendor_session, settled_turn
-from tests.session_helpers import collect_until, of_type
+from tests.support.gemini_sessions import collect_until, of_type
+from tests.support.vendor_sessions import VENDORS, Vendor, open_vendor_session, settled_turn
 
 #: Long enough that only what the server says confirms a turn in these tests.
 NEVER = CallPolicy(confirm_window=60.0)

@@ -13,7 +13,7 @@ from livebridge import LiveSession, ToolError
 from livebridge.emulator import Conversation, Emulator
 from livebridge.observe.metrics import PrometheusObserver
 from livebridge.protocol.events import Resumed, TextOut, ToolCallStarted
-from tests.session_helpers import MODEL, TEXT_CONFIG, client_messages, collect_until, errors
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, client_messages, collect_until, errors
 
 
 def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:

@@ -26,7 +26,7 @@ from livebridge.protocol.events import (
     TurnComplete,
 )
 from livebridge.protocol.transport import TransportKind
-from tests.session_helpers import collect_until, errors, of_type
+from tests.support.gemini_sessions import collect_until, errors, of_type
 
 MODEL = "gpt-realtime"
 TEXT = {"output_modalities": ["text"]}

@@ -19,8 +19,9 @@ from livebridge.protocol.events import (
     ToolCallStarted,
     TurnComplete,
 )
-from tests.emulator.openai_live_helpers import MODEL, open_live, outputs, sent, server_errors
-from tests.session_helpers import collect_until, of_type
+from tests.support.gemini_sessions import collect_until, of_type
+from tests.support.gpt_live_sessions import MODEL, open_live, outputs, sent, server_errors
+from tests.support.timing import seconds
 
 
 def registry(gate: asyncio.Event | None = None) -> livebridge.ToolRegistry:
@@ -30,7 +31,7 @@ def registry(gate: asyncio.Event | None = None) -> livebridge.ToolRegistry:
     async def lookup_plan(user: str) -> dict[str, str]:
         """The user's plan (slow)."""
         if gate is not None:
-            await asyncio.wait_for(gate.wait(), 20)
+            await asyncio.wait_for(gate.wait(), seconds(20))
         return {"user": user, "plan": "pro"}
 
     @tools.tool
@@ -94,7 +95,7 @@ async def test_a_failed_response_cancels_its_calls_and_never_wedges() -> None:
     async def transfer(amount: int) -> str:
         """Move money (slow)."""
         try:
-            await asyncio.wait_for(gate.wait(), 20)
+            await asyncio.wait_for(gate.wait(), seconds(20))
         except asyncio.CancelledError:
             cancelled.set()
             raise

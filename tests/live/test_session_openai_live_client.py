@@ -14,8 +14,8 @@ from livebridge import CallPolicy, LiveSession, SessionOptions
 from livebridge.emulator import Emulator, LiveServerSession
 from livebridge.protocol.events import ToolCallSettled
 from livebridge.vendors.openai_live.delegation import APOLOGY, MAX_APPEND, Delegation
-from tests.emulator.openai_live_helpers import MODEL, sent
-from tests.session_helpers import collect_until
+from tests.support.gemini_sessions import collect_until
+from tests.support.gpt_live_sessions import MODEL, sent
 
 CLIENT = {"delegation": {"type": "client"}}
 

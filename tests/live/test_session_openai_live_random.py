@@ -18,7 +18,8 @@ import livebridge
 from livebridge.emulator import Emulator, LiveOptions, LiveServerSession
 from livebridge.errors import SessionEndedError
 from livebridge.protocol.events import ErrorReported, SessionEvent, ToolCallSettled
-from tests.emulator.openai_live_helpers import MODEL, open_live, outputs, sent
+from tests.support.gpt_live_sessions import MODEL, open_live, outputs, sent
+from tests.support.timing import seconds
 
 SEEDS = range(40)
 WEDGED = 10.0  # seconds without the continuation owed: the session is wedged
@@ -108,13 +109,13 @@ async def test_random_delegations_keep_one_fate_per_call_and_one_create_per_gate
         ):
             group.start_soon(read, session)
             await emu.wait_for(done.is_set, timeout=WEDGED + 10)
-            with anyio.fail_after(30):
+            with anyio.fail_after(seconds(30)):
                 while _settled(events) < len(issued) or _reported(events) < _races(emu):
                     await arrived.wait()
                     arrived.clear()
                 # An output that crossed a failure may still be on its way: once the server has
                 # read every output the client sent, each race it counted must surface too.
-                await emu.wait_for(lambda: _sent_outputs(events) <= set(outputs(emu)), 30)
+                await emu.wait_for(lambda: _sent_outputs(events) <= set(outputs(emu)), seconds(30))
                 while _reported(events) < _races(emu):
                     await arrived.wait()
                     arrived.clear()

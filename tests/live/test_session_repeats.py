@@ -19,7 +19,7 @@ from livebridge.protocol.events import (
     ToolCallSettled,
     ToolCallStarted,
 )
-from tests.session_helpers import (
+from tests.support.gemini_sessions import (
     MODEL,
     TEXT_CONFIG,
     client_messages,

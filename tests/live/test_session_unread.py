@@ -15,7 +15,7 @@ from livebridge.calls.observers import CallSettled, Recorder
 from livebridge.emulator import Conversation, Emulator
 from livebridge.observe.metrics import PrometheusObserver
 from livebridge.protocol.events import EventsDropped, ToolCallSettled, TurnComplete
-from tests.session_helpers import collect_until, open_session
+from tests.support.gemini_sessions import collect_until, open_session
 
 TURNS, CALLS = 100, 16
 

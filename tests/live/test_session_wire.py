@@ -11,7 +11,7 @@ import msgspec
 import livebridge
 from livebridge.emulator import Conversation, Emulator
 from livebridge.protocol.events import ToolCallSettled, TurnComplete
-from tests.session_helpers import client_messages, collect_until, of_type, open_session
+from tests.support.gemini_sessions import client_messages, collect_until, of_type, open_session
 
 
 def lookup_tools() -> livebridge.ToolRegistry:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.cli.test_cli_errors import OFFLINE, livebridge, one_line_failure
 from tests.mcp.test_lifecycle import alive
+from tests.support.timing import seconds
 
 FORECAST_SERVER = '''
 from mcp.server.mcpserver import MCPServer
@@ -61,7 +62,7 @@ def run_in(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         env=OFFLINE,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
 
@@ -70,6 +71,7 @@ def server_command(app_dir: Path) -> str:
     return f"{sys.executable} {app_dir / 'forecast_server.py'}"
 
 
+@pytest.mark.slow
 def test_run_with_only_an_mcp_server(app_dir: Path) -> None:
     args = ["run", "--mcp", server_command(app_dir), "--emulator", "--text", "Weather in Oslo?"]
     result = run_in(app_dir, *args)
@@ -177,5 +179,5 @@ def test_phone_lists_the_mcp_server_first_and_stops_it_on_sigterm(
     assert line.startswith("listening on ws://127.0.0.1:"), line
     (server,) = children_running(phone.pid, "forecast_server.py")  # running before it listens
     phone.send_signal(signal.SIGTERM)
-    assert phone.wait(timeout=30) == 0
+    assert phone.wait(timeout=seconds(30)) == 0
     assert not alive(server)

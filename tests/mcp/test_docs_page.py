@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from livebridge.emulator import Emulator
 from tests.test_readme import TIMEOUT, block, offline_environment, run_python
 
@@ -26,6 +28,7 @@ async def test_the_mcp_page_program_runs_against_the_emulator(tmp_path: Path) ->
     assert "Oslo: city Oslo, sky sunny; Lima: city Lima, sky sunny." in out
 
 
+@pytest.mark.slow
 def test_the_emulator_page_test_of_an_mcp_agent_passes(tmp_path: Path) -> None:
     weather_server(tmp_path)
     code = block("An agent with MCP tools, offline", "docs/emulator.md")

@@ -8,7 +8,7 @@ import livebridge
 from livebridge.emulator import Emulator, RuleModel
 from livebridge.protocol.events import ToolCallSettled, TurnComplete
 from tests.mcp.test_stdio import server
-from tests.session_helpers import collect_until, of_type, open_session
+from tests.support.gemini_sessions import collect_until, of_type, open_session
 
 
 async def test_the_rule_model_calls_the_tool_the_turn_describes() -> None:

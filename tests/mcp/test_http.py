@@ -23,7 +23,8 @@ from livebridge.mcp.connection import connection_for
 from livebridge.observe.metrics import PrometheusObserver
 from livebridge.protocol.events import TextOut
 from tests.mcp.test_stdio import wait_for_mark
-from tests.session_helpers import client_messages, collect_until, errors, open_session
+from tests.support.gemini_sessions import client_messages, collect_until, errors, open_session
+from tests.support.timing import seconds
 
 SERVER = str(Path(__file__).with_name("server.py"))
 
@@ -46,7 +47,7 @@ async def http_server(port: int, marks: Path | None = None) -> AsyncIterator[Non
         stderr=subprocess.DEVNULL,
     )
     try:
-        with anyio.fail_after(60):
+        with anyio.fail_after(seconds(60)):
             while True:
                 try:
                     stream = await anyio.connect_tcp("127.0.0.1", port)
@@ -114,6 +115,7 @@ async def test_parallel_calls_and_a_hung_one_over_http(tmp_path: Path) -> None:
     assert errors(emu) == []
 
 
+@pytest.mark.slow
 async def test_a_session_the_server_forgot_is_initialized_again() -> None:
     port = free_port()
     mcp_server = MCPServer.http(f"http://127.0.0.1:{port}/mcp", start_timeout=60)

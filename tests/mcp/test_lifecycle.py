@@ -11,6 +11,8 @@ from pathlib import Path
 
 import anyio
 
+from tests.support.timing import seconds
+
 RAW = str(Path(__file__).with_name("raw_server.py"))
 APP = f"""
 import anyio, sys
@@ -59,7 +61,7 @@ async def test_a_server_ends_when_the_app_is_terminated() -> None:
     app = await anyio.open_process([sys.executable, "-c", APP], env=env, stderr=subprocess.DEVNULL)
     try:
         assert app.stdout is not None
-        with anyio.fail_after(60):
+        with anyio.fail_after(seconds(60)):
             line = b""
             while b"\n" not in line:
                 line += await app.stdout.receive()
@@ -71,6 +73,6 @@ async def test_a_server_ends_when_the_app_is_terminated() -> None:
         with suppress(ProcessLookupError):
             app.kill()
         await app.aclose()
-    with anyio.fail_after(30):
+    with anyio.fail_after(seconds(30)):
         while alive(server):  # noqa: ASYNC110 (another process's end has no event here)
             await anyio.sleep(0.05)

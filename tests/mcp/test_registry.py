@@ -9,7 +9,7 @@ import livebridge
 from livebridge.emulator import Emulator
 from livebridge.mcp.tools import MCPTool
 from tests.mcp.test_stdio import server
-from tests.session_helpers import open_session
+from tests.support.gemini_sessions import open_session
 
 
 async def test_a_name_clash_fails_connect_naming_both_and_nothing_opens() -> None:

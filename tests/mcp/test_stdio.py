@@ -20,7 +20,8 @@ from livebridge.mcp.connection import connection_for
 from livebridge.observe.metrics import PrometheusObserver
 from livebridge.observe.trace import TraceObserver
 from livebridge.protocol.events import TextOut
-from tests.session_helpers import client_messages, collect_until, errors, open_session
+from tests.support.gemini_sessions import client_messages, collect_until, errors, open_session
+from tests.support.timing import seconds
 
 SERVER = str(Path(__file__).with_name("server.py"))
 
@@ -103,7 +104,7 @@ def children(marker: str) -> list[int]:
 async def wait_for_mark(marks: Path, line: str) -> None:
     """Until the server wrote ``line``: another process's file has no event to wait on."""
     path = anyio.Path(marks)
-    with anyio.fail_after(30):
+    with anyio.fail_after(seconds(30)):
         while line not in (await path.read_text() if await path.exists() else ""):  # noqa: ASYNC110
             await anyio.sleep(0.05)
 
@@ -133,7 +134,7 @@ async def test_a_hung_tool_is_answered_timeout_and_the_server_told_to_cancel(
     hang, lookup = (a["response"] for a in message)
     assert hang["error"]["type"] == "timeout" and hang["error"]["retryable"] is True
     assert lookup == {"output": {"city": "Oslo", "sky": "sunny"}}
-    assert 1.0 <= elapsed < 10.0
+    assert 1.0 <= elapsed < seconds(10.0)
     assert errors(emu) == []
 
 
@@ -271,16 +272,17 @@ async def test_a_flood_of_progress_streams_partial_answers_and_the_result() -> N
     assert errors(emu) == []
 
 
-async def test_sessions_share_one_server_which_ends_with_the_last() -> None:
+async def test_sessions_share_one_server_which_ends_with_the_last(
+    gemini_emulator: Emulator,
+) -> None:
     mcp_server = server()
     tools = livebridge.ToolRegistry()
     tools.add_mcp(mcp_server, include=["lookup"])
-    async with Emulator() as emu:
-        async with open_session(emu, tools), open_session(emu, tools):
-            assert len(children(SERVER)) == 1
-            assert connection_for(mcp_server).users == 1
-        assert children(SERVER) == []
-        assert connection_for(mcp_server).state == "stopped"
+    async with open_session(gemini_emulator, tools), open_session(gemini_emulator, tools):
+        assert len(children(SERVER)) == 1
+        assert connection_for(mcp_server).users == 1
+    assert children(SERVER) == []
+    assert connection_for(mcp_server).state == "stopped"
 
 
 async def test_the_models_cancellation_reaches_the_server(tmp_path: Path) -> None:

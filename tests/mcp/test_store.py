@@ -15,8 +15,8 @@ from livebridge.protocol.events import ToolCallSettled, TurnComplete
 from livebridge.store import MemoryStore
 from livebridge.store.base import request_digest
 from tests.mcp.test_stdio import server
-from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until, errors, of_type
 from tests.store.test_store_session import dead_worker, entry, wait_for_lease
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until, errors, of_type
 
 
 async def turn(

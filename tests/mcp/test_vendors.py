@@ -11,7 +11,7 @@ from livebridge import LiveSession
 from livebridge.emulator import Emulator, RuleModel
 from livebridge.protocol.events import ToolCallSettled, TurnComplete
 from tests.mcp.test_stdio import server
-from tests.session_helpers import client_messages, collect_until, of_type, open_session
+from tests.support.gemini_sessions import client_messages, collect_until, of_type, open_session
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 

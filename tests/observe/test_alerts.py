@@ -5,7 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.system_packages import require
+from tests.support.system_packages import require
+from tests.support.timing import seconds
 
 GRAFANA = Path(__file__).resolve().parents[2] / "grafana"
 ALERTS = GRAFANA / "alerts.yml"
@@ -17,7 +18,7 @@ def promtool(*args: str) -> subprocess.CompletedProcess[str]:
         [require("promtool", "prometheus"), *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
 

@@ -36,8 +36,8 @@ from livebridge.phone.bridge import (
 )
 from livebridge.phone.metrics import PhoneMetrics
 from livebridge.phone.twilio import StreamStarted
-from tests.prometheus_server import PrometheusServer
-from tests.workloads import TOOL_NAMES, drive_workload
+from tests.support.observer_workload import TOOL_NAMES, drive_workload
+from tests.support.prometheus_server import PrometheusServer
 
 GRAFANA = Path(__file__).resolve().parents[2] / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "livebridge.json"

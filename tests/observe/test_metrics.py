@@ -26,7 +26,7 @@ from livebridge.calls.observers import (
 )
 from livebridge.observe.metrics import MAX_FUNCTION_LABELS, SECONDS_BUCKETS, PrometheusObserver
 from livebridge.observe.scrape import asgi_app, serve
-from tests.workloads import drive_workload
+from tests.support.observer_workload import drive_workload
 
 
 def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:

@@ -17,7 +17,7 @@ from opentelemetry.trace import StatusCode
 from livebridge.calls.call import Call, Outcome
 from livebridge.calls.observers import BatchStarted, CallOrphaned, CallSettled
 from livebridge.observe.trace import TraceObserver, cap_utf8
-from tests.workloads import TURNS, drive_workload
+from tests.support.observer_workload import TURNS, drive_workload
 
 
 class Records(logging.Handler):

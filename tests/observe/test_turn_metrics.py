@@ -12,8 +12,7 @@ from livebridge import LiveSession, ToolRegistry
 from livebridge.calls.observers import Recorder, TurnMeasured
 from livebridge.emulator import Emulator
 from livebridge.observe.metrics import PrometheusObserver
-
-from ..session_helpers import MODEL, TEXT_CONFIG
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG
 
 
 def tools() -> ToolRegistry:

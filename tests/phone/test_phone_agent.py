@@ -16,10 +16,11 @@ from livebridge.emulator import Emulator
 from livebridge.phone import IncomingCall, PhoneAgent
 from livebridge.phone.bridge import CallEnded, PhoneEvent
 from livebridge.phone.caller import SimulatedCaller, ring
+from tests.support.timing import seconds
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-WAIT = 20.0
+WAIT = seconds(20.0)
 TOKEN = "a-token-for-the-agent-tests"
 
 

@@ -22,10 +22,11 @@ from livebridge.phone.asgi import asgi_app
 from livebridge.phone.bridge import CallEnded, PhoneEvent
 from livebridge.phone.caller import SimulatedCaller, ring, speech
 from livebridge.phone.server import serve_app
+from tests.support.timing import seconds
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-WAIT = 20.0
+WAIT = seconds(20.0)
 TOKEN = "a-token-for-the-mounted-line"
 PUBLIC = "https://voice.example.com/phone"
 

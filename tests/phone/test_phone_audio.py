@@ -14,6 +14,7 @@ from livebridge.phone.audio import (
     pcm16_to_ulaw,
     ulaw_to_pcm16,
 )
+from tests.support.hypothesis_profiles import examples
 
 
 def tone(frequency: float, seconds: float, rate: int, level: float = 8000) -> bytes:
@@ -56,7 +57,7 @@ def test_content_above_the_phone_band_is_filtered_not_folded() -> None:
     assert np.sqrt(np.mean(samples**2)) < 8000 / np.sqrt(2) * 0.01
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.binary(min_size=0, max_size=400))
 def test_ulaw_is_a_byte_a_sample_and_decodes_to_itself(ulaw: bytes) -> None:
     pcm = ulaw_to_pcm16(ulaw)

@@ -21,11 +21,12 @@ from livebridge.live.options import SessionOptions
 from livebridge.phone.bridge import BargedIn, CallEnded, DtmfPressed, FrameSkipped, PhoneEvent
 from livebridge.phone.caller import SimulatedCaller, speech, tone
 from livebridge.phone.playout import FRAME_BYTES
+from tests.support.timing import seconds
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 #: Generous bound for anything that waits on a real-time exchange.
-WAIT = 20.0
+WAIT = seconds(20.0)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

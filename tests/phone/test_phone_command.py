@@ -19,6 +19,7 @@ from livebridge.emulator import Emulator
 from livebridge.phone.caller import SimulatedCaller, ring, speech
 from livebridge.phone.gate import stream_url, twiml
 from tests.cli.test_cli_errors import OFFLINE, REPOSITORY, busy_port, livebridge, one_line_failure
+from tests.support.timing import seconds
 
 TOKEN = "a-token-for-the-tests"
 UNCHECKED = "--no-signature-check"
@@ -122,7 +123,7 @@ async def test_the_command_answers_a_signed_call_on_the_emulator(
         await caller.say(speech(QUESTION))
         await caller.wait_until(lambda: bool(caller.echoed), 20)
     process.send_signal(signal.SIGTERM)
-    assert await anyio.to_thread.run_sync(lambda: process.wait(timeout=20)) == 0
+    assert await anyio.to_thread.run_sync(lambda: process.wait(timeout=seconds(20))) == 0
     assert process.stdout is not None
     assert "signatures: checked with TWILIO_AUTH_TOKEN" in process.stdout.read()
 
@@ -165,9 +166,9 @@ async def test_the_command_gives_its_persona_to_the_model_and_logs_each_call(
             url = line.split()[-1]
             sid = "CA000000000000000000000000000000ad"
             async with SimulatedCaller.dial(url, call_sid=sid):
-                await emu.wait_for(lambda: len(setups(emu, 0)) == 1, 20)
+                await emu.wait_for(lambda: len(setups(emu, 0)) == 1, seconds(20))
             process.send_signal(signal.SIGTERM)
-            assert await anyio.to_thread.run_sync(lambda: process.wait(timeout=20)) == 0
+            assert await anyio.to_thread.run_sync(lambda: process.wait(timeout=seconds(20))) == 0
             log = process.stderr.read()
         finally:
             if process.poll() is None:
@@ -199,6 +200,7 @@ def test_instructions_from_a_file_that_cannot_be_read(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 async def test_the_command_answers_a_signed_telnyx_call_and_refuses_a_bad_key() -> None:
     from tests.phone.test_phone_telnyx import KEY, PUBLIC
 
@@ -206,7 +208,7 @@ async def test_the_command_answers_a_signed_telnyx_call_and_refuses_a_bad_key() 
         ["phone", "examples.embedded:tools", "--emulator", "--provider", "telnyx"],
         {**OFFLINE, "TELNYX_PUBLIC_KEY": "not-a-key"},
     )
-    _, err = await anyio.to_thread.run_sync(lambda: bad.communicate(timeout=60))
+    _, err = await anyio.to_thread.run_sync(lambda: bad.communicate(timeout=seconds(60)))
     assert bad.returncode == 2
     assert err.strip().splitlines() == [
         "livebridge phone: TELNYX_PUBLIC_KEY: the Telnyx public key must be the base64 of a "
@@ -230,7 +232,7 @@ async def test_the_command_answers_a_signed_telnyx_call_and_refuses_a_bad_key() 
             await caller.say(speech(QUESTION))
             await caller.wait_until(lambda: bool(caller.echoed), 20)
         process.send_signal(signal.SIGTERM)
-        assert await anyio.to_thread.run_sync(lambda: process.wait(timeout=20)) == 0
+        assert await anyio.to_thread.run_sync(lambda: process.wait(timeout=seconds(20))) == 0
         assert "signatures: checked with TELNYX_PUBLIC_KEY" in process.stdout.read()
     finally:
         if process.poll() is None:

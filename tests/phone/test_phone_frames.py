@@ -20,10 +20,12 @@ from livebridge.emulator import Emulator
 from livebridge.phone.bridge import CallEnded, DtmfPressed, FrameSkipped, PhoneEvent, PhoneOptions
 from livebridge.phone.caller import SimulatedCaller, speech
 from tests.phone.test_phone_twilio import START, mangled, nested, start_with
+from tests.support.hypothesis_profiles import examples
+from tests.support.timing import seconds
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-WAIT = 20.0
+WAIT = seconds(20.0)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -62,7 +64,7 @@ async def test_a_live_call_goes_on_whatever_frames_arrive(
             await caller.wait_until(lambda: events.count(DtmfPressed("5")) >= probes, WAIT)
 
         @settings(
-            max_examples=60,
+            max_examples=examples(60),
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         )

@@ -27,11 +27,12 @@ from livebridge.phone.caller import SimulatedCaller, speech
 from livebridge.phone.playout import FRAME_BYTES
 from tests.cli.test_cli_errors import OFFLINE, REPOSITORY
 from tests.phone.test_phone_bridge import weather_in_parallel
+from tests.support.timing import seconds
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 MODEL = "gpt-live-1.1"
-WAIT = 20.0
+WAIT = seconds(20.0)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -149,4 +150,4 @@ async def test_the_command_answers_a_call_on_gpt_live_with_the_emulator(
         await caller.wait_until(lambda: bool(caller.echoed), WAIT)
         assert caller.heard_seconds >= 0.4
     process.send_signal(signal.SIGTERM)
-    assert await anyio.to_thread.run_sync(lambda: process.wait(timeout=20)) == 0
+    assert await anyio.to_thread.run_sync(lambda: process.wait(timeout=seconds(20))) == 0

@@ -16,10 +16,11 @@ from livebridge.demo.phone import GOODBYE, QUESTION, PhoneScript, phone_line, ph
 from livebridge.emulator import Emulator
 from livebridge.phone.bridge import CallEnded, Listener, PhoneEvent
 from livebridge.phone.caller import SimulatedCaller, speech
+from tests.support.timing import seconds
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-WAIT = 20.0
+WAIT = seconds(20.0)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from livebridge.phone.playout import FRAME_BYTES, FRAME_SECONDS, MAX_MARKS, Playout
+from tests.support.hypothesis_profiles import examples
 
 
 def test_audio_goes_out_in_whole_20_ms_frames() -> None:
@@ -69,7 +70,7 @@ def test_marks_in_flight_are_bounded() -> None:
     assert playout.pending(names[-1])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(
         st.tuples(

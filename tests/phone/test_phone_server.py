@@ -16,10 +16,11 @@ from livebridge.phone.bridge import CallAnswered, CallEnded, PhoneEvent
 from livebridge.phone.caller import Rung, SimulatedCaller, ring, speech
 from livebridge.phone.gate import MAX_FORM, busy_twiml
 from livebridge.phone.signature import HEADER, signature
+from tests.support.timing import seconds
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-WAIT = 20.0
+WAIT = seconds(20.0)
 TOKEN = "12345-not-a-real-token"
 
 

@@ -17,9 +17,10 @@ from livebridge.live.options import SessionOptions
 from livebridge.phone.bridge import CallAnswered, CallEnded, PhoneEvent
 from livebridge.phone.caller import SimulatedCaller, speech
 from livebridge.phone.metrics import PhoneMetrics
+from tests.support.timing import seconds
 
 #: Generous bound for anything that waits on a real-time exchange.
-WAIT = 20.0
+WAIT = seconds(20.0)
 
 
 class Calls:

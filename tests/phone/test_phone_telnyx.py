@@ -23,10 +23,11 @@ from livebridge.phone.caller import Rung, SimulatedCaller, ring, speech, tone
 from livebridge.phone.telnyx import TelnyxStream
 from livebridge.phone.twilio import MediaIn, StreamStarted
 from tests.phone.test_phone_bridge import weather_in_parallel
+from tests.support.timing import seconds
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-WAIT = 20.0
+WAIT = seconds(20.0)
 KEY = Ed25519PrivateKey.generate()
 PUBLIC = base64.b64encode(KEY.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)).decode()
 

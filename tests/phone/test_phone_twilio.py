@@ -19,6 +19,7 @@ from livebridge.phone.twilio import (
     StreamStopped,
     TwilioStream,
 )
+from tests.support.hypothesis_profiles import examples
 
 START = {
     "event": "start",
@@ -200,7 +201,7 @@ def mangled(draw: st.DrawFn) -> str | bytes:
     return json.dumps(frame)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(mangled(), min_size=1, max_size=8))
 def test_receive_never_raises(frames: list[str | bytes]) -> None:
     stream = TwilioStream()

@@ -19,6 +19,8 @@ from livebridge.protocol.events import (
     ToolCallSettled,
     TurnComplete,
 )
+from tests.support.hypothesis_profiles import examples
+from tests.support.timing import seconds
 
 
 async def drain(buffer: EventBuffer) -> list[SessionEvent]:
@@ -103,21 +105,21 @@ async def test_close_wakes_every_waiting_reader_and_wait_returns_at_once_after()
         await anyio.wait_all_tasks_blocked()
         buffer.close()
     assert received == [None, None, None]
-    with anyio.fail_after(1):
+    with anyio.fail_after(seconds(1)):
         await buffer.wait()  # closed: nothing to wait for
 
 
 async def test_wait_returns_at_once_while_an_event_or_a_drop_report_waits() -> None:
     buffer = EventBuffer(capacity=1)
     buffer.put(AudioOut(b"a"))
-    with anyio.fail_after(1):
+    with anyio.fail_after(seconds(1)):
         await buffer.wait()
     buffer.put(AudioOut(b"b"))  # the first is discarded: a drop report and "b" wait
     assert list(buffer.ready()) == [EventsDropped(1, media=1), AudioOut(b"b")]
     buffer.put(AudioOut(b"c"))
     buffer.put(AudioOut(b"d"))
     assert len(buffer) == 1
-    with anyio.fail_after(1):
+    with anyio.fail_after(seconds(1)):
         await buffer.wait()
 
 
@@ -150,11 +152,11 @@ async def test_puts_stay_constant_time_when_full_of_control_events() -> None:
     started = time.perf_counter()
     for _ in range(10_000):
         buffer.put(AudioOut(b"x"))  # full and no media waiting: each is dropped at once
-    assert time.perf_counter() - started < 1.0  # a scan per put would take minutes
+    assert time.perf_counter() - started < seconds(1.0)  # a scan per put would take minutes
     assert buffer.dropped == 10_000
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(
         st.sampled_from(["audio", "turn", "fate", "read", "next"]),

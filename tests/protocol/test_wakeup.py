@@ -2,13 +2,14 @@ import anyio
 import pytest
 
 from livebridge.protocol.wakeup import Wakeup
+from tests.support.timing import seconds
 
 
 async def test_a_set_before_the_wait_is_consumed_by_the_next_wait() -> None:
     wake = Wakeup()
     wake.set()
     wake.set()  # setting a set flag changes nothing
-    with anyio.fail_after(5):
+    with anyio.fail_after(seconds(5)):
         await wake.wait()
     with anyio.move_on_after(0.05) as scope:
         await wake.wait()  # consumed: this one waits
@@ -23,7 +24,7 @@ async def test_every_waiting_task_wakes_and_the_set_is_consumed() -> None:
         await wake.wait()
         woken.append(i)
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(seconds(5)):
         async with anyio.create_task_group() as tg:
             for i in range(3):
                 tg.start_soon(waiter, i)
@@ -50,7 +51,7 @@ async def test_a_cancelled_waiter_leaves_the_others_waiting_for_the_set() -> Non
             await wake.wait()
         woken.append("cancelled" if scope.cancelled_caught else "woken")
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(seconds(5)):
         async with anyio.create_task_group() as tg:
             tg.start_soon(waiter)
             tg.start_soon(cancelled)
@@ -72,7 +73,7 @@ async def test_a_waiter_consumes_only_the_set_that_woke_it() -> None:
         if len(woken) == 1:
             wake.set()  # a new set, after the one that woke both
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(seconds(5)):
         async with anyio.create_task_group() as tg:
             tg.start_soon(waiter, 0)
             tg.start_soon(waiter, 1)
@@ -92,7 +93,7 @@ async def test_waiting_again_after_a_wake_up_waits_for_the_next_set(waiters: int
             await wake.wait()
             rounds.append(i)
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(seconds(5)):
         async with anyio.create_task_group() as tg:
             for i in range(waiters):
                 tg.start_soon(loop, i)
@@ -115,7 +116,7 @@ async def test_clear_forgets_an_unconsumed_set_but_not_a_task_it_already_woke() 
         await wake.wait()
         woken.append("woken")
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(seconds(5)):
         async with anyio.create_task_group() as tg:
             tg.start_soon(waiter)
             await anyio.wait_all_tasks_blocked()

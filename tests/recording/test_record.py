@@ -21,7 +21,8 @@ from livebridge.observe.trace import TraceObserver
 from livebridge.protocol import secrets
 from livebridge.protocol.events import SessionEvent, ToolCallSettled, TurnComplete
 from livebridge.recording.read import FORMAT_VERSION, read_recording, restore_audio
-from tests.session_helpers import collect_until, open_session
+from tests.support.gemini_sessions import collect_until, open_session
+from tests.support.hypothesis_profiles import examples
 
 SHIPPED = Path(__file__).parent.parent / "data" / "demo_recording.jsonl"
 SECRET = "AIzaRecordingTestKey0123456789"
@@ -130,7 +131,7 @@ def lines_of_shipped() -> list[str]:
     return SHIPPED.read_text().splitlines(keepends=True)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(cut=st.integers(min_value=1, max_value=SHIPPED.stat().st_size - 2))
 def test_a_truncated_recording_is_an_error_naming_its_last_line(
     tmp_path_factory: Any, cut: int

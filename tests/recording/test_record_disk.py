@@ -16,7 +16,7 @@ from livebridge import RecordingError, SessionOptions
 from livebridge.calls.observers import Recorder, RecordingFailed
 from livebridge.emulator import Conversation, Emulator
 from livebridge.protocol.events import Closed, SessionEvent, ToolCallSettled
-from tests.session_helpers import collect_until, of_type, open_session
+from tests.support.gemini_sessions import collect_until, of_type, open_session
 
 TURNS = 12
 
@@ -55,30 +55,34 @@ def lookup_tools() -> livebridge.ToolRegistry:
 
 async def test_a_recording_on_a_full_disk_is_refused_at_connect_naming_the_path(
     tiny_disk: Path,
+    gemini_emulator: Emulator,
 ) -> None:
     fill(tiny_disk)
     path = tiny_disk / "session.jsonl"
     with pytest.raises(RecordingError, match="No space left on device") as caught:
         async with (
-            Emulator() as emu,
-            open_session(emu, lookup_tools(), options=SessionOptions(record=str(path))),
+            open_session(gemini_emulator, lookup_tools(), options=SessionOptions(record=str(path))),
         ):
             raise AssertionError("connect should have refused the recording")
     assert str(path) in str(caught.value) and "\n" not in str(caught.value)
 
 
-async def test_a_recording_that_cannot_be_written_is_refused_at_connect() -> None:
+async def test_a_recording_that_cannot_be_written_is_refused_at_connect(
+    gemini_emulator: Emulator,
+) -> None:
     with pytest.raises(RecordingError, match=r"/dev/full: No space left"):
         async with (
-            Emulator() as emu,
-            open_session(emu, lookup_tools(), options=SessionOptions(record="/dev/full")),
+            open_session(
+                gemini_emulator, lookup_tools(), options=SessionOptions(record="/dev/full")
+            ),
         ):
             raise AssertionError("connect should have refused the recording")
     with pytest.raises(RecordingError, match=r"/nonexistent/dir/x\.jsonl: No such file"):
         async with (
-            Emulator() as emu,
             open_session(
-                emu, lookup_tools(), options=SessionOptions(record="/nonexistent/dir/x.jsonl")
+                gemini_emulator,
+                lookup_tools(),
+                options=SessionOptions(record="/nonexistent/dir/x.jsonl"),
             ),
         ):
             raise AssertionError("connect should have refused the recording")

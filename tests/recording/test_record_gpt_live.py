@@ -14,8 +14,8 @@ from livebridge.emulator import Emulator, LiveServerSession
 from livebridge.observe.trace import TraceObserver
 from livebridge.protocol.events import TurnComplete
 from livebridge.recording.read import read_recording
-from tests.emulator.openai_live_helpers import MODEL
-from tests.session_helpers import collect_until
+from tests.support.gemini_sessions import collect_until
+from tests.support.gpt_live_sessions import MODEL
 
 
 def hide_card(function: str, value: dict[str, Any]) -> dict[str, Any]:

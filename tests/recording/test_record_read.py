@@ -28,7 +28,8 @@ from livebridge.recording.read import (
 from livebridge.recording.replay import replay
 from tests.cli.test_cli_errors import one_line_failure
 from tests.recording.test_replay_cli import livebridge_replay
-from tests.replay_tools import a_recording, answer, demo_tools, tool_call
+from tests.support.replay_tools import a_recording, answer, demo_tools, tool_call
+from tests.support.timing import seconds
 
 SHIPPED = Path(__file__).parent.parent / "data" / "demo_recording.jsonl"
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -48,7 +49,7 @@ def peak_mib(*args: str) -> int:
         cwd=REPOSITORY,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=True,
     )
     return int(done.stdout.split()[-1])
@@ -157,7 +158,7 @@ def test_a_field_of_the_wrong_type_is_one_line_and_exit_2(
     lines[6] = line + "\n"
     path = tmp_path / "edited.jsonl"
     path.write_text("".join(lines))
-    assert main(["replay", str(path), "tests.replay_tools:registry"]) == 2
+    assert main(["replay", str(path), "tests.support.replay_tools:registry"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"livebridge replay: {path}{expected}"), err
     assert err.count("\n") == 1 and "Traceback" not in err
@@ -175,9 +176,9 @@ async def test_a_long_gap_at_the_recorded_pace_is_played_as_the_bound(
         {"t": 600.0, "ev": "recv", "msg": {"serverContent": {"turnComplete": True}}},
     )
     started = time.monotonic()
-    with anyio.fail_after(60):
+    with anyio.fail_after(seconds(60)):
         report = await replay(path, demo_tools(), pace="recorded")
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < seconds(30)
     assert report.answers == 1, report.render()
 
 
@@ -207,10 +208,12 @@ def test_a_hand_edited_recording_is_one_line_and_exit_2_by_the_command(
 ) -> None:
     path = a_recording(tmp_path, *entries)
     started = time.monotonic()
-    result = livebridge_replay(str(path), "tests.replay_tools:registry", "--pace", "recorded")
+    result = livebridge_replay(
+        str(path), "tests.support.replay_tools:registry", "--pace", "recorded"
+    )
     took = time.monotonic() - started
     one_line_failure(result, f"livebridge replay: {path}", expected)
-    assert took < 25, f"{took:.1f} s to refuse it"
+    assert took < seconds(25), f"{took:.1f} s to refuse it"
 
 
 def gzip_members(path: Path, header: bytes, member: bytes, times: int) -> Path:
@@ -234,10 +237,10 @@ def test_a_gzip_of_blank_lines_is_refused_in_moments_by_the_command(tmp_path: Pa
     )
     assert path.stat().st_size < 3_000_000
     started = time.monotonic()
-    result = livebridge_replay(str(path), "tests.replay_tools:registry")
+    result = livebridge_replay(str(path), "tests.support.replay_tools:registry")
     took = time.monotonic() - started
     one_line_failure(result, f"{path}:{MAX_BLANK_LINES + 2}: more than {MAX_BLANK_LINES} blank")
-    assert took < 25, f"{took:.1f} s to refuse it"
+    assert took < seconds(25), f"{took:.1f} s to refuse it"
 
 
 @pytest.mark.parametrize(
@@ -254,7 +257,7 @@ def test_a_gzip_bomb_stops_at_the_ratio_bound(tmp_path: Path, member: bytes) -> 
     started = time.monotonic()
     with pytest.raises(RecordingError, match=f"over the {MAX_RATIO}:1 a recording compresses"):
         read_recording(path)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < seconds(10)
     # the same bytes uncompressed are read (up to the other bounds): no ratio to judge
     plain = tmp_path / "bomb.jsonl"
     with gzip.open(path, "rb") as packed, open(plain, "wb") as out:

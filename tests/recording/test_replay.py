@@ -19,7 +19,15 @@ from livebridge.recording.report import (
     SLOW_MARGIN,
     default_answer_timeout,
 )
-from tests.replay_tools import a_recording, answer, broken_weather, demo_tools, replaced, tool_call
+from tests.support.replay_tools import (
+    a_recording,
+    answer,
+    broken_weather,
+    demo_tools,
+    replaced,
+    tool_call,
+)
+from tests.support.timing import seconds
 
 SHIPPED = Path(__file__).parent.parent / "data" / "demo_recording.jsonl"
 
@@ -61,6 +69,7 @@ def test_assert_replays_fails_with_the_report() -> None:
         assert_replays(str(SHIPPED), broken_weather())
 
 
+@pytest.mark.slow
 async def test_a_call_left_unanswered_is_reported() -> None:
     async def get_time(city: str) -> str:
         """The local time in a city (never returns)."""
@@ -120,7 +129,7 @@ async def test_recorded_pace_takes_about_the_recorded_duration() -> None:
     report = await replay(recording, demo_tools(), pace="recorded")
     elapsed = time.monotonic() - began
     assert report.ok, report.render()
-    assert 0.8 * recorded <= elapsed <= recorded + 20
+    assert 0.8 * recorded <= elapsed <= recorded + seconds(20)
 
 
 async def test_an_answer_the_recording_never_had_names_the_line_of_its_call(
@@ -185,6 +194,7 @@ async def test_a_connection_the_app_never_opened_is_reported_at_the_deadline() -
     assert (report.connections, report.recorded_connections) == (1, 2)
 
 
+@pytest.mark.slow
 async def test_a_connection_the_app_never_opens_ends_the_replay_after_the_answer_timeout() -> None:
     """Not at the deadline (300 s by default): the app left the first connection's recorded
     end behind it and had ``RECONNECT_WAIT`` to open the next one."""
@@ -192,5 +202,5 @@ async def test_a_connection_the_app_never_opens_ends_the_replay_after_the_answer
     recording.entries = [e for e in recording.entries if "goAway" not in e.data.get("msg", {})]
     began = time.monotonic()
     report = await replay(recording, demo_tools(), answer_timeout=1.0)
-    assert time.monotonic() - began < RECONNECT_WAIT + 20
+    assert time.monotonic() - began < RECONNECT_WAIT + seconds(20)
     assert [d.kind for d in report.divergences] == ["connection_missing"]

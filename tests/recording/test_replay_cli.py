@@ -20,9 +20,10 @@ from livebridge.demo.driver import CONFIG, MODEL, run_demo
 from livebridge.emulator import Emulator
 from livebridge.recording.read import FORMAT_VERSION, read_recording
 from livebridge.recording.replay import assert_replays
-from tests.emulator.helpers import environment_lines
 from tests.emulator.test_cli import CLI
-from tests.replay_tools import a_recording, answer, demo_tools, tool_call
+from tests.support.gemini_clients import environment_lines
+from tests.support.replay_tools import a_recording, answer, demo_tools, tool_call
+from tests.support.timing import seconds
 from tests.test_readme import block, offline_environment
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -36,7 +37,7 @@ def livebridge_replay(*args: str) -> subprocess.CompletedProcess[str]:
         env=offline_environment(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
 
@@ -61,7 +62,7 @@ def test_a_fresh_recording_replays_with_zero_divergence_by_the_command_and_the_h
     assert opens[0].data["handle"] is None
     assert opens[1].data["handle"], "the second connection resumes with a recorded handle"
 
-    result = livebridge_replay(str(path), "tests.replay_tools:registry")
+    result = livebridge_replay(str(path), "tests.support.replay_tools:registry")
     assert result.returncode == 0, result.stdout + result.stderr
     answers = recorded_answers(path)
     assert result.stdout == (
@@ -74,7 +75,7 @@ def test_a_fresh_recording_replays_with_zero_divergence_by_the_command_and_the_h
 
 
 def test_the_command_prints_each_divergence_and_exits_1_without_a_traceback() -> None:
-    result = livebridge_replay(str(SHIPPED), "tests.replay_tools:broken", "--pace", "fast")
+    result = livebridge_replay(str(SHIPPED), "tests.support.replay_tools:broken", "--pace", "fast")
     assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].endswith("2 divergence(s)")
@@ -104,7 +105,7 @@ def test_the_command_names_the_line_of_a_cut_or_corrupt_recording(
     text = SHIPPED.read_text()
     bad = tmp_path / "bad.jsonl"
     bad.write_text(damage(text))  # type: ignore[operator]
-    assert main(["replay", str(bad), "tests.replay_tools:registry"]) == 2
+    assert main(["replay", str(bad), "tests.support.replay_tools:registry"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith(f"livebridge replay: {bad}:") and expected in err
@@ -114,7 +115,9 @@ def test_the_command_names_the_line_of_a_cut_or_corrupt_recording(
 
 def test_a_bad_answer_timeout_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(["replay", str(SHIPPED), "tests.replay_tools:registry", "--answer-timeout", "0"])
+        main(
+            ["replay", str(SHIPPED), "tests.support.replay_tools:registry", "--answer-timeout", "0"]
+        )
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not a positive number of seconds" in err
@@ -135,7 +138,7 @@ def test_the_readme_pytest_helper_snippet_runs_in_a_test_suite(tmp_path: Path) -
         env=offline_environment(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -238,10 +241,10 @@ async def test_the_emulator_command_prints_the_divergence_report_at_exit(tmp_pat
     try:
         env = offline_environment(**await environment_lines(server))
         program = await asyncio.create_subprocess_exec(sys.executable, "-c", ERROR_PROGRAM, env=env)
-        assert await asyncio.wait_for(program.wait(), 60) == 0
+        assert await asyncio.wait_for(program.wait(), seconds(60)) == 0
     finally:
         server.send_signal(signal.SIGINT)
-        out, _ = await asyncio.wait_for(server.communicate(), 30)
+        out, _ = await asyncio.wait_for(server.communicate(), seconds(30))
     assert server.returncode == 0
     assert (
         f"{path}: 1 answers on 1 of 1 connection(s) replayed, 1 divergence(s)\n"
@@ -253,7 +256,7 @@ async def test_the_emulator_command_prints_the_divergence_report_at_exit(tmp_pat
 def test_a_changed_value_is_a_divergence_naming_the_field_unless_ignored() -> None:
     """A tool that answers ``ok`` with other values than the recorded ones diverges, with the
     field, the recorded and the replayed value on one line; ``--ignore-field`` leaves it out."""
-    result = livebridge_replay(str(SHIPPED), "tests.replay_tools:wrong_city")
+    result = livebridge_replay(str(SHIPPED), "tests.support.replay_tools:wrong_city")
     assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     weather = calls_of_function(SHIPPED, "get_weather")
@@ -264,15 +267,15 @@ def test_a_changed_value_is_a_divergence_naming_the_field_unless_ignored() -> No
     assert result.stderr == ""  # the tools logged nothing
 
     ignored = livebridge_replay(
-        str(SHIPPED), "tests.replay_tools:wrong_city", "--ignore-field", "city"
+        str(SHIPPED), "tests.support.replay_tools:wrong_city", "--ignore-field", "city"
     )
     assert ignored.returncode == 0, ignored.stdout + ignored.stderr
     by_path = livebridge_replay(
-        str(SHIPPED), "tests.replay_tools:wrong_city", "--ignore-field", "output.city"
+        str(SHIPPED), "tests.support.replay_tools:wrong_city", "--ignore-field", "output.city"
     )
     assert by_path.returncode == 0, by_path.stdout + by_path.stderr
     elsewhere = livebridge_replay(
-        str(SHIPPED), "tests.replay_tools:wrong_city", "--ignore-field", "city.output"
+        str(SHIPPED), "tests.support.replay_tools:wrong_city", "--ignore-field", "city.output"
     )
     assert elsewhere.returncode == 1
 
@@ -286,7 +289,7 @@ def test_a_recorded_error_answered_again_passes_in_silence(tmp_path: Path) -> No
         "error": {"type": "RuntimeError", "message": "clock backend down", "retryable": False}
     }
     path = a_recording(tmp_path, call, failed)
-    result = livebridge_replay(str(path), "tests.replay_tools:broken_clock")
+    result = livebridge_replay(str(path), "tests.support.replay_tools:broken_clock")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.endswith("0 divergence(s)\n") and result.stderr == ""
 

@@ -21,6 +21,8 @@ from livebridge import RecordingError
 from livebridge.cli.main import main
 from livebridge.emulator.gemini.replay import ReplayScenario
 from livebridge.recording.read import read_recording
+from tests.support.hypothesis_profiles import examples
+from tests.support.timing import seconds
 
 SHIPPED = Path(__file__).parent.parent / "data" / "demo_recording.jsonl"
 LINES: list[dict[str, Any]] = [json.loads(line) for line in SHIPPED.read_text().splitlines()]
@@ -123,7 +125,7 @@ def one_line(message: str) -> None:
     assert "Traceback" not in message, message
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_reading_a_mutated_recording_is_entries_or_one_line(
     data: st.DataObject, tmp_path_factory: Any
@@ -137,11 +139,11 @@ def test_reading_a_mutated_recording_is_entries_or_one_line(
         assert str(exc).startswith(str(path)), exc
     else:
         ReplayScenario(recording)  # what the replay reads before it plays
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < seconds(10)
 
 
 def replay_command(path: Path, *args: str) -> tuple[int, str, str]:
-    """``livebridge replay PATH tests.replay_tools:registry ARGS``: its status, out and err;
+    """``livebridge replay PATH tests.support.replay_tools:registry ARGS``: its status, out and err;
     ``AssertionError`` if it does not end within a minute."""
     out, err = io.StringIO(), io.StringIO()
     ended: list[int | BaseException] = []
@@ -149,7 +151,9 @@ def replay_command(path: Path, *args: str) -> tuple[int, str, str]:
     def run() -> None:
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                ended.append(main(["replay", str(path), "tests.replay_tools:registry", *args]))
+                ended.append(
+                    main(["replay", str(path), "tests.support.replay_tools:registry", *args])
+                )
         except BaseException as exc:  # reported below, with what was written
             ended.append(exc)
 
@@ -162,8 +166,9 @@ def replay_command(path: Path, *args: str) -> tuple[int, str, str]:
     return ended[0], out.getvalue(), err.getvalue()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)  # an example whose answers all went missing waits for each
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_replaying_a_mutated_recording_is_a_report_or_one_line(
     data: st.DataObject, tmp_path_factory: Any

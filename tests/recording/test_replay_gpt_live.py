@@ -21,11 +21,11 @@ from livebridge.emulator.openai_live.session import LiveScenario
 from livebridge.recording.read import read_recording
 from livebridge.recording.replay import replay
 from tests.cli.test_cli_errors import one_line_failure
-from tests.emulator.helpers import environment_lines
-from tests.emulator.openai_live_helpers import MODEL
 from tests.emulator.test_cli import CLI
 from tests.emulator.test_openai_live_cli import KEYS as OPENAI_KEYS
 from tests.recording.test_replay_cli import REPOSITORY, livebridge_replay
+from tests.support.gemini_clients import environment_lines
+from tests.support.gpt_live_sessions import MODEL
 from tests.test_readme import offline_environment
 
 HERE = "tests.recording.test_replay_gpt_live"

@@ -14,10 +14,8 @@ from livebridge import LiveSession
 from livebridge.emulator import Emulator
 from livebridge.errors import EvictionPolicyError, StoreUnavailableError, UsageError
 from livebridge.store import RedisLimiter, RedisStore
-from tests.redis_server import RedisServer, redis_server
-from tests.session_helpers import MODEL, TEXT_CONFIG
-
-__all__ = ["redis_server"]
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG
+from tests.support.redis_server import RedisServer
 
 EVICTING = ["allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-ttl"]
 

@@ -6,6 +6,9 @@ refused while the dead one's lease is live, then takes over, resumes the stored 
 answers the model's re-issued call ``outcome_unknown`` instead of running it again. When the
 store lost the ``started`` entry (as a promoted Redis replica can), the second worker runs the
 call again: with the same idempotency key, for the side effect to dedupe, and a higher fence.
+
+They run beside the other tests: most of each is the lease (``LEASE_TTL``, scaled by the tests'
+time unit) running out, and it leaves a worker started on a loaded machine room to find it held.
 """
 
 from __future__ import annotations
@@ -24,10 +27,9 @@ import psycopg
 import pytest
 import redis
 
-from tests.postgres_server import PostgresServer, postgres_server, prefix
-from tests.redis_server import RedisServer, redis_server
-
-__all__ = ["postgres_server", "redis_server"]
+from tests.support.postgres_server import PostgresServer, prefix
+from tests.support.redis_server import RedisServer
+from tests.support.timing import seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_KEYS = {"GOOGLE_GEMINI_BASE_URL", "SSL_CERT_FILE", "GEMINI_API_KEY"}
@@ -55,7 +57,7 @@ class EmulatorProcess:
     def stop(self) -> dict[str, Any]:
         """SIGTERM, then the report it wrote."""
         self.process.send_signal(signal.SIGTERM)
-        self.process.communicate(timeout=60)
+        self.process.communicate(timeout=seconds(60))
         report: dict[str, Any] = json.loads(self.report.read_text())
         return report
 
@@ -92,7 +94,7 @@ def worker(
         [
             sys.executable,
             "-m",
-            "tests.store_worker",
+            "tests.support.store_process",
             url,
             "user-42",
             TEXT,
@@ -112,7 +114,7 @@ def lines(output: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
 
 
-@pytest.mark.serial
+@pytest.mark.slow
 def test_kill_mid_call_then_the_next_worker_takes_over(
     emulator: EmulatorProcess, store: list[str], tmp_path: Path
 ) -> None:
@@ -128,16 +130,16 @@ def test_kill_mid_call_then_the_next_worker_takes_over(
         os.kill(first.pid, signal.SIGKILL)
     finally:
         first.kill()
-        first.communicate(timeout=30)
+        first.communicate(timeout=seconds(30))
 
     busy = worker(emulator, store, runs)
-    _, err = busy.communicate(timeout=60)
+    _, err = busy.communicate(timeout=seconds(60))
     assert busy.returncode == 3
     assert err.splitlines()[-1].startswith("busy: conversation 'user-42' is held by")
     assert "retry after that" in err and "Traceback" not in err
 
     second = worker(emulator, store, runs, "--wait-lease")
-    out, err = second.communicate(timeout=120)
+    out, err = second.communicate(timeout=seconds(120))
     assert second.returncode == 0, err
     report = emulator.stop()
 
@@ -195,7 +197,7 @@ def forget_journal(store: list[str]) -> None:
             assert client.delete("livebridge:{user-42}:journal") == 1
 
 
-@pytest.mark.serial
+@pytest.mark.slow
 def test_a_call_whose_entry_the_store_lost_runs_again_with_the_same_key(
     emulator: EmulatorProcess, store: list[str], tmp_path: Path
 ) -> None:
@@ -208,11 +210,11 @@ def test_a_call_whose_entry_the_store_lost_runs_again_with_the_same_key(
         os.kill(first.pid, signal.SIGKILL)
     finally:
         first.kill()
-        first.communicate(timeout=30)
+        first.communicate(timeout=seconds(30))
     forget_journal(store)
 
     second = worker(emulator, store, runs, "--wait-lease")
-    out, err = second.communicate(timeout=120)
+    out, err = second.communicate(timeout=seconds(120))
     assert second.returncode == 0, err
     emulator.stop()
     settled = [e for e in lines(out) if e["event"] == "settled"]

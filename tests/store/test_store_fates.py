@@ -16,11 +16,10 @@ from livebridge.errors import LeaseLostError
 from livebridge.protocol.events import TurnComplete
 from livebridge.store import Entry, MemoryStore, RedisStore
 from livebridge.store.journal import MAX_DEFERRED, Journal
-from tests.redis_server import RedisServer, redis_server
-from tests.session_helpers import MODEL, TEXT_CONFIG, client_messages, collect_until
 from tests.store.test_store_session import Booking
-
-__all__ = ["redis_server"]
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, client_messages, collect_until
+from tests.support.redis_server import RedisServer
+from tests.support.timing import seconds
 
 
 async def test_a_session_whose_lease_is_taken_ends_with_lease_lost(
@@ -40,7 +39,7 @@ async def test_a_session_whose_lease_is_taken_ends_with_lease_lost(
                     conversation="c",
                 ) as session:
                     await thief.set(store.keys("c")[0], "9 thief", px=60_000)
-                    with anyio.fail_after(30):
+                    with anyio.fail_after(seconds(30)):
                         async for _ in session.events():
                             pass
             await emu.settled()

@@ -9,9 +9,7 @@ import random
 import pytest
 
 from benchmarks.bench_store_pause import World, race
-from tests.redis_server import RedisServer, redis_server
-
-__all__ = ["redis_server"]
+from tests.support.redis_server import RedisServer
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])

@@ -23,13 +23,11 @@ from livebridge.protocol.events import Closed, ToolCallStarted, TurnComplete
 from livebridge.store import Entry, MemoryStore, PostgresStore, RedisStore, Store
 from livebridge.store.base import request_digest
 from livebridge.store.journal import Journal
-from tests.postgres_server import PostgresServer, postgres_server, prefix
-from tests.redis_server import RedisServer, redis_server
-from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until
 from tests.store.test_store_journal import admit
 from tests.store.test_store_session import Booking
-
-__all__ = ["postgres_server", "redis_server"]
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until
+from tests.support.postgres_server import PostgresServer, prefix
+from tests.support.redis_server import RedisServer
 
 LEASE_TTL = 1.0
 
@@ -190,6 +188,7 @@ def test_a_handle_ttl_within_the_lease_is_refused(
 
 async def test_the_heartbeat_keeps_the_handle_and_journal_alive(
     make_store: Callable[..., Store],
+    gemini_emulator: Emulator,
 ) -> None:
     """A session that lives longer than ``handle_ttl`` keeps its handle and a running call's
     ``started`` entry: they expire ``handle_ttl`` after the last heartbeat, not the last write."""
@@ -205,9 +204,8 @@ async def test_the_heartbeat_keeps_the_handle_and_journal_alive(
 
     try:
         async with (
-            Emulator() as emu,
             LiveSession.connect(
-                emu.client(),
+                gemini_emulator.client(),
                 model=MODEL,
                 tools=tools,
                 config=TEXT_CONFIG,

@@ -13,8 +13,8 @@ from typing import Any
 from livebridge.emulator import Emulator
 from livebridge.store import Entry, MemoryStore
 from livebridge.store.base import request_digest
-from tests.session_helpers import errors
 from tests.store.test_store_session import Booking, dead_worker, turn, wait_for_lease
+from tests.support.gemini_sessions import errors
 
 
 class Invoicing(Booking):

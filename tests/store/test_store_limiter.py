@@ -21,18 +21,17 @@ from livebridge.emulator import Emulator
 from livebridge.errors import UsageError
 from livebridge.protocol.events import ToolCallSettled, TurnComplete
 from livebridge.store import RedisLimiter
-from tests.redis_server import RedisServer, redis_server
-from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until, errors, of_type
 from tests.store.test_store_session import Booking
-
-__all__ = ["redis_server"]
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until, errors, of_type
+from tests.support.redis_server import RedisServer
+from tests.support.timing import seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def worker(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.limiter_worker", *args],
+        [sys.executable, "-m", "tests.support.limiter_process", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -45,7 +44,7 @@ def test_three_processes_never_exceed_the_capacity(redis_server: RedisServer) ->
     workers = [worker("hammer", url, "api", "2", "25", "0.01") for _ in range(3)]
     reports = []
     for process in workers:
-        out, err = process.communicate(timeout=120)
+        out, err = process.communicate(timeout=seconds(120))
         assert process.returncode == 0, err
         reports.append(json.loads(out))
     assert [r["done"] for r in reports] == [25, 25, 25]
@@ -60,13 +59,13 @@ def test_slots_of_a_killed_process_come_back_after_their_lease(redis_server: Red
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "held"
         os.kill(holder.pid, signal.SIGKILL)
-        holder.communicate(timeout=30)
+        holder.communicate(timeout=seconds(30))
         killed = time.monotonic()
         taker = worker("hammer", url, "db", "2", "2", "0")
-        out, err = taker.communicate(timeout=60)
+        out, err = taker.communicate(timeout=seconds(60))
         assert taker.returncode == 0, err
         assert json.loads(out)["done"] == 2
-        assert time.monotonic() - killed < 30
+        assert time.monotonic() - killed < seconds(30)
     finally:
         if holder.poll() is None:
             holder.kill()

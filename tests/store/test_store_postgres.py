@@ -17,12 +17,11 @@ from livebridge.emulator import Emulator
 from livebridge.errors import ConversationBusyError, LeaseLostError, StoreUnavailableError
 from livebridge.protocol.events import Closed, TurnComplete
 from livebridge.store import Entry, HandleRecord, PostgresStore
-from tests.postgres_server import PostgresServer, postgres_server, prefix
-from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until
 from tests.store.test_store_fencing import rome_entry, until
 from tests.store.test_store_session import Booking
-
-__all__ = ["postgres_server"]
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until
+from tests.support.postgres_server import PostgresServer, prefix
+from tests.support.timing import seconds
 
 LEASE_TTL = 1.0
 
@@ -94,9 +93,10 @@ async def test_a_server_down_or_frozen_is_one_clear_error_within_the_timeout() -
                 started = time.monotonic()
                 with pytest.raises(StoreUnavailableError, match=f"PostgreSQL at {server.url}"):
                     await operation
-                assert time.monotonic() - started < 2.0  # the timeout, not psycopg's 5 s cancel
+                # the timeout, not psycopg's 5 s cancel
+                assert time.monotonic() - started < seconds(2.0)
             recover()
-            with anyio.fail_after(30):  # the pool reconnects on its own
+            with anyio.fail_after(seconds(30)):  # the pool reconnects on its own
                 while True:
                     try:
                         assert await store.renew("c1", w1, 30.0)  # the data survived: still ours

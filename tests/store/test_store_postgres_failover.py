@@ -23,7 +23,8 @@ from livebridge.calls.dispatch import Dispatcher
 from livebridge.errors import StoreError
 from livebridge.store import PostgresStore
 from livebridge.store.connector import StoreConnector
-from tests.postgres_server import PostgresServer
+from tests.support.postgres_server import PostgresServer
+from tests.support.timing import seconds
 
 LEASE_TTL = 0.6
 
@@ -140,7 +141,7 @@ async def test_a_standby_promoted_mid_conversation_runs_nothing_twice(
         await anyio.sleep(world.rng.uniform(0.0, 1.0))
         await anyio.to_thread.run_sync(pair.standby.promote)
         world.promoted = True
-        with anyio.fail_after(60):
+        with anyio.fail_after(seconds(60)):
             while world.runs_after < 5:  # noqa: ASYNC110 (the workers' progress)
                 await anyio.sleep(0.05)
         stop.set()

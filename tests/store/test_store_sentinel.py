@@ -18,8 +18,9 @@ import redis.asyncio
 
 from livebridge.errors import StoreUnavailableError
 from livebridge.store import Entry, RedisStore
-from tests.prometheus_server import free_port
-from tests.system_packages import require
+from tests.support.prometheus_server import free_port
+from tests.support.system_packages import require
+from tests.support.timing import seconds
 from tests.test_readme import python_blocks
 
 
@@ -45,7 +46,7 @@ class RedisProcess:
 
     def close(self) -> None:
         self.process.kill()
-        self.process.wait(timeout=30)
+        self.process.wait(timeout=seconds(30))
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -99,7 +100,7 @@ async def ask(client: redis.asyncio.Redis, *args: object) -> Any:
 
 async def until_true(probe: redis.asyncio.Redis, command: str, *args: str) -> object:
     """Ask until the server answers (it is starting) and the answer is truthy."""
-    with anyio.fail_after(30):
+    with anyio.fail_after(seconds(30)):
         while True:
             try:
                 answer = await ask(probe, command, *args)
@@ -110,13 +111,14 @@ async def until_true(probe: redis.asyncio.Redis, command: str, *args: str) -> ob
             await anyio.sleep(0.05)
 
 
+@pytest.mark.slow
 async def test_the_store_follows_a_sentinel_failover(deployment: Deployment) -> None:
     sentinel = redis.asyncio.Redis(port=deployment.sentinel.port, decode_responses=True)
     master = redis.asyncio.Redis(port=deployment.master.port)
     store = docs_store(deployment.url)
     try:
         await until_true(sentinel, "SENTINEL", "REPLICAS", "books")  # it found the replica
-        with anyio.fail_after(30):
+        with anyio.fail_after(seconds(30)):
             while True:  # until the sentinel has seen the master answer as one
                 try:
                     lease = await store.acquire("c", "w1", 30.0)
@@ -128,7 +130,7 @@ async def test_the_store_follows_a_sentinel_failover(deployment: Deployment) -> 
         await store.begin("c", lease, entry)
         assert await ask(master, "WAIT", 1, 5000) == 1  # the replica has it
         await until_true(sentinel, "SENTINEL", "FAILOVER", "books")
-        with anyio.fail_after(30):
+        with anyio.fail_after(seconds(30)):
             while True:  # the store asks the sentinel again once the old master refuses
                 address = await ask(sentinel, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "books")
                 try:

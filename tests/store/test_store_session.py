@@ -22,8 +22,7 @@ from livebridge.observe.metrics import PrometheusObserver
 from livebridge.protocol.events import ToolCallSettled, TurnComplete
 from livebridge.store import Entry, MemoryStore, RedisStore, Store
 from livebridge.store.base import request_digest
-from tests.redis_server import RedisServer, redis_server
-from tests.session_helpers import (
+from tests.support.gemini_sessions import (
     MODEL,
     TEXT_CONFIG,
     client_messages,
@@ -31,8 +30,8 @@ from tests.session_helpers import (
     errors,
     of_type,
 )
-
-__all__ = ["redis_server"]
+from tests.support.redis_server import RedisServer
+from tests.support.timing import seconds
 
 
 class Booking:
@@ -88,7 +87,7 @@ def entry(name: str, epoch: int, **extra: Any) -> Entry:
 
 async def wait_for_lease(store: Store) -> None:
     """Until the dead worker's lease lapsed (probing takes it: given back at once)."""
-    with anyio.fail_after(30):
+    with anyio.fail_after(seconds(30)):
         while True:
             try:
                 await store.acquire("c", "probe", 0.001)
@@ -199,7 +198,7 @@ async def test_redis_stopped_mid_conversation(redis_server: RedisServer) -> None
             down = await collect_until(session, lambda e: isinstance(e, TurnComplete))
             redis_server.start()
             probe = redis.asyncio.Redis.from_url(redis_server.url)
-            with anyio.fail_after(30):  # the heartbeat takes the lease again
+            with anyio.fail_after(seconds(30)):  # the heartbeat takes the lease again
                 while await probe.get(lease_key) is None:  # noqa: ASYNC110 (another process)
                     await anyio.sleep(0.05)
             await session.send_text("Book in Lima")
@@ -259,10 +258,11 @@ async def test_a_redis_that_stops_answering_refuses_the_journaled_call_in_time(
     outcomes = {s.name: s for s in of_type(frozen, ToolCallSettled)}
     assert outcomes["book_table"].error is not None
     assert outcomes["book_table"].error["type"] == "store_unavailable"
-    assert took < 10  # the 0.3 s timeout, with a generous bound for a loaded machine
+    assert took < seconds(10)  # the 0.3 s timeout, with a generous bound for a loaded machine
 
 
-async def test_a_store_needs_a_conversation_id() -> None:
-    async with Emulator() as emu:
-        with pytest.raises(UsageError, match="a store needs a conversation id"):
-            LiveSession(emu.client(), model=MODEL, tools=Booking().tools, store=MemoryStore())
+async def test_a_store_needs_a_conversation_id(gemini_emulator: Emulator) -> None:
+    with pytest.raises(UsageError, match="a store needs a conversation id"):
+        LiveSession(
+            gemini_emulator.client(), model=MODEL, tools=Booking().tools, store=MemoryStore()
+        )

@@ -15,7 +15,7 @@ from livebridge.errors import TransportClosed
 from livebridge.protocol.events import Resumed, TextOut, TurnComplete
 from livebridge.protocol.secrets import RedactingFilter
 from livebridge.vendors.gemini.connector import GeminiConnector
-from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until, open_session
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until, open_session
 
 
 def test_redaction_covers_headers_query_strings_and_known_secrets() -> None:
@@ -55,8 +55,10 @@ async def test_a_frame_over_the_client_limit_is_named_and_the_session_resumes() 
     assert events[-1] == TextOut("back")
 
 
-async def test_open_session_helper_still_uses_the_default_connector() -> None:
-    async with Emulator() as emu, open_session(emu, livebridge.ToolRegistry()) as session:
+async def test_open_session_helper_still_uses_the_default_connector(
+    gemini_emulator: Emulator,
+) -> None:
+    async with open_session(gemini_emulator, livebridge.ToolRegistry()) as session:
         await session.send_text("hi")
         await collect_until(session, lambda e: isinstance(e, TurnComplete))
 

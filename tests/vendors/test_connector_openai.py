@@ -19,7 +19,7 @@ from livebridge.live.vendors import connector_for, vendor_of
 from livebridge.protocol.events import ToolCallSettled, TurnComplete
 from livebridge.vendors.gemini.connector import GeminiConnector
 from livebridge.vendors.openai.connector import OpenAIConnector, session_config
-from tests.session_helpers import collect_until, errors, of_type
+from tests.support.gemini_sessions import collect_until, errors, of_type
 
 MODEL = "gpt-realtime"
 #: Connectors redact their client's key from every log line and recording of the process: a key
@@ -104,14 +104,15 @@ async def test_an_unreachable_service_fails_the_connect_with_a_clear_error() -> 
             pass
 
 
-async def test_a_refused_session_config_fails_the_connect_and_says_what_was_wrong() -> None:
-    async with Emulator(protocol="openai") as emu:
-        config = {"output_modalities": ["smell"]}
-        with pytest.raises(LiveSessionError, match=r"'smell'.*config given to LiveSession"):
-            async with LiveSession.connect(
-                emu.openai_client(), model=MODEL, tools=registry(), config=config
-            ):
-                pass
+async def test_a_refused_session_config_fails_the_connect_and_says_what_was_wrong(
+    openai_emulator: Emulator,
+) -> None:
+    config = {"output_modalities": ["smell"]}
+    with pytest.raises(LiveSessionError, match=r"'smell'.*config given to LiveSession"):
+        async with LiveSession.connect(
+            openai_emulator.openai_client(), model=MODEL, tools=registry(), config=config
+        ):
+            pass
 
 
 async def test_the_sdk_transport_answers_calls_like_the_wire_one() -> None:

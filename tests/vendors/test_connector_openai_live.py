@@ -12,7 +12,7 @@ from livebridge import LiveSession, UsageError
 from livebridge.emulator import Emulator, LiveServerSession
 from livebridge.live.vendors import connector_for
 from livebridge.vendors.openai_live.connector import GptLiveConnector
-from tests.emulator.openai_live_helpers import MODEL, open_live, sent
+from tests.support.gpt_live_sessions import MODEL, open_live, sent
 
 
 def weather() -> livebridge.ToolRegistry:
@@ -90,13 +90,14 @@ async def test_nothing_is_sent_before_session_started() -> None:
     assert sent(emu, "session.start")[0]["session"]["model"] == MODEL
 
 
-async def test_the_service_refusing_the_session_fails_the_connect() -> None:
+async def test_the_service_refusing_the_session_fails_the_connect(
+    gpt_live_emulator: Emulator,
+) -> None:
     """What only the service refuses (a voice it does not serve) comes back as its error and
     fails the connect, naming the parameter."""
     config = {"audio": {"output": {"voice": "fable"}}}
-    async with Emulator(model=MODEL) as emu:
-        with pytest.raises(livebridge.LivebridgeError, match=r"audio\.output\.voice"):
-            async with LiveSession.connect(
-                emu.client(), model=MODEL, tools=weather(), config=config
-            ):
-                pass
+    with pytest.raises(livebridge.LivebridgeError, match=r"audio\.output\.voice"):
+        async with LiveSession.connect(
+            gpt_live_emulator.client(), model=MODEL, tools=weather(), config=config
+        ):
+            pass

@@ -49,7 +49,8 @@ from livebridge.protocol.events import (
 from livebridge.protocol.transport import Audio, Text
 from livebridge.vendors.gemini import wire
 from livebridge.vendors.gemini.protocol import GeminiLiveProtocol
-from tests.depth import TOO_DEEP_FOR_ANY_PYTHON
+from tests.support.deep_nesting import TOO_DEEP_FOR_ANY_PYTHON
+from tests.support.hypothesis_profiles import examples
 from tests.vendors.protocol_helpers import of, registry
 
 
@@ -338,7 +339,7 @@ def _model(state: ConnectionState, event: ConnectionEvent) -> ConnectionState | 
     return state
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.sampled_from(_EVENTS), max_size=40))
 def test_connection_table_follows_its_model_and_refuses_without_change(
     events: list[ConnectionEvent],

@@ -14,7 +14,7 @@ from livebridge.errors import WireError
 from livebridge.protocol.encoding import b64decode, b64encode
 from livebridge.vendors.gemini import wire
 from livebridge.vendors.gemini.wire import parse_duration
-from tests.depth import TOO_DEEP_FOR_ANY_PYTHON
+from tests.support.deep_nesting import TOO_DEEP_FOR_ANY_PYTHON
 
 #: Real and captured Live messages, each with its public source (see the file's "source" fields).
 SAMPLES = Path(__file__).parent.parent / "data" / "live_wire_samples.jsonl"

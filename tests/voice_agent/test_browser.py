@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import async_playwright
 
-from tests.system_packages import require
+from tests.support.system_packages import require
 
 from .voice_client import ARTIFACTS, INPUT_RATE, start_server, tone
 

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from tests.support.timing import seconds
+
 from .voice_client import (
     ARTIFACTS,
     OUTPUT_RATE,
@@ -48,7 +50,7 @@ async def converse(url: str) -> BrowserClient:
     # Every turn answered (the model takes a moment to start), and no call left open.
     await client.wait_for(
         lambda: len(client.of_type("turn_complete")) >= TURNS and not client.open_calls,
-        timeout=30,
+        timeout=seconds(30),
     )
     await client.close()
     return client

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from .voice_client import BrowserClient, start_server
 
 
+@pytest.mark.slow
 async def test_a_spoken_turn_over_openai_realtime() -> None:
     server = start_server("--vendor", "openai")
     try:

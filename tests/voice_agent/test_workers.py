@@ -9,12 +9,13 @@ import re
 import signal
 import sys
 
+import pytest
+
 from livebridge.store import RedisStore
-from tests.redis_server import RedisServer, redis_server
+from tests.support.redis_server import RedisServer
+from tests.support.timing import seconds
 
 from .voice_client import ROOT, SERVER, BrowserClient, start_server
-
-__all__ = ["redis_server"]
 
 _READY = re.compile(r"^(worker \d): Voice agent ready: open (http://\S+/)")
 
@@ -27,6 +28,7 @@ async def text_turn(client: BrowserClient, text: str) -> None:
     )
 
 
+@pytest.mark.slow
 async def test_a_browser_continues_its_conversation_on_another_worker(
     redis_server: RedisServer,
 ) -> None:
@@ -44,7 +46,7 @@ async def test_a_browser_continues_its_conversation_on_another_worker(
     urls: dict[str, str] = {}
     try:
         while len(urls) < 2:
-            line = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()
+            line = (await asyncio.wait_for(process.stdout.readline(), seconds(60))).decode()
             assert line, "the workers exited:\n" + "".join(output)
             output.append(line)
             if match := _READY.match(line):
@@ -58,7 +60,7 @@ async def test_a_browser_continues_its_conversation_on_another_worker(
         await text_turn(first, "Thanks")  # a turn without calls: the service issues a handle
         store = RedisStore(redis_server.url)
         try:  # the handle follows turnComplete: wait until the worker stored it
-            async with asyncio.timeout(30):
+            async with asyncio.timeout(seconds(30)):
                 while (await store.load("user-7")).handle is None:  # noqa: ASYNC110 (Redis)
                     await asyncio.sleep(0.02)
         finally:
@@ -66,7 +68,7 @@ async def test_a_browser_continues_its_conversation_on_another_worker(
         await first.close()
 
         second = await BrowserClient.open(urls["worker 2"] + "?conversation=user-7")
-        await second.wait_for(lambda: bool(second.of_type("ready") or second.closed), 60)
+        await second.wait_for(lambda: bool(second.of_type("ready") or second.closed), seconds(60))
         assert len(second.of_type("ready")) == 1, second.events
         (ready,) = second.of_type("ready")
         assert ready["conversation"] == "user-7" and ready["resumed"] is True
@@ -77,7 +79,7 @@ async def test_a_browser_continues_its_conversation_on_another_worker(
         assert {event["outcome"] for event in settled} == {"ok"}
     finally:
         process.send_signal(signal.SIGINT)
-        rest, _ = await asyncio.wait_for(process.communicate(), 60)
+        rest, _ = await asyncio.wait_for(process.communicate(), seconds(60))
         output.extend(rest.decode().splitlines(keepends=True))
     text = "".join(output)
     assert "emulator: PASS: no violations" in text, text

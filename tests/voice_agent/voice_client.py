@@ -22,6 +22,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
+from tests.support.timing import seconds
+
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "examples" / "voice_agent" / "server.py"
 ARTIFACTS = ROOT / "artifacts"
@@ -64,7 +66,7 @@ class ServerProcess:
         """SIGTERM, wait, and return the final stats line the server prints on its way out."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
-        rest, _ = self.process.communicate(timeout=30)
+        rest, _ = self.process.communicate(timeout=seconds(30))
         self.output.extend(rest.splitlines())
         for line in self.output:
             if line.startswith("Final stats: "):

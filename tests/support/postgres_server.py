@@ -29,8 +29,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.prometheus_server import free_port
-from tests.system_packages import require
+from tests.support.prometheus_server import free_port
+from tests.support.system_packages import require
+from tests.support.timing import seconds
 
 __all__ = ["PostgresServer", "postgres_server", "prefix"]
 
@@ -175,7 +176,7 @@ class PostgresServer:
         """Crash it (SIGKILL to every process of the server) and wait until it is gone."""
         if self.process is not None and self.process.poll() is None:
             self._signal(signal.SIGKILL)
-            self.process.wait(timeout=30)
+            self.process.wait(timeout=seconds(30))
         self.process = None
 
     def _signal(self, number: int) -> None:

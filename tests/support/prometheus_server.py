@@ -1,7 +1,7 @@
 """A real Prometheus server for tests: own port on loopback, own config and data directory.
 
-Uses Debian's ``prometheus`` package (see ``tests/system_packages.py``; the packaged service is
-never started, so no system daemon is left on :9090).
+Uses Debian's ``prometheus`` package (see ``tests/support/system_packages.py``; the packaged
+service is never started, so no system daemon is left on :9090).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tests.system_packages import require
+from tests.support.system_packages import require
+from tests.support.timing import seconds
 
 POLL = 0.1  # seconds between polls of Prometheus's own status API
 
@@ -108,7 +109,7 @@ class PrometheusServer:
     def close(self) -> None:
         self.process.terminate()
         try:
-            self.process.wait(timeout=30)
+            self.process.wait(timeout=seconds(30))
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()

@@ -13,6 +13,7 @@ from google.genai import live, types
 from websockets.asyncio.client import ClientConnection, connect
 
 from livebridge.emulator import Emulator
+from tests.support.timing import seconds
 
 MODEL = "gemini-live-2.5-flash-preview"
 #: Exactly what ``livebridge emulator`` prints: one key variable (google-genai warns when it sees
@@ -113,7 +114,7 @@ async def environment_lines(
     assert server.stdout is not None
     env: dict[str, str] = {}
     while len(env) < len(keys):
-        line = (await asyncio.wait_for(server.stdout.readline(), 60)).decode().strip()
+        line = (await asyncio.wait_for(server.stdout.readline(), seconds(60))).decode().strip()
         name, _, value = line.partition("=")
         assert name in keys, line
         env[name] = value

@@ -1,5 +1,6 @@
-"""The demo's tools as module attributes, for ``livebridge replay FILE tests.replay_tools:ATTR``,
-and hand-written recordings for the replay tests."""
+"""The demo's tools as module attributes, for
+``livebridge replay FILE tests.support.replay_tools:ATTR``, and hand-written recordings for the
+replay tests."""
 
 from __future__ import annotations
 

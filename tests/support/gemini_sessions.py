@@ -12,6 +12,7 @@ from google.genai import types
 from livebridge import LiveSession, ToolRegistry
 from livebridge.emulator import Emulator
 from livebridge.protocol.events import SessionEvent
+from tests.support.timing import seconds
 
 MODEL = "gemini-live-2.5-flash-preview"
 TEXT_CONFIG = types.LiveConnectConfig(response_modalities=[types.Modality.TEXT])
@@ -22,7 +23,7 @@ E = TypeVar("E")
 async def collect_until(
     session: LiveSession,
     done: Callable[[SessionEvent], bool],
-    timeout: float = 30,  # noqa: ASYNC109 (a bound for a test, not a synchronisation)
+    timeout: float = seconds(30),  # noqa: ASYNC109 (a bound for a test, not a synchronisation)
 ) -> list[SessionEvent]:
     """Every event up to and including the first for which ``done`` is true."""
     seen: list[SessionEvent] = []

@@ -1,6 +1,6 @@
 """A real Redis for tests: Debian's ``redis-server`` on a free loopback port, no persistence.
 
-Uses the ``redis-server`` package (see ``tests/system_packages.py``; CI installs it in
+Uses the ``redis-server`` package (see ``tests/support/system_packages.py``; CI installs it in
 ``.ci/run``). ``stop()`` and ``start()`` take the very server down and up again on the same
 port, to test what a session does while its store is gone.
 """
@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.prometheus_server import free_port
-from tests.system_packages import require
+from tests.support.prometheus_server import free_port
+from tests.support.system_packages import require
+from tests.support.timing import seconds
 
 __all__ = ["RedisServer", "redis_server"]
 
@@ -67,7 +68,7 @@ class RedisServer:
         """Kill the server (no goodbye to clients) and wait until it is gone."""
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
-            self.process.wait(timeout=30)
+            self.process.wait(timeout=seconds(30))
         self.process = None
 
     def close(self) -> None:
@@ -89,7 +90,7 @@ class RedisServer:
 
 @pytest.fixture
 def redis_server() -> Iterator[RedisServer]:
-    """A fresh, empty Redis for one test (import the fixture into the test module)."""
+    """A fresh, empty Redis for one test (``tests/conftest.py`` offers it to every test)."""
     server = RedisServer()
     try:
         yield server

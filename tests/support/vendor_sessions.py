@@ -9,7 +9,7 @@ import livebridge
 from livebridge import LiveSession
 from livebridge.emulator import Emulator
 from livebridge.protocol.events import SessionEvent, TurnComplete
-from tests.session_helpers import MODEL, TEXT_CONFIG, collect_until
+from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until
 
 Vendor = Literal["gemini", "openai"]
 VENDORS: tuple[Vendor, ...] = ("gemini", "openai")

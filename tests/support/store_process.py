@@ -1,7 +1,7 @@
 """A worker process for the failover tests: one LiveSession of a conversation stored in Redis
 or PostgreSQL.
 
-    python -m tests.store_worker STORE_URL CONVERSATION TEXT RUNS_FILE [--greet] [--hang]
+    python -m tests.support.store_process STORE_URL CONVERSATION TEXT RUNS_FILE [--greet] [--hang]
         [--wait-lease] [--prefix=TABLES]
 
 A ``postgresql://`` STORE_URL is a ``PostgresStore`` (tables under ``--prefix``), any other a
@@ -31,10 +31,11 @@ from livebridge.calls.call import CallContext
 from livebridge.errors import ConversationBusyError, LivebridgeError
 from livebridge.protocol.events import ToolCallSettled, ToolCallStarted, TurnComplete
 from livebridge.store import PostgresStore, RedisStore, Store
+from tests.support.timing import seconds
 
 #: Long enough that a worker started right after another was killed (Python, the SDK and a
 #: store connection to load, on a busy machine) still finds its lease held.
-LEASE_TTL = 10.0
+LEASE_TTL = seconds(10.0)
 
 
 def say(**fields: Any) -> None:
@@ -65,7 +66,7 @@ async def greet(session: LiveSession, store: Store, conversation: str) -> None:
     async for event in session.events():
         if isinstance(event, TurnComplete):
             break
-    with anyio.fail_after(30):
+    with anyio.fail_after(seconds(30)):
         while (await store.load(conversation)).handle is None:  # noqa: ASYNC110 (Redis)
             await anyio.sleep(0.01)
     say(event="greeted")
