@@ -39,7 +39,7 @@ class _TrustingSideband(AsyncSideband):
         super().__init__(client)
         self._context = context
 
-    def connect(self, **kwargs: Any) -> AsyncSidebandConnectionManager:  # type: ignore[override]
+    def connect(self, **kwargs: Any) -> AsyncSidebandConnectionManager:
         options = dict(kwargs.pop("websocket_connection_options", None) or {})
         options.setdefault("ssl", self._context)
         return super().connect(websocket_connection_options=options, **kwargs)  # type: ignore[arg-type]
