@@ -25,6 +25,7 @@ from livebridge.vendors.openai_live.config import session_config
 from tests.emulator.openai_live_helpers import MODEL, live_client, outputs, server_errors
 from tests.redis_server import RedisServer, redis_server
 from tests.session_helpers import collect_until
+from tests.test_readme import block
 
 __all__ = ["redis_server"]
 
@@ -304,3 +305,25 @@ def live_client_for_usage() -> Any:
     import openai
 
     return openai.AsyncOpenAI(api_key="test", base_url="https://127.0.0.1:9/v1")
+
+
+async def test_the_docs_sideband_example_runs_each_call_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/vendors.md's example: its ``run_tools`` attaches and answers the call."""
+    namespace: dict[str, Any] = {}
+    exec(block("Sideband (SIP, WebRTC)", "docs/vendors.md"), namespace)
+
+    async def scenario(live: LiveServerSession) -> None:
+        await live.wait_until(lambda: bool(live.attached))
+        await live.delegate([("lookup_order", {"order_id": "A-7"})])
+
+    async with Emulator(scenario, model=MODEL) as emu, primary(emu, namespace["tools"]) as starter:
+        live = the_session(emu)
+        runner = asyncio.ensure_future(namespace["run_tools"](emu.client(), starter.id))
+        await emu.wait_for(lambda: live.backend.creates == 1)
+        await starter.send({"type": "session.close"})
+        await asyncio.wait_for(runner, 10)
+    out = capsys.readouterr().out
+    assert "lookup_order: ok" in out and "call ended:" in out
+    assert len(outputs(emu)) == 1 and live.verdicts == []
