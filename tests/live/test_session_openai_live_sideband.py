@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -66,8 +67,10 @@ class Primary:
 
 
 @asynccontextmanager
-async def primary(emu: Emulator, tools: livebridge.ToolRegistry) -> AsyncIterator[Primary]:
-    session = session_config({"instructions": "Be brief."}, tools, model=MODEL)
+async def primary(
+    emu: Emulator, tools: livebridge.ToolRegistry, config: dict[str, Any] | None = None
+) -> AsyncIterator[Primary]:
+    session = session_config(config or {"instructions": "Be brief."}, tools, model=MODEL)
     async with live_client(emu).live.connect() as connection:
         ws = connection._connection
         await ws.send(json.dumps({"type": "session.start", "session": session}))
@@ -327,3 +330,40 @@ async def test_the_docs_sideband_example_runs_each_call_once(
     out = capsys.readouterr().out
     assert "lookup_order: ok" in out and "call ended:" in out
     assert len(outputs(emu)) == 1 and live.verdicts == []
+
+
+async def test_a_session_without_responses_delegation_is_refused_on_attach() -> None:
+    client_mode = {"delegation": {"type": "client"}}
+    async with (
+        Emulator(None, model=MODEL) as emu,
+        primary(emu, livebridge.ToolRegistry(), client_mode) as starter,
+    ):
+        with pytest.raises(LiveSessionError, match="delegates to 'client', not 'responses'"):
+            async with attached(emu, registry(Counter()), starter.id):
+                pass
+
+
+async def test_tools_the_session_does_not_declare_are_named_and_audio_is_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    runs: Counter[str] = Counter()
+    declared = livebridge.ToolRegistry()
+
+    @declared.tool
+    async def lookup_plan(user: str) -> dict[str, str]:
+        """The user's plan."""
+        return {}
+
+    @declared.tool
+    async def cancel_order(order: str) -> dict[str, str]:
+        """Cancel an order."""
+        return {}
+
+    async with Emulator(None, model=MODEL) as emu, primary(emu, declared) as starter:
+        with caplog.at_level(logging.WARNING, "livebridge.openai_live"):
+            async with attached(emu, registry(runs), starter.id) as session:
+                with pytest.raises(ValueError, match="sends no audio"):
+                    await session.send_audio(bytes(480))
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "declares cancel_order, which the registry lacks" in said
+    assert "lookup_preferences are not declared" in said
