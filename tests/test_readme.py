@@ -72,6 +72,10 @@ RUN_BY = {
     ("README.md", "Quickstart"): "test_quickstart (and tests/test_install.py)",
     ("docs/vendors.md", "One registry, either vendor"): "test_two_vendors_one_registry",
     ("docs/vendors.md", "Adding a vendor"): "tests/vendors/test_descriptors.py",
+    (
+        "docs/vendors.md",
+        "Sideband (SIP, WebRTC)",
+    ): "tests/live/test_session_openai_live_sideband.py",
     ("docs/metrics.md", "Metrics and traces"): "test_metrics_fragment_next_to_a_session",
     ("docs/other-apis.md", "Other APIs: generate_content, OpenAI, Anthropic"): (
         "test_generate_content_turn"

@@ -43,6 +43,9 @@ class SessionOptions:
 
     ``delegate`` (GPT-Live client delegation) is called once per delegation, in arrival order,
     with a ``Delegation``; it returns the reply's text, or an async iterator of text.
+    ``attach`` (GPT-Live) names a running session (``"live_…"``, e.g. a SIP or WebRTC call's):
+    the session attaches to it through its sideband instead of starting one, sends no
+    ``session.start`` and no audio, and runs the calls of its Responses delegation once each.
     ``profile`` replaces the model profile chosen from the model name and the client's backend
     (``livebridge.profiles``): for a model the table does not know, or one that behaves
     differently from what the table says.
@@ -71,6 +74,7 @@ class SessionOptions:
     record_max_bytes: int = 256 * 1024 * 1024
     profile: ModelProfile | None = None
     delegate: Callable[[Any], Any] | None = None
+    attach: str | None = None
 
     def protocol_options(self) -> ProtocolOptions:
         """The protocol's share (its ``max_frame_bytes`` is the session's ``CallPolicy``'s)."""

@@ -188,6 +188,7 @@ class LiveSession:
                 connect_timeout=options.connect_timeout,
                 profile=options.profile,
                 **({"delegate": options.delegate} if options.delegate is not None else {}),
+                **({"attach": options.attach} if options.attach is not None else {}),
             )
         protocol = connector.protocol(
             tools,

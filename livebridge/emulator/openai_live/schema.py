@@ -26,6 +26,12 @@ CLIENT_EVENTS: Final = (
     "response.create",
 )
 
+#: What a sideband may send: the same commands, but never ``session.start`` (the session is
+#: running) nor input audio (it goes through the primary transport only).
+SIDEBAND_EVENTS: Final = tuple(
+    e for e in CLIENT_EVENTS if e not in ("session.start", "session.input_audio.append")
+)
+
 _FORMATS: Final = {
     ("audio/pcm", 16000),
     ("audio/pcm", 24000),

@@ -13,7 +13,10 @@ What the real service does at the delegation step, reproduced so that a client's
 - a failed response's calls are dropped, and an output for one is refused;
 - the backend's input is metered for the whole session (``LiveOptions.items``/``bytes``): the
   item that overflows is refused with ``response_input_buffer_full`` and its call stays open;
-- no resumption: a new socket is a new session; ``session.close`` rejects later commands.
+- no resumption: a new socket is a new session; ``session.close`` rejects later commands;
+- a sideband (``attach``) gets a short replay of the session's recent events and then
+  ``session.started``, and from then on every server event the primary gets; its commands
+  enter the same session, except ``session.start`` and input audio, which it may not send.
 
 Each fault a client makes is kept in ``verdicts`` under the peer-bug name of ``GPT_LIVE.md``
 §7 it reproduces: ``T1`` an early continuation, ``T2`` a second continuation with no output
@@ -32,11 +35,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import itertools
 import json
+from collections import deque
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 from websockets.asyncio.server import ServerConnection
@@ -51,6 +57,10 @@ _ids = itertools.count(1)
 #: The longest append accepted: 500 tokens as the service estimates them (1,756 characters
 #: were seen accepted, 1,900 refused).
 MAX_APPEND_CHARS = 1_850
+#: Server events kept for the short replay a sideband gets on attach.
+REPLAY_EVENTS: Final = 256
+#: The connection whose command is being handled: its errors go to it alone.
+_origin: ContextVar[ServerConnection | None] = ContextVar("_origin", default=None)
 
 
 def new_id(prefix: str) -> str:
@@ -149,6 +159,10 @@ class LiveServerSession:
         self._send_lock = asyncio.Lock()
         self._last_delegation: str | None = None
         self._told = 0  # server events sent so far (what the client may have read)
+        #: Sideband connections attached now, and the client events each sent.
+        self.attached: list[ServerConnection] = []
+        self.sideband_received: list[dict[str, Any]] = []
+        self._history: deque[dict[str, Any]] = deque(maxlen=REPLAY_EVENTS)
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -175,12 +189,38 @@ class LiveServerSession:
 
     # -- sending ---------------------------------------------------------------------------------
 
-    async def send(self, event: dict[str, Any]) -> None:
-        if event.get("type") != "session.output_audio.delta":
+    async def send(self, event: dict[str, Any], *, to: ServerConnection | None = None) -> None:
+        """``event`` to the primary and every attached sideband, or to ``to`` alone."""
+        audio = event.get("type") == "session.output_audio.delta"
+        if not audio:
             event = {"event_id": new_id("evt"), **event}
         async with self._send_lock:
             self.shared.record("server", self.id, event)
-            await self.ws.send(json.dumps(event))
+            data = json.dumps(event)
+            if to is not None and to is not self.ws:
+                with contextlib.suppress(ConnectionClosed):
+                    await to.send(data)
+                return
+            await self.ws.send(data)
+            if to is not None:
+                return
+            if not audio and event.get("type") != "session.started":
+                self._history.append(event)
+            for sideband in list(self.attached):
+                with contextlib.suppress(ConnectionClosed):
+                    if not audio:
+                        await sideband.send(data)
+                    elif (reflected := self._reflected(event)) is not None:
+                        await sideband.send(reflected)
+
+    def _reflected(self, event: dict[str, Any]) -> str | None:
+        """Output audio as a sideband gets it: PCM16 at 24 kHz with its place on the
+        timeline (a session in another format is not reflected here)."""
+        fmt = (self.session or {}).get("audio", {}).get("format", {})
+        if fmt.get("type") != "audio/pcm" or fmt.get("rate") != 24000:
+            return None
+        at = int(self.audio_ms)
+        return json.dumps({**event, "start_ms": at, "end_ms": at})
 
     async def error(
         self, code: str, message: str, event_id: str | None, param: str | None = None
@@ -192,7 +232,7 @@ class LiveServerSession:
         if event_id is not None:
             detail["client_event_id"] = event_id
             event["client_event_id"] = event_id
-        await self.send(event)
+        await self.send(event, to=_origin.get())
 
     async def nested(self, delegation: str | None, event: dict[str, Any]) -> None:
         self._told += 1
@@ -335,6 +375,7 @@ class LiveServerSession:
         task = asyncio.ensure_future(scenario(self)) if scenario is not None else None
         if task is not None:
             task.add_done_callback(self._scenario_ended)
+        _origin.set(self.ws)
         try:
             async for frame in self.ws:
                 await self.handle(frame)
@@ -348,7 +389,46 @@ class LiveServerSession:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
             self.finished = True
+            if not self.closing and self.attached:  # the primary was lost: the session ends
+                await self._tell_sidebands("connection_lost")
             await self.changed()
+
+    async def attach(self, ws: ServerConnection) -> None:
+        """A sideband: the short replay of recent events, then ``session.started``, then
+        every server event as the primary gets it; its commands act on this session."""
+        async with self._send_lock:
+            for event in self._history:
+                await ws.send(json.dumps(event))
+            started = {"type": "session.started", "event_id": new_id("evt")}
+            await ws.send(json.dumps({**started, "session": self.session}))
+            self.attached.append(ws)
+        _origin.set(ws)
+        await self.changed()
+        try:
+            async for frame in ws:
+                await self.handle(frame, sideband=True)
+        except ConnectionClosed:
+            pass
+        finally:
+            if ws in self.attached:
+                self.attached.remove(ws)
+            await self.changed()
+
+    async def _tell_sidebands(self, reason: str) -> None:
+        """The session ended: each sideband hears ``session.closed``, then a close frame
+        without a status (code 1005, as a sideband was seen to get)."""
+        closed = {"type": "session.closed", "event_id": new_id("evt"), "reason": reason}
+        event = json.dumps({**closed, "session": self.session})
+        for sideband in list(self.attached):
+            with contextlib.suppress(ConnectionClosed):
+                await sideband.send(event)
+        await self._close_sidebands()
+
+    async def _close_sidebands(self) -> None:
+        for sideband in list(self.attached):
+            with contextlib.suppress(ConnectionClosed):
+                async with sideband.send_context():
+                    sideband.protocol.send_close()
 
     def _scenario_ended(self, task: asyncio.Future[None]) -> None:
         """A scenario that failed is the test's error: kept in ``errors``."""
@@ -357,7 +437,7 @@ class LiveServerSession:
             self.errors.append(f"scenario: {type(error).__name__}: {error}")
             self.shared.notify()
 
-    async def handle(self, frame: str | bytes) -> None:
+    async def handle(self, frame: str | bytes, *, sideband: bool = False) -> None:
         try:
             event = json.loads(frame)
         except ValueError:
@@ -367,12 +447,16 @@ class LiveServerSession:
             await self.error("invalid_request_error", "Every event needs a string 'type'.", None)
             return
         self.received.append(event)
+        if sideband:
+            self.sideband_received.append(event)
         self.shared.record("client", self.id, event)
         kind = event["type"]
         event_id = event.get("event_id") if isinstance(event.get("event_id"), str) else None
-        if kind not in schema.CLIENT_EVENTS:
-            self.verdict("T10", f"unknown client event {kind!r}")
-            supported = ", ".join(f"'{name}'" for name in schema.CLIENT_EVENTS)
+        events = schema.SIDEBAND_EVENTS if sideband else schema.CLIENT_EVENTS
+        if kind not in events:
+            if kind not in schema.CLIENT_EVENTS:
+                self.verdict("T10", f"unknown client event {kind!r}")
+            supported = ", ".join(f"'{name}'" for name in events)
             await self.error(
                 "invalid_value",
                 f"Invalid value: '{kind}'. Supported values are: {supported}.",
@@ -667,6 +751,7 @@ class LiveServerSession:
                 "usage": usage,
             }
         )
+        await self._close_sidebands()
         await self.ws.close(1000)
 
 

@@ -23,7 +23,10 @@ What differs from OpenAI Realtime, and why:
   reported (``ErrorReported``) and the call is answered again with a short placeholder, so the
   gate never wedges.
 - **Interruption** does not cancel backend work: calls run on.
-- **No resumption.** A dropped socket ends the session; every open call is orphaned.
+- **No resumption.** A dropped socket ends the session; every open call is orphaned. A
+  close after ``session.closed`` (a sideband's comes without a status, 1005) is a clean end.
+- **Attached** (the sideband): no audio goes out (the call's media has its own transport);
+  calls are read and answered as on the primary, each once by call id.
 - **Audio** runs on, continuously, while calls run: the service's timeline moves only with
   input audio, so app audio is never held behind a call. The output track is continuous too:
   its silence between replies is not delivered, and the silence that closes a reply ends the
@@ -113,10 +116,11 @@ class GptLiveProtocol(LiveProtocol):
         g711: bool = False,
         client: bool = False,
         observed: bool = True,
+        attached: bool = False,
     ) -> None:
         """``budget``: the backend's session input, (items, bytes); ``g711``: the session's
         audio is ``audio/pcmu``; ``client``: client delegation, ``tools`` holding the app's
-        delegate (``openai_live.delegation``)."""
+        delegate (``openai_live.delegation``); ``attached``: a sideband connection."""
         super().__init__(
             tools, options, observed=observed, delays=None, encode=answer, frame_budget=_UNBOUNDED
         )
@@ -128,6 +132,8 @@ class GptLiveProtocol(LiveProtocol):
         self.refused: list[str] = []  # codes of the service's refusals, in order
         self._client = client
         self.acknowledged = 0  # appends the service placed on the timeline
+        self.attached = attached
+        self.session_closed = False  # the service said session.closed: the end is clean
 
     @property
     def wire_name(self) -> str:
@@ -144,7 +150,7 @@ class GptLiveProtocol(LiveProtocol):
 
     def _classify(self, code: int | None, reason: str) -> CloseDecision:
         """Nothing resumes: any close ends the session (a clean one without an error)."""
-        if code == 1000:
+        if code == 1000 or self.session_closed:
             return CloseDecision("end", "closed", None)
         error = ConnectionLostError(
             f"The GPT-Live connection ended ({code}: {reason or 'no reason'}). GPT-Live has no "
@@ -190,6 +196,8 @@ class GptLiveProtocol(LiveProtocol):
             self._delegated(message.delegation, message.offset_ms, now, out)
         elif kind == "session.commentary.appended":
             self.acknowledged += 1
+        elif kind == "session.closed":
+            self.session_closed = True
         elif kind in ("session.started", "session.updated") and message.session is not None:
             self.session_id = self.session_id or message.session.id
         elif kind == "error":
@@ -338,6 +346,11 @@ class GptLiveProtocol(LiveProtocol):
         return "pcmu" if self._g711 else "pcm16"
 
     def input_rate(self, rate: int | None) -> int:
+        if self.attached:
+            raise ValueError(
+                "an attached GPT-Live session sends no audio: the call's audio goes through "
+                "its own transport (SIP, WebRTC or the primary websocket)"
+            )
         wanted = 8000 if self._g711 else wire.INPUT_RATE
         if rate is None or rate == wanted:
             return wanted

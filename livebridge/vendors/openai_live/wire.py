@@ -68,8 +68,26 @@ class ErrorDetail(msgspec.Struct, omit_defaults=True):
     client_event_id: str | None = None
 
 
+class DeclaredTool(msgspec.Struct, omit_defaults=True):
+    type: str | None = None
+    name: str | None = None
+
+
+class BackendConfig(msgspec.Struct, omit_defaults=True):
+    tools: list[DeclaredTool] | None = None
+
+
+class SessionDelegation(msgspec.Struct, omit_defaults=True):
+    type: str | None = None
+    responses: BackendConfig | None = None
+
+
 class Session(msgspec.Struct, omit_defaults=True):
+    """The resolved session of ``session.started``: its id, and what an attached session
+    checks (the delegation and its declared tools)."""
+
     id: str | None = None
+    delegation: SessionDelegation | None = None
 
 
 class ServerEvent(msgspec.Struct, omit_defaults=True):
