@@ -52,6 +52,7 @@ from livebridge.protocol.websocket import closed as _closed
 from livebridge.protocol.websocket import (
     host_of,
     opening_timed_out,
+    send_and_ping,
     shrink_tls_read_buffer,
 )
 from livebridge.protocol.websocket import ping_behind as _ping_behind
@@ -304,6 +305,9 @@ class WireTransport:
 
     async def ping_behind(self) -> asyncio.Future[Any]:
         return await _ping_behind(self._ws)
+
+    async def send_proven(self, item: ClientItem) -> asyncio.Future[Any]:
+        return await send_and_ping(self._ws, (encode_client(item),))
 
     async def close(self) -> None:
         await _close(self._ws)
