@@ -158,7 +158,10 @@ class GeminiConnector:
 
         websockets reads ``ping_interval``/``ping_timeout`` on every ping, so setting them after
         connecting takes effect. asyncio gives every TLS connection a 256 KiB read buffer; Live
-        frames are small, so a smaller one saves most of a session's memory at no CPU cost.
+        frames are small, so a smaller one saves most of a session's memory at no CPU cost. The
+        opening handshake's request (its headers, the API key among them: about 2.5 KB of RSS a
+        session) is not read again once the connection is open; its response stays, as websockets
+        tells by it that the handshake is done.
         """
         ws = getattr(sdk_session, "_ws", None)
         if ws is None:
@@ -168,6 +171,7 @@ class GeminiConnector:
                 setattr(ws, name, value)
         if self._tls_read_buffer:
             shrink_tls_read_buffer(ws.transport, self._tls_read_buffer)
+        ws.request = None
 
 
 class _Connection:
