@@ -7,8 +7,8 @@ from typing import Any
 
 import livebridge
 from livebridge.emulator import Conversation, Emulator
-from livebridge.live.options import TLS_READ_BUFFER
 from livebridge.protocol.events import TextOut
+from livebridge.protocol.transport import TLS_READ_BUFFER
 from tests.session_helpers import collect_until, errors, open_session
 
 
