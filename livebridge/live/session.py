@@ -342,8 +342,9 @@ class LiveSession:
     async def _ping_behind(self, transport: Transport) -> None:
         """Prove the server has read the answers sent: only then could the model have seen them
         (a server message alone may have crossed them in flight). The writer pings right behind
-        a message of answers and the pong is a callback, not a task: no wake-up of its own. One
-        ping is in flight at a time; answers sent meanwhile are proven by the next."""
+        a message of answers (in the same write where the transport can: ``send_proven``) and
+        the pong is a callback, not a task: no wake-up of its own. One ping is in flight at a
+        time; answers sent meanwhile are proven by the next."""
         if self._pong is not None:
             self._ping_owed = True
             return
