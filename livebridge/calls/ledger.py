@@ -437,7 +437,7 @@ class CallLedger:
         """Give each of ``lives`` its fate by ``event``; returns the records they leave in the
         history in their place (their fate's fields; no arguments, no payload)."""
         live, by_id, fates, history = self._live, self._lives, self._fates, self._history
-        if fates is _NO_FATES:
+        if fates is _NO_FATES and lives:  # (every connection opens with an empty orphaning)
             fates = self._fates = deque()
         # Look for ended lives to forget after each one only if these can pass the mark.
         prune = len(by_id) - len(live) + len(lives) - history > history // 4

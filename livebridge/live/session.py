@@ -26,7 +26,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import replace
 from functools import partial
 from typing import Any, Literal, Required, TypedDict, Unpack, assert_never, cast
@@ -38,6 +38,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from livebridge.calls.call import Outcome, Partial
 from livebridge.calls.dispatch import Dispatcher
+from livebridge.calls.lives import Outgoing
 from livebridge.calls.observers import Observer, emit
 from livebridge.calls.policy import CallPolicy
 from livebridge.calls.tools import ToolRegistry
@@ -151,6 +152,7 @@ class LiveSession:
         "_pong",
         "_protocol",
         "_proves",
+        "_send_proven",
         "_store",
         "_switching",
         "_tg",
@@ -222,6 +224,8 @@ class LiveSession:
         self._proves = False
         self._pong: asyncio.Future[Any] | None = None  # the proof in flight (one at a time)
         self._ping_owed = False  # answers left while it was: a new ping once it comes back
+        #: The transport's send with the ping in the same write (``ProvesReads.send_proven``).
+        self._send_proven: _SendProven | None = None
         self._switching = False  # a goAway switch-over waits for the calls and a handle
         self._idle: anyio.Event | None = None  # set by the writer once no call is live
         self._transport: Transport | None = None
@@ -328,6 +332,7 @@ class LiveSession:
 
             self._leave = switch
             self._proves = self._protocol.ledger.reads_proven = hasattr(transport, "ping_behind")
+            self._send_proven = getattr(transport, "send_proven", None) if self._proves else None
             self._pong = None  # a pong of the last connection proves nothing here
             self._ping_owed = False
             tg.start_soon(self._guarded, self._write(transport), leave)
@@ -337,15 +342,18 @@ class LiveSession:
     async def _ping_behind(self, transport: Transport) -> None:
         """Prove the server has read the answers sent: only then could the model have seen them
         (a server message alone may have crossed them in flight). The writer pings right behind
-        a message of answers and the pong is a callback, not a task: no wake-up of its own. One
-        ping is in flight at a time; answers sent meanwhile are proven by the next."""
+        a message of answers (in the same write where the transport can: ``send_proven``) and
+        the pong is a callback, not a task: no wake-up of its own. One ping is in flight at a
+        time; answers sent meanwhile are proven by the next."""
         if self._pong is not None:
             self._ping_owed = True
             return
-        number = self._protocol.ledger.sends
-        pong = await cast("ProvesReads", transport).ping_behind()
+        self._await_pong(await cast("ProvesReads", transport).ping_behind())
+
+    def _await_pong(self, pong: asyncio.Future[Any]) -> None:
+        """The ping behind the last message of answers is in flight: its pong proves them."""
         self._pong = pong
-        pong.add_done_callback(partial(self._ponged, number))
+        pong.add_done_callback(partial(self._ponged, self._protocol.ledger.sends))
 
     def _ponged(self, number: int, pong: asyncio.Future[Any]) -> None:
         if not pong.cancelled():
@@ -441,17 +449,24 @@ class LiveSession:
                 self._wake.clear()  # next_item() just looked: wait for news after this
                 await self._wake.wait()
                 continue
+            # Answers are proven by a ping: in the same write where the transport can.
+            proven = self._proves and isinstance(item, Outgoing)
+            pong = None
             self._writing = True
             try:
-                await transport.send(protocol.frame(item))
+                if proven and self._send_proven is not None and self._pong is None:
+                    pong = await self._send_proven(protocol.frame(item))
+                else:
+                    await transport.send(protocol.frame(item))
             except TransportClosed:
                 protocol.unsent(item)
                 raise
             finally:
                 self._writing = False
-            sends = protocol.ledger.sends
             self._apply(protocol.sent(item, self._clock()))
-            if self._proves and protocol.ledger.sends != sends:
+            if pong is not None:
+                self._await_pong(pong)
+            elif proven:
                 await self._ping_behind(transport)
             if self._waiting_for_room and not protocol.outbox.full:
                 self._wake.set()
@@ -636,11 +651,11 @@ class LiveSession:
         cls, client: Any = None, **args: Unpack[SessionArgs]
     ) -> AsyncIterator[LiveSession]:
         session = cls(client, **args)
+        # A shared limiter runs while sessions use it (no exit stack: its deque is 760 bytes).
+        in_use = getattr(session._policy.limiter, "in_use", None)
+        using = in_use() if in_use is not None else nullcontext()
         try:
-            async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
-                in_use = getattr(session._policy.limiter, "in_use", None)
-                if in_use is not None:  # a shared limiter runs while sessions use it
-                    await stack.enter_async_context(in_use())
+            async with using, anyio.create_task_group() as tg:
                 await tg.start(session._supervise)
                 try:
                     with anyio.CancelScope() as block:  # what an end on its own interrupts
@@ -783,6 +798,9 @@ class LiveSession:
     def audio_dropped(self) -> int:
         """Audio chunks discarded by the ``drop`` policy or an overfull hold buffer."""
         return self._protocol.outbox.audio_dropped
+
+
+_SendProven = Callable[[ClientItem], Coroutine[Any, Any, "asyncio.Future[Any]"]]
 
 
 def _check_arguments(args: Mapping[str, object]) -> None:

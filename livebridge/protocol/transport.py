@@ -97,3 +97,7 @@ class ProvesReads(Protocol):
         sent before it (a connection that ends sets an exception on it, or cancels it). Raises
         ``TransportClosed``."""
         ...
+
+    # Optional, where the ping can share the write of the message it proves (one TLS record):
+    # ``async def send_proven(self, item: ClientItem) -> asyncio.Future[Any]``, ``send`` and
+    # ``ping_behind`` in one, whose future is the pong's. The shell uses it when it has it.

@@ -5,7 +5,8 @@ proving reads with a ping, and carrying a vendor's msgspec frames (``FrameTransp
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
@@ -73,6 +74,37 @@ async def ping_behind(ws: Any) -> asyncio.Future[Any]:
     return pong
 
 
+#: Payloads of the pings ``send_and_ping`` sends: 8 bytes, never one of websockets' own 4.
+_PING_NUMBERS = itertools.count()
+
+
+async def send_and_ping(ws: Any, frames: Iterable[bytes]) -> asyncio.Future[Any]:
+    """Send ``frames`` (text messages) with a ping right behind them, all in one write: one
+    TLS record and one system call where a send and a ``ping_behind`` take two of each. The
+    pong (the future returned) proves the peer has read them. A connection that is not
+    websockets' asyncio one sends and pings apart. Raises ``TransportClosed``."""
+    try:
+        protocol: Any = getattr(ws, "protocol", None)
+        if not hasattr(ws, "pending_pings") or not hasattr(protocol, "writes"):
+            for frame in frames:
+                await ws.send(frame, text=True)
+            pong: asyncio.Future[Any] = await ws.ping()
+            return pong
+        async with ws.send_context():  # on exit it writes what the protocol queued, once
+            for frame in frames:
+                protocol.send_text(frame)
+            data = next(_PING_NUMBERS).to_bytes(8, "big")
+            pong = ws.loop.create_future()
+            ws.pending_pings[data] = (pong, ws.loop.time())
+            protocol.send_ping(data)
+            writes = protocol.writes
+            if len(writes) > 1 and all(writes):  # an empty one would mean "half-close"
+                protocol.writes = [b"".join(writes)]
+    except ConnectionClosed as exc:
+        raise closed(exc) from None
+    return pong
+
+
 def shrink_tls_read_buffer(transport: Any, size: int) -> bool:
     """Give an asyncio TLS transport a ``size``-byte read buffer; False if it has none.
 
@@ -130,3 +162,6 @@ class FrameTransport(Generic[Message]):
 
     async def ping_behind(self) -> asyncio.Future[Any]:
         return await ping_behind(self._ws)
+
+    async def send_proven(self, item: ClientItem) -> asyncio.Future[Any]:
+        return await send_and_ping(self._ws, self._frames(item))

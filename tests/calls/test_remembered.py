@@ -266,3 +266,20 @@ def test_request_keys_are_derived_again_for_a_retry_and_forgotten_a_quarter_at_a
     for i in range(10):  # past 8 + 2 the oldest go, down to 8
         keys.key("work", str(i).encode(), 1, retry=False)
     assert keys.key("pay", b'{"amount":5}', 0, retry=False) == first  # forgotten: ordinal 1
+
+
+def test_a_connection_without_calls_makes_no_history() -> None:
+    """Opening (and reopening) a connection orphans no call: it makes no history of fates (an
+    empty deque is 760 bytes a session on 3.11, for sessions that may never call a tool)."""
+    ledger = CallLedger(encode=gemini_live.encode)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        ledger.resumed(None, 0.0)
+        ledger.disconnected()
+        ledger.resumed(None, 1.0)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert ledger.fates() == []
+    assert grown < 300, f"{grown} bytes"

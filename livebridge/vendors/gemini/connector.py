@@ -52,6 +52,7 @@ from livebridge.protocol.websocket import closed as _closed
 from livebridge.protocol.websocket import (
     host_of,
     opening_timed_out,
+    send_and_ping,
     shrink_tls_read_buffer,
 )
 from livebridge.protocol.websocket import ping_behind as _ping_behind
@@ -150,7 +151,10 @@ class GeminiConnector:
 
         websockets reads ``ping_interval``/``ping_timeout`` on every ping, so setting them after
         connecting takes effect. asyncio gives every TLS connection a 256 KiB read buffer; Live
-        frames are small, so a smaller one saves most of a session's memory at no CPU cost.
+        frames are small, so a smaller one saves most of a session's memory at no CPU cost. The
+        opening handshake's request (its headers, the API key among them: about 2.5 KB of RSS a
+        session) is not read again once the connection is open; its response stays, as websockets
+        tells by it that the handshake is done.
         """
         ws = getattr(sdk_session, "_ws", None)
         if ws is None:
@@ -160,6 +164,7 @@ class GeminiConnector:
                 setattr(ws, name, value)
         if self._tls_read_buffer:
             shrink_tls_read_buffer(ws.transport, self._tls_read_buffer)
+        ws.request = None
 
 
 class _Connection:
@@ -297,6 +302,9 @@ class WireTransport:
 
     async def ping_behind(self) -> asyncio.Future[Any]:
         return await _ping_behind(self._ws)
+
+    async def send_proven(self, item: ClientItem) -> asyncio.Future[Any]:
+        return await send_and_ping(self._ws, (encode_client(item),))
 
     async def close(self) -> None:
         await _close(self._ws)
