@@ -14,8 +14,9 @@ Importing the package is light: each name below is loaded from its module on fir
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from livebridge.lazy import exports
 
 if TYPE_CHECKING:
     from livebridge import emulator
@@ -98,6 +99,7 @@ if TYPE_CHECKING:
 
 #: Where each public name lives; read on first access of the name.
 _HOMES: dict[str, str] = {
+    "emulator": "livebridge.emulator",
     "LiveSession": "livebridge.live.session",
     "SessionArgs": "livebridge.live.session",
     "SessionOptions": "livebridge.live.options",
@@ -259,16 +261,4 @@ __all__ = [
 __version__ = "0.2.0"
 
 
-def __getattr__(name: str) -> Any:
-    if name == "emulator":
-        return importlib.import_module("livebridge.emulator")
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'livebridge' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = exports(__name__, _HOMES, __all__)

@@ -9,8 +9,9 @@ test) plays it against the app's tools and returns the ``ReplayReport`` of every
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from livebridge.lazy import exports
 
 if TYPE_CHECKING:
     from livebridge.recording.read import Recording, read_recording
@@ -27,14 +28,4 @@ _HOMES: dict[str, str] = {
 __all__ = ["Divergence", "Recording", "ReplayReport", "read_recording"]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = exports(__name__, _HOMES, __all__)

@@ -13,8 +13,9 @@ that keep them (the journal, the connector that wraps a vendor's) are internal.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from livebridge.lazy import exports
 from livebridge.store.base import (
     Entry,
     HandleRecord,
@@ -51,21 +52,11 @@ def default_store() -> MemoryStore:
     return _default[0]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "RedisStore":
-        from livebridge.store.redis import RedisStore
+#: The stores and the limiter that need redis-py or psycopg, read on first access.
+_HOMES: dict[str, str] = {
+    "PostgresStore": "livebridge.store.postgres",
+    "RedisLimiter": "livebridge.store.limiter",
+    "RedisStore": "livebridge.store.redis",
+}
 
-        return RedisStore
-    if name == "PostgresStore":
-        from livebridge.store.postgres import PostgresStore
-
-        return PostgresStore
-    if name == "RedisLimiter":
-        from livebridge.store.limiter import RedisLimiter
-
-        return RedisLimiter
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = exports(__name__, _HOMES, __all__)
