@@ -36,11 +36,12 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory -j3 --output-sync=target lint docs suite
 
 # The whole suite, on pytest-xdist workers: most tests wait on sockets and timers, not the CPU,
-# so there are more workers than the machine's two cores. The slow tests (left out of a bare
+# so there are three times as many workers as the machine's two cores (6: 251 s on an idle
+# 2-core machine against 338 s with 4). The slow tests (left out of a bare
 # `pytest`) run too, each first in a worker's share; Hypothesis runs its thorough `ci` profile.
 # Tests marked `serial` (fifty browsers at once, the outbox filling) measure load or timing:
 # they run afterwards, alone.
-WORKERS ?= 4
+WORKERS ?= 6
 HYPOTHESIS := --hypothesis-profile=ci
 suite: $(STAMP)
 	$(BIN)/pytest -q -rs -n $(WORKERS) --dist worksteal -m 'not serial' $(HYPOTHESIS)
