@@ -30,21 +30,13 @@ from typing import Any
 
 import msgspec
 
-from livebridge.emulator.replaying import Clock, error_text, error_type
+from livebridge.emulator.replaying import Clock, Replay, error_text
 from livebridge.emulator.replaying import kind as kind_of
 from livebridge.emulator.scenario import Conversation
 from livebridge.emulator.shared import Shared
 from livebridge.recording.read import Entry, Recording, read_recording, restore_audio
 from livebridge.recording.report import (
-    SHOWN_DIFFERENCES,
-    SLOW_FACTOR,
-    SLOW_MARGIN,
-    Divergence,
-    DivergenceKind,
     Pace,
-    ReplayReport,
-    default_answer_timeout,
-    differences,
 )
 
 
@@ -92,7 +84,7 @@ class _Answer:
     line: int  # the last recorded line played when it arrived
 
 
-class ReplayScenario:
+class ReplayScenario(Replay):
     """A scenario serving ``recording``'s connections, one per accepted connection, that judges
     the client's answers against the recorded ones (``Emulator(replay=...)`` builds it)."""
 
@@ -107,34 +99,12 @@ class ReplayScenario:
         if not isinstance(recording, Recording):
             recording = read_recording(recording)
         _name_nameless(recording.entries)
-        self.recording = recording
-        self.pace = pace
-        #: Fields of the answers not compared (``livebridge.recording.report.differences``).
-        self.ignore_fields = frozenset(ignore_fields)
-        self.answer_timeout = answer_timeout or default_answer_timeout(recording)
-        self._connections = recording.connections()
-        self.report = ReplayReport(
-            recording.path,
-            recorded_connections=len(self._connections),
-            truncated_at=recording.truncated.line if recording.truncated else None,
+        super().__init__(
+            recording, pace=pace, answer_timeout=answer_timeout, ignore_fields=ignore_fields
         )
-        #: True once the last recorded connection was played to its end.
-        self.done = not self._connections
-        #: When (monotonic) a connection was played to its end while the recording holds
-        #: another the app has not opened yet; None while one plays.
-        self.between: float | None = None
-        self._order = itertools.count()
-        self._played = [-1] * len(self._connections)  # next entry of each; -1: never opened
-        self._issued: dict[str, str] = {}  # recorded call id -> the id the replay issued
-        self._recorded: dict[str, str] = {}  # issued id -> recorded id
-        self._issued_at: dict[str, float] = {}  # issued id -> when the emulator sent it
         self._handles: dict[str, str] = {}  # the emulator's handle -> the recorded one
         # A streamed (NON_BLOCKING) call has several answers: the n-th recorded one is
         # compared with the n-th the client sent.
-        self._answers: dict[str, list[_Answer]] = {}  # issued id -> the client's answers
-        self._judged: set[tuple[str, int]] = set()  # (recorded id, n) compared
-        self._calls: dict[str, Entry] = {}  # recorded id -> the toolCall that issued it
-        self._answered: dict[str, list[Entry]] = {}  # recorded id -> its recorded answers
         for entry in recording.entries:
             message = entry.data.get("msg") or {}
             if entry.ev == "recv":
@@ -146,8 +116,6 @@ class ReplayScenario:
         self._shared: Shared | None = None
         self._cursor = 0
         self._messages = 0
-        self._line = 0
-        self._report: ReplayReport | None = None
 
     async def __call__(self, conv: Conversation) -> None:
         index = next(self._order)
@@ -250,35 +218,12 @@ class ReplayScenario:
         messages: set[int] = set()
         found: list[str] = []  # the recorded ids of the answers that came
         for response, (recorded_id, n) in zip(responses, wanted, strict=True):
-            self._judged.add((recorded_id, n))
-            self.report.answers += 1
-            name = response.get("name")
-            kind = kind_of(response.get("response"))
-            issued = self._issued.get(recorded_id, "")
-            answers = self._answers.get(issued, [])
-            if len(answers) <= n:
-                why = f"within {self.answer_timeout:g} s" if issued else "(the call was not issued)"
-                text = f"no answer {why}, recorded {kind}"
-                self._diverge("unanswered", entry.line, recorded_id, name, text)
-                continue
-            answer = answers[n]
-            messages.add(answer.message)
-            found.append(recorded_id)
-            if answer.kind != kind:
-                extra = f" ({answer.detail})" if answer.detail else ""
-                text = f"answered {answer.kind}, recorded {kind}{extra}"
-                self._diverge("kind_changed", entry.line, recorded_id, name, text)
-            else:
-                self._compare(entry, recorded_id, name, response.get("response"), answer.body)
-            call = self._calls.get(recorded_id)
-            took = answer.at - self._issued_at[issued]
-            recorded_took = entry.t - call.t if call is not None else 0.0
-            if took > SLOW_FACTOR * recorded_took + SLOW_MARGIN:
-                text = (
-                    f"answered in {took:.2f} s, recorded {recorded_took:.2f} s (over "
-                    f"{SLOW_FACTOR:g}x + {SLOW_MARGIN:g} s)"
-                )
-                self._diverge("slow", entry.line, recorded_id, name, text)
+            answer = self._judge(
+                entry, recorded_id, n, response.get("name"), response.get("response")
+            )
+            if answer is not None:
+                messages.add(answer.message)
+                found.append(recorded_id)
         together = sorted(
             self._recorded.get(i, i)
             for i, answers in self._answers.items()
@@ -295,23 +240,6 @@ class ReplayScenario:
                 f"recorded one answer for {', '.join(recorded_ids)}; replayed in "
                 f"{len(messages)} message(s) with {', '.join(together)}",
             )
-
-    def _compare(
-        self, entry: Entry, recorded_id: str, name: Any, recorded: Any, replayed: Any
-    ) -> None:
-        """A ``value_changed`` divergence naming the first fields whose values differ (of an
-        error, only its ``type``: its message may quote what changes from run to run)."""
-        if kind_of(recorded) == "error":
-            recorded, replayed = error_type(recorded), error_type(replayed)
-        found = list(
-            itertools.islice(
-                differences(recorded, replayed, self.ignore_fields), 1 + SHOWN_DIFFERENCES
-            )
-        )
-        if found:
-            more = "; ..." if len(found) > SHOWN_DIFFERENCES else ""
-            text = "the answer changed: " + "; ".join(found[:SHOWN_DIFFERENCES]) + more
-            self._diverge("value_changed", entry.line, recorded_id, name, text)
 
     def _numbered(self, entry: Entry, responses: list[Any]) -> list[tuple[str, int]]:
         """Each response's recorded id and its place among that call's recorded answers."""
@@ -346,63 +274,20 @@ class ReplayScenario:
                 self._answers.setdefault(str(response.get("id")), []).append(answer)
         self._cursor = end
 
-    def finish(self) -> ReplayReport:
-        """The final report: call once the client is gone (the first call computes it)."""
-        if self._report is not None:
-            return self._report
+    def _scan_now(self) -> None:
         self._scan()
-        for issued, answers in self._answers.items():
-            recorded = self._recorded.get(issued)
-            if recorded is None:
-                for answer in answers:
-                    text = f"answered {answer.kind} a call id the replay never issued ({issued})"
-                    self._diverge("unexpected_answer", answer.line, None, answer.name, text)
-                continue
-            entries = self._answered.get(recorded, [])
-            if not entries and self.recording.truncated is not None:
-                continue  # a cut recording does not know the answers after the cut
-            for answer in answers[len(entries) :]:
-                if entries:
-                    line = entries[-1].line
-                    text = f"answered again ({answer.kind}), recorded {len(entries)} answer(s)"
-                else:
-                    line = self._calls[recorded].line
-                    text = f"answered {answer.kind}, the recording has no answer for it"
-                self._diverge("unexpected_answer", line, recorded, answer.name, text)
-        self._unreached()
-        self._report = self.report
-        return self.report
 
-    def _unreached(self) -> None:
-        """Recorded answers the replay never reached, and connections never opened."""
-        total = len(self._connections)
-        for index, entries in enumerate(self._connections):
-            if self._played[index] < 0:
-                text = f"connection {index + 1} of {total} was never opened: no reconnection"
-                self._diverge("connection_missing", entries[0].line, None, None, text)
-                continue
-            for entry in entries[self._played[index] :]:
-                message = entry.data.get("msg") or {}
-                if entry.ev != "send" or "toolResponse" not in message:
-                    continue
-                responses = message["toolResponse"].get("functionResponses") or []
-                for response, numbered in zip(
-                    responses, self._numbered(entry, responses), strict=True
-                ):
-                    if numbered in self._judged:
-                        continue
-                    self.report.answers += 1
-                    text = f"not replayed: connection {index + 1} ended before this answer"
-                    name = response.get("name")
-                    self._diverge("unanswered", entry.line, numbered[0], name, text)
+    def _name_of(self, recorded_id: str | None, answer: Any) -> str | None:
+        name: str | None = answer.name
+        return name
 
-    def _diverge(
-        self,
-        kind: DivergenceKind,
-        line: int,
-        call_id: str | None,
-        name: Any,
-        detail: str,
-    ) -> None:
-        function = str(name) if name is not None else None
-        self.report.divergences.append(Divergence(kind, line, call_id, function, detail))
+    def _owed(self, entries: list[Entry]) -> list[tuple[Entry, tuple[str, int], str | None]]:
+        owed: list[tuple[Entry, tuple[str, int], str | None]] = []
+        for entry in entries:
+            message = entry.data.get("msg") or {}
+            if entry.ev != "send" or "toolResponse" not in message:
+                continue
+            responses = message["toolResponse"].get("functionResponses") or []
+            for response, numbered in zip(responses, self._numbered(entry, responses), strict=True):
+                owed.append((entry, numbered, response.get("name")))
+        return owed

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import itertools
 import json
 import os
 import time
@@ -29,18 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from livebridge.emulator.openai_live.session import LiveServerSession, new_id
-from livebridge.emulator.replaying import Clock, error_text, error_type, kind
+from livebridge.emulator.replaying import Clock, Replay, error_text, kind
 from livebridge.recording.read import Entry, Recording, read_recording
 from livebridge.recording.report import (
-    SHOWN_DIFFERENCES,
-    SLOW_FACTOR,
-    SLOW_MARGIN,
-    Divergence,
-    DivergenceKind,
     Pace,
-    ReplayReport,
-    default_answer_timeout,
-    differences,
 )
 
 #: The recorder's reduced audio fields: ``audioBytes`` stands for this field's base64.
@@ -97,7 +88,7 @@ def _restored(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-class LiveReplay:
+class LiveReplay(Replay):
     """A GPT-Live scenario serving ``recording``'s connections, one per accepted connection,
     that judges the app's answers against the recorded ones (``Emulator(replay=...)`` builds
     it for a GPT-Live recording)."""
@@ -112,31 +103,10 @@ class LiveReplay:
     ) -> None:
         if not isinstance(recording, Recording):
             recording = read_recording(recording)
-        self.recording = recording
-        self.pace = pace
-        self.ignore_fields = frozenset(ignore_fields)
-        self.answer_timeout = answer_timeout or default_answer_timeout(recording)
-        self._connections = recording.connections()
-        self.report = ReplayReport(
-            recording.path,
-            recorded_connections=len(self._connections),
-            truncated_at=recording.truncated.line if recording.truncated else None,
+        super().__init__(
+            recording, pace=pace, answer_timeout=answer_timeout, ignore_fields=ignore_fields
         )
-        #: True once the last recorded connection was played to its end.
-        self.done = not self._connections
-        #: When (monotonic) a connection was played to its end while the recording holds
-        #: another the app has not opened yet; None while one plays.
-        self.between: float | None = None
-        self._order = itertools.count()
-        self._played = [-1] * len(self._connections)  # next entry of each; -1: never opened
-        self._issued: dict[str, str] = {}  # recorded call id -> the id the replay issued
-        self._recorded: dict[str, str] = {}  # issued id -> recorded id
-        self._issued_at: dict[str, float] = {}  # issued id -> when the emulator sent it
-        self._answers: dict[str, list[_Answer]] = {}  # issued id -> the app's outputs
-        self._judged: set[tuple[str, int]] = set()  # (recorded id, n) compared
-        self._calls: dict[str, Entry] = {}  # recorded id -> the entry that issued it
         self._names: dict[str, str] = {}  # recorded id -> its function
-        self._answered: dict[str, list[Entry]] = {}  # recorded id -> its recorded outputs
         for entry in recording.entries:
             message = entry.data.get("msg") or {}
             call = _call(message) if entry.ev == "recv" else None
@@ -149,8 +119,6 @@ class LiveReplay:
         self._live: LiveServerSession | None = None
         self._cursor = 0
         self._creates = 0  # response.create the app sent, on this connection
-        self._line = 0
-        self._final: ReplayReport | None = None
 
     async def __call__(self, live: LiveServerSession) -> None:
         index = next(self._order)
@@ -268,36 +236,11 @@ class LiveReplay:
         batches: set[int] = set()
         found: list[str] = []
         for entry, (recorded_id, n) in zip(batch, wanted, strict=True):
-            self._judged.add((recorded_id, n))
-            self.report.answers += 1
-            name = self._names.get(recorded_id)
             body = _output(_item(entry.data["msg"], "function_call_output") or {})
-            recorded_kind = kind(body)
-            issued = self._issued.get(recorded_id, "")
-            answers = self._answers.get(issued, [])
-            if len(answers) <= n:
-                why = f"within {self.answer_timeout:g} s" if issued else "(the call was not issued)"
-                text = f"no answer {why}, recorded {recorded_kind}"
-                self._diverge("unanswered", entry.line, recorded_id, name, text)
-                continue
-            answer = answers[n]
-            batches.add(answer.batch)
-            found.append(recorded_id)
-            if answer.kind != recorded_kind:
-                extra = f" ({answer.detail})" if answer.detail else ""
-                text = f"answered {answer.kind}, recorded {recorded_kind}{extra}"
-                self._diverge("kind_changed", entry.line, recorded_id, name, text)
-            else:
-                self._compare(entry, recorded_id, name, body, answer.body)
-            call = self._calls.get(recorded_id)
-            took = answer.at - self._issued_at.get(issued, answer.at)
-            recorded_took = entry.t - call.t if call is not None else 0.0
-            if took > SLOW_FACTOR * recorded_took + SLOW_MARGIN:
-                text = (
-                    f"answered in {took:.2f} s, recorded {recorded_took:.2f} s (over "
-                    f"{SLOW_FACTOR:g}x + {SLOW_MARGIN:g} s)"
-                )
-                self._diverge("slow", entry.line, recorded_id, name, text)
+            answer = self._judge(entry, recorded_id, n, self._names.get(recorded_id), body)
+            if answer is not None:
+                batches.add(answer.batch)
+                found.append(recorded_id)
         together = sorted(
             self._recorded.get(i, i)
             for i, answers in self._answers.items()
@@ -314,23 +257,6 @@ class LiveReplay:
                 f"recorded one response.create after {', '.join(i for i, _ in wanted)}; "
                 f"replayed {len(batches)} with {', '.join(together)}",
             )
-
-    def _compare(
-        self, entry: Entry, recorded_id: str, name: str | None, recorded: Any, replayed: Any
-    ) -> None:
-        """A ``value_changed`` divergence naming the first fields whose values differ (of an
-        error, only its ``type``)."""
-        if kind(recorded) == "error":
-            recorded, replayed = error_type(recorded), error_type(replayed)
-        found = list(
-            itertools.islice(
-                differences(recorded, replayed, self.ignore_fields), 1 + SHOWN_DIFFERENCES
-            )
-        )
-        if found:
-            more = "; ..." if len(found) > SHOWN_DIFFERENCES else ""
-            text = "the answer changed: " + "; ".join(found[:SHOWN_DIFFERENCES]) + more
-            self._diverge("value_changed", entry.line, recorded_id, name, text)
 
     def _numbered(self, batch: list[Entry]) -> list[tuple[str, int]]:
         """Each recorded output's call id and its place among that call's recorded outputs."""
@@ -363,56 +289,20 @@ class LiveReplay:
             self._answers.setdefault(str(output.get("call_id")), []).append(answer)
         self._cursor = end
 
-    def finish(self) -> ReplayReport:
-        """The final report: call once the app is gone (the first call computes it)."""
-        if self._final is not None:
-            return self._final
+    def _scan_now(self) -> None:
         if self._live is not None:
             self._scan(self._live)
-        for issued, answers in self._answers.items():
-            recorded = self._recorded.get(issued)
-            if recorded is None:
-                for answer in answers:
-                    text = f"answered {answer.kind} a call id the replay never issued ({issued})"
-                    self._diverge("unexpected_answer", answer.line, None, None, text)
-                continue
-            entries = self._answered.get(recorded, [])
-            if not entries and self.recording.truncated is not None:
-                continue  # a cut recording does not know the answers after the cut
-            for answer in answers[len(entries) :]:
-                if entries:
-                    line = entries[-1].line
-                    text = f"answered again ({answer.kind}), recorded {len(entries)} answer(s)"
-                else:
-                    line = self._calls[recorded].line
-                    text = f"answered {answer.kind}, the recording has no answer for it"
-                self._diverge("unexpected_answer", line, recorded, self._names.get(recorded), text)
-        self._unreached()
-        self._final = self.report
-        return self.report
 
-    def _unreached(self) -> None:
-        """Recorded outputs the replay never reached, and connections never opened."""
-        total = len(self._connections)
-        for index, entries in enumerate(self._connections):
-            if self._played[index] < 0:
-                text = f"connection {index + 1} of {total} was never opened"
-                self._diverge("connection_missing", entries[0].line, None, None, text)
-                continue
-            batch = [
-                e
-                for e in entries[self._played[index] :]
-                if e.ev == "send" and _item(e.data.get("msg") or {}, "function_call_output")
-            ]
-            for entry, numbered in zip(batch, self._numbered(batch), strict=True):
-                if numbered in self._judged:
-                    continue
-                self.report.answers += 1
-                text = f"not replayed: connection {index + 1} ended before this answer"
-                name = self._names.get(numbered[0])
-                self._diverge("unanswered", entry.line, numbered[0], name, text)
+    def _name_of(self, recorded_id: str | None, answer: Any) -> str | None:
+        return self._names.get(recorded_id) if recorded_id is not None else None
 
-    def _diverge(
-        self, kind_of: DivergenceKind, line: int, call_id: str | None, name: str | None, detail: str
-    ) -> None:
-        self.report.divergences.append(Divergence(kind_of, line, call_id, name, detail))
+    def _owed(self, entries: list[Entry]) -> list[tuple[Entry, tuple[str, int], str | None]]:
+        batch = [
+            e
+            for e in entries
+            if e.ev == "send" and _item(e.data.get("msg") or {}, "function_call_output")
+        ]
+        return [
+            (entry, numbered, self._names.get(numbered[0]))
+            for entry, numbered in zip(batch, self._numbered(batch), strict=True)
+        ]
