@@ -9,11 +9,18 @@ the user interrupts the speech that issued it while its response is still genera
 waits for the tool, then answers the call the server cancelled): here the call is cancelled
 then (``SpeechHandle.wait_if_not_interrupted``, ``RunContext.wait_for_playout``) and settles
 ``cancelled``, as it does when LiveKit cancels the tool's task.
+
+The calls of one model response are one turn (twins, ``max_calls_per_turn``): LiveKit runs a
+response's calls under its ``SpeechHandle`` (``RunContext.speech_handle``), and answers them
+with the next step of that same handle (``num_steps`` goes up by one), so a handle's id and
+step name a response. A call with no speech handle (LiveKit's executor run on its own) is a
+turn of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
@@ -26,6 +33,31 @@ from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import UsageError
 
 __all__ = ["function_tools"]
+
+#: How many model responses the turn numbering remembers (as many as ``submit()`` keeps).
+_RESPONSES_KEPT = 64
+
+
+class _Turns:
+    """Numbers model responses: a speech handle's id and its step name one."""
+
+    def __init__(self) -> None:
+        self._numbers: OrderedDict[tuple[str, int], int] = OrderedDict()
+        self._next = 1
+
+    def of(self, speech: Any) -> int | None:
+        speech_id = getattr(speech, "id", None)
+        step = getattr(speech, "num_steps", None)
+        if not isinstance(speech_id, str) or not isinstance(step, int):
+            return None  # a LiveKit without them: the call is a turn of its own
+        key = (speech_id, step)
+        number = self._numbers.get(key)
+        if number is None:
+            number, self._next = self._next, self._next + 1
+            self._numbers[key] = number
+            if len(self._numbers) > _RESPONSES_KEPT:
+                self._numbers.popitem(last=False)
+        return number
 
 
 def function_tools(
@@ -48,6 +80,7 @@ def function_tools(
         ) from exc
     dispatcher = Dispatcher(registry, policy=policy, observers=observers)
     made: list[Any] = []
+    turns = _Turns()
     calls = 0
 
     def invoker(name: str) -> Any:
@@ -57,10 +90,11 @@ def function_tools(
             function_call = getattr(context, "function_call", None)
             call_id = getattr(function_call, "call_id", None) or f"{name}-{calls}"
             call = Call(call_id, name, raw_arguments)
-            if getattr(context, "speech_handle", None) is None:
+            speech = getattr(context, "speech_handle", None)
+            if speech is None:  # no response to name: the call is a turn of its own
                 outcome = await dispatcher.submit(call)
-            else:
-                outcome = await _unless_interrupted(dispatcher, call, context)
+            else:  # read now: the step moves on once every call of the response is answered
+                outcome = await _unless_interrupted(dispatcher, call, context, turns.of(speech))
             answer = json_text(outcome.response)
             if "error" in outcome.response:
                 raise ToolError(answer)
@@ -80,14 +114,16 @@ def function_tools(
     return made
 
 
-async def _unless_interrupted(dispatcher: Dispatcher, call: Call, context: Any) -> Outcome:
+async def _unless_interrupted(
+    dispatcher: Dispatcher, call: Call, context: Any, turn: int | None
+) -> Outcome:
     """The call's outcome; the call is cancelled (settled ``cancelled``) if the speech that
     issued it is interrupted while its generation still runs: the server cancels that
     response's calls. Once the generation is done the calls are owed answers, and a later
     barge-in (LiveKit interrupts the speech then too) leaves them running. A call waiting on
     an identical one's answer keeps waiting for it."""
     speech = context.speech_handle
-    submitted = asyncio.ensure_future(dispatcher.submit(call))
+    submitted = asyncio.ensure_future(dispatcher.submit(call, turn=turn))
     played = asyncio.ensure_future(context.wait_for_playout())  # the generation is done
     # Read when the generation ends, not when this task wakes: LiveKit marks an interrupted
     # generation done right after the interruption, maybe before this task runs again.

@@ -25,7 +25,8 @@ from livekit.agents.llm import FunctionToolCall, ToolContext
 from livekit.agents.llm.utils import execute_function_call
 from prometheus_client import CollectorRegistry
 
-from livebridge import ToolError, ToolRegistry
+from livebridge import CallPolicy, ToolError, ToolRegistry
+from livebridge.calls.observers import CallSettled, Event
 from livebridge.emulator import Conversation, Emulator
 from livebridge.integrations.livekit import function_tools
 from livebridge.observe.metrics import PrometheusObserver
@@ -147,7 +148,8 @@ async def test_an_agent_session_runs_the_models_parallel_calls_through_livebridg
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """LiveKit's realtime model against livebridge's emulator: one response's five calls run
-    through livebridge, and what the emulator receives is livebridge's answers."""
+    through livebridge, and what the emulator receives is livebridge's answers. The second
+    Rome is the first one's twin (one response, one turn): it runs once."""
     caplog.set_level(logging.CRITICAL)
     runs: list[str] = []
     paris_ran = asyncio.Event()
@@ -168,9 +170,11 @@ async def test_an_agent_session_runs_the_models_parallel_calls_through_livebridg
 
     order = ["Rome", "Oslo", "Rome", "Paris", "Lisbon"]  # the model asks for Rome twice
 
+    ids: list[str] = []
+
     async def scenario(conv: Conversation) -> None:
         await conv.expect_turn()
-        ids = await conv.tool_call([("get_weather", {"city": city}) for city in order])
+        ids.extend(await conv.tool_call([("get_weather", {"city": city}) for city in order]))
         await conv.wait_answers(ids)
         await conv.say("Rome and Oslo are sunny.")
         await conv.turn_complete()
@@ -190,17 +194,98 @@ async def test_an_agent_session_runs_the_models_parallel_calls_through_livebridg
     rome = {"output": {"city": "Rome", "sky": "sunny"}}
     paris = {"type": "tool_error", "message": "the Paris station is offline", "retryable": False}
     assert [city for city, _ in outputs] == ["Lisbon", "Oslo", "Paris", "Rome", "Rome"]
-    (lisbon, oslo, paris_output, rome_1, rome_2) = [response for _, response in outputs]
+    (lisbon, oslo, paris_output, *romes) = [response for _, response in outputs]
     assert lisbon["error"]["type"] == "timeout"  # livebridge's 0.5 s; LiveKit has none
-    assert (oslo, paris_output, rome_1, rome_2) == (sky, {"error": paris}, rome, rome)
+    assert (oslo, paris_output) == (sky, {"error": paris})
+    ran, twin = sorted(romes, key=lambda response: "error" in response)
+    assert ran == rome
+    assert (twin["error"]["type"], twin["error"]["duplicate_of"]) == ("duplicate_call", ids[0])
     assert sorted(runs) == ["Lisbon", "Oslo", "Paris", "Rome"]  # Rome ran once
     errors = [e.item for e in result.events if e.type == "function_call_output" and e.item.is_error]
-    assert len(errors) == 2  # LiveKit's error outputs: Paris and Lisbon
+    assert len(errors) == 3  # LiveKit's error outputs: Paris, Lisbon and the twin
     counts = {"ok": 2.0, "error": 1.0, "timeout": 1.0, "duplicate": 1.0}
     for outcome, count in counts.items():
         labels = {"function": "get_weather", "outcome": outcome, "behavior": "BLOCKING"}
         assert prometheus.get_sample_value("livebridge_tool_calls_total", labels) == count
     # What LiveKit does itself: all of a response's outputs, then one response.create.
+    assert kinds == []
+
+
+class Settled:
+    """Each settled call's city and turn; ``first`` is done once a call for ``city`` has its
+    outcome (awaited from the emulator's thread)."""
+
+    def __init__(self, city: str) -> None:
+        self.turns: list[tuple[str, int]] = []
+        self.first: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._city = city
+
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, CallSettled):
+            self.turns.append((event.call.args["city"], event.turn))
+            if event.call.args["city"] == self._city and not self.first.done():
+                self.first.set_result(None)
+
+
+async def test_the_calls_of_one_response_are_one_turn(caplog: pytest.LogCaptureFixture) -> None:
+    """``max_calls_per_turn=3`` and a response of five calls: the first three are in, and the
+    second Rome, issued once the first has its answer, is its twin (not a new request): Rome
+    runs once, Oslo runs, Paris and Lisbon are answered ``fanout_limit``. The response that
+    follows the answers is a turn of its own: its three calls run, Rome again too."""
+    caplog.set_level(logging.CRITICAL)
+    runs: list[str] = []
+    tools = ToolRegistry()
+
+    @tools.tool(timeout=5)
+    async def get_weather(city: str) -> dict[str, Any]:
+        """Weather for a city."""
+        runs.append(city)
+        return {"city": city, "sky": "sunny"}
+
+    settled = Settled("Rome")
+    first: list[str] = []
+    second: list[str] = []
+
+    def asks(*cities: str) -> list[tuple[str, dict[str, Any]]]:
+        return [("get_weather", {"city": city}) for city in cities]
+
+    async def scenario(conv: Conversation) -> None:
+        await conv.expect_turn()
+        first.extend(await conv.tool_call(asks("Rome")))
+        await asyncio.wrap_future(settled.first)  # Rome is answered: no re-issue of it now
+        first.extend(await conv.tool_call(asks("Rome", "Oslo", "Paris", "Lisbon")))
+        await conv.wait_answers(first)
+        # LiveKit sends the five outputs, then response.create: the next response.
+        second.extend(await conv.tool_call(asks("Paris", "Lisbon", "Rome")))
+        await conv.wait_answers(second)
+        await conv.say("It is sunny everywhere.")
+        await conv.turn_complete()
+
+    made = function_tools(tools, policy=CallPolicy(max_calls_per_turn=3), observers=[settled])
+    async with Emulator(scenario, protocol="openai") as emu:
+        async with agent_session(emu, made) as (session, _):
+            with anyio.fail_after(20):
+                await session.run(user_input="Weather in Rome, Oslo, Paris, Lisbon?")
+        (connection,) = emu.realtime_sessions
+        answers = {call_id: a.response or {} for call_id, a in connection.answered.items()}
+        kinds = [v.kind for v in emu.violations]
+
+    def sunny(city: str) -> dict[str, Any]:
+        return {"output": {"city": city, "sky": "sunny"}}
+
+    assert runs == ["Rome", "Oslo", "Paris", "Lisbon", "Rome"]
+    rome, twin, oslo, *refused = [answers[call_id] for call_id in first]
+    assert (rome, oslo) == (sunny("Rome"), sunny("Oslo"))
+    assert (twin["error"]["type"], twin["error"]["duplicate_of"]) == ("duplicate_call", first[0])
+    for answer in refused:
+        assert (answer["error"]["type"], answer["error"]["retryable"]) == ("fanout_limit", True)
+    assert [answers[call_id] for call_id in second] == [
+        sunny(c) for c in ("Paris", "Lisbon", "Rome")
+    ]
+    # One turn per response: the first five calls share one, the next three another.
+    turns = [turn for _, turn in settled.turns]
+    assert len(turns) == 8 and len(set(turns[:5])) == len(set(turns[5:])) == 1
+    assert turns[0] != turns[5]
     assert kinds == []
 
 
