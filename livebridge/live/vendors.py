@@ -104,7 +104,9 @@ def connector_for(
     ``session.update`` session dict for OpenAI (merged over livebridge's defaults).
     ``profile`` replaces the model profile the connector would choose (``livebridge.profiles``);
     ``connect_timeout`` bounds the opening of each connection (``SessionOptions``); ``extra``:
-    what only one vendor's connector takes (GPT-Live's ``delegate``).
+    the ``SessionOptions`` fields only some vendors' connectors take (GPT-Live's ``delegate``
+    and ``attach``, its descriptor's ``session_options``): given to another vendor's session,
+    a ``UsageError`` naming the field.
     Adding a vendor is one line in ``VENDORS`` (and its folder under ``livebridge/vendors/``,
     whose descriptor names its connector): its connector takes these same arguments.
     """
@@ -114,6 +116,12 @@ def connector_for(
         raise UsageError(
             f"LiveSession cannot tell the vendor of a {type(client).__module__}."
             f"{type(client).__name__}: pass a {', '.join(classes)} or a connector"
+        )
+    for name in sorted(extra.keys() - vendor.session_options):
+        takers = [v.title for v in VENDORS.values() if name in v.session_options]
+        raise UsageError(
+            f"SessionOptions.{name} is for {' and '.join(takers) or 'no vendor'} sessions, "
+            f"not {vendor.title} ({model or 'no model'})"
         )
     factory: Callable[..., Connector] = vendor.connector_class()
     return factory(

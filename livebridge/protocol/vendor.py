@@ -73,6 +73,9 @@ class Vendor:
     emulator_client: str = "client"
     #: The config of a text conversation (``livebridge run``: typed turns, printed replies).
     text_config: Mapping[str, Any] | None = None
+    #: The ``SessionOptions`` fields only its connector takes (GPT-Live's ``delegate`` and
+    #: ``attach``); set on a session of another vendor, one is a ``UsageError`` at connect.
+    session_options: frozenset[str] = frozenset()
 
     def selects(self, model: str) -> bool:
         """Does ``model`` (a bare name or a ``models/…`` path) start with one of its prefixes?

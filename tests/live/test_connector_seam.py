@@ -123,3 +123,23 @@ async def test_the_api_key_never_appears_in_a_log_line(
     lines = [record.getMessage() for record in caplog.records]
     assert any(vendor.header in line.lower() for line in lines)  # the header was logged...
     assert not [line for line in lines if vendor.key in line]  # ...without the key
+
+
+@pytest.mark.parametrize("field", ["attach", "delegate"])
+@pytest.mark.parametrize("model", [MODEL, "gpt-realtime-2"])
+async def test_a_gpt_live_option_on_another_vendor_is_a_usage_error_naming_it(
+    field: str, model: str
+) -> None:
+    """``attach`` and ``delegate`` are GPT-Live's: on a Gemini or Realtime session they are
+    refused before any socket, naming the field and the vendor that takes it."""
+    import openai
+
+    client: Any = (
+        genai.Client(api_key="k")
+        if model == MODEL
+        else openai.AsyncOpenAI(api_key="k", base_url="https://127.0.0.1:9/v1")
+    )
+    value: Any = "live_123" if field == "attach" else (lambda delegation: "ok")
+    options = livebridge.SessionOptions(**{field: value})
+    with pytest.raises(livebridge.UsageError, match=f"SessionOptions.{field} is for GPT-Live"):
+        LiveSession(client, model=model, tools=ToolRegistry(), options=options)

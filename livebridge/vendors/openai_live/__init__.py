@@ -28,4 +28,5 @@ VENDOR = Vendor(
     replay_model="gpt-live-1.1",
     backend="openai",
     text_config=MappingProxyType({}),
+    session_options=frozenset({"attach", "delegate"}),
 )
