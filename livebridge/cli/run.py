@@ -403,11 +403,16 @@ async def _turns(texts: Sequence[str]) -> AsyncGenerator[str]:
 
 
 class _Printer:
-    """Prints a turn as it happens: the reply as it streams, each tool call as it settles."""
+    """Prints a turn as it happens: the reply as it streams, each tool call as it settles.
+
+    A reply may come twice, as text and as the transcript of its speech (GPT-Live's backend
+    writes the text its voice then speaks): of a turn, only the kind that came first is printed.
+    """
 
     def __init__(self) -> None:
         self.args: dict[str, Any] = {}
         self.mid_reply = False
+        self.reply_kind: type | None = None  # TextOut or OutputTranscript, in this turn
 
     def user(self, text: str) -> None:
         print(f"you   > {text}", flush=True)
@@ -426,6 +431,9 @@ class _Printer:
                     self._end_reply()
                     return False
                 case TextOut(text=text) | OutputTranscript(text=text):
+                    self.reply_kind = self.reply_kind or type(event)
+                    if type(event) is not self.reply_kind:
+                        continue
                     if not self.mid_reply:
                         print("model > ", end="")
                         self.mid_reply = True
@@ -437,6 +445,7 @@ class _Printer:
                     print(f"  {_call_line(event, self.args.pop(event.call_id, {}))}", flush=True)
                 case TurnComplete():
                     self._end_reply()
+                    self.reply_kind = None
                     return True
                 case _:
                     pass

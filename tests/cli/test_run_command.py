@@ -110,7 +110,8 @@ def test_the_same_registry_on_openai_realtime(app_dir: Path) -> None:
 
 def test_the_same_registry_on_gpt_live(app_dir: Path) -> None:
     """``--vendor openai --model gpt-live-1.1``: the emulator's GPT-Live side, and the session
-    config GPT-Live's strict schema takes (the vendor descriptor's, not Realtime's)."""
+    config GPT-Live's strict schema takes (the vendor descriptor's, not Realtime's), and the
+    reply printed once."""
     result = run(
         app_dir,
         "travel_tools:registry",
@@ -127,6 +128,9 @@ def test_the_same_registry_on_gpt_live(app_dir: Path) -> None:
     assert "connected to gpt-live-1.1; tools: get_weather" in out
     assert "✓ get_weather(city='Paris') → ok" in out
     assert "✗ get_weather(city='Rome') → error" in out and "no data for Rome" in out
+    # The backend's text and the transcript of the voice speaking it: the reply printed once.
+    reply = next(line for line in out.splitlines() if line.startswith("model > "))
+    assert reply.count("Here is what I found.") == 1, reply
 
 
 def test_turns_from_standard_input_and_a_metrics_endpoint(app_dir: Path) -> None:
