@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from typing import Any
 
 import numpy as np
 import soxr
@@ -34,8 +35,9 @@ def ulaw_to_pcm16(ulaw: bytes) -> bytes:
     return audioop.ulaw2lin(ulaw, 2)
 
 
-def pcm16_to_ulaw(pcm: bytes) -> bytes:
-    """16-bit little-endian PCM → G.711 μ-law, a byte a sample."""
+def pcm16_to_ulaw(pcm: bytes | memoryview) -> bytes:
+    """16-bit little-endian PCM → G.711 μ-law, a byte a sample; any buffer, so the resampler's
+    output is read where it lies."""
     return audioop.lin2ulaw(pcm, 2)
 
 
@@ -44,11 +46,18 @@ def is_speech(pcm: bytes) -> bool:
     return len(pcm) >= 2 and audioop.rms(pcm, 2) > _SPEECH_RMS
 
 
+def _pcm16(samples: np.ndarray[Any, Any]) -> memoryview:
+    """The bytes of ``soxr``'s int16 output, in place (swapped only on a big-endian host)."""
+    return samples.astype("<i2", copy=False).data.cast("B")
+
+
 class Resampler:
     """One direction of a stream's audio from ``source`` Hz to ``target`` Hz (16-bit mono).
 
     Keeps ``soxr``'s filter state between chunks; ``flush()`` returns the tail it holds back
     (about a millisecond) at the end of an utterance, ``reset()`` drops it (after barge-in).
+    ``view(pcm)`` is a call's output without a copy, for a reader that takes any buffer (the
+    μ-law encoder): the array ``soxr`` returns is read where it lies.
     """
 
     __slots__ = ("_stream", "source", "target")
@@ -61,17 +70,20 @@ class Resampler:
         )
 
     def __call__(self, pcm: bytes) -> bytes:
+        view = self.view(pcm)
+        return view if isinstance(view, bytes) else view.tobytes()
+
+    def view(self, pcm: bytes) -> bytes | memoryview:
         if self._stream is None:
             return pcm
-        samples = np.frombuffer(pcm, dtype="<i2")
-        return bytes(self._stream.resample_chunk(samples).astype("<i2").tobytes())
+        return _pcm16(self._stream.resample_chunk(np.frombuffer(pcm, dtype="<i2")))
 
     def flush(self) -> bytes:
         if self._stream is None:
             return b""
         tail = self._stream.resample_chunk(np.zeros(0, dtype="<i2"), last=True)
         self._stream.clear()
-        return bytes(tail.astype("<i2").tobytes())
+        return _pcm16(tail).tobytes()
 
     def reset(self) -> None:
         if self._stream is not None:

@@ -452,7 +452,7 @@ class _Call:
             return
         if self.outbound is None or self.outbound.source != event.rate:
             self.outbound = Resampler(event.rate, PHONE_RATE)
-        await self._send_audio(pcm16_to_ulaw(self.outbound(event.data)))
+        await self._send_audio(pcm16_to_ulaw(self.outbound.view(event.data)))
 
     async def _send_audio(self, ulaw: bytes) -> None:
         now = self.bridge.clock()

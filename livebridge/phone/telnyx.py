@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from livebridge.errors import UsageError
 from livebridge.phone.twilio import (
+    MEDIA_TAIL,
     Dtmf,
     MarkEchoed,
     MediaIn,
@@ -42,6 +43,8 @@ from livebridge.phone.twilio import (
     StreamStarted,
     StreamStopped,
     TwilioStream,
+    decode_payload,
+    encode_payload,
 )
 
 SIGNATURE_HEADER = "telnyx-signature-ed25519"
@@ -119,6 +122,10 @@ class _Error(_Frame, tag="error"):
 
 _decoder = msgspec.json.Decoder(_Connected | _Start | _Media | _Mark | _Dtmf | _Stop | _Error)
 _encoder = msgspec.json.Encoder()
+#: An outgoing ``media`` frame up to its payload: the same bytes for every frame.
+_MEDIA_HEAD = (
+    _encoder.encode({"event": "media", "media": {"payload": ""}}).decode().removesuffix(MEDIA_TAIL)
+)
 _UNDECODABLE = (msgspec.DecodeError, RecursionError, UnicodeError)
 
 
@@ -197,7 +204,7 @@ class TelnyxStream(TwilioStream):
                 return None
             self._chunk = chunk
         try:
-            ulaw = base64.b64decode(media.payload, validate=True)
+            ulaw = decode_payload(media.payload)
         except (binascii.Error, ValueError):
             self._skip("bad_payload", "media payload is not base64")
             return None
@@ -206,8 +213,7 @@ class TelnyxStream(TwilioStream):
     # -- frames to Telnyx -----------------------------------------------------------------------
 
     def media(self, ulaw: bytes) -> str:
-        payload = base64.b64encode(ulaw).decode("ascii")
-        return _encoder.encode({"event": "media", "media": {"payload": payload}}).decode()
+        return f"{_MEDIA_HEAD}{encode_payload(ulaw)}{MEDIA_TAIL}"
 
     def mark(self, name: str) -> str:
         return _encoder.encode({"event": "mark", "mark": {"name": name}}).decode()

@@ -16,7 +16,6 @@ raises.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import logging
 import time
@@ -152,6 +151,23 @@ _encoder = msgspec.json.Encoder()
 #: What decoding raises on a frame that is not one: not JSON, not of the shape (ValidationError
 #: is a DecodeError), nested past the decoder's depth, or a str that is not Unicode text.
 _UNDECODABLE = (msgspec.DecodeError, RecursionError, UnicodeError)
+#: What ``binascii.a2b_base64`` raises on a payload that is not base64 (``ValueError``: a str
+#: that is not ASCII).
+_NOT_BASE64 = (binascii.Error, ValueError)
+#: A ``media`` frame after its payload: every outgoing media frame is the same JSON around a
+#: different base64 payload, so only the payload is encoded per frame.
+MEDIA_TAIL = '"}}'
+
+
+def encode_payload(ulaw: bytes | memoryview) -> str:
+    """The base64 text of μ-law bytes, as a media frame carries it."""
+    return binascii.b2a_base64(ulaw, newline=False).decode("ascii")
+
+
+def decode_payload(text: str) -> bytes:
+    """The μ-law bytes of a media frame's base64 payload; strict: characters outside the
+    alphabet or padding out of place raise ``binascii.Error`` (or ``ValueError``)."""
+    return binascii.a2b_base64(text, strict_mode=True)
 
 
 class TwilioStream:
@@ -162,7 +178,16 @@ class TwilioStream:
     ``streamSid`` that ``start`` gave.
     """
 
-    __slots__ = ("_clock", "_logged_at", "_unlogged", "last_skipped", "skipped", "stream_sid")
+    __slots__ = (
+        "_clock",
+        "_logged_at",
+        "_media_head",
+        "_media_sid",
+        "_unlogged",
+        "last_skipped",
+        "skipped",
+        "stream_sid",
+    )
 
     PROVIDER = "Twilio"
 
@@ -173,6 +198,8 @@ class TwilioStream:
         self._clock = clock
         self._logged_at: float | None = None
         self._unlogged = 0  # skipped since the latest warning
+        self._media_sid: str | None = None  # the streamSid ``_media_head`` names
+        self._media_head = ""
 
     @property
     def started(self) -> bool:
@@ -237,8 +264,8 @@ class TwilioStream:
             self._skip("media_before_start", "media before start")
             return None
         try:
-            ulaw = base64.b64decode(media.payload, validate=True)
-        except (binascii.Error, ValueError):
+            ulaw = decode_payload(media.payload)
+        except _NOT_BASE64:
             self._skip("bad_payload", "media payload is not base64")
             return None
         stamp = media.timestamp
@@ -267,10 +294,14 @@ class TwilioStream:
     # -- frames to Twilio -----------------------------------------------------------------------
 
     def media(self, ulaw: bytes) -> str:
-        """A ``media`` frame of μ-law bytes for the caller."""
-        payload = base64.b64encode(ulaw).decode("ascii")
-        frame = {"event": "media", "streamSid": self._sid(), "media": {"payload": payload}}
-        return _encoder.encode(frame).decode()
+        """A ``media`` frame of μ-law bytes for the caller: the frame's JSON up to the payload
+        is encoded once per stream, and only the payload per frame."""
+        sid = self.stream_sid
+        if sid is None or sid is not self._media_sid:
+            head = {"event": "media", "streamSid": self._sid(), "media": {"payload": ""}}
+            self._media_head = _encoder.encode(head).decode().removesuffix(MEDIA_TAIL)
+            self._media_sid = sid
+        return f"{self._media_head}{encode_payload(ulaw)}{MEDIA_TAIL}"
 
     def mark(self, name: str) -> str:
         """A ``mark``: Twilio echoes it once the audio sent before it has played."""

@@ -69,3 +69,21 @@ def test_speech_is_loud_audio() -> None:
     assert is_speech(tone(300, 0.02, PHONE_RATE))
     assert not is_speech(bytes(320))
     assert not is_speech(b"")
+
+
+@pytest.mark.parametrize(("source", "target"), [(24_000, PHONE_RATE), (PHONE_RATE, 16_000)])
+def test_a_view_is_the_resampled_bytes_read_in_place(source: int, target: int) -> None:
+    """``view`` hands the μ-law encoder soxr's output without a copy; chunk after chunk, with
+    the filter's state carried, it is what ``__call__`` returns (to soxr's rounding: two
+    streams differ by a few units in the last bits)."""
+    pcm = tone(440.0, 0.5, source)
+    chunk = source // 25 * 2  # 40 ms
+    copied, viewed = Resampler(source, target), Resampler(source, target)
+    for i in range(0, len(pcm), chunk):
+        view = viewed.view(pcm[i : i + chunk])
+        assert isinstance(view, memoryview) and not view.readonly
+        expected = np.frombuffer(copied(pcm[i : i + chunk]), dtype="<i2").astype(int)
+        got = np.frombuffer(view, dtype="<i2").astype(int)
+        assert len(got) == len(expected) and np.abs(got - expected).max(initial=0) <= 4
+        assert pcm16_to_ulaw(view) == pcm16_to_ulaw(view.tobytes())
+    assert len(viewed.flush()) == len(copied.flush())

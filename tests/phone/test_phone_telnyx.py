@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
+import msgspec
 import pytest
 import pytest_asyncio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -246,4 +247,7 @@ async def test_the_codec_reads_telnyx_frames() -> None:
     assert stream.last_skipped == "bad_start"
     assert json.loads(stream.clear()) == {"event": "clear"}
     assert json.loads(stream.mark("m1")) == {"event": "mark", "mark": {"name": "m1"}}
-    assert json.loads(stream.media(b"\x00")) == {"event": "media", "media": {"payload": "AA=="}}
+    assert stream.media(b"\x00") == '{"event":"media","media":{"payload":"AA=="}}'
+    for ulaw in (b"", b"\xff" * 160, bytes(range(256))):  # the bytes a generic encoder gives
+        generic = {"event": "media", "media": {"payload": base64.b64encode(ulaw).decode()}}
+        assert stream.media(ulaw) == msgspec.json.encode(generic).decode()

@@ -7,6 +7,7 @@ import json
 import logging
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -228,3 +229,44 @@ def test_skipped_frames_are_counted_and_logged_at_most_once_a_while(
     first, second = (record.getMessage() for record in caplog.records)
     assert "more skipped" not in first
     assert second.endswith("(999 more skipped since the last warning)")
+
+
+@settings(max_examples=examples(200))
+@given(
+    sid=st.text(min_size=1, max_size=40),
+    frames=st.lists(st.binary(max_size=400), min_size=1, max_size=4),
+)
+def test_media_frames_are_the_json_of_their_fields_byte_for_byte(
+    sid: str, frames: list[bytes]
+) -> None:
+    """The frame's head is encoded once per stream: every frame is still exactly the JSON a
+    generic encoder gives its fields, whatever the streamSid (quotes, control characters, non
+    ASCII), and a streamSid set anew is the one the next frame names."""
+    stream = TwilioStream()
+    stream.receive(json.dumps(START))
+    stream.media(b"\x00")
+    stream.stream_sid = sid
+    for ulaw in frames:
+        generic = {"event": "media", "streamSid": sid, "media": {"payload": b64(ulaw)}}
+        assert stream.media(ulaw) == msgspec.json.encode(generic).decode()
+
+
+@settings(max_examples=examples(200))
+@given(st.binary(max_size=400))
+def test_a_payload_decodes_to_its_bytes(ulaw: bytes) -> None:
+    stream = TwilioStream()
+    stream.receive(json.dumps(START))
+    event = stream.receive(media(b64(ulaw)))
+    assert event == MediaIn(ulaw, 40)
+
+
+@pytest.mark.parametrize("payload", ["AP8", "AP8=x", "=AP8", "AP 8=", "AP8=\n", "AP\u00e98="])
+def test_a_payload_not_strictly_base64_is_skipped(payload: str) -> None:
+    stream = TwilioStream()
+    stream.receive(json.dumps(START))
+    assert stream.receive(media(payload)) is None
+    assert stream.skipped == {"bad_payload": 1}
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
