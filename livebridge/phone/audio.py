@@ -46,9 +46,13 @@ def is_speech(pcm: bytes) -> bool:
     return len(pcm) >= 2 and audioop.rms(pcm, 2) > _SPEECH_RMS
 
 
+#: soxr returns int16 in the host's order: on a little-endian host it is the wire's already.
+_LITTLE = sys.byteorder == "little"
+
+
 def _pcm16(samples: np.ndarray[Any, Any]) -> memoryview:
     """The bytes of ``soxr``'s int16 output, in place (swapped only on a big-endian host)."""
-    return samples.astype("<i2", copy=False).data.cast("B")
+    return (samples if _LITTLE else samples.astype("<i2")).data.cast("B")
 
 
 class Resampler:
@@ -70,8 +74,10 @@ class Resampler:
         )
 
     def __call__(self, pcm: bytes) -> bytes:
-        view = self.view(pcm)
-        return view if isinstance(view, bytes) else view.tobytes()
+        if self._stream is None:
+            return pcm
+        samples: np.ndarray[Any, Any] = self._stream.resample_chunk(np.frombuffer(pcm, dtype="<i2"))
+        return samples.tobytes() if _LITTLE else samples.astype("<i2").tobytes()
 
     def view(self, pcm: bytes) -> bytes | memoryview:
         if self._stream is None:
