@@ -70,6 +70,7 @@ from livebridge.protocol.events import (
     EventBuffer,
     Resumed,
     SessionEvent,
+    ToolCallStarted,
     record_of,
 )
 from livebridge.protocol.transport import Audio, ClientItem, ProvesReads, Signal, Text, Transport
@@ -81,6 +82,8 @@ from livebridge.store.connector import StoreConnector
 log = logging.getLogger("livebridge.live.session")
 
 _ACTIONS = (RunCalls, CancelCalls, ConfirmCalls, Notify, SwitchConnection)
+#: Outputs that give the writer and the watchers no work: media, and calls started.
+_QUIET = (*DROPPABLE, ToolCallStarted)
 #: App events the observers also hear, in their own words (``events.record_of``).
 _VIEWED = (Resumed, Closed)
 
@@ -478,18 +481,22 @@ class LiveSession:
         if not outputs:
             return
         put = self._events.put
-        changed = False  # anything but media: the writer and watchers may have work
+        # Anything but media, calls started and their events: the writer and watchers may have
+        # work. A call started gives the writer none until it settles (``_on_settled`` wakes
+        # it then); waking it anyway costs a pass of the loop on a turn's critical path.
+        changed = False
         for output in outputs:
             if not isinstance(output, _ACTIONS):
                 put(output)
-                if not isinstance(output, DROPPABLE):
+                if not isinstance(output, _QUIET):
                     changed = True
                     if self._observers and isinstance(output, _VIEWED):
                         record = record_of(output, self._protocol.session_id)
                         if record is not None:
                             emit(self._observers, record)
                 continue
-            changed = True
+            if type(output) is not RunCalls:
+                changed = True
             match output:
                 case RunCalls(calls=calls, turn=turn, refuse=refuse, partials=partials):
                     assert self._tg is not None
@@ -517,7 +524,7 @@ class LiveSession:
                     connection.start_soon(self._switch_when_ready, deadline)
                 case _:
                     assert_never(output)
-        if changed:
+        if changed or self._protocol.answers_ready:  # calls started may have settled at once
             self._wake.set()
 
     def _new_dispatcher(self) -> Dispatcher:
@@ -538,7 +545,8 @@ class LiveSession:
             await rest
         finally:
             self._batches -= 1
-            self._wake.set()
+            if self._ending:  # only ``_end`` waits for batches (answers wake the writer)
+                self._wake.set()
 
     def _on_settled(self, outcome: Outcome) -> None:
         self._apply(self._protocol.settled(outcome))
