@@ -48,6 +48,18 @@ def test_profile_calls_quick_puts_livebridge_next_to_the_floor() -> None:
 
 
 @pytest.mark.slow
+def test_critical_path_times_every_stage_of_a_turn_for_livebridge_and_raw() -> None:
+    out = run_benchmark("benchmarks.critical_path", "--turns", "4", "--calls", "2")
+    table = rows(out, "| stage (p50, µs after the bytes were read) | livebridge | raw |")
+    stages = [row[0] for row in table]
+    assert stages[0] == "frame received"
+    assert stages[-1] == "server's turnaround above the handler"
+    assert all(row[1] != "—" for row in table)  # livebridge passes through every stage
+    written = stages.index("written")
+    assert int(table[written][2]) > int(table[stages.index("decoded")][2])  # raw, in order
+
+
+@pytest.mark.slow
 def test_remembered_prints_bytes_per_call_for_small_and_large_results() -> None:
     out = run_benchmark("benchmarks.remembered", "--quick")
     table = rows(out, "| results | calls in one session")
