@@ -214,6 +214,7 @@ def serve(directory: Path) -> Iterator[Server]:
         if hasattr(os, "sched_setaffinity"):
             others = sorted(os.sched_getaffinity(0))[1:]
             if others:  # every thread: one made before this (its stdin reader) keeps its own
+                os.sched_setaffinity(process.pid, set(others))  # first: new threads inherit it
                 for thread in _threads(process.pid):
                     os.sched_setaffinity(thread, set(others))
         yield Server(ready["base_url"], ready["ca_file"], results, process.pid)

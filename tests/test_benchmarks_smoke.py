@@ -4,6 +4,7 @@ The session benchmarks run as ``python -m benchmarks ...`` in a process of their
 run them: they open hundreds of sockets and event loops that must not share the test process.
 """
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import bench_dispatch
+from benchmarks.server import serve
 from tests.support.system_packages import require
 from tests.support.timing import seconds
 
@@ -163,3 +165,17 @@ def check_store(out: str) -> None:
     assert [row[0] for row in rows(out, "| store")][:3] == ["none", "MemoryStore", "RedisStore"]
     (failover,) = rows(out, "| failover: kill -9")
     assert failover[0].endswith("(median of 1)")
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs two cores to pin to",
+)
+def test_the_benchmark_server_keeps_every_thread_off_the_clients_core(tmp_path: Path) -> None:
+    """A server thread left on the client's core preempts the client inside its sends."""
+    with serve(tmp_path) as server:
+        client_core = min(os.sched_getaffinity(0))
+        tasks = Path(f"/proc/{server.pid}/task")
+        allowed = {int(t.name): os.sched_getaffinity(int(t.name)) for t in tasks.iterdir()}
+    assert len(allowed) > 1  # the server runs threads besides its loop's
+    assert all(client_core not in cores for cores in allowed.values()), allowed
