@@ -192,6 +192,12 @@ def pin_to_one_core() -> int | None:
     return cores[0]
 
 
+def _threads(pid: int) -> list[int]:
+    """The ids of ``pid``'s threads (just ``pid`` where ``/proc`` does not list them)."""
+    tasks = Path(f"/proc/{pid}/task")
+    return [int(t.name) for t in tasks.iterdir()] if tasks.is_dir() else [pid]
+
+
 @contextmanager
 def serve(directory: Path) -> Iterator[Server]:
     """Start the server process (on the cores the client does not use) and stop it after."""
@@ -207,8 +213,10 @@ def serve(directory: Path) -> Iterator[Server]:
         ready = json.loads(process.stdout.readline())
         if hasattr(os, "sched_setaffinity"):
             others = sorted(os.sched_getaffinity(0))[1:]
-            if others:
-                os.sched_setaffinity(process.pid, set(others))
+            if others:  # every thread: one made before this (its stdin reader) keeps its own
+                os.sched_setaffinity(process.pid, set(others))  # first: new threads inherit it
+                for thread in _threads(process.pid):
+                    os.sched_setaffinity(thread, set(others))
         yield Server(ready["base_url"], ready["ca_file"], results, process.pid)
     finally:
         if process.stdin is not None:

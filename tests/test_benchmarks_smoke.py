@@ -4,6 +4,7 @@ The session benchmarks run as ``python -m benchmarks ...`` in a process of their
 run them: they open hundreds of sockets and event loops that must not share the test process.
 """
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import bench_dispatch
+from benchmarks.server import serve
 from tests.support.system_packages import require
 from tests.support.timing import seconds
 
@@ -45,6 +47,18 @@ def test_profile_calls_quick_puts_livebridge_next_to_the_floor() -> None:
     out = run_benchmark("benchmarks.profile_calls", "--quick")
     assert [row[0] for row in rows(out, "| 8 no-op calls a turn")] == ["livebridge", "raw"]
     assert "livebridge / raw:" in out
+
+
+@pytest.mark.slow
+def test_critical_path_times_every_stage_of_a_turn_for_livebridge_and_raw() -> None:
+    out = run_benchmark("benchmarks.critical_path", "--turns", "4", "--calls", "2")
+    table = rows(out, "| stage (p50, µs after the bytes were read) | livebridge | raw |")
+    stages = [row[0] for row in table]
+    assert stages[0] == "frame received"
+    assert stages[-1] == "server's turnaround above the handler"
+    assert all(row[1] != "—" for row in table)  # livebridge passes through every stage
+    written = stages.index("written")
+    assert int(table[written][2]) > int(table[stages.index("decoded")][2])  # raw, in order
 
 
 @pytest.mark.slow
@@ -151,3 +165,17 @@ def check_store(out: str) -> None:
     assert [row[0] for row in rows(out, "| store")][:3] == ["none", "MemoryStore", "RedisStore"]
     (failover,) = rows(out, "| failover: kill -9")
     assert failover[0].endswith("(median of 1)")
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs two cores to pin to",
+)
+def test_the_benchmark_server_keeps_every_thread_off_the_clients_core(tmp_path: Path) -> None:
+    """A server thread left on the client's core preempts the client inside its sends."""
+    with serve(tmp_path) as server:
+        client_core = min(os.sched_getaffinity(0))
+        tasks = Path(f"/proc/{server.pid}/task")
+        allowed = {int(t.name): os.sched_getaffinity(int(t.name)) for t in tasks.iterdir()}
+    assert len(allowed) > 1  # the server runs threads besides its loop's
+    assert all(client_core not in cores for cores in allowed.values()), allowed

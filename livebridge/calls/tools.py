@@ -105,12 +105,12 @@ class Tool:
     approve: Approver | None = field(default=None, repr=False)
     approval_timeout: float = 60.0
     irreversible: bool = False
+    #: Something must allow the handler to start (a confirmed turn, an approval): its timeout
+    #: runs from then, not from the call's arrival. Set once, here: it is read for every call.
+    gated: bool = field(init=False, repr=False)
 
-    @property
-    def gated(self) -> bool:
-        """Something must allow the handler to start (a confirmed turn, an approval): its
-        timeout runs from then, not from the call's arrival."""
-        return self.irreversible or self.approve is not None
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gated", self.irreversible or self.approve is not None)
 
     def convert_arguments(self, args: Any) -> msgspec.Struct:
         """Validate and convert the model's arguments.

@@ -70,6 +70,7 @@ from livebridge.protocol.events import (
     EventBuffer,
     Resumed,
     SessionEvent,
+    ToolCallStarted,
     record_of,
 )
 from livebridge.protocol.transport import Audio, ClientItem, ProvesReads, Signal, Text, Transport
@@ -80,7 +81,9 @@ from livebridge.store.connector import StoreConnector
 
 log = logging.getLogger("livebridge.live.session")
 
-_ACTIONS = (RunCalls, CancelCalls, ConfirmCalls, Notify, SwitchConnection)
+_ACTION_KINDS = frozenset((RunCalls, CancelCalls, ConfirmCalls, Notify, SwitchConnection))
+#: Outputs that give the writer and the watchers no work: media, and calls started.
+_QUIET = frozenset((*DROPPABLE, ToolCallStarted))
 #: App events the observers also hear, in their own words (``events.record_of``).
 _VIEWED = (Resumed, Closed)
 
@@ -477,20 +480,26 @@ class LiveSession:
         """Deliver the protocol's events and carry out its actions."""
         if not outputs:
             return
-        put = self._events.put
-        changed = False  # anything but media: the writer and watchers may have work
+        put: Callable[[Any], None] = self._events.put  # what is not an action is an event
+        # Anything but media, calls started and their events: the writer and watchers may have
+        # work. A call started gives the writer none until it settles (``_on_settled`` wakes
+        # it then); waking it anyway costs a pass of the loop on a turn's critical path.
+        changed = False
         for output in outputs:
-            if not isinstance(output, _ACTIONS):
+            kind = type(output)  # exact types: a set look-up is cheaper than isinstance
+            if kind not in _ACTION_KINDS:
                 put(output)
-                if not isinstance(output, DROPPABLE):
+                if kind not in _QUIET:
                     changed = True
                     if self._observers and isinstance(output, _VIEWED):
                         record = record_of(output, self._protocol.session_id)
                         if record is not None:
                             emit(self._observers, record)
                 continue
-            changed = True
-            match output:
+            if kind is not RunCalls:
+                changed = True
+            action: Any = output  # one of ``_ACTION_KINDS`` (no ``cast`` call per output)
+            match action:
                 case RunCalls(calls=calls, turn=turn, refuse=refuse, partials=partials):
                     assert self._tg is not None
                     dispatcher = self._dispatcher or self._new_dispatcher()
@@ -500,7 +509,7 @@ class LiveSession:
                         on_settled=self._on_settled,
                         on_partial=self._on_partial if partials else None,
                         refuse=refuse,
-                        confirmed=output.confirmed,
+                        confirmed=action.confirmed,
                     )
                     if not isinstance(rest, list):  # some call is still running
                         self._batches += 1
@@ -516,8 +525,8 @@ class LiveSession:
                     assert connection is not None
                     connection.start_soon(self._switch_when_ready, deadline)
                 case _:
-                    assert_never(output)
-        if changed:
+                    assert_never(action)
+        if changed or self._protocol.answers_ready:  # calls started may have settled at once
             self._wake.set()
 
     def _new_dispatcher(self) -> Dispatcher:
@@ -538,7 +547,8 @@ class LiveSession:
             await rest
         finally:
             self._batches -= 1
-            self._wake.set()
+            if self._ending:  # only ``_end`` waits for batches (answers wake the writer)
+                self._wake.set()
 
     def _on_settled(self, outcome: Outcome) -> None:
         self._apply(self._protocol.settled(outcome))

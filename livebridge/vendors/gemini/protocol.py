@@ -241,6 +241,7 @@ class GeminiLiveProtocol(LiveProtocol):
         """Admit each call on its own: one malformed call never sinks the calls beside it."""
         live_calls: list[LiveCall] = []
         anonymous = False
+        irreversible: set[str] | None = None  # ids of calls held until their turn stands
         for fc in function_calls:
             # A name that is not a string matches no tool: it is answered unknown_function.
             name = fc.name if isinstance(fc.name, str) else f"<not a name: {fc.name!r:.80}>"
@@ -261,6 +262,10 @@ class GeminiLiveProtocol(LiveProtocol):
                         call, tool.behavior, tool.scheduling, tool.streaming, anonymous=nameless
                     )
                 )
+                if tool.irreversible:
+                    if irreversible is None:
+                        irreversible = set()
+                    irreversible.add(call_id)
         if not live_calls:
             return
         if anonymous:  # answered by name: a streamed item could not say which call it is
@@ -274,8 +279,7 @@ class GeminiLiveProtocol(LiveProtocol):
         held = self._unconfirmed
         for call in admitted:
             out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
-            tool = self.tools.get(call.name)
-            if tool is not None and tool.irreversible:
+            if irreversible is not None and call.id in irreversible:
                 held.append(call.id)
         out.append(
             RunCalls(
