@@ -72,6 +72,7 @@ class MCPTool(Tool):
     source: Source | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        Tool.__post_init__(self)  # a slots dataclass is a new class: bare super() fails
         # Progress streams as partial answers only where the model takes them (``streaming``,
         # set by the model's profile); elsewhere the call is one plain request.
         source = self.source
