@@ -88,13 +88,12 @@ async def send_and_ping(ws: Any, frames: Iterable[bytes]) -> asyncio.Future[Any]
         if not hasattr(ws, "pending_pings") or not hasattr(protocol, "writes"):
             for frame in frames:
                 await ws.send(frame, text=True)
-            pong: asyncio.Future[Any] = await ws.ping()
-            return pong
+            return await ping_behind(ws)
         async with ws.send_context():  # on exit it writes what the protocol queued, once
             for frame in frames:
                 protocol.send_text(frame)
             data = next(_PING_NUMBERS).to_bytes(8, "big")
-            pong = ws.loop.create_future()
+            pong: asyncio.Future[Any] = ws.loop.create_future()
             ws.pending_pings[data] = (pong, ws.loop.time())
             protocol.send_ping(data)
             writes = protocol.writes
