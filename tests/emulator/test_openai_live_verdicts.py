@@ -89,14 +89,17 @@ async def test_t4_an_output_for_a_failed_responses_call_is_refused() -> None:
         await started(live)
         await live.delegate([("lookup", {"q": "x"})], end="failed")
 
-    async with Emulator(scenario, model=MODEL) as emu, raw(emu) as conn:
-        [call] = await calls(conn, 1)
-        failed = await until(conn, "response.event", nested="response.failed")
-        assert failed["event"]["response"]["output"] == []
-        await conn.send_raw(output(call))
-        assert (await until(conn, "error"))["error"]["code"] == "function_call_not_found"
+    async with Emulator(scenario, model=MODEL) as emu:
         assert emu.live is not None
-        assert cases(emu.live.sessions[0]) == ["T4"]
+        emu.live.options = LiveOptions(proof=False)  # this client surely reads the failure
+        async with raw(emu) as conn:
+            [call] = await calls(conn, 1)
+            failed = await until(conn, "response.event", nested="response.failed")
+            assert failed["event"]["response"]["output"] == []
+            await conn.send_raw(output(call))
+            assert (await until(conn, "error"))["error"]["code"] == "function_call_not_found"
+            assert emu.live is not None
+            assert cases(emu.live.sessions[0]) == ["T4"]
 
 
 async def test_t6_an_oversized_output_is_refused_and_its_call_stays_open() -> None:

@@ -99,7 +99,7 @@ async def test_random_delegations_keep_one_fate_per_call_and_one_create_per_gate
 
     emulator = Emulator(scenario, model=MODEL)
     assert emulator.live is not None
-    emulator.live.options = LiveOptions(proof=True)  # refusals that crossed news are races
+    emulator.live.options = LiveOptions(proof=True)  # (the default) crossed refusals: races
     try:
         registry = tools(rng)
         async with (

@@ -26,19 +26,22 @@ from tests.emulator.test_openai_live_cli import KEYS as OPENAI_KEYS
 from tests.recording.test_replay_cli import REPOSITORY, livebridge_replay
 from tests.support.gemini_clients import environment_lines
 from tests.support.gpt_live_sessions import MODEL
+from tests.support.timing import seconds
 from tests.test_readme import offline_environment
 
 HERE = "tests.recording.test_replay_gpt_live"
 
 
 def make_tools(
-    oslo: int = 4, fail_booking: bool = False, booked: str = "Oslo"
+    oslo: int = 4, fail_booking: bool = False, booked: str = "Oslo", oslo_hangs: bool = False
 ) -> livebridge.ToolRegistry:
     tools = livebridge.ToolRegistry()
 
     @tools.tool
     async def weather(city: str) -> dict[str, Any]:
         """The weather in a city."""
+        if oslo_hangs and city == "Oslo":
+            await anyio.Event().wait()  # until cancelled
         return {"city": city, "celsius": oslo if city == "Oslo" else 19}
 
     @tools.tool
@@ -63,7 +66,12 @@ async def two_rounds(live: LiveServerSession) -> None:
     await live.delegate([("weather", {"city": "Oslo"}), ("book", {"city": "Oslo", "nights": 2})])
 
 
-async def record(path: Path, scenario: LiveScenario = two_rounds, creates: int = 2) -> None:
+async def record(
+    path: Path,
+    scenario: LiveScenario = two_rounds,
+    creates: int = 2,
+    tools: livebridge.ToolRegistry | None = None,
+) -> None:
     """A real session on the emulator's GPT-Live side, recorded, until the backend answered
     ``creates`` continuations and no response runs."""
     async with (
@@ -71,7 +79,7 @@ async def record(path: Path, scenario: LiveScenario = two_rounds, creates: int =
         LiveSession.connect(
             emu.client(),
             model=MODEL,
-            tools=make_tools(),
+            tools=tools or make_tools(),
             options=SessionOptions(record=str(path)),
         ) as session,
     ):
@@ -181,28 +189,89 @@ async def test_the_command_exits_0_then_1_with_the_divergence_then_2_on_a_bad_ta
     one_line_failure(livebridge_replay(str(path), f"{HERE}:nowhere"), "nowhere")
 
 
-async def test_a_failed_backend_response_replays_without_a_fault(tmp_path: Path) -> None:
-    """A response that failed after announcing a call drops it, in the replay as recorded: the
-    app answers only the other call, and the emulator's gate finds no fault in that."""
+async def failing(live: LiveServerSession) -> None:
+    """A response that fails after announcing a call, then one that calls once more."""
+    await live.wait_until(lambda: live.audio_ms > 0)
+    await live.delegate([("weather", {"city": "Oslo"})], end="failed")
+    await live.delegate([("weather", {"city": "Rome"})])
 
-    async def failing(live: LiveServerSession) -> None:
-        await live.wait_until(lambda: live.audio_ms > 0)
-        await live.delegate([("weather", {"city": "Oslo"})], end="failed")
-        await live.delegate([("weather", {"city": "Rome"})])
 
-    path = tmp_path / "failed.jsonl"
-    await record(path, failing, creates=1)
-    assert [body for _, body in outputs(path)] == [{"output": {"city": "Rome", "celsius": 19}}]
+async def failing_once_answered(live: LiveServerSession) -> None:
+    """A response that fails only once its call was answered; the continuation the app asks
+    for then (an output went out) calls once more."""
+    live.next_calls.append([("weather", {"city": "Rome"})])
+    await live.wait_until(lambda: live.audio_ms > 0)
+    _, response, (oslo,) = await live.delegate([("weather", {"city": "Oslo"})], end=None)
+    await live.wait_until(lambda: oslo not in live.backend.open)
+    await live.end(response, "failed")
+
+
+ROME = {"output": {"city": "Rome", "celsius": 19}}
+OSLO = {"output": {"city": "Oslo", "celsius": 4}}
+
+
+async def replayed(path: Path, tools: livebridge.ToolRegistry, **options: Any) -> Any:
+    """``path`` replayed to a real session with ``tools``: the report and the emulator's session."""
     async with (
-        Emulator(replay=path) as emu,
-        LiveSession.connect(emu.client(), model=MODEL, tools=make_tools()),
+        Emulator(replay=path, **options) as emu,
+        LiveSession.connect(emu.client(), model=MODEL, tools=tools),
     ):
         await emu.wait_for(lambda: emu.replay is not None and emu.replay.done, timeout=30)
     assert emu.replay is not None and emu.live is not None
-    report = emu.replay.finish()
-    assert report.ok and report.answers == 1, report.render()
     (session,) = emu.live.sessions
+    return emu.replay.finish(), session
+
+
+async def test_a_failed_backend_response_replays_without_a_fault(tmp_path: Path) -> None:
+    """A response that failed after announcing a call drops it, in the replay as recorded: the
+    app answers only the other call, and the emulator's gate finds no fault in that."""
+    path = tmp_path / "failed.jsonl"
+    await record(path, failing, creates=1, tools=make_tools(oslo_hangs=True))
+    assert [body for _, body in outputs(path)] == [ROME]
+    report, session = await replayed(path, make_tools(oslo_hangs=True))
+    assert report.ok and report.answers == 1, report.render()
     assert session.verdicts == [] and session.backend.dropped and session.backend.creates == 1
+
+
+async def test_answering_a_failed_responses_call_or_not_is_a_race_not_a_divergence(
+    tmp_path: Path,
+) -> None:
+    """Whether the app answers a call before it hears that the call's response failed is a race
+    between its handler and that event: the recording answered it and the replay did not, or
+    the other way round; neither is a divergence, in a replay with the failure played at once
+    (fast tools race it) or later (fast tools win)."""
+    answered = tmp_path / "answered.jsonl"
+    await record(answered, failing_once_answered, creates=2)
+    assert outputs(answered) == [(0, OSLO), (1, ROME)]
+    report, session = await replayed(answered, make_tools(oslo_hangs=True))
+    assert report.ok and report.answers == 1, report.render()
+    assert session.verdicts == [] and session.backend.dropped and session.backend.creates == 1
+    report, session = await replayed(answered, make_tools())  # as recorded, or not: a race
+    assert report.ok and report.answers in (1, 2), report.render()
+    assert session.verdicts == []
+
+    unanswered = tmp_path / "unanswered.jsonl"
+    await record(unanswered, failing, creates=1, tools=make_tools(oslo_hangs=True))
+    lines = [json.loads(line) for line in unanswered.read_text().splitlines()]
+    failure = next(
+        n
+        for n, entry in enumerate(lines)
+        if ((entry.get("msg") or {}).get("event") or {}).get("type") == "response.failed"
+    )
+    for entry in lines[failure:]:
+        entry["t"] += seconds(2)  # the failure comes late: the app's answer is in first
+    later = tmp_path / "later.jsonl"
+    later.write_text("".join(json.dumps(entry) + "\n" for entry in lines))
+    report, session = await replayed(later, make_tools(), pace="recorded")
+    assert report.ok and report.answers == 1, report.render()
+    sent = [
+        json.loads(item.message["item"]["output"])
+        for item in session.shared.transcript
+        if item.direction == "client" and item.message.get("type") == "response.item.create"
+    ]
+    assert sent == [OSLO, ROME], sent
+    # Oslo's continuation, then Rome's; or one for both, if Rome's call came before it went
+    assert session.verdicts == [] and session.backend.creates in (1, 2)
 
 
 async def test_outputs_grouped_otherwise_than_recorded_are_a_batch_split(tmp_path: Path) -> None:

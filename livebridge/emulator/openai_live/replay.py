@@ -88,6 +88,34 @@ def _restored(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
+def _moot_calls(recording: Recording) -> frozenset[str]:
+    """The recorded call ids of backend responses that ended failed or incomplete (a call
+    belongs to the newest running response of its delegation, as the emulator counts it)."""
+    running: dict[str, Any] = {}  # response id -> its delegation, in order of creation
+    calls: dict[str, list[str]] = {}  # response id -> its calls
+    moot: set[str] = set()
+    for entry in recording.entries:
+        message = entry.data.get("msg") or {}
+        if entry.ev != "recv" or message.get("type") != "response.event":
+            continue
+        delegation = message.get("delegation_id")
+        event = message.get("event") or {}
+        response = event.get("response")
+        response_id = str(response.get("id")) if isinstance(response, dict) else ""
+        call = _call(message)
+        if event.get("type") == "response.created":
+            running[response_id] = delegation
+        elif event.get("type") in _ENDS:
+            running.pop(response_id, None)
+            if _ENDS[str(event.get("type"))] != "completed":
+                moot.update(calls.pop(response_id, []))
+        elif call is not None:
+            mine = [r for r, d in running.items() if d == delegation]
+            owner = mine[-1] if mine else next(reversed(running), "")
+            calls.setdefault(owner, []).append(str(call.get("call_id")))
+    return frozenset(moot)
+
+
 class LiveReplay(Replay):
     """A GPT-Live scenario serving ``recording``'s connections, one per accepted connection,
     that judges the app's answers against the recorded ones (``Emulator(replay=...)`` builds
@@ -116,6 +144,7 @@ class LiveReplay(Replay):
                 self._names[str(call.get("call_id"))] = str(call.get("name"))
             elif output is not None:
                 self._answered.setdefault(str(output.get("call_id")), []).append(entry)
+        self._moot = _moot_calls(recording)  # recorded ids whose response failed
         self._live: LiveServerSession | None = None
         self._cursor = 0
         self._creates = 0  # response.create the app sent, on this connection
@@ -187,7 +216,7 @@ class LiveReplay(Replay):
         response = event.get("response")
         response_id = str(response.get("id")) if isinstance(response, dict) else ""
         if event.get("type") == "response.created":
-            backend.running[response_id] = delegation
+            live.start_response(response_id, delegation)
         elif event.get("type") in _ENDS:
             backend.running.pop(response_id, None)
             if _ENDS[str(event.get("type"))] != "completed":
@@ -218,7 +247,9 @@ class LiveReplay(Replay):
         """Wait for the app's outputs to one recorded batch (and, with ``create``, the
         ``response.create`` after them), and compare."""
         wanted = self._numbered(batch)
-        waiting = [(self._issued[i], n) for i, n in wanted if i in self._issued]
+        waiting = [
+            (self._issued[i], n) for i, n in wanted if i in self._issued and i not in self._moot
+        ]
 
         def arrived() -> bool:
             self._scan(live)
@@ -236,6 +267,9 @@ class LiveReplay(Replay):
         batches: set[int] = set()
         found: list[str] = []
         for entry, (recorded_id, n) in zip(batch, wanted, strict=True):
+            if recorded_id in self._moot:
+                self._judge_moot(entry, recorded_id, n)
+                continue
             body = _output(_item(entry.data["msg"], "function_call_output") or {})
             answer = self._judge(entry, recorded_id, n, self._names.get(recorded_id), body)
             if answer is not None:
@@ -245,7 +279,7 @@ class LiveReplay(Replay):
             self._recorded.get(i, i)
             for i, answers in self._answers.items()
             for answer in answers
-            if answer.batch in batches
+            if answer.batch in batches and self._recorded.get(i, i) not in self._moot
         )
         if found and (len(batches) > 1 or together != sorted(found)):
             line = create.line if create is not None else batch[-1].line
@@ -257,6 +291,18 @@ class LiveReplay(Replay):
                 f"recorded one response.create after {', '.join(i for i, _ in wanted)}; "
                 f"replayed {len(batches)} with {', '.join(together)}",
             )
+
+    def _judge_moot(self, entry: Entry, recorded_id: str, n: int) -> None:
+        """A moot call's recorded answer: compared if the app answered it too, else let be."""
+        answers = self._answers.get(self._issued.get(recorded_id, ""), [])
+        if len(answers) > n:
+            body = _output(_item(entry.data["msg"], "function_call_output") or {})
+            self._judge(entry, recorded_id, n, self._names.get(recorded_id), body)
+        else:
+            self._judged.add((recorded_id, n))
+
+    def _unexpected(self, recorded_id: str) -> bool:
+        return recorded_id not in self._moot
 
     def _numbered(self, batch: list[Entry]) -> list[tuple[str, int]]:
         """Each recorded output's call id and its place among that call's recorded outputs."""
