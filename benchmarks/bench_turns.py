@@ -9,6 +9,10 @@ Every figure comes from rounds that alternate the clients (turnaround: two round
 turns each, pooled; throughput: three rounds, the median and the best shown), so that a slow
 spell of a shared machine does not land on one client only.
 
+``--handler io`` has each handler wait on I/O (``benchmarks.io_wait``) instead of an
+``asyncio.sleep`` timer, whose millisecond-rounded wake-up adds to the handler's time whatever
+the client's loop did after starting it: the turnaround a tool that calls a service sees.
+
 Run with ``python -m benchmarks.bench_turns`` (``--quick`` for a smoke run).
 """
 
@@ -22,7 +26,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks import clients
 from benchmarks.clients import CLIENTS
+from benchmarks.io_wait import io_work
 from benchmarks.server import Server, model_name, pin_to_one_core, serve
 
 PARALLEL = (1, 4, 8, 16)
@@ -127,6 +133,15 @@ async def throughput_table(server: Server, turns: int, rounds: int) -> list[str]
     return lines
 
 
+#: What a handler waits on: a loop timer, or I/O (``benchmarks.io_wait``).
+HANDLERS = {"timer": clients.work, "io": io_work}
+
+
+def use_handler(kind: str) -> None:
+    """Every client's handlers wait on ``kind`` from now on."""
+    clients.work = HANDLERS[kind]
+
+
 async def run(server: Server, quick: bool, turns: int | None = None) -> list[str]:
     turns = turns or (4 if quick else 200)
     lines = await turnaround_table(server, turns)
@@ -138,7 +153,11 @@ async def run(server: Server, quick: bool, turns: int | None = None) -> list[str
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    parser.add_argument(
+        "--handler", choices=sorted(HANDLERS), default="timer", help="what a handler waits on"
+    )
     options = parser.parse_args(argv)
+    use_handler(options.handler)
     with tempfile.TemporaryDirectory() as directory, serve(Path(directory)) as server:
         pin_to_one_core()
         print("\n".join(asyncio.run(run(server, options.quick))))

@@ -20,7 +20,7 @@ import asyncio
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from typing import Any
 from websockets.asyncio.connection import Connection
 
 from benchmarks import clients
+from benchmarks.io_wait import io_sleep
 from benchmarks.server import Server, model_name, pin_to_one_core, serve
 from livebridge.protocol import websocket
 from livebridge.vendors.gemini import connector, wire
@@ -161,11 +162,15 @@ def probes() -> Iterator[None]:
             step()
 
 
+#: What the handlers wait on: ``asyncio.sleep`` (a loop timer) or ``io_wait.io_sleep``.
+WAIT: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+
 async def handler_work(i: int, delay: float) -> dict[str, int]:
     STAMPS.mark("first handler", first=True)
     STAMPS.mark("last handler started")
     if delay:
-        await asyncio.sleep(delay)
+        await WAIT(delay)
     STAMPS.mark("last handler ended")
     return {"i": i}
 
@@ -224,7 +229,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=60)
     parser.add_argument("--calls", type=int, nargs="*", default=[1, 8])
     parser.add_argument("--delay", type=float, default=0.05)
+    parser.add_argument("--handler", choices=("timer", "io"), default="timer")
     options = parser.parse_args(argv)
+    global WAIT
+    WAIT = io_sleep if options.handler == "io" else asyncio.sleep
     with tempfile.TemporaryDirectory() as directory, serve(Path(directory)) as server:
         pin_to_one_core()
         lines = asyncio.run(run(server, options.calls, options.turns, options.delay))

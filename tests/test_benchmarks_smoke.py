@@ -4,14 +4,16 @@ The session benchmarks run as ``python -m benchmarks ...`` in a process of their
 run them: they open hundreds of sockets and event loops that must not share the test process.
 """
 
+import asyncio
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from benchmarks import bench_dispatch
+from benchmarks import bench_dispatch, io_wait
 from benchmarks.server import serve
 from tests.support.system_packages import require
 from tests.support.timing import seconds
@@ -49,9 +51,24 @@ def test_profile_calls_quick_puts_livebridge_next_to_the_floor() -> None:
     assert "livebridge / raw:" in out
 
 
+async def test_an_io_handler_is_woken_by_its_backend_not_by_a_loop_timer() -> None:
+    """``--handler io`` waits as a tool calling a service does: no timer on the loop, woken
+    through the self-pipe once the backend's thread sees the deadline pass."""
+    loop = asyncio.get_running_loop()
+    begun = time.monotonic()
+    waiting = asyncio.ensure_future(io_wait.io_work(7, 0.02))
+    await asyncio.sleep(0)
+    assert not waiting.done() and not loop._scheduled  # type: ignore[attr-defined]
+    assert await asyncio.wait_for(waiting, seconds(5)) == {"i": 7}
+    assert time.monotonic() - begun >= 0.02
+    assert await io_wait.io_work(8, 0.0) == {"i": 8}  # no wait at all
+
+
 @pytest.mark.slow
 def test_critical_path_times_every_stage_of_a_turn_for_livebridge_and_raw() -> None:
-    out = run_benchmark("benchmarks.critical_path", "--turns", "4", "--calls", "2")
+    out = run_benchmark(
+        "benchmarks.critical_path", "--turns", "4", "--calls", "2", "--handler", "io"
+    )
     table = rows(out, "| stage (p50, µs after the bytes were read) | livebridge | raw |")
     stages = [row[0] for row in table]
     assert stages[0] == "frame received"
