@@ -96,12 +96,11 @@ class Requests(Generic[F]):
         self._stale = stale
         self._retried = retried
         self._by_key: OrderedDict[Hashable, Request[F]] = OrderedDict()
+        #: ``get(key)``: the newest request of ``key``, if remembered (the dict's own look-up,
+        #: asked for every call planned).
+        self.get: Callable[[Hashable], Request[F] | None] = self._by_key.get
         self._puts = 0  # since the last sweep
         self._sweep_after = PRUNE_ABOVE  # puts, then a sweep (when above ``PRUNE_ABOVE``)
-
-    def get(self, key: Hashable) -> Request[F] | None:
-        """The newest request of ``key``, if remembered."""
-        return self._by_key.get(key)
 
     def __len__(self) -> int:
         return len(self._by_key)
