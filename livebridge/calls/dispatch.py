@@ -51,7 +51,7 @@ from livebridge.calls.call import (
 )
 from livebridge.calls.confirm import TurnGate
 from livebridge.calls.eager import EagerStarter
-from livebridge.calls.endings import OutcomeKind, is_failure
+from livebridge.calls.endings import FAILURES, OutcomeKind, is_failure
 from livebridge.calls.keys import RequestKeys
 from livebridge.calls.lingering import reap
 from livebridge.calls.observers import (
@@ -493,7 +493,12 @@ class Dispatcher:
         outcome = request.first.outcome
         if outcome is None:
             return False
-        return is_failure(outcome.kind) or any(map(self._answer_seen, request.ids))
+        if outcome.kind in FAILURES:
+            return True
+        ids = request.ids
+        if len(ids) == 1:  # as a rule: no re-issue of it yet
+            return self._answer_seen(ids[0])
+        return any(map(self._answer_seen, ids))
 
     def _waiter(
         self, call: Call, first: Pending, kind: OutcomeKind | None, reason: DedupReason

@@ -52,6 +52,7 @@ from livebridge.calls.call import AnswerEncoder, Call, Outcome, Partial
 from livebridge.calls.delivery import Delivery
 from livebridge.calls.endings import OUTCOME_KINDS
 from livebridge.calls.lives import (
+    ANSWERED,
     FINAL,
     LIVE_STATES,
     SETTLED,
@@ -105,8 +106,9 @@ class CallLedger:
         self._history = history
         self._kept_in_full = min(history, FATES_KEPT)
         self._delivery = Delivery(encode, max_frame_bytes)
-        #: Answered on this connection, not yet known to be read: (send number, life).
-        self._unacknowledged: list[tuple[int, Ended]] = []
+        #: Messages of answers sent on this connection, not yet known to be read: (send
+        #: number, the records of the calls it answered), one entry per message.
+        self._unacknowledged: list[tuple[int, list[Ended]]] = []
         self._sends = 0  # messages of answers sent so far, on every connection
         #: The shell proves reads with ``read_through()``: a server message alone proves none.
         self.reads_proven = False
@@ -329,8 +331,9 @@ class CallLedger:
         """A server message arrived (call it after handling each one): unless reads are
         proven otherwise, it acknowledges every answer sent before it on this connection."""
         if self._unacknowledged and not self.reads_proven:
-            for _, life in self._unacknowledged:
-                life.acknowledged = True
+            for _, records in self._unacknowledged:
+                for life in records:
+                    life.acknowledged = True
             self._unacknowledged = []
 
     @property
@@ -342,9 +345,10 @@ class CallLedger:
         """The server has read every message sent up to send ``number`` on this connection."""
         unacknowledged = self._unacknowledged
         if unacknowledged and unacknowledged[0][0] <= number:
-            for sent, life in unacknowledged:
+            for sent, records in unacknowledged:
                 if sent <= number:
-                    life.acknowledged = True
+                    for life in records:
+                        life.acknowledged = True
             self._unacknowledged = [item for item in unacknowledged if item[0] > number]
 
     def disconnected(self) -> None:
@@ -411,7 +415,8 @@ class CallLedger:
         ended = self._end(self._delivery.sent(outgoing), "send", "sent", now)
         self._sends += 1
         number = self._sends
-        self._unacknowledged += [(number, record) for record in ended]
+        if ended:
+            self._unacknowledged.append((number, ended))
 
     # -- internals ------------------------------------------------------------------------
 
@@ -444,7 +449,10 @@ class CallLedger:
         sent = event == "send"
         records = []
         for life in lives:
-            move(life, event)
+            if sent:  # ``move``, inline: ``Delivery.sent`` hands out only ready lives
+                life.state = ANSWERED
+            else:
+                move(life, event)
             call_id, outcome = life.call_id, life.outcome
             del live[call_id]
             latency = outcome.latency if outcome is not None and not sent else 0.0
