@@ -149,7 +149,7 @@ class Dispatcher:
         self._answer_of = self._answered.get
         self._tool_of = tools.getter()
         self._running: dict[str, Pending] = {}
-        self._requests: Requests[Pending] = Requests(ledger_size, self._stale, _failed)
+        self._requests: Requests[Pending] = Requests(ledger_size, self._is_decided, _failed)
         self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
         self._request_of = self._requests.get
         self._keys = RequestKeys(journal.conversation if journal else None, ledger_size)
@@ -198,11 +198,8 @@ class Dispatcher:
             unsent = self._unsent = OrderedDict()
             seen = self._answer_seen
             self._answer_seen = lambda call_id: call_id not in unsent and seen(call_id)
-            self._is_decided = self._decided
+            self._is_decided = self._requests.stale = self._decided
         return unsent
-
-    def _stale(self, request: Request[Pending]) -> bool:
-        return self._is_decided(request)
 
     def answered(self, call_id: str) -> Outcome | None:
         """The remembered outcome of an earlier call id, if its payload is still kept."""

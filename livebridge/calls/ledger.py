@@ -119,6 +119,9 @@ class CallLedger:
         self._untaken = 0  # fates not yet returned by take_fates()
         self._names: dict[str, str] = {}  # one copy of each tool name (the first few)
         self._notices: list[Notice] = []
+        #: Fates and notices not taken yet: a reporter with nothing to take skips its look. An
+        #: attribute kept up to date, not a property: it is read after every event.
+        self.waiting = 0
         self._seq = 0  # deliveries admitted so far; a handle knows those below its mark
         self._epoch = 0  # connections opened so far; twins are matched within one
         self._handles: OrderedDict[str, int] = OrderedDict()  # handle -> mark, newest last
@@ -135,11 +138,6 @@ class CallLedger:
     def idle(self) -> bool:
         """No call is waiting for its fate."""
         return not self._live
-
-    @property
-    def waiting(self) -> int:
-        """Fates and notices not taken yet: a reporter with nothing to take skips its look."""
-        return self._untaken + len(self._notices)
 
     @property
     def answers_ready(self) -> bool:
@@ -175,7 +173,7 @@ class CallLedger:
 
     def fates(self) -> list[Fate]:
         """The last fates (``FATES_KEPT``, or ``history`` if fewer), in the order they happened."""
-        return [life.fate() for life in self._fates]
+        return _fates_of(self._fates)
 
     def take_fates(self) -> list[Fate]:
         """The fates that happened since the last call."""
@@ -183,14 +181,16 @@ class CallLedger:
         if not untaken:
             return []
         self._untaken = 0
+        self.waiting = len(self._notices)
         # From the newest end: the cost is the fates taken, not the history kept.
-        taken = [life.fate() for life in itertools.islice(reversed(self._fates), untaken)]
+        taken = _fates_of(itertools.islice(reversed(self._fates), untaken))
         taken.reverse()
         return taken
 
     def take_notices(self) -> list[Notice]:
         """The notices since the last call."""
         notices, self._notices = self._notices, []
+        self.waiting = self._untaken
         return notices
 
     # -- events ---------------------------------------------------------------------------
@@ -254,18 +254,9 @@ class CallLedger:
         An outcome of kind ``cancelled`` for a call the server did not cancel (a handler
         cancelled at shutdown) is an answer like any other: its error payload is sent.
         """
-        life = self._lives.get(outcome.call_id) or _never_received(outcome.call_id)
-        if life.settled if isinstance(life, Ended) else life.outcome is not None:
-            raise LedgerError(f"call {outcome.call_id} settled twice")
-        if outcome.kind not in _KINDS:
-            raise LedgerError(
-                f"call {outcome.call_id}: {outcome.kind!r} is not an outcome kind"
-                " (only the ledger gives a call its fate)"
-            )
-        if isinstance(life, Ended):  # withdrawn meanwhile (or an illegal move: it raises)
-            _ended_move(outcome.call_id, life, "settle")
-            life.settled = True  # nothing of its result is kept (``FINAL`` ones are settled)
-            self._note("dropped_result", outcome.call_id, f"result for a {life.state} call dropped")
+        life = self._lives.get(outcome.call_id)
+        if type(life) is not Life or life.outcome is not None or outcome.kind not in _KINDS:
+            self._settle_otherwise(life, outcome)  # it raises, or the result is dropped
             return
         life.state = SETTLED
         life.outcome = outcome
@@ -276,6 +267,22 @@ class CallLedger:
         batch.running -= 1  # as ``move`` does for a call leaving running
         if not batch.running:
             self._delivery.release(map(self._lives.get, batch.ids), batch)
+
+    def _settle_otherwise(self, life: Life | Ended | None, outcome: Outcome) -> None:
+        """An outcome that is not the first of a live call: refused, or dropped (noted)."""
+        if life is None:
+            _never_received(outcome.call_id)
+        if life.settled if isinstance(life, Ended) else life.outcome is not None:
+            raise LedgerError(f"call {outcome.call_id} settled twice")
+        if outcome.kind not in _KINDS:
+            raise LedgerError(
+                f"call {outcome.call_id}: {outcome.kind!r} is not an outcome kind"
+                " (only the ledger gives a call its fate)"
+            )
+        assert isinstance(life, Ended)  # withdrawn meanwhile (or an illegal move: it raises)
+        _ended_move(outcome.call_id, life, "settle")
+        life.settled = True  # nothing of its result is kept (``FINAL`` ones are settled)
+        self._note("dropped_result", outcome.call_id, f"result for a {life.state} call dropped")
 
     def cancel(
         self, call_ids: Iterable[str], now: float, why: str = "cancelled by the server"
@@ -290,7 +297,7 @@ class CallLedger:
         for call_id in call_ids:
             life = self._lives.get(call_id)
             if life is None:
-                self._notices.append(Notice("unknown_cancel", call_id, "cancel for unknown id"))
+                self._note("unknown_cancel", call_id, "cancel for unknown id")
                 continue
             if isinstance(life, Ended):
                 self._note("late_cancel", call_id, f"cancel for a call already {life.state}")
@@ -477,6 +484,7 @@ class CallLedger:
             if prune:
                 self._forget_old()
         self._untaken += len(lives)
+        self.waiting += len(lives)
         if len(fates) > self._kept_in_full:
             self._let_go_of_old_fates()
         if not sent:  # answers of theirs may be queued: ``drain`` drops them
@@ -516,6 +524,24 @@ class CallLedger:
 
     def _note(self, kind: NoticeKind, call_id: str, detail: str) -> None:
         self._notices.append(Notice(kind, call_id, detail))
+        self.waiting += 1
+
+
+def _fates_of(records: Iterable[Ended]) -> list[Fate]:
+    """Each record's ``Fate`` (``Ended.fate``, inline: one per call reported)."""
+    return [
+        Fate(
+            r.call_id,
+            r.name,
+            r.behavior,
+            r.state,  # type: ignore[arg-type]  # an ended record's state is its fate
+            r.reason,
+            r.latency,
+            r.received_at,
+            r.ended_at,
+        )
+        for r in records
+    ]
 
 
 def _check(calls: Sequence[LiveCall]) -> None:

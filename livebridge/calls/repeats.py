@@ -93,7 +93,8 @@ class Requests(Generic[F]):
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self._capacity = capacity
-        self._stale = stale
+        #: Replaceable: a dispatcher that starts tracking reported answers judges anew.
+        self.stale = stale
         self._retried = retried
         self._by_key: OrderedDict[Hashable, Request[F]] = OrderedDict()
         #: ``get(key)``: the newest request of ``key``, if remembered (the dict's own look-up,
@@ -114,7 +115,7 @@ class Requests(Generic[F]):
             by_key.popitem(last=False)
         self._puts += 1
         if self._puts > self._sweep_after and len(by_key) > PRUNE_ABOVE:
-            stale, retried = self._stale, self._retried
+            stale, retried = self.stale, self._retried
             recent = len(by_key) - RETRY_WINDOW  # from this index on: spared if retried
             for index, (old, r) in enumerate(list(by_key.items())):
                 if r is not request and stale(r) and (index < recent or not retried(r)):
