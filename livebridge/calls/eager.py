@@ -143,11 +143,7 @@ def _tracked(base: type[anyio.CancelScope]) -> type[anyio.CancelScope]:
     deadline: property = base.deadline  # type: ignore[assignment]
 
     class Tracked(base):  # type: ignore[misc,valid-type]
-        __slots__ = ("spoiled",)
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.spoiled = False
+        spoiled = False  # (no ``__slots__``: set on the instance only once spoiled, no __init__)
 
         def cancel(self, *args: Any) -> None:
             self.spoiled = True
