@@ -143,7 +143,7 @@ def _tracked(base: type[anyio.CancelScope]) -> type[anyio.CancelScope]:
     deadline: property = base.deadline  # type: ignore[assignment]
 
     class Tracked(base):  # type: ignore[misc,valid-type]
-        spoiled = False  # (no ``__slots__``: set on the instance only once spoiled, no __init__)
+        __slots__ = ("spoiled",)  # set False by ``EagerStarter._renew``: no __init__ of its own
 
         def cancel(self, *args: Any) -> None:
             self.spoiled = True
@@ -254,6 +254,7 @@ class EagerStarter:
         carrier = _Carrier()
         task = asyncio.Task(carrier, loop=self._loop)  # never eager, whatever the loop's factory
         scope = self._new_scope()
+        scope.spoiled = False  # type: ignore[attr-defined]
         self._become(task)
         scope.__enter__()
         carrier.scope, carrier.task = scope, task

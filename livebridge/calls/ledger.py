@@ -122,6 +122,9 @@ class CallLedger:
         #: Fates and notices not taken yet: a reporter with nothing to take skips its look. An
         #: attribute kept up to date, not a property: it is read after every event.
         self.waiting = 0
+        #: Answers wait for ``drain()`` (some may be of calls that ended meanwhile). Kept up
+        #: to date by every event that queues or takes answers: it too is read after each.
+        self.answers_ready = False
         self._seq = 0  # deliveries admitted so far; a handle knows those below its mark
         self._epoch = 0  # connections opened so far; twins are matched within one
         self._handles: OrderedDict[str, int] = OrderedDict()  # handle -> mark, newest last
@@ -138,11 +141,6 @@ class CallLedger:
     def idle(self) -> bool:
         """No call is waiting for its fate."""
         return not self._live
-
-    @property
-    def answers_ready(self) -> bool:
-        """Answers wait for ``drain()`` (some may be of calls that ended meanwhile)."""
-        return bool(self._delivery.ready)
 
     @property
     def blocking_pending(self) -> bool:
@@ -247,6 +245,7 @@ class CallLedger:
             raise LedgerError(f"call {call_id}: {life.name} is not a streaming tool")
         move(life, "partial")  # a live call streams only while running: else this raises
         self._delivery.ready.append((life, item))
+        self.answers_ready = True
 
     def settle(self, outcome: Outcome) -> None:
         """A call's final outcome, from the dispatcher.
@@ -263,10 +262,12 @@ class CallLedger:
         batch = life.batch
         if batch is None:
             self._delivery.release((life,), None)
+            self.answers_ready = bool(self._delivery.ready)
             return
         batch.running -= 1  # as ``move`` does for a call leaving running
         if not batch.running:
             self._delivery.release(map(self._lives.get, batch.ids), batch)
+            self.answers_ready = bool(self._delivery.ready)
 
     def _settle_otherwise(self, life: Life | Ended | None, outcome: Outcome) -> None:
         """An outcome that is not the first of a live call: refused, or dropped (noted)."""
@@ -308,6 +309,7 @@ class CallLedger:
             self._end([life], "cancel", why, now)
             if batch is not None and not batch.running:  # the rest of its batch may go now
                 self._delivery.release(map(self._lives.get, batch.ids), batch)
+        self.answers_ready = bool(self._delivery.ready)
         return running
 
     def unrun(
@@ -367,6 +369,7 @@ class CallLedger:
         self._connected = False
         self._unacknowledged = []  # the connection ended before anything confirmed them
         self._delivery.requeue_in_flight()
+        self.answers_ready = bool(self._delivery.ready)
 
     def resumed(self, handle: str | None, now: float) -> list[str]:
         """A socket opened with ``handle`` (None: a fresh session); returns the orphaned ids.
@@ -382,6 +385,7 @@ class CallLedger:
         if handle is None:
             self._handles.clear()
         self._delivery.requeue_in_flight()
+        self.answers_ready = bool(self._delivery.ready)
         self._unacknowledged = []
         self._epoch += 1
         self._connected = True
@@ -411,7 +415,11 @@ class CallLedger:
         None when nothing is ready, no socket is open, or the previous message awaits
         ``sent()``: one message is in flight at a time. What did not fit stays queued.
         """
-        return self._delivery.drain(now) if self._connected else None
+        if not self._connected:
+            return None
+        outgoing = self._delivery.drain(now)
+        self.answers_ready = bool(self._delivery.ready)
+        return outgoing
 
     def sent(self, outgoing: Outgoing, now: float) -> None:
         """The message from ``drain()`` left on the socket: its final answers are answered.
@@ -489,6 +497,7 @@ class CallLedger:
             self._let_go_of_old_fates()
         if not sent:  # answers of theirs may be queued: ``drain`` drops them
             self._delivery.stale = True
+            self.answers_ready = bool(self._delivery.ready)
         return records
 
     def _let_go_of_old_fates(self) -> None:
