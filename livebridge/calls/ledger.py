@@ -205,32 +205,34 @@ class CallLedger:
         _check(calls)
         lives, live, names = self._lives, self._live, self._names
         seq, epoch, vias = self._seq, self._epoch, _VIAS[via]
-        batch = BlockingBatch([], 0)  # the BLOCKING calls admitted (unused if there are none)
+        ids: list[str] = []
+        batch = BlockingBatch(ids, 0)  # the BLOCKING calls admitted (unused if there are none)
         dropped: set[str] = set()  # ids dropped from this message so far
         admitted: list[Call] = []
         for live_call in calls:
             call = live_call.call
-            previous = lives.get(call.id)
-            if previous is not None and self._drops(call.id, previous, via, self._seq, dropped):
+            call_id = call.id
+            previous = lives.get(call_id)
+            if previous is not None and self._drops(call_id, previous, via, self._seq, dropped):
                 continue
             behavior, name = live_call.behavior, call.name
             if type(name) is str:  # one copy of each name, not one per remembered call
                 name = names.get(name) or self._share(name)
             if behavior == "BLOCKING":  # validated above: it does not stream
-                life = Life(call.id, name, behavior, None, False, now, seq, epoch, vias, batch)
-                batch.ids.append(call.id)
+                life = Life(call_id, name, behavior, None, False, now, seq, epoch, vias, batch)
+                ids.append(call_id)
             else:
                 scheduling, streaming = live_call.scheduling, live_call.streaming
-                life = Life(call.id, name, behavior, scheduling, streaming, now, seq, epoch, vias)
+                life = Life(call_id, name, behavior, scheduling, streaming, now, seq, epoch, vias)
             if live_call.anonymous:
                 life.anonymous = True
                 self._delivery.admit_anonymous(life)
             seq += 1
-            lives[call.id] = life
-            live[call.id] = life
+            lives[call_id] = life
+            live[call_id] = life
             admitted.append(call)
         self._seq = seq
-        batch.running = len(batch.ids)
+        batch.running = len(ids)
         return admitted
 
     def partial(self, item: Partial) -> None:
@@ -485,12 +487,12 @@ class CallLedger:
                 outcome is not None,
             )
             by_id[call_id] = record  # a live id is its newest delivery: it keeps its place
-            fates.append(record)
             records.append(record)
             if life.anonymous and not sent:  # sent ones left the queue when released
                 self._delivery.leave_queue(life)
             if prune:
                 self._forget_old()
+        fates.extend(records)
         self._untaken += len(lives)
         self.waiting += len(lives)
         if len(fates) > self._kept_in_full:
