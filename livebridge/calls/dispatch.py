@@ -87,7 +87,7 @@ _has_outcome = operator.attrgetter("first.outcome")
 def _failed(request: Request[Pending]) -> bool:
     """A request whose first call failed: a retry of it keeps its idempotency key."""
     outcome = request.first.outcome
-    return outcome is not None and is_failure(outcome.kind)
+    return outcome is not None and outcome.kind in FAILURES  # ``is_failure``, inline
 
 
 #: How many turns ``submit()`` remembers (for twins and the fan-out limit).
