@@ -145,9 +145,9 @@ def _tracked(base: type[anyio.CancelScope]) -> type[anyio.CancelScope]:
     class Tracked(base):  # type: ignore[misc,valid-type]
         __slots__ = ("spoiled",)  # set False by ``EagerStarter._renew``: no __init__ of its own
 
-        def cancel(self, *args: Any) -> None:
+        def cancel(self, *args: Any, **kwargs: Any) -> None:
             self.spoiled = True
-            super().cancel(*args)
+            super().cancel(*args, **kwargs)
 
         @property
         def deadline(self) -> float:
