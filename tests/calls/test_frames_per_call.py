@@ -2,7 +2,7 @@
 
 A Python-level call is several hundred machine instructions before it does anything, so the
 hot path of a plain call (no observers, no journal, no limiter of its own, no approval) keeps
-the work of one-line helpers inline: the session's slot, a call's finish, the callback, the
+the work of one-line functions inline: the session's slot, a call's finish, the callback, the
 registry's and the answers' look-ups, whether a shared cancel scope was touched, the fates and
 the ``waiting`` count a reporter reads. These tests count every Python frame entered
 (``sys.setprofile``) per call, the handler's included, and hold those figures
