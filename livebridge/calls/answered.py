@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Callable
 
 from livebridge.calls.call import Outcome
 from livebridge.calls.endings import OutcomeKind
@@ -33,15 +34,19 @@ def charge(outcome: Outcome) -> int:
 class Answers:
     """The answers of the last ``capacity`` call ids; payloads within ``budget`` bytes."""
 
-    __slots__ = ("_budget", "_by_id", "_capacity", "_kept", "_used")
+    __slots__ = ("_budget", "_by_id", "_capacity", "_forget_at", "_kept", "_used", "get")
 
     def __init__(self, capacity: int, budget: int) -> None:
         if capacity < 1 or budget < 0:
             raise ValueError("capacity must be at least 1 and budget not negative")
         self._capacity = capacity
+        self._forget_at = capacity + capacity // 4  # ids; then forgotten down to ``capacity``
         self._budget = budget
         #: id -> its answer with payload, or only its kind once the payload was let go.
         self._by_id: dict[str, Outcome | OutcomeKind] = {}
+        #: ``get(call_id)``: its answer (its kind alone once its payload was let go), if any;
+        #: the dict's own look-up, asked for every call planned.
+        self.get: Callable[[str], Outcome | OutcomeKind | None] = self._by_id.get
         self._kept: deque[str] = deque()  # ids whose payloads were kept, oldest first
         self._used = 0  # bytes charged for the payloads kept
 
@@ -53,39 +58,36 @@ class Answers:
         """Bytes charged for the payloads kept now (at most the budget)."""
         return self._used
 
-    def get(self, call_id: str) -> Outcome | OutcomeKind | None:
-        """The answer of ``call_id`` (its kind alone once its payload was let go), if any."""
-        return self._by_id.get(call_id)
-
     def answered_again(self, call_id: str) -> None:
         """``call_id`` was answered again from here: it is now the newest id."""
         by_id = self._by_id
         by_id[call_id] = by_id.pop(call_id)
 
     def put(self, outcome: Outcome) -> None:
-        """Remember ``outcome`` as its id's answer (it replaces another answer of that id)."""
+        """Remember ``outcome`` as its id's answer (it replaces another answer of that id).
+
+        Past the budget (or ``capacity`` payloads), the oldest payloads are let go until the
+        rest fit; their kinds stay. Inline: once the budget is reached, every put lets one go.
+        """
         by_id, call_id = self._by_id, outcome.call_id
         earlier = by_id.get(call_id)
-        if earlier is outcome or isinstance(earlier, str):  # answered again from here
-            return
-        if earlier is not None:  # a second settle of a running id (a rejoin cancelled first)
-            self._used -= charge(earlier)
-        elif len(by_id) >= self._capacity + self._capacity // 4:
+        if earlier is not None:
+            if earlier is outcome or isinstance(earlier, str):  # answered again from here
+                return
+            self._used -= charge(earlier)  # a second settle of a running id (a rejoin cancelled)
+        elif len(by_id) >= self._forget_at:
             self._forget_oldest()
         by_id[call_id] = outcome
-        self._kept.append(call_id)
-        self._used += outcome.result_bytes + ANSWER_OVERHEAD  # ``charge``, inline
-        if self._used > self._budget or len(self._kept) > self._capacity:
-            self._let_go()
-
-    def _let_go(self) -> None:
-        """Drop the oldest payloads until the rest fit the budget; their kinds stay."""
-        by_id, kept = self._by_id, self._kept
-        while kept and (self._used > self._budget or len(kept) > self._capacity):
+        kept = self._kept
+        kept.append(call_id)
+        used = self._used + outcome.result_bytes + ANSWER_OVERHEAD  # ``charge``, inline
+        budget, capacity = self._budget, self._capacity
+        while kept and (used > budget or len(kept) > capacity):
             entry = by_id.get(call_id := kept.popleft())
             if entry is not None and not isinstance(entry, str):
                 by_id[call_id] = entry.kind
-                self._used -= charge(entry)
+                used -= entry.result_bytes + ANSWER_OVERHEAD
+        self._used = used
 
     def _forget_oldest(self) -> None:
         """Forget the oldest ids down to ``capacity``."""

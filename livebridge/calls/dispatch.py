@@ -51,7 +51,7 @@ from livebridge.calls.call import (
 )
 from livebridge.calls.confirm import TurnGate
 from livebridge.calls.eager import EagerStarter
-from livebridge.calls.endings import OutcomeKind, is_failure
+from livebridge.calls.endings import FAILURES, OutcomeKind, is_failure
 from livebridge.calls.keys import RequestKeys
 from livebridge.calls.lingering import reap
 from livebridge.calls.observers import (
@@ -65,7 +65,6 @@ from livebridge.calls.observers import (
 from livebridge.calls.plans import Batch, Pending, Plan, Rejoin, Run, Settle, Wait, check_calls
 from livebridge.calls.policy import CallPolicy
 from livebridge.calls.repeats import Request, Requests, served_by_key
-from livebridge.calls.returns import deliver
 from livebridge.calls.sync_handlers import LocalSlots, SlotLimiter, ThreadSlots, acquire_each
 from livebridge.calls.tools import Tool, ToolRegistry
 
@@ -80,6 +79,7 @@ ABANDON_GRACE = plans.ABANDON_GRACE
 
 _canonical = msgspec.json.Encoder(order="sorted").encode
 _asdict = msgspec.structs.asdict
+_convert = msgspec.convert
 #: Is a remembered request settled? Its first call's outcome, if any (an Outcome is truthy).
 _has_outcome = operator.attrgetter("first.outcome")
 
@@ -87,7 +87,7 @@ _has_outcome = operator.attrgetter("first.outcome")
 def _failed(request: Request[Pending]) -> bool:
     """A request whose first call failed: a retry of it keeps its idempotency key."""
     outcome = request.first.outcome
-    return outcome is not None and is_failure(outcome.kind)
+    return outcome is not None and outcome.kind in FAILURES  # ``is_failure``, inline
 
 
 #: How many turns ``submit()`` remembers (for twins and the fan-out limit).
@@ -138,12 +138,20 @@ class Dispatcher:
         # Is a request decided (a repeat is new, ``classify``)? All seen: once it has an outcome.
         self._is_decided = self._decided if answer_seen else _has_outcome
         self._limiter = LocalSlots(policy.max_parallel)
+        # A tool without a limiter of its own, under a policy without one, takes only this
+        # dispatcher's slot: inline (``_execute``), as ``_own``.
+        self._own: tuple[SlotLimiter, ...] = (self._limiter,)
+        self._own_only = policy.limiter is None
+        self._max_result_bytes = policy.max_result_bytes
         # Worker threads for sync handlers: their own pool, not anyio's process-wide default.
         self._threads = anyio.CapacityLimiter(policy.max_parallel)
         self._answered = Answers(ledger_size, policy.remembered_bytes)
+        self._answer_of = self._answered.get
+        self._tool_of = tools.getter()
         self._running: dict[str, Pending] = {}
-        self._requests: Requests[Pending] = Requests(ledger_size, self._stale, _failed)
+        self._requests: Requests[Pending] = Requests(ledger_size, self._is_decided, _failed)
         self._keyed: Requests[Pending] = Requests(policy.idempotency_cache)
+        self._request_of = self._requests.get
         self._keys = RequestKeys(journal.conversation if journal else None, ledger_size)
         self._limiters_by_tool: dict[str, tuple[SlotLimiter, ...]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -190,11 +198,8 @@ class Dispatcher:
             unsent = self._unsent = OrderedDict()
             seen = self._answer_seen
             self._answer_seen = lambda call_id: call_id not in unsent and seen(call_id)
-            self._is_decided = self._decided
+            self._is_decided = self._requests.stale = self._decided
         return unsent
-
-    def _stale(self, request: Request[Pending]) -> bool:
-        return self._is_decided(request)
 
     def answered(self, call_id: str) -> Outcome | None:
         """The remembered outcome of an earlier call id, if its payload is still kept."""
@@ -389,28 +394,33 @@ class Dispatcher:
     def _plan_one(
         self, batch: Batch, firsts: dict[Hashable, Pending], now: float, index: int, call: Call
     ) -> Plan:
-        policy = self.policy
-        running = self._running.get(call.id)
+        call_id = call.id
+        running = self._running.get(call_id)
         if running is not None:
             return Rejoin(running)
-        earlier = self._answered.get(call.id)
+        earlier = self._answer_of(call_id)
         if earlier is not None:
-            self._answered.answered_again(call.id)
+            self._answered.answered_again(call_id)
             if isinstance(earlier, str):  # its payload was let go: still not run again
                 return Settle(outcomes.already_answered(call, earlier))
             return Settle(earlier)
         if batch.refuse:
             return Settle(outcomes.closing(call))
+        policy = self.policy
         if index >= policy.max_calls_per_turn:
             return Settle(outcomes.fanout(call, policy.max_calls_per_turn))
         try:
-            tool = self.tools.get(call.name)
+            tool = self._tool_of(call.name)
         except TypeError:  # a name that is not a string matches no tool, unhashable or not
             tool = None
         if tool is None:
             return Settle(outcomes.unknown(call, self.tools.names()))
         try:
-            arguments = tool.convert_arguments(call.args)
+            args = call.args
+            if tool.plain and type(args) is dict:  # ``tool.convert_arguments``, inline
+                arguments = _convert(args, tool.arguments_type)
+            else:
+                arguments = tool.convert_arguments(args)
             kwargs = _asdict(arguments)
             key: Hashable = (tool.name, canonical := _canonical(arguments))
             app_key = None
@@ -437,39 +447,42 @@ class Dispatcher:
                 kind = same.first.outcome.kind if same.first.outcome else None
                 age = batch.received - same.at
                 if served_by_key(kind, age=age, ttl=policy.idempotency_ttl):
-                    same.answered_as(call.id)
+                    same.answered_as(call_id)
                     wait = self._waiter(call, same.first, "duplicate", "key")
                     firsts[key] = wait.own  # a twin of this call is still a twin
                     return wait
-        request = self._requests.get(key)
+        request = self._request_of(key)
         if request is not None and not self._is_decided(request):  # ``classify``: a re-issue
-            request.answered_as(call.id)
+            request.answered_as(call_id)
             wait = self._waiter(call, request.first, "duplicate", "reissue")
             firsts[key] = wait.own
             return wait
         ticket = None
-        if self._journal:
-            admitted = self._journal.admit(call, tool, canonical, app_key)
-            if isinstance(admitted, Outcome):  # answered from the journal of a previous owner
-                return Settle(admitted)
-            ticket = admitted
-        if tool.context_parameter is not None:  # its key now, in plan order; its context later
-            failed = request.first.outcome if request is not None else None
-            retry = failed is not None and is_failure(failed.kind)
-            epoch = self._journal.seq if self._journal else 0
-            kwargs[tool.context_parameter] = self._keys.key(
-                tool.name, canonical, epoch, retry=retry
-            )
-        # A gated call's deadline is set once it is allowed to start (``_allowed``).
-        deadline = math.inf if tool.gated else now + (tool.timeout or policy.timeout)
-        pending = Pending(call, deadline)
-        self._running[call.id] = pending
-        if tool.irreversible and not batch.confirmed:
-            self._gate.hold(call.id, now + policy.confirm_window)
+        if tool.plain and self._journal is None:  # nothing more to decide before it runs
+            pending = Pending(call, now + (tool.timeout or policy.timeout))
+        else:
+            if self._journal:
+                admitted = self._journal.admit(call, tool, canonical, app_key)
+                if isinstance(admitted, Outcome):  # answered from a previous owner's journal
+                    return Settle(admitted)
+                ticket = admitted
+            if tool.context_parameter is not None:  # its key now, in plan order; its context later
+                failed = request.first.outcome if request is not None else None
+                retry = failed is not None and is_failure(failed.kind)
+                epoch = self._journal.seq if self._journal else 0
+                kwargs[tool.context_parameter] = self._keys.key(
+                    tool.name, canonical, epoch, retry=retry
+                )
+            # A gated call's deadline is set once it is allowed to start (``_allowed``).
+            deadline = math.inf if tool.gated else now + (tool.timeout or policy.timeout)
+            pending = Pending(call, deadline)
+            if tool.irreversible and not batch.confirmed:
+                self._gate.hold(call_id, now + policy.confirm_window)
+        self._running[call_id] = pending
         firsts[key] = pending
-        self._requests.put(key, pending, call.id, batch.received)
+        self._requests.put(key, pending, call_id, batch.received)
         if app_key is not None:
-            self._keyed.put(app_key, pending, call.id, batch.received)
+            self._keyed.put(app_key, pending, call_id, batch.received)
         return Run(pending, tool, kwargs, ticket)
 
     def _decided(self, request: Request[Pending]) -> bool:
@@ -477,7 +490,12 @@ class Dispatcher:
         outcome = request.first.outcome
         if outcome is None:
             return False
-        return is_failure(outcome.kind) or any(map(self._answer_seen, request.ids))
+        if outcome.kind in FAILURES:
+            return True
+        ids = request.ids
+        if len(ids) == 1:  # as a rule: no re-issue of it yet
+            return self._answer_seen(ids[0])
+        return any(map(self._answer_seen, ids))
 
     def _waiter(
         self, call: Call, first: Pending, kind: OutcomeKind | None, reason: DedupReason
@@ -506,8 +524,11 @@ class Dispatcher:
                 self.session_id, batch.turn, call, behavior, outcome, received, known, server
             )
             emit(self._observers, event)
-        if batch.on_settled is not None:
-            deliver(batch.on_settled, outcome)
+        if (on_settled := batch.on_settled) is not None:
+            try:  # ``returns.deliver``, inline
+                on_settled(outcome)
+            except Exception:
+                log.exception("callback %r failed on %r", on_settled, outcome)
         if not batch.left and batch.done is not None:  # last: the delivered answer leaves first
             batch.done.set()
 
@@ -594,11 +615,11 @@ class Dispatcher:
         thread, which gives them back when it really returns (``ThreadSlots``).
         """
         call = pending.call
-        max_bytes = self.policy.max_result_bytes
         started = 0.0
         acquired: Sequence[SlotLimiter] = ()
         slots: ThreadSlots | None = None
         outcome: Outcome | None = None
+        own = self._limiter
         try:
             if pending.cancel_requested:  # cancelled before it started: never run
                 return
@@ -611,20 +632,13 @@ class Dispatcher:
                     batch.rearm()
                     if ticket is None:
                         pending.arm()
-                limiters = self._limiters_by_tool.get(tool.name) or self._limiters(tool)
-                try:  # as a rule, each one is free at once
-                    for limiter in limiters:
-                        limiter.acquire_on_behalf_of_nowait(pending)
-                except anyio.WouldBlock:  # busy: the ones before it are held, it is waited for
-                    acquired = list(limiters[: limiters.index(limiter)])
-                    await acquire_each(limiters[len(acquired) :], pending, acquired, pending.arm)
+                if own.free and tool.limiter is None and self._own_only:  # as a rule
+                    own.free -= 1  # ``own.acquire_on_behalf_of_nowait``, inline
+                    acquired = self._own
+                else:
+                    acquired = await self._acquire(pending, tool)
                     if pending.outcome is not None:  # settled while waiting for a slot
                         return
-                except BaseException:  # it failed: the ones before it are held, given back
-                    acquired = limiters[: limiters.index(limiter)]
-                    raise
-                else:
-                    acquired = limiters
                 if ticket is not None:  # its deadline runs once its entry is written, not before
                     await ticket.begin()
                     pending.arm()  # (start() leaves a journaled call's alone)
@@ -648,15 +662,22 @@ class Dispatcher:
                     pending.arm()
                     # Items stream only where the model takes partial answers.
                     on_partial = batch.on_partial if tool.streaming else None
+                    max_bytes = self.policy.max_result_bytes
                     value = await returns.stream(call, tool, kwargs, on_partial, max_bytes)
             except Exception as exc:
                 latency = self._clock() - started if started else 0.0
                 outcome = returns.ended(pending, tool, exc, latency, self.policy.timeout)
             else:  # it returned (the early ends return above)
                 latency = self._clock() - started
-                outcome = returns.success(call, tool, value, latency, max_bytes)
+                outcome = returns.success(call, tool, value, latency, self._max_result_bytes)
             finally:
-                if slots is None or slots.leave():
+                if slots is not None:  # a thread's: given back when it returns, unless it did
+                    if slots.leave():
+                        for limiter in reversed(acquired):
+                            limiter.release_on_behalf_of(pending)
+                elif acquired is self._own and not own.waiting:
+                    own.free += 1  # ``own.release_on_behalf_of``, inline
+                else:
                     for limiter in reversed(acquired):
                         limiter.release_on_behalf_of(pending)
         finally:
@@ -669,7 +690,33 @@ class Dispatcher:
                     outcome = returns.ended(pending, tool, None, latency, self.policy.timeout)
                 else:
                     outcome = outcomes.cancelled(call, 0.0)
-            if pending.finish(outcome, self._running):
+            if pending.outcome is None:  # ``pending.finish``, inline
+                pending.outcome = outcome
+                self._running.pop(call.id, None)
+                if pending.settled is not None:
+                    pending.settled.set()
                 self._settle(batch, index, outcome)
             if ticket is not None and pending.outcome is not None:  # what the model was answered
                 ticket.settled(pending.outcome)
+
+    async def _acquire(self, pending: Pending, tool: Tool) -> Sequence[SlotLimiter]:
+        """Take every limiter of ``tool`` (``_limiters``); the ones taken are given back if
+        this fails. A busy one is waited for, the ones before it held."""
+        limiters = self._limiters_by_tool.get(tool.name) or self._limiters(tool)
+        try:  # as a rule, each one is free at once
+            for limiter in limiters:
+                limiter.acquire_on_behalf_of_nowait(pending)
+        except anyio.WouldBlock:  # busy: the ones before it are held, it is waited for
+            acquired = list(limiters[: limiters.index(limiter)])
+            try:
+                await acquire_each(limiters[len(acquired) :], pending, acquired, pending.arm)
+            except BaseException:
+                for held in reversed(acquired):
+                    held.release_on_behalf_of(pending)
+                raise
+            return acquired
+        except BaseException:  # it failed: the ones before it are held, given back
+            for held in reversed(limiters[: limiters.index(limiter)]):
+                held.release_on_behalf_of(pending)
+            raise
+        return limiters

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import math
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Protocol
 
@@ -56,7 +55,6 @@ _leave_task = asyncio.tasks._leave_task
 # the module's ``_current_tasks`` dict is no longer where it lives.
 _current_task = asyncio.current_task
 _copy_context = contextvars.copy_context
-_INF = math.inf
 _NOTHING: Any = object()
 
 
@@ -131,6 +129,37 @@ class _Carrier(Coroutine[Any, Any, Any]):
 
 
 _NO_SPARE = _Carrier()  # never given a task
+_TRACKED: dict[type[anyio.CancelScope], type[anyio.CancelScope]] = {}
+
+
+def _tracked(base: type[anyio.CancelScope]) -> type[anyio.CancelScope]:
+    """``base`` (the running backend's scope class), whose scopes say ``spoiled`` once they were
+    cancelled or given a deadline: after each coroutine that finished in its first step, the
+    starter tells whether the scope may be shared on by one attribute, not by two of anyio's
+    properties (benchmarks/PROFILE.md, the tool core). Made once per backend class."""
+    tracked = _TRACKED.get(base)
+    if tracked is not None:
+        return tracked
+    deadline: property = base.deadline  # type: ignore[assignment]
+
+    class Tracked(base):  # type: ignore[misc,valid-type]
+        __slots__ = ("spoiled",)  # set False by ``EagerStarter._renew``: no __init__ of its own
+
+        def cancel(self, *args: Any, **kwargs: Any) -> None:
+            self.spoiled = True
+            super().cancel(*args, **kwargs)
+
+        @property
+        def deadline(self) -> float:
+            return deadline.__get__(self)  # type: ignore[no-any-return]
+
+        @deadline.setter
+        def deadline(self, value: float) -> None:
+            self.spoiled = True
+            deadline.__set__(self, value)
+
+    _TRACKED[base] = Tracked
+    return Tracked
 
 
 class Scoped(Protocol):
@@ -157,7 +186,7 @@ class EagerStarter:
         self._carrier = _NO_SPARE
         # The running backend's scope class, looked up once (``anyio.CancelScope()`` looks
         # the backend up on every construction).
-        self._new_scope: type[anyio.CancelScope] = type(anyio.CancelScope())
+        self._new_scope = _tracked(type(anyio.CancelScope()))
         # The task that called ``enter()``, and the task the starter made current (the same
         # one outside a start, or between starts once ``resume()`` was called).
         self._home: asyncio.Task[Any] | None = None
@@ -200,7 +229,7 @@ class EagerStarter:
             yielded = context.run(coroutine.send, None)
         except StopIteration:
             scope = carrier.scope
-            if scope is not None and (scope.cancel_called or scope.deadline != _INF):
+            if scope is not None and scope.spoiled:  # type: ignore[attr-defined]
                 self._retire(carrier, None)  # not pristine: the next one gets a fresh scope
             return None  # the spare stays the current task, for the next start
         except BaseException as exc:
@@ -225,6 +254,7 @@ class EagerStarter:
         carrier = _Carrier()
         task = asyncio.Task(carrier, loop=self._loop)  # never eager, whatever the loop's factory
         scope = self._new_scope()
+        scope.spoiled = False  # type: ignore[attr-defined]
         self._become(task)
         scope.__enter__()
         carrier.scope, carrier.task = scope, task

@@ -52,6 +52,7 @@ from livebridge.calls.call import AnswerEncoder, Call, Outcome, Partial
 from livebridge.calls.delivery import Delivery
 from livebridge.calls.endings import OUTCOME_KINDS
 from livebridge.calls.lives import (
+    ANSWERED,
     FINAL,
     LIVE_STATES,
     SETTLED,
@@ -105,8 +106,9 @@ class CallLedger:
         self._history = history
         self._kept_in_full = min(history, FATES_KEPT)
         self._delivery = Delivery(encode, max_frame_bytes)
-        #: Answered on this connection, not yet known to be read: (send number, life).
-        self._unacknowledged: list[tuple[int, Ended]] = []
+        #: Messages of answers sent on this connection, not yet known to be read: (send
+        #: number, the records of the calls it answered), one entry per message.
+        self._unacknowledged: list[tuple[int, list[Ended]]] = []
         self._sends = 0  # messages of answers sent so far, on every connection
         #: The shell proves reads with ``read_through()``: a server message alone proves none.
         self.reads_proven = False
@@ -117,6 +119,12 @@ class CallLedger:
         self._untaken = 0  # fates not yet returned by take_fates()
         self._names: dict[str, str] = {}  # one copy of each tool name (the first few)
         self._notices: list[Notice] = []
+        #: Fates and notices not taken yet: a reporter with nothing to take skips its look. An
+        #: attribute kept up to date, not a property: it is read after every event.
+        self.waiting = 0
+        #: Answers wait for ``drain()`` (some may be of calls that ended meanwhile). Kept up
+        #: to date by every event that queues or takes answers: it too is read after each.
+        self.answers_ready = False
         self._seq = 0  # deliveries admitted so far; a handle knows those below its mark
         self._epoch = 0  # connections opened so far; twins are matched within one
         self._handles: OrderedDict[str, int] = OrderedDict()  # handle -> mark, newest last
@@ -133,16 +141,6 @@ class CallLedger:
     def idle(self) -> bool:
         """No call is waiting for its fate."""
         return not self._live
-
-    @property
-    def waiting(self) -> int:
-        """Fates and notices not taken yet: a reporter with nothing to take skips its look."""
-        return self._untaken + len(self._notices)
-
-    @property
-    def answers_ready(self) -> bool:
-        """Answers wait for ``drain()`` (some may be of calls that ended meanwhile)."""
-        return bool(self._delivery.ready)
 
     @property
     def blocking_pending(self) -> bool:
@@ -173,7 +171,7 @@ class CallLedger:
 
     def fates(self) -> list[Fate]:
         """The last fates (``FATES_KEPT``, or ``history`` if fewer), in the order they happened."""
-        return [life.fate() for life in self._fates]
+        return _fates_of(self._fates)
 
     def take_fates(self) -> list[Fate]:
         """The fates that happened since the last call."""
@@ -181,14 +179,16 @@ class CallLedger:
         if not untaken:
             return []
         self._untaken = 0
+        self.waiting = len(self._notices)
         # From the newest end: the cost is the fates taken, not the history kept.
-        taken = [life.fate() for life in itertools.islice(reversed(self._fates), untaken)]
+        taken = _fates_of(itertools.islice(reversed(self._fates), untaken))
         taken.reverse()
         return taken
 
     def take_notices(self) -> list[Notice]:
         """The notices since the last call."""
         notices, self._notices = self._notices, []
+        self.waiting = self._untaken
         return notices
 
     # -- events ---------------------------------------------------------------------------
@@ -205,32 +205,34 @@ class CallLedger:
         _check(calls)
         lives, live, names = self._lives, self._live, self._names
         seq, epoch, vias = self._seq, self._epoch, _VIAS[via]
-        batch = BlockingBatch([], 0)  # the BLOCKING calls admitted (unused if there are none)
+        ids: list[str] = []
+        batch = BlockingBatch(ids, 0)  # the BLOCKING calls admitted (unused if there are none)
         dropped: set[str] = set()  # ids dropped from this message so far
         admitted: list[Call] = []
         for live_call in calls:
             call = live_call.call
-            previous = lives.get(call.id)
-            if previous is not None and self._drops(call.id, previous, via, self._seq, dropped):
+            call_id = call.id
+            previous = lives.get(call_id)
+            if previous is not None and self._drops(call_id, previous, via, self._seq, dropped):
                 continue
             behavior, name = live_call.behavior, call.name
             if type(name) is str:  # one copy of each name, not one per remembered call
                 name = names.get(name) or self._share(name)
             if behavior == "BLOCKING":  # validated above: it does not stream
-                life = Life(call.id, name, behavior, None, False, now, seq, epoch, vias, batch)
-                batch.ids.append(call.id)
+                life = Life(call_id, name, behavior, None, False, now, seq, epoch, vias, batch)
+                ids.append(call_id)
             else:
                 scheduling, streaming = live_call.scheduling, live_call.streaming
-                life = Life(call.id, name, behavior, scheduling, streaming, now, seq, epoch, vias)
+                life = Life(call_id, name, behavior, scheduling, streaming, now, seq, epoch, vias)
             if live_call.anonymous:
                 life.anonymous = True
                 self._delivery.admit_anonymous(life)
             seq += 1
-            lives[call.id] = life
-            live[call.id] = life
+            lives[call_id] = life
+            live[call_id] = life
             admitted.append(call)
         self._seq = seq
-        batch.running = len(batch.ids)
+        batch.running = len(ids)
         return admitted
 
     def partial(self, item: Partial) -> None:
@@ -245,6 +247,7 @@ class CallLedger:
             raise LedgerError(f"call {call_id}: {life.name} is not a streaming tool")
         move(life, "partial")  # a live call streams only while running: else this raises
         self._delivery.ready.append((life, item))
+        self.answers_ready = True
 
     def settle(self, outcome: Outcome) -> None:
         """A call's final outcome, from the dispatcher.
@@ -252,7 +255,26 @@ class CallLedger:
         An outcome of kind ``cancelled`` for a call the server did not cancel (a handler
         cancelled at shutdown) is an answer like any other: its error payload is sent.
         """
-        life = self._lives.get(outcome.call_id) or _never_received(outcome.call_id)
+        life = self._lives.get(outcome.call_id)
+        if type(life) is not Life or life.outcome is not None or outcome.kind not in _KINDS:
+            self._settle_otherwise(life, outcome)  # it raises, or the result is dropped
+            return
+        life.state = SETTLED
+        life.outcome = outcome
+        batch = life.batch
+        if batch is None:
+            self._delivery.release((life,), None)
+            self.answers_ready = bool(self._delivery.ready)
+            return
+        batch.running -= 1  # as ``move`` does for a call leaving running
+        if not batch.running:
+            self._delivery.release(map(self._lives.get, batch.ids), batch)
+            self.answers_ready = bool(self._delivery.ready)
+
+    def _settle_otherwise(self, life: Life | Ended | None, outcome: Outcome) -> None:
+        """An outcome that is not the first of a live call: refused, or dropped (noted)."""
+        if life is None:
+            _never_received(outcome.call_id)
         if life.settled if isinstance(life, Ended) else life.outcome is not None:
             raise LedgerError(f"call {outcome.call_id} settled twice")
         if outcome.kind not in _KINDS:
@@ -260,20 +282,10 @@ class CallLedger:
                 f"call {outcome.call_id}: {outcome.kind!r} is not an outcome kind"
                 " (only the ledger gives a call its fate)"
             )
-        if isinstance(life, Ended):  # withdrawn meanwhile (or an illegal move: it raises)
-            _ended_move(outcome.call_id, life, "settle")
-            life.settled = True  # nothing of its result is kept (``FINAL`` ones are settled)
-            self._note("dropped_result", outcome.call_id, f"result for a {life.state} call dropped")
-            return
-        life.state = SETTLED
-        life.outcome = outcome
-        batch = life.batch
-        if batch is None:
-            self._delivery.release((life,), None)
-            return
-        batch.running -= 1  # as ``move`` does for a call leaving running
-        if not batch.running:
-            self._delivery.release(map(self._lives.get, batch.ids), batch)
+        assert isinstance(life, Ended)  # withdrawn meanwhile (or an illegal move: it raises)
+        _ended_move(outcome.call_id, life, "settle")
+        life.settled = True  # nothing of its result is kept (``FINAL`` ones are settled)
+        self._note("dropped_result", outcome.call_id, f"result for a {life.state} call dropped")
 
     def cancel(
         self, call_ids: Iterable[str], now: float, why: str = "cancelled by the server"
@@ -288,7 +300,7 @@ class CallLedger:
         for call_id in call_ids:
             life = self._lives.get(call_id)
             if life is None:
-                self._notices.append(Notice("unknown_cancel", call_id, "cancel for unknown id"))
+                self._note("unknown_cancel", call_id, "cancel for unknown id")
                 continue
             if isinstance(life, Ended):
                 self._note("late_cancel", call_id, f"cancel for a call already {life.state}")
@@ -299,6 +311,7 @@ class CallLedger:
             self._end([life], "cancel", why, now)
             if batch is not None and not batch.running:  # the rest of its batch may go now
                 self._delivery.release(map(self._lives.get, batch.ids), batch)
+        self.answers_ready = bool(self._delivery.ready)
         return running
 
     def unrun(
@@ -329,8 +342,9 @@ class CallLedger:
         """A server message arrived (call it after handling each one): unless reads are
         proven otherwise, it acknowledges every answer sent before it on this connection."""
         if self._unacknowledged and not self.reads_proven:
-            for _, life in self._unacknowledged:
-                life.acknowledged = True
+            for _, records in self._unacknowledged:
+                for life in records:
+                    life.acknowledged = True
             self._unacknowledged = []
 
     @property
@@ -342,9 +356,10 @@ class CallLedger:
         """The server has read every message sent up to send ``number`` on this connection."""
         unacknowledged = self._unacknowledged
         if unacknowledged and unacknowledged[0][0] <= number:
-            for sent, life in unacknowledged:
+            for sent, records in unacknowledged:
                 if sent <= number:
-                    life.acknowledged = True
+                    for life in records:
+                        life.acknowledged = True
             self._unacknowledged = [item for item in unacknowledged if item[0] > number]
 
     def disconnected(self) -> None:
@@ -356,6 +371,7 @@ class CallLedger:
         self._connected = False
         self._unacknowledged = []  # the connection ended before anything confirmed them
         self._delivery.requeue_in_flight()
+        self.answers_ready = bool(self._delivery.ready)
 
     def resumed(self, handle: str | None, now: float) -> list[str]:
         """A socket opened with ``handle`` (None: a fresh session); returns the orphaned ids.
@@ -371,6 +387,7 @@ class CallLedger:
         if handle is None:
             self._handles.clear()
         self._delivery.requeue_in_flight()
+        self.answers_ready = bool(self._delivery.ready)
         self._unacknowledged = []
         self._epoch += 1
         self._connected = True
@@ -400,7 +417,11 @@ class CallLedger:
         None when nothing is ready, no socket is open, or the previous message awaits
         ``sent()``: one message is in flight at a time. What did not fit stays queued.
         """
-        return self._delivery.drain(now) if self._connected else None
+        if not self._connected:
+            return None
+        outgoing = self._delivery.drain(now)
+        self.answers_ready = bool(self._delivery.ready)
+        return outgoing
 
     def sent(self, outgoing: Outgoing, now: float) -> None:
         """The message from ``drain()`` left on the socket: its final answers are answered.
@@ -411,7 +432,8 @@ class CallLedger:
         ended = self._end(self._delivery.sent(outgoing), "send", "sent", now)
         self._sends += 1
         number = self._sends
-        self._unacknowledged += [(number, record) for record in ended]
+        if ended:
+            self._unacknowledged.append((number, ended))
 
     # -- internals ------------------------------------------------------------------------
 
@@ -444,7 +466,10 @@ class CallLedger:
         sent = event == "send"
         records = []
         for life in lives:
-            move(life, event)
+            if sent:  # ``move``, inline: ``Delivery.sent`` hands out only ready lives
+                life.state = ANSWERED
+            else:
+                move(life, event)
             call_id, outcome = life.call_id, life.outcome
             del live[call_id]
             latency = outcome.latency if outcome is not None and not sent else 0.0
@@ -462,17 +487,19 @@ class CallLedger:
                 outcome is not None,
             )
             by_id[call_id] = record  # a live id is its newest delivery: it keeps its place
-            fates.append(record)
             records.append(record)
             if life.anonymous and not sent:  # sent ones left the queue when released
                 self._delivery.leave_queue(life)
             if prune:
                 self._forget_old()
+        fates.extend(records)
         self._untaken += len(lives)
+        self.waiting += len(lives)
         if len(fates) > self._kept_in_full:
             self._let_go_of_old_fates()
         if not sent:  # answers of theirs may be queued: ``drain`` drops them
             self._delivery.stale = True
+            self.answers_ready = bool(self._delivery.ready)
         return records
 
     def _let_go_of_old_fates(self) -> None:
@@ -508,6 +535,24 @@ class CallLedger:
 
     def _note(self, kind: NoticeKind, call_id: str, detail: str) -> None:
         self._notices.append(Notice(kind, call_id, detail))
+        self.waiting += 1
+
+
+def _fates_of(records: Iterable[Ended]) -> list[Fate]:
+    """Each record's ``Fate`` (``Ended.fate``, inline: one per call reported)."""
+    return [
+        Fate(
+            r.call_id,
+            r.name,
+            r.behavior,
+            r.state,  # type: ignore[arg-type]  # an ended record's state is its fate
+            r.reason,
+            r.latency,
+            r.received_at,
+            r.ended_at,
+        )
+        for r in records
+    ]
 
 
 def _check(calls: Sequence[LiveCall]) -> None:

@@ -47,9 +47,10 @@ TRANSITIONS: dict[tuple[CallState, Move], CallState] = {
     ("orphaned", "partial"): "orphaned",
     ("orphaned", "settle"): "orphaned",
 }
-# Two moves every call takes, looked up once; their callers check the state they leave.
+# Three moves every call takes, looked up once; their callers check the state they leave.
 SETTLED = TRANSITIONS["running", "settle"]
 READY = TRANSITIONS["settled", "release"]
+ANSWERED = TRANSITIONS["ready", "send"]
 FATE_OF: dict[Move, FateKind] = {"send": "answered", "cancel": "cancelled", "orphan": "orphaned"}
 LIVE_STATES: frozenset[CallState] = frozenset({"running", "settled", "ready"})
 

@@ -93,15 +93,15 @@ class Requests(Generic[F]):
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self._capacity = capacity
-        self._stale = stale
+        #: Replaceable: a dispatcher that starts tracking reported answers judges anew.
+        self.stale = stale
         self._retried = retried
         self._by_key: OrderedDict[Hashable, Request[F]] = OrderedDict()
+        #: ``get(key)``: the newest request of ``key``, if remembered (the dict's own look-up,
+        #: asked for every call planned).
+        self.get: Callable[[Hashable], Request[F] | None] = self._by_key.get
         self._puts = 0  # since the last sweep
         self._sweep_after = PRUNE_ABOVE  # puts, then a sweep (when above ``PRUNE_ABOVE``)
-
-    def get(self, key: Hashable) -> Request[F] | None:
-        """The newest request of ``key``, if remembered."""
-        return self._by_key.get(key)
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -115,7 +115,7 @@ class Requests(Generic[F]):
             by_key.popitem(last=False)
         self._puts += 1
         if self._puts > self._sweep_after and len(by_key) > PRUNE_ABOVE:
-            stale, retried = self._stale, self._retried
+            stale, retried = self.stale, self._retried
             recent = len(by_key) - RETRY_WINDOW  # from this index on: spared if retried
             for index, (old, r) in enumerate(list(by_key.items())):
                 if r is not request and stale(r) and (index < recent or not retried(r)):

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from livebridge.calls import outcomes, payloads
 from livebridge.calls.call import Call, Outcome, Partial, Result
 from livebridge.calls.plans import Pending
@@ -19,6 +21,8 @@ from livebridge.calls.tools import Tool
 from livebridge.errors import UnserializableResult
 
 log = logging.getLogger("livebridge.calls.dispatch")
+_encode = msgspec.json.Encoder().encode
+_to_builtins = msgspec.to_builtins
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +35,12 @@ class Streamed:
 
 
 def success(call: Call, tool: Tool, value: Any, latency: float, max_result_bytes: int) -> Outcome:
-    """A handler returned ``value`` (a ``Result`` may carry its own scheduling)."""
+    """A handler returned ``value`` (a ``Result`` may carry its own scheduling).
+
+    A value that encodes, fits and holds no ``null`` is answered here as ``payloads.output``
+    would answer it, without that call (once per answer: benchmarks/PROFILE.md, the tool
+    core); anything else (a value to cut, a NaN, one that does not encode) takes it.
+    """
     scheduling = tool.scheduling
     if isinstance(value, Streamed):
         return Outcome(
@@ -46,6 +55,18 @@ def success(call: Call, tool: Tool, value: Any, latency: float, max_result_bytes
         )
     if isinstance(value, Result):
         value, scheduling = value.value, value.scheduling or scheduling
+    try:
+        plain = _to_builtins(value, str_keys=True)
+        response = {"output": plain}
+        encoded = _encode(response)
+    except Exception:  # ``payloads.output`` says why, below
+        pass
+    else:  # (a ``null`` may stand for a NaN, which has no JSON form: ``output`` looks)
+        size = len(encoded)
+        if size <= max_result_bytes and (plain is None or b"null" not in encoded):
+            return Outcome(
+                call.id, tool.name, "ok", response, latency, size, False, None, None, scheduling
+            )
     try:
         payload = payloads.output(value, max_result_bytes)
     except UnserializableResult as exc:

@@ -55,37 +55,39 @@ class LocalSlots:
     The dispatcher's own ``max_parallel``: what ``anyio.CapacityLimiter`` does for that one
     use, with less work per call (benchmarks/PROFILE.md): no set of borrowers, no check that
     one borrower does not take two slots; every borrower here is one call, which takes one, once.
+    ``free`` and ``waiting`` are public so that the dispatcher takes a free slot, and gives
+    one back that nobody waits for, inline: once each per call.
     """
 
-    __slots__ = ("_free", "_waiting")
+    __slots__ = ("free", "waiting")
 
     def __init__(self, total: int) -> None:
-        self._free = total
+        self.free = total
         # A slot given back goes straight to the first waiter: never free while one waits.
-        self._waiting: OrderedDict[object, asyncio.Event] = OrderedDict()
+        self.waiting: OrderedDict[object, asyncio.Event] = OrderedDict()
 
     def acquire_on_behalf_of_nowait(self, borrower: object) -> None:
-        if not self._free:
+        if not self.free:
             raise anyio.WouldBlock
-        self._free -= 1
+        self.free -= 1
 
     async def acquire_on_behalf_of(self, borrower: object) -> None:
-        if self._free:
-            self._free -= 1
+        if self.free:
+            self.free -= 1
             return
-        handed = self._waiting[borrower] = asyncio.Event()
+        handed = self.waiting[borrower] = asyncio.Event()
         try:
             await handed.wait()
         except BaseException:
-            if self._waiting.pop(borrower, None) is None:  # handed a slot already: pass it on
+            if self.waiting.pop(borrower, None) is None:  # handed a slot already: pass it on
                 self.release_on_behalf_of(borrower)
             raise
 
     def release_on_behalf_of(self, borrower: object) -> None:
-        if self._waiting:
-            self._waiting.popitem(last=False)[1].set()
+        if self.waiting:
+            self.waiting.popitem(last=False)[1].set()
         else:
-            self._free += 1
+            self.free += 1
 
 
 class ThreadSlots:

@@ -108,9 +108,21 @@ class Tool:
     #: Something must allow the handler to start (a confirmed turn, an approval): its timeout
     #: runs from then, not from the call's arrival. Set once, here: it is read for every call.
     gated: bool = field(init=False, repr=False)
+    #: Its arguments are converted as declared (``convert_arguments`` not overridden), and
+    #: nothing is to be decided before its handler runs but its deadline: no idempotency key,
+    #: no context parameter, not gated. Set once, here: the dispatcher reads one flag per call.
+    plain: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "gated", self.irreversible or self.approve is not None)
+        gated = self.irreversible or self.approve is not None
+        object.__setattr__(self, "gated", gated)
+        plain = (
+            not gated
+            and self.idempotency_key is None
+            and self.context_parameter is None
+            and type(self).convert_arguments is Tool.convert_arguments
+        )
+        object.__setattr__(self, "plain", plain)
 
     def convert_arguments(self, args: Any) -> msgspec.Struct:
         """Validate and convert the model's arguments.
@@ -144,6 +156,11 @@ class ToolRegistry:
     def get(self, name: str) -> Tool | None:
         """The tool registered under ``name``, if any."""
         return self._tools.get(name)
+
+    def getter(self) -> Callable[[str], Tool | None]:
+        """``get`` as the registry's own dict look-up, bound: what a dispatcher asks for every
+        call, without a Python call around it. It sees tools added or removed later."""
+        return self._tools.get
 
     @overload
     def tool(self, fn: F, /) -> F: ...

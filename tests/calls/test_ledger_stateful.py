@@ -300,6 +300,11 @@ class LedgerMachine(RuleBasedStateMachine):
             assert (fate.fate == "answered") == (life.finals_sent == 1)
 
     @invariant()
+    def nothing_waits_unless_answers_are_ready(self) -> None:
+        if not self.ledger.answers_ready:  # a session that trusts it leaves no answer behind
+            assert self.ledger.drain(0.0) is None
+
+    @invariant()
     def queries_agree(self) -> None:
         live = self.live_lives()
         assert self.ledger.pending_ids == {life.key[0] for life in live}
