@@ -157,11 +157,6 @@ class ToolRegistry:
         """The tool registered under ``name``, if any."""
         return self._tools.get(name)
 
-    def getter(self) -> Callable[[str], Tool | None]:
-        """``get`` as the registry's own dict look-up, bound: what a dispatcher asks for every
-        call, without a Python call around it. It sees tools added or removed later."""
-        return self._tools.get
-
     @overload
     def tool(self, fn: F, /) -> F: ...
 
