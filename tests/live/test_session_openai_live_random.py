@@ -116,6 +116,10 @@ async def test_random_delegations_keep_one_fate_per_call_and_one_create_per_gate
                 # An output that crossed a failure may still be on its way: once the server has
                 # read every output the client sent, each race it counted must surface too.
                 await emu.wait_for(lambda: _sent_outputs(events) <= set(outputs(emu)), seconds(30))
+                # So may a continuation that crossed new calls: once the server has read every
+                # response.create the client sent, every refusal it counted is on its way.
+                gate = session._protocol.gate  # type: ignore[attr-defined]
+                await emu.wait_for(lambda: _creates_read(emu) >= gate.creates, seconds(30))
                 while _reported(events) < _races(emu):
                     await arrived.wait()
                     arrived.clear()
@@ -158,6 +162,11 @@ def _sent_outputs(events: list[SessionEvent]) -> set[str]:
         for e in events
         if isinstance(e, ToolCallSettled) and e.ending not in ("cancelled", "orphaned")
     }
+
+
+def _creates_read(emu: Emulator) -> int:
+    """The ``response.create`` events the server has read (accepted or refused)."""
+    return len(sent(emu, "response.create"))
 
 
 def _settled(events: list[SessionEvent]) -> int:
