@@ -315,11 +315,13 @@ class EventBuffer:
     def ready(self) -> Iterator[SessionEvent]:
         """The events waiting, each taken off the buffer only when the caller asks for it:
         a reader that stops early leaves the rest queued. Ends when none is waiting."""
+        # Made by the first event, then never replaced (compacted in place): a reader that
+        # starts before it returns at once, and one suspended at a yield has the real one.
+        items = self._items
         while True:
             if self._pending_drops:  # discards since the last read come first
                 yield self._take_drops()
                 continue
-            items = self._items  # made by the first event, maybe while this one waited
             if not items:
                 return
             queue = items.popleft()
