@@ -28,6 +28,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager, nullcontext
 from dataclasses import replace
+from functools import partial
 from typing import Any, Literal, Required, TypedDict, Unpack, assert_never, cast
 
 import anyio
@@ -152,7 +153,6 @@ class LiveSession:
         "_ping_owed",
         "_policy",
         "_pong",
-        "_pong_covers",
         "_protocol",
         "_proves",
         "_send_proven",
@@ -226,7 +226,6 @@ class LiveSession:
         #: Reads are proven on this connection: the writer pings behind each message of answers.
         self._proves = False
         self._pong: asyncio.Future[Any] | None = None  # the proof in flight (one at a time)
-        self._pong_covers = 0  # the last message of answers it proves (``CallLedger.sends``)
         self._ping_owed = False  # answers left while it was: a new ping once it comes back
         #: The transport's send with the ping in the same write (``ProvesReads.send_proven``).
         self._send_proven: _SendProven | None = None
@@ -337,8 +336,7 @@ class LiveSession:
             self._leave = switch
             self._proves = self._protocol.ledger.reads_proven = hasattr(transport, "ping_behind")
             self._send_proven = getattr(transport, "send_proven", None) if self._proves else None
-            _let_go(self._pong)  # a pong of the last connection proves nothing here
-            self._pong = None
+            self._pong = None  # a pong of the last connection proves nothing here
             self._ping_owed = False
             tg.start_soon(self._guarded, self._write(transport), leave)
             await self._guarded(self._read(transport, tg), leave)  # in this task: one task fewer
@@ -347,43 +345,28 @@ class LiveSession:
     async def _ping_behind(self, transport: Transport) -> None:
         """Prove the server has read the answers sent: only then could the model have seen them
         (a server message alone may have crossed them in flight). The writer pings right behind
-        a message of answers (in the same write where the transport can: ``send_proven``).
-        One ping is in flight at a time; answers sent meanwhile are proven by the next, sent as
-        soon as the pong is back."""
-        pong = self._pong
-        if pong is not None and not self._pong_back():
-            if not self._ping_owed:
-                self._ping_owed = True
-                pong.add_done_callback(self._ponged)  # then the writer pings again
+        a message of answers (in the same write where the transport can: ``send_proven``) and
+        the pong is a callback, not a task: no wake-up of its own. One ping is in flight at a
+        time; answers sent meanwhile are proven by the next."""
+        if self._pong is not None:
+            self._ping_owed = True
             return
         self._await_pong(await cast("ProvesReads", transport).ping_behind())
 
     def _await_pong(self, pong: asyncio.Future[Any]) -> None:
-        """The ping behind the last message of answers is in flight: its pong proves them. The
-        proof is asked for only when a call arrives, so the reader looks at the pong before it
-        reads the next server message (``_pong_back``): no callback, no loop pass of its own."""
+        """The ping behind the last message of answers is in flight: its pong proves them."""
         self._pong = pong
-        self._pong_covers = self._protocol.ledger.sends
+        pong.add_done_callback(partial(self._ponged, self._protocol.ledger.sends))
 
-    def _pong_back(self) -> bool:
-        """No ping is in flight: a pong already back is taken as its proof first."""
-        pong = self._pong
-        if pong is None:
-            return True
-        if not pong.done():
-            return False
-        self._ponged(pong)
-        return True
-
-    def _ponged(self, pong: asyncio.Future[Any]) -> None:
+    def _ponged(self, number: int, pong: asyncio.Future[Any]) -> None:
         if not pong.cancelled():
             pong.exception()  # retrieved: a connection that ended says so to the reader
         if pong is not self._pong:
-            return  # a ping of an earlier connection, or a pong taken already
+            return  # a ping of an earlier connection
         self._pong = None
         if pong.cancelled() or pong.exception() is not None:
             return
-        self._protocol.ledger.read_through(self._pong_covers)
+        self._protocol.ledger.read_through(number)
         if self._ping_owed:
             self._wake.set()  # the writer pings again
 
@@ -442,8 +425,6 @@ class LiveSession:
             except MalformedMessageError as exc:
                 log.warning("skipped a malformed server message: %s", exc)
                 continue
-            if self._pong is not None and self._pong.done():  # proven before this message
-                self._ponged(self._pong)
             handle = protocol.handle
             try:
                 out = protocol.receive(message, self._clock())
@@ -460,7 +441,7 @@ class LiveSession:
     async def _write(self, transport: Transport) -> None:
         protocol = self._protocol
         while True:
-            if self._ping_owed and self._pong_back():
+            if self._ping_owed and self._pong is None:
                 self._ping_owed = False
                 await self._ping_behind(transport)
             item = protocol.next_item(self._clock())
@@ -476,7 +457,7 @@ class LiveSession:
             pong = None
             self._writing = True
             try:
-                if proven and self._send_proven is not None and self._pong_back():
+                if proven and self._send_proven is not None and self._pong is None:
                     pong = await self._send_proven(protocol.frame(item))
                 else:
                     await transport.send(protocol.frame(item))
@@ -852,18 +833,6 @@ def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
     while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
         inner = inner.exceptions[0]
     return inner
-
-
-def _let_go(pong: asyncio.Future[Any] | None) -> None:
-    """A pong nobody will look at: its exception (the connection ended) is retrieved, so none is
-    logged as never retrieved."""
-    if pong is None:
-        return
-    if pong.done():
-        if not pong.cancelled():
-            pong.exception()
-    else:
-        pong.add_done_callback(_let_go)
 
 
 def _not_connected() -> None:
