@@ -271,8 +271,8 @@ def test_an_app_that_reads_as_events_come_keeps_memory_bounded() -> None:
 
 @pytest.mark.parametrize("kind", ["media", "control", "settled"])
 def test_a_waiting_event_costs_the_buffer_no_object_of_its_own(kind: str) -> None:
-    # A reference in its kind's queue and one in the order: about 16 bytes, where an entry made
-    # per event (a one-item list) cost 80 more.
+    # A reference in its kind's queue and one in the order: about 16 bytes an event, where an
+    # entry made per event (a one-item list) made it 80.
     count = 10_000
     made: dict[str, SessionEvent] = {
         "media": AudioOut(b"x"),
