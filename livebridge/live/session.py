@@ -526,7 +526,7 @@ class LiveSession:
                     connection.start_soon(self._switch_when_ready, deadline)
                 case _:
                     assert_never(action)
-        if changed or self._protocol.ledger.answers_ready:  # calls started may have settled at once
+        if changed or self._protocol.ledger.answers_ready:  # calls may have settled at once
             self._wake.set()
 
     def _new_dispatcher(self) -> Dispatcher:

@@ -112,8 +112,7 @@ async def send_and_ping(ws: Any, frames: Sequence[bytes]) -> asyncio.Future[Any]
                 await ws.send(frame, text=True)
             return await ping_behind(ws)
         async with ws.send_context():  # on exit it writes what the protocol queued, once
-            number = next(_PING_NUMBERS)
-            data = number.to_bytes(8, "big")
+            data = next(_PING_NUMBERS).to_bytes(8, "big")
             pong: asyncio.Future[Any] = ws.loop.create_future()
             if (
                 protocol.state is State.OPEN
