@@ -526,7 +526,7 @@ class LiveSession:
                     connection.start_soon(self._switch_when_ready, deadline)
                 case _:
                     assert_never(action)
-        if changed or self._protocol.answers_ready:  # calls started may have settled at once
+        if changed or self._protocol.ledger.answers_ready:  # calls may have settled at once
             self._wake.set()
 
     def _new_dispatcher(self) -> Dispatcher:
@@ -537,7 +537,7 @@ class LiveSession:
             policy=self._policy,
             observers=self._observers,
             session_id=protocol.session_id,
-            answer_seen=protocol.answer_seen,
+            answer_seen=protocol.ledger.answer_seen,  # the ledger's own: one call fewer a call
             journal=self._store.journal if self._store else None,
         )
         return self._dispatcher
@@ -551,8 +551,11 @@ class LiveSession:
                 self._wake.set()
 
     def _on_settled(self, outcome: Outcome) -> None:
-        self._apply(self._protocol.settled(outcome))
-        if self._protocol.answers_ready:  # else its batch still runs: nothing to send yet
+        protocol = self._protocol
+        outputs = protocol.settled(outcome)
+        if outputs:  # mostly none: an answered call's event comes when its answer is sent
+            self._apply(outputs)
+        if protocol.ledger.answers_ready:  # else its batch still runs: nothing to send yet
             self._wake.set()
 
     def _on_partial(self, item: Partial) -> None:

@@ -215,9 +215,11 @@ class LiveProtocol(ABC):
 
     def settled(self, outcome: Outcome) -> list[Output]:
         """A handler's final outcome (from the dispatcher)."""
-        self.ledger.settle(outcome)
+        ledger = self.ledger
+        ledger.settle(outcome)
         out: list[Output] = []
-        self._fates(out)
+        if ledger.waiting:  # mostly not: an answered call's fate is reported when it is sent
+            self._report.fates(ledger, out, reasons=self.reasons)
         return out
 
     def partial(self, item: Partial) -> list[Output]:

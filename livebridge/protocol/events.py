@@ -169,10 +169,8 @@ DROPPABLE: tuple[type, ...] = (AudioOut, TextOut, InputTranscript, OutputTranscr
 #: past ``settled_capacity``, and counted by its ``ending``.)
 KEPT: tuple[type, ...] = (Closed,)
 
-_Entry: TypeAlias = list[SessionEvent | None]  # one queued event; None once discarded
-#: What ``EventBuffer`` queues: a kept event as is (it is never discarded), any other in an entry.
-_Queued: TypeAlias = SessionEvent | _Entry
-_MEDIA = frozenset(DROPPABLE)  # exact types: a set look-up is cheaper than isinstance
+#: Exact types: a set look-up is cheaper than isinstance.
+_MEDIA = frozenset(DROPPABLE)
 _KEPT = frozenset(KEPT)
 
 
@@ -197,6 +195,11 @@ class EventBuffer:
     The app learns of discards through one ``EventsDropped`` (how many of each kind, and the
     outcomes of the fates) placed before the next event it reads. After ``close()`` readers
     drain what is left, then stop.
+
+    Layout: each kind (media, control, fates, kept) has a queue of its events, and ``_items``
+    holds, in order, the queue each event went to: no object is made per event. The oldest
+    waiting event of a kind is discarded from the front of its queue, so the first tags of that
+    kind in ``_items`` are then stale: a count per kind skips them as they are read.
     """
 
     def __init__(
@@ -217,12 +220,13 @@ class EventBuffer:
         self.dropped = 0
         # Each queue is made by its first event (``_NONE`` until then): an empty deque is
         # 760 bytes on 3.11, and most sessions never need some of them.
-        self._items: deque[_Queued] = _NONE  # in order; discarded entries are skipped
-        self._media: deque[_Entry] = _NONE  # waiting media entries, oldest first
-        self._control: deque[_Entry] = _NONE  # waiting droppable control entries
-        self._settled: deque[_Entry] = _NONE  # waiting fates, oldest first
-        self._waiting = 0  # entries in _items not discarded
-        self._discarded = 0  # discarded entries still in _items
+        self._items: deque[deque[SessionEvent]] = _NONE  # each event's queue, in order
+        self._media: deque[SessionEvent] = _NONE  # waiting media, oldest first
+        self._control: deque[SessionEvent] = _NONE  # waiting droppable control events
+        self._settled: deque[SessionEvent] = _NONE  # waiting fates, oldest first
+        self._kept: deque[SessionEvent] = _NONE  # events never discarded
+        self._discarded = 0  # stale tags in _items: events discarded, not yet skipped
+        self._skip_media = self._skip_control = self._skip_settled = 0  # the same, by kind
         self._pending_drops = 0
         self._pending_media = 0
         self._pending_control = 0
@@ -233,43 +237,50 @@ class EventBuffer:
     def put(self, event: SessionEvent) -> None:
         """Queue ``event`` without blocking, applying the overflow policy."""
         kind = type(event)
-        media = kind in _MEDIA
-        if self._waiting >= self.capacity:
+        if len(self._items) - self._discarded >= self.capacity:
             if self._media:
-                self._discard(self._media.popleft())
-            elif media:
+                self._discard_media()
+            elif kind in _MEDIA:
                 self._count_drop(event)
                 return
-        self._waiting += 1
-        items = self._items
-        if items is _NONE:
-            items = self._items = deque()
-        if kind in _KEPT:  # never discarded: queued as is
-            items.append(event)
+        if kind in _MEDIA:
+            queue = self._media
+            if queue is _NONE:
+                queue = self._media = self._new_queue()
+            self._items.append(queue)
+            queue.append(event)
+        elif kind is ToolCallSettled:
+            queue = self._settled
+            if queue is _NONE:
+                queue = self._settled = self._new_queue()
+            self._items.append(queue)
+            queue.append(event)
+            if len(queue) > self.settled_capacity:
+                self._skip_settled += 1
+                self._discard(queue)
+        elif kind in _KEPT:
+            queue = self._kept
+            if queue is _NONE:
+                queue = self._kept = self._new_queue()
+            self._items.append(queue)
+            queue.append(event)
         else:
-            entry: _Entry = [event]
-            items.append(entry)
-            if media:
-                queue = self._media
-                if queue is _NONE:
-                    queue = self._media = deque()
-                queue.append(entry)
-            elif kind is ToolCallSettled:
-                queue = self._settled
-                if queue is _NONE:
-                    queue = self._settled = deque()
-                queue.append(entry)
-                if len(queue) > self.settled_capacity:
-                    self._discard(queue.popleft())
-            else:
-                queue = self._control
-                if queue is _NONE:
-                    queue = self._control = deque()
-                queue.append(entry)
-                if len(queue) > self.control_capacity:
-                    self._discard(queue.popleft())
+            queue = self._control
+            if queue is _NONE:
+                queue = self._control = self._new_queue()
+            self._items.append(queue)
+            queue.append(event)
+            if len(queue) > self.control_capacity:
+                self._skip_control += 1
+                self._discard(queue)
         if self._readers.futures is not None:  # the first event since readers began to wait
             self._readers.wake()
+
+    def _new_queue(self) -> deque[SessionEvent]:
+        """A kind's first event: its queue (and the first event's, ``_items``)."""
+        if self._items is _NONE:
+            self._items = deque()
+        return deque()
 
     @property
     def closed(self) -> bool:
@@ -291,7 +302,7 @@ class EventBuffer:
 
     async def wait(self) -> None:
         """Return once an event is waiting or the buffer is closed (at once if so already)."""
-        if not (self._waiting or self._pending_drops or self._closed):
+        if not (len(self) or self._pending_drops or self._closed):
             await self._readers.wait()
 
     def get_nowait(self) -> SessionEvent | None:
@@ -299,36 +310,43 @@ class EventBuffer:
         return next(self.ready(), None)
 
     def __len__(self) -> int:
-        return self._waiting
+        return len(self._items) - self._discarded
 
     def ready(self) -> Iterator[SessionEvent]:
         """The events waiting, each taken off the buffer only when the caller asks for it:
         a reader that stops early leaves the rest queued. Ends when none is waiting."""
+        # Made by the first event, then never replaced (compacted in place): a reader that
+        # starts before it returns at once, and one suspended at a yield has the real one.
+        items = self._items
         while True:
             if self._pending_drops:  # discards since the last read come first
                 yield self._take_drops()
                 continue
-            items = self._items  # made by the first event, maybe while this one waited
             if not items:
                 return
-            queued = items.popleft()
-            if not isinstance(queued, list):  # a kept event
-                self._waiting -= 1
-                yield queued
+            queue = items.popleft()
+            if self._discarded and self._stale(queue):
                 continue
-            event = queued[0]
-            if event is None:
-                self._discarded -= 1
-                continue
-            self._waiting -= 1
-            kind = type(event)
-            if kind in _MEDIA:
-                self._media.popleft()  # the oldest waiting media entry is this one
-            elif kind is ToolCallSettled:
-                self._settled.popleft()
-            else:
-                self._control.popleft()
-            yield event
+            yield queue.popleft()
+
+    def _stale(self, queue: deque[SessionEvent]) -> bool:
+        """Whether the tag of ``queue`` just read stood for an event discarded since."""
+        if queue is self._media:
+            if not self._skip_media:
+                return False
+            self._skip_media -= 1
+        elif queue is self._control:
+            if not self._skip_control:
+                return False
+            self._skip_control -= 1
+        elif queue is self._settled:
+            if not self._skip_settled:
+                return False
+            self._skip_settled -= 1
+        else:
+            return False
+        self._discarded -= 1
+        return True
 
     def _take_drops(self) -> EventsDropped:
         dropped = EventsDropped(
@@ -341,19 +359,38 @@ class EventBuffer:
         self._pending_settled = {}
         return dropped
 
-    def _discard(self, entry: _Entry) -> None:
-        event = entry[0]
-        assert event is not None  # each entry is discarded once
-        entry[0] = None
-        self._waiting -= 1
+    def _discard_media(self) -> None:
+        self._skip_media += 1
+        self._discard(self._media)
+
+    def _discard(self, queue: deque[SessionEvent]) -> None:
+        """Discard the oldest waiting event of ``queue`` (its skip count is raised already)."""
+        self._count_drop(queue.popleft())
         self._discarded += 1
-        self._count_drop(event)
-        if self._discarded > 64 and self._discarded > self._waiting:  # compact, in place:
-            items = self._items  # compacted in place: one deque for the readers
-            kept = [e for e in items if not isinstance(e, list) or e[0] is not None]
-            items.clear()
-            items.extend(kept)
-            self._discarded = 0
+        if self._discarded > 64 and self._discarded > len(self):  # compact, in place: one
+            self._compact()  # deque for the readers, even one suspended in ``ready``
+
+    def _compact(self) -> None:
+        """Take the stale tags out of ``_items``: for each kind, its first ones."""
+        skips = {
+            id(queue): count
+            for queue, count in (
+                (self._media, self._skip_media),
+                (self._control, self._skip_control),
+                (self._settled, self._skip_settled),
+            )
+            if count
+        }
+        kept: list[deque[SessionEvent]] = []
+        for queue in self._items:
+            count = skips.get(id(queue))
+            if count:
+                skips[id(queue)] = count - 1
+            else:
+                kept.append(queue)
+        self._items.clear()
+        self._items.extend(kept)
+        self._discarded = self._skip_media = self._skip_control = self._skip_settled = 0
 
     def _count_drop(self, event: SessionEvent) -> None:
         self.dropped += 1

@@ -1,4 +1,5 @@
 import time
+import tracemalloc
 from collections import Counter
 from collections.abc import Iterator
 from functools import partial
@@ -266,3 +267,29 @@ def test_an_app_that_reads_as_events_come_keeps_memory_bounded() -> None:
     assert len(buffer._media) <= 8
     assert len(buffer._control) <= 16
     assert buffer.dropped == 0
+
+
+@pytest.mark.parametrize("kind", ["media", "control", "settled"])
+def test_a_waiting_event_costs_the_buffer_no_object_of_its_own(kind: str) -> None:
+    # A reference in its kind's queue and one in the order: about 16 bytes an event, where an
+    # entry made per event (a one-item list) made it 80.
+    count = 10_000
+    made: dict[str, SessionEvent] = {
+        "media": AudioOut(b"x"),
+        "control": Interrupted(),
+        "settled": ToolCallSettled("c", "f", "answered", "ok", 0.0),
+    }
+    event = made[kind]
+    room = 2 * count
+    buffer = EventBuffer(capacity=room, control_capacity=room, settled_capacity=room)
+    buffer.put(event)  # the queues are made
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(count):
+            buffer.put(event)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(buffer) == count + 1
+    assert grown / count < 24

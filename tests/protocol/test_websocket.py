@@ -62,6 +62,33 @@ async def test_a_message_and_its_ping_leave_in_one_write() -> None:
     assert [[opcode for opcode, _ in frames(data)] for data in writes] == [[0x1, 0x1, 0x9]]
 
 
+@pytest.mark.parametrize("compression", [None, "deflate"])
+async def test_messages_of_every_header_length_arrive_whole_before_the_pong(
+    compression: str | None,
+) -> None:
+    """7-bit, 16-bit and 64-bit lengths, framed and masked by hand; with permessage-deflate
+    negotiated, websockets frames (and compresses) them itself."""
+    received: list[str | bytes] = []
+
+    async def keep(ws: ServerConnection) -> None:
+        async for message in ws:
+            received.append(message)
+
+    messages = [
+        b'"' + bytes([0x61 + i % 26]) * size + b'"' for i, size in enumerate((3, 300, 70_000))
+    ]
+    async with (
+        serve(keep, "127.0.0.1", 0, compression=compression, max_size=None) as server,
+        connect(
+            f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}", compression=compression
+        ) as ws,
+    ):
+        for _ in range(2):  # the second with masks of their own
+            pong = await send_and_ping(ws, messages)
+            await asyncio.wait_for(pong, 10)
+        assert received == [m.decode() for m in messages] * 2
+
+
 async def test_a_closed_connection_raises_transport_closed() -> None:
     async def close_at_once(ws: ServerConnection) -> None:
         await ws.close(1011, "gone")

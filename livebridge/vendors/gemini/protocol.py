@@ -29,12 +29,12 @@ sent by the app, withdraw it first. Otherwise ``CallPolicy.confirm_window`` deci
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal, assert_never
+from typing import Literal, assert_never
 
 import msgspec
 
 from livebridge import profiles
-from livebridge.calls.call import Behavior, Call
+from livebridge.calls.call import Call
 from livebridge.calls.lives import LiveCall, Outgoing, Via
 from livebridge.calls.tools import ToolRegistry
 from livebridge.errors import ConnectionLostError, LivebridgeError, LiveSessionError
@@ -242,30 +242,30 @@ class GeminiLiveProtocol(LiveProtocol):
         live_calls: list[LiveCall] = []
         anonymous = False
         irreversible: set[str] | None = None  # ids of calls held until their turn stands
+        tool_of = self.tools.get
         for fc in function_calls:
-            # A name that is not a string matches no tool: it is answered unknown_function.
-            name = fc.name if isinstance(fc.name, str) else f"<not a name: {fc.name!r:.80}>"
-            # Without a usable id (Vertex sends none) the call is answered by name.
-            nameless = not (isinstance(fc.id, str) and fc.id)
-            if nameless and fc.id is not None and fc.id != "":
-                log.warning("call to %r with an id that is not a string (%r)", name, fc.id)
-            call_id = self._nameless_key() if nameless else fc.id
-            anonymous = anonymous or nameless
-            tool = self.tools.get(name)
-            args: Any = fc.args if fc.args is not None else {}
-            call = Call(call_id, name, args)  # args that are not an object are rejected
+            call_id, name, args = fc.id, fc.name, fc.args
+            if not isinstance(name, str):  # it matches no tool: answered unknown_function
+                name = f"<not a name: {name!r:.80}>"
+            if not (isinstance(call_id, str) and call_id):  # Vertex sends none: by name
+                if call_id is not None and call_id != "":
+                    log.warning("call to %r with an id that is not a string (%r)", name, call_id)
+                call_id = self._nameless_key()
+                nameless = anonymous = True
+            else:
+                nameless = False
+            call = Call(call_id, name, {} if args is None else args)  # a non-object is refused
+            tool = tool_of(name)
             if tool is None:
                 live_calls.append(LiveCall(call, anonymous=nameless))
-            else:
-                live_calls.append(
-                    LiveCall(
-                        call, tool.behavior, tool.scheduling, tool.streaming, anonymous=nameless
-                    )
-                )
-                if tool.irreversible:
-                    if irreversible is None:
-                        irreversible = set()
-                    irreversible.add(call_id)
+                continue
+            live_calls.append(
+                LiveCall(call, tool.behavior, tool.scheduling, tool.streaming, nameless)
+            )
+            if tool.irreversible:
+                if irreversible is None:
+                    irreversible = set()
+                irreversible.add(call_id)
         if not live_calls:
             return
         if anonymous:  # answered by name: a streamed item could not say which call it is
@@ -275,13 +275,19 @@ class GeminiLiveProtocol(LiveProtocol):
         self._fates(out)
         if not admitted:
             return
-        behaviors: dict[str, Behavior] = {lc.call.id: lc.behavior for lc in live_calls}
+        append = out.append
+        if len(admitted) == len(live_calls):  # all of them, in order: the common case
+            for live_call in live_calls:
+                call = live_call.call
+                append(ToolCallStarted(call.id, call.name, call.args, live_call.behavior))
+        else:
+            behaviors = {lc.call.id: lc.behavior for lc in live_calls}
+            for call in admitted:
+                append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
         held = self._unconfirmed
-        for call in admitted:
-            out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
-            if irreversible is not None and call.id in irreversible:
-                held.append(call.id)
-        out.append(
+        if irreversible is not None:
+            held += [call.id for call in admitted if call.id in irreversible]
+        append(
             RunCalls(
                 admitted,
                 self.turn,
