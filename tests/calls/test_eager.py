@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
+from livebridge import Call, Dispatcher, ToolRegistry
 from livebridge.calls import eager
 from livebridge.calls.eager import EagerStarter
 
@@ -263,3 +264,25 @@ async def test_a_spared_scope_cancelled_is_not_parked_on() -> None:
     await asyncio.wait_for(first, timeout=5)  # retired: the parked task ended
     assert await spare_of(starter) is not first
     starter.close()
+
+
+async def test_a_dispatchers_batches_share_one_task_until_it_closes() -> None:
+    tools = ToolRegistry()
+    ran_in: list[asyncio.Task[Any] | None] = []
+
+    @tools.tool
+    async def where() -> str:
+        """Say nothing; note the task it ran in."""
+        ran_in.append(asyncio.current_task())
+        return "here"
+
+    dispatcher = Dispatcher(tools)
+    for turn in range(3):
+        [outcome] = await dispatcher.run([Call(f"c{turn}", "where", {})], turn=turn)
+        assert outcome.kind == "ok"
+        await asyncio.sleep(0)  # the loop runs between turns, as a session's does
+    assert len(set(ran_in)) == 1 and ran_in[0] is not asyncio.current_task()
+    spare = ran_in[0]
+    assert spare is not None and not spare.done()
+    assert await dispatcher.aclose() == 0
+    await asyncio.wait_for(spare, timeout=5)
