@@ -286,3 +286,28 @@ async def test_a_dispatchers_batches_share_one_task_until_it_closes() -> None:
     assert spare is not None and not spare.done()
     assert await dispatcher.aclose() == 0
     await asyncio.wait_for(spare, timeout=5)
+
+
+async def test_a_call_that_suspends_in_a_parked_spare_still_times_out() -> None:
+    tools = ToolRegistry()
+    never = asyncio.Event()
+
+    @tools.tool
+    async def quick() -> str:
+        """Answer at once."""
+        return "quick"
+
+    @tools.tool(timeout=0.05)
+    async def stuck() -> str:
+        """Wait for what never comes."""
+        await never.wait()
+        return "late"
+
+    dispatcher = Dispatcher(tools)
+    [first] = await dispatcher.run([Call("a", "quick", {})])
+    await asyncio.sleep(0)  # the spare parks
+    [late] = await asyncio.wait_for(dispatcher.run([Call("b", "stuck", {})], turn=1), 5)
+    assert (first.kind, late.kind) == ("ok", "timeout")
+    [again] = await dispatcher.run([Call("c", "quick", {})], turn=2)
+    assert again.kind == "ok"
+    assert await dispatcher.aclose() == 0
