@@ -223,6 +223,8 @@ class Dispatcher:
 
         Those left ignored their cancellation; they are logged and keep their slots.
         """
+        if self._starter is not None:
+            self._starter.close()
         return await reap(self._tasks, grace)
 
     async def run(

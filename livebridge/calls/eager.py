@@ -7,8 +7,11 @@ first step, such as a tool handler that never awaits, costs no scheduling round 
 suspends carries on in its task and never moves, so its cancel scopes stay valid.
 
 A task object is only consumed when its coroutine suspends: ``EagerStarter`` keeps the unused
-one for the next coroutine until the event loop runs it, so any number of coroutines that
-finish in their first step, one after another, cost one task between them. Starts come in
+one (the *spare*) for the next coroutine, so any number of coroutines that finish in their first
+step, one after another, cost one task between them. When the event loop runs an unused spare,
+it waits on a future of its own (it is *parked*) for up to ``SPARE_IDLE`` seconds, so batches
+that come one after another share it too; a coroutine that suspends in it wakes it to carry on,
+and a spare not used meanwhile ends (``close()`` ends it at once). Starts come in
 runs (``enter()`` to ``exit()``) in which that task stays the current one from one such
 coroutine to the next: the caller's identity is given back once per run, or before the caller
 runs code of its own (``resume()``), not after every coroutine.
@@ -19,7 +22,7 @@ as the task before the coroutine's first step and exited when the coroutine ends
 of the task they share; the one that suspends takes the task and its scope with it. A scope
 that was cancelled or given a deadline by a coroutine that then finished is not shared on: the
 next coroutine gets a fresh task and scope. So a cancel scope costs what a task costs: once
-per coroutine that suspends, once per batch for those that do not.
+per coroutine that suspends (or per ``SPARE_IDLE`` seconds), never per batch.
 
 Why private asyncio internals, and only here. Running a step *as* a task that the event loop
 is not stepping needs ``asyncio.tasks._enter_task`` and ``_leave_task`` (what the loop itself
@@ -56,6 +59,9 @@ _leave_task = asyncio.tasks._leave_task
 _current_task = asyncio.current_task
 _copy_context = contextvars.copy_context
 _NOTHING: Any = object()
+#: Seconds an unused spare task waits for a coroutine before it ends (the next start makes
+#: another): batches reuse one task and scope, and a dropped starter leaves no task for long.
+SPARE_IDLE = 5.0
 
 
 class _Carrier(Coroutine[Any, Any, Any]):
@@ -64,22 +70,37 @@ class _Carrier(Coroutine[Any, Any, Any]):
     It forwards every step (``yield from``), each in the started coroutine's own context, and
     exits the task's cancel scope when the coroutine ends (an anyio cancellation of that scope
     ends the task quietly, as leaving a ``with`` block would). A cancellation delivered before
-    the task's first step reaches the started coroutine too. Never given a coroutine, it exits
-    the scope and finishes at once.
+    the task's first step reaches the started coroutine too. Never given a coroutine, it parks (a
+    spare waiting to be used), then exits the scope and finishes once woken without one.
     """
 
-    __slots__ = ("context", "coroutine", "scope", "task", "yielded")
+    __slots__ = ("context", "coroutine", "park", "scope", "task", "yielded")
 
     def __init__(self) -> None:
         self.coroutine: Coroutine[Any, Any, Any] | None = None
         self.yielded: Any = _NOTHING
         self.context: contextvars.Context | None = None
-        # Both None once the task ran a step: a spare whose task ran is no spare any more.
+        # Both None once the scope was exited: the spare is no spare any more.
         self.scope: anyio.CancelScope | None = None
         self.task: asyncio.Task[Any] | None = None
+        #: What an idle spare's task waits on for a coroutine (``SPARE_IDLE`` seconds at most).
+        self.park: asyncio.Future[None] | None = None
+
+    def wake(self) -> None:
+        """The spare's task steps again: to carry on a coroutine given to it, or to end."""
+        park = self.park
+        if park is not None and not park.done():
+            park.set_result(None)
 
     def send(self, value: Any) -> Any:
         if self.coroutine is None:
+            task = self.task
+            if task is not None and self.park is None:  # an idle spare: it waits to be used
+                loop = task.get_loop()
+                park = self.park = loop.create_future()
+                park._asyncio_future_blocking = True  # what ``await park`` would set
+                loop.call_later(SPARE_IDLE, _unpark, park)
+                return park
             self._leave(None)
             raise StopIteration(None)
         yielded, self.yielded = self.yielded, _NOTHING
@@ -126,6 +147,11 @@ class _Carrier(Coroutine[Any, Any, Any]):
 
     def __await__(self) -> Generator[Any, Any, Any]:
         raise TypeError("a carrier is driven by its task, never awaited")
+
+
+def _unpark(park: asyncio.Future[None]) -> None:
+    if not park.done():
+        park.set_result(None)
 
 
 _NO_SPARE = _Carrier()  # never given a task
@@ -238,8 +264,17 @@ class EagerStarter:
             raise
         self.resume()  # the task carries on in the loop
         carrier.coroutine, carrier.yielded, carrier.context = coroutine, yielded, context
+        carrier.wake()  # a parked spare steps to take over the yield
         self._carrier = _NO_SPARE
         return task
+
+    def close(self) -> None:
+        """Let the spare task end now (it ends by itself after ``SPARE_IDLE`` seconds)."""
+        carrier, self._carrier = self._carrier, _NO_SPARE
+        if carrier.coroutine is None:  # still a spare: parked, or to end at its first step
+            if carrier.park is None:
+                carrier.task = None
+            carrier.wake()
 
     def _become(self, task: asyncio.Task[Any] | None) -> None:
         loop = self._loop
@@ -264,4 +299,5 @@ class EagerStarter:
     def _retire(self, carrier: _Carrier, exc: BaseException | None) -> None:
         """Exit the spare's scope now (as its task, which is current) and drop the spare."""
         carrier._leave(exc)
+        carrier.wake()  # parked, it ends
         self._carrier = _NO_SPARE

@@ -116,11 +116,14 @@ class CallLedger:
         self._lives: dict[str, Life | Ended] = {}
         self._live: dict[str, Life] = {}  # lives without a fate yet, in arrival order
         self._fates: deque[Ended] = _NO_FATES  # the newest, in the order they ended
-        self._untaken = 0  # fates not yet returned by take_fates()
+        #: Fates not yet returned by ``take_fates()`` (at most ``history``), answers sent aside:
+        #: each of those is reported by the message that carried it (``Outgoing.answered``).
+        self._untaken: list[Ended] = []
         self._names: dict[str, str] = {}  # one copy of each tool name (the first few)
         self._notices: list[Notice] = []
-        #: Fates and notices not taken yet: a reporter with nothing to take skips its look. An
-        #: attribute kept up to date, not a property: it is read after every event.
+        #: Fates (but answers sent) and notices not taken yet: a reporter with nothing to take
+        #: skips its look. An attribute kept up to date, not a property: it is read after
+        #: every event.
         self.waiting = 0
         #: Answers wait for ``drain()`` (some may be of calls that ended meanwhile). Kept up
         #: to date by every event that queues or takes answers: it too is read after each.
@@ -174,21 +177,21 @@ class CallLedger:
         return _fates_of(self._fates)
 
     def take_fates(self) -> list[Fate]:
-        """The fates that happened since the last call."""
-        untaken = min(self._untaken, len(self._fates))
+        """The fates that happened since the last call, but answers sent: an ``answered`` fate
+        is reported by the ``Outgoing`` that carried the answer (its ``answered``), so a
+        session's every turn makes no records that nothing reads (``fates()`` has them all).
+        """
+        untaken = self._untaken
         if not untaken:
             return []
-        self._untaken = 0
+        self._untaken = []
         self.waiting = len(self._notices)
-        # From the newest end: the cost is the fates taken, not the history kept.
-        taken = _fates_of(itertools.islice(reversed(self._fates), untaken))
-        taken.reverse()
-        return taken
+        return _fates_of(untaken)
 
     def take_notices(self) -> list[Notice]:
         """The notices since the last call."""
         notices, self._notices = self._notices, []
-        self.waiting = self._untaken
+        self.waiting = len(self._untaken)
         return notices
 
     # -- events ---------------------------------------------------------------------------
@@ -493,21 +496,24 @@ class CallLedger:
             if prune:
                 self._forget_old()
         fates.extend(records)
-        self._untaken += len(lives)
-        self.waiting += len(lives)
         if len(fates) > self._kept_in_full:
             self._let_go_of_old_fates()
-        if not sent:  # answers of theirs may be queued: ``drain`` drops them
+        if not sent:  # reported by take_fates(); answers of theirs may be queued: drain drops them
+            untaken = self._untaken
+            untaken.extend(records)
+            if len(untaken) > history:  # never taken: the oldest are let go
+                del untaken[: len(untaken) - history]
+            self.waiting = len(untaken) + len(self._notices)
             self._delivery.stale = True
             self.answers_ready = bool(self._delivery.ready)
         return records
 
     def _let_go_of_old_fates(self) -> None:
-        """Past the newest fates, a record taken by ``take_fates()`` (or beyond ``history``)
-        leaves the history; if nothing can change it any more, its id is judged by the shared
+        """Past the newest fates, a record leaves the history (one not taken yet stays in
+        ``_untaken``); if nothing can change it any more, its id is judged by the shared
         ``FINAL`` record of its fate from now on, and the record itself is let go."""
-        fates, by_id, keep, history = self._fates, self._lives, self._kept_in_full, self._history
-        while len(fates) > keep and (len(fates) > self._untaken or len(fates) > history):
+        fates, by_id, keep = self._fates, self._lives, self._kept_in_full
+        while len(fates) > keep:
             record = fates.popleft()
             call_id = record.call_id
             # ``record.final``, inline: this runs for every call

@@ -15,6 +15,8 @@ from typing import Any
 import anyio
 import pytest
 
+from livebridge import Call, Dispatcher, ToolRegistry
+from livebridge.calls import eager
 from livebridge.calls.eager import EagerStarter
 
 
@@ -178,3 +180,134 @@ async def test_a_loop_with_an_eager_task_factory_runs_a_suspended_coroutine_to_i
         assert seen.later is task
     finally:
         loop.set_task_factory(None)
+
+
+async def spare_of(starter: EagerStarter) -> asyncio.Task[Any]:
+    """The task coroutines that finish at once share: started through, then found again."""
+    seen = Seen()
+    assert start_all(starter, [(finishes(seen), Holder())]) == [None]
+    assert seen.first is not None
+    return seen.first
+
+
+async def test_the_spare_task_and_its_scope_outlive_loop_passes_between_runs() -> None:
+    starter = EagerStarter()
+    holders = [Holder(), Holder()]
+    seen = [Seen(), Seen()]
+    start_all(starter, [(finishes(seen[0]), holders[0])])
+    for _ in range(3):  # the loop runs the spare's task meanwhile: it waits to be used
+        await asyncio.sleep(0)
+    start_all(starter, [(finishes(seen[1]), holders[1])])
+    assert seen[0].first is seen[1].first
+    assert seen[0].first is not None and not seen[0].first.done()
+    assert holders[0].scope is holders[1].scope
+    starter.close()
+    await asyncio.wait_for(seen[0].first, timeout=5)
+
+
+async def test_a_coroutine_that_suspends_in_a_waiting_spare_carries_on_in_it() -> None:
+    starter = EagerStarter()
+    spare = await spare_of(starter)
+    await asyncio.sleep(0)  # the spare now waits for a coroutine
+    go = asyncio.Event()
+    seen = Seen()
+    [task] = start_all(starter, [(suspends(seen, go), Holder())])
+    assert task is spare and seen.first is spare
+    go.set()
+    assert await asyncio.wait_for(task, timeout=5) == "done"
+    assert seen.later is spare
+
+
+async def test_a_waiting_spare_cancelled_with_its_coroutine_cancels_the_coroutine() -> None:
+    starter = EagerStarter()
+    await spare_of(starter)
+    await asyncio.sleep(0)
+    seen, holder = Seen(), Holder()
+    [task] = start_all(starter, [(suspends(seen, asyncio.Event()), holder)])
+    assert task is not None and holder.scope is not None
+    holder.scope.cancel()
+    assert await asyncio.wait_for(task, timeout=5) is None
+    assert seen.later is None and not task.cancelled()
+
+
+async def test_a_spare_nothing_uses_ends_by_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(eager, "SPARE_IDLE", 0.0)
+    starter = EagerStarter()
+    spare = await spare_of(starter)
+    await asyncio.wait_for(spare, timeout=5)  # its scope exited as it ended: no error
+    assert spare.done() and not spare.cancelled()
+    other = await spare_of(starter)  # the next start makes another
+    assert other is not spare
+    starter.close()
+    await asyncio.wait_for(other, timeout=5)
+
+
+async def test_close_ends_a_spare_the_loop_has_not_run_yet() -> None:
+    starter = EagerStarter()
+    spare = await spare_of(starter)
+    starter.close()
+    await asyncio.wait_for(spare, timeout=5)
+    assert spare.done() and not spare.cancelled()
+
+
+async def test_a_spared_scope_cancelled_is_not_parked_on() -> None:
+    starter = EagerStarter()
+    first = await spare_of(starter)
+    await asyncio.sleep(0)
+
+    async def cancels_its_scope(holder: Holder) -> None:
+        assert holder.scope is not None
+        holder.scope.cancel()
+
+    holder = Holder()
+    start_all(starter, [(cancels_its_scope(holder), holder)])
+    await asyncio.wait_for(first, timeout=5)  # retired: the parked task ended
+    assert await spare_of(starter) is not first
+    starter.close()
+
+
+async def test_a_dispatchers_batches_share_one_task_until_it_closes() -> None:
+    tools = ToolRegistry()
+    ran_in: list[asyncio.Task[Any] | None] = []
+
+    @tools.tool
+    async def where() -> str:
+        """Say nothing; note the task it ran in."""
+        ran_in.append(asyncio.current_task())
+        return "here"
+
+    dispatcher = Dispatcher(tools)
+    for turn in range(3):
+        [outcome] = await dispatcher.run([Call(f"c{turn}", "where", {})], turn=turn)
+        assert outcome.kind == "ok"
+        await asyncio.sleep(0)  # the loop runs between turns, as a session's does
+    assert len(set(ran_in)) == 1 and ran_in[0] is not asyncio.current_task()
+    spare = ran_in[0]
+    assert spare is not None and not spare.done()
+    assert await dispatcher.aclose() == 0
+    await asyncio.wait_for(spare, timeout=5)
+
+
+async def test_a_call_that_suspends_in_a_parked_spare_still_times_out() -> None:
+    tools = ToolRegistry()
+    never = asyncio.Event()
+
+    @tools.tool
+    async def quick() -> str:
+        """Answer at once."""
+        return "quick"
+
+    @tools.tool(timeout=0.05)
+    async def stuck() -> str:
+        """Wait for what never comes."""
+        await never.wait()
+        return "late"
+
+    dispatcher = Dispatcher(tools)
+    [first] = await dispatcher.run([Call("a", "quick", {})])
+    await asyncio.sleep(0)  # the spare parks
+    [late] = await asyncio.wait_for(dispatcher.run([Call("b", "stuck", {})], turn=1), 5)
+    assert (first.kind, late.kind) == ("ok", "timeout")
+    [again] = await dispatcher.run([Call("c", "quick", {})], turn=2)
+    assert again.kind == "ok"
+    assert await dispatcher.aclose() == 0

@@ -68,12 +68,13 @@ def test_blocking_batch_goes_out_in_one_message_when_the_last_settles() -> None:
     assert [a.outcome.kind for a in message.answered if a.outcome] == ["error", "ok", "timeout"]
     assert not ledger.blocking_pending
     assert ledger.idle
-    assert [(f.call_id, f.fate, f.ended_at) for f in ledger.take_fates()] == [
+    assert [(f.call_id, f.fate, f.ended_at) for f in ledger.fates()] == [
         ("a", "answered", 12.5),
         ("b", "answered", 12.5),
         ("c", "answered", 12.5),
     ]
-    assert ledger.take_fates() == []
+    assert ledger.take_fates() == []  # the message sent reports them: nothing waits
+    assert ledger.waiting == 0
     assert send(ledger, 13.0) is None
 
 
@@ -491,7 +492,7 @@ def test_one_message_in_flight_until_sent() -> None:
     assert ledger.drain(1.5) is None
     assert ledger.pending_ids == {"a", "b"}
     ledger.sent(first, 2.0)
-    assert [(f.call_id, f.ended_at) for f in ledger.take_fates()] == [("a", 2.0)]
+    assert [(f.call_id, f.ended_at) for f in ledger.fates()] == [("a", 2.0)]
     assert sent_ids(ledger, 3.0) == ["b"]
 
 
@@ -545,9 +546,34 @@ def test_memory_stays_bounded_in_a_long_session() -> None:
     assert ledger.state("c0") is None  # forgotten long ago
     assert ledger.state("c99") == "answered"  # recent calls are still recognised
     assert ledger.pending_ids == {"still-running"}
-    assert [f.call_id for f in ledger.take_fates()][-1] == "c99"
+    assert ledger.fates()[-1].call_id == "c99"
+    assert ledger.take_fates() == []
 
 
 def test_history_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         new_ledger(history=0)
+
+
+def test_answers_sent_wait_for_no_take_and_a_fate_not_taken_outlives_them() -> None:
+    ledger = new_ledger(history=64)
+    ledger.receive([blocking("gone")], now=0.0)
+    assert ledger.cancel(["gone"], 0.5) == ["gone"]
+    assert ledger.waiting == 1
+    for i in range(400):  # far past the fates kept in full and the history
+        ledger.receive([blocking(f"c{i}")], now=float(i))
+        ledger.settle(ok(f"c{i}"))
+        assert sent_ids(ledger, float(i)) == [f"c{i}"]
+        assert ledger.waiting == 1  # each answer is reported by its message
+    assert [(f.call_id, f.fate) for f in ledger.take_fates()] == [("gone", "cancelled")]
+    assert ledger.waiting == 0 and ledger.take_fates() == []
+    assert ledger.fates()[-1].call_id == "c399" and len(ledger.fates()) == 64
+
+
+def test_fates_never_taken_are_kept_up_to_the_history() -> None:
+    ledger = new_ledger(history=8)
+    for i in range(20):
+        ledger.receive([blocking(f"c{i}")], now=float(i))
+    ledger.close(20.0)
+    assert ledger.waiting == 8
+    assert [f.call_id for f in ledger.take_fates()] == [f"c{i}" for i in range(12, 20)]

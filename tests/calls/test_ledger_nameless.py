@@ -104,6 +104,10 @@ class NamelessMachine(RuleBasedStateMachine):
             if not life.fates:
                 self.answered[life.name].append(life.seq)
         self.ledger.sent(self.in_flight, self.tick())
+        for answered in self.in_flight.answered:  # an answer's fate is the message's to report
+            life = self.lives[answered.call_id]
+            if not life.fates and self.ledger.state(answered.call_id) == "answered":
+                life.fates.append("answered")
         self.in_flight = None
 
     @precondition(lambda self: self.connected)
