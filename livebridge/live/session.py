@@ -480,15 +480,17 @@ class LiveSession:
         """Deliver the protocol's events and carry out its actions."""
         if not outputs:
             return
-        put: Callable[[Any], None] = self._events.put  # what is not an action is an event
+        # What is not an action is an event: each run of events between actions is queued at
+        # once, before the action after it (which may settle calls and queue their ends).
+        put_all: Callable[[Sequence[Any]], None] = self._events.put_all
+        first = 0  # the first output not queued or carried out yet
         # Anything but media, calls started and their events: the writer and watchers may have
         # work. A call started gives the writer none until it settles (``_on_settled`` wakes
         # it then); waking it anyway costs a pass of the loop on a turn's critical path.
         changed = False
-        for output in outputs:
+        for index, output in enumerate(outputs):
             kind = type(output)  # exact types: a set look-up is cheaper than isinstance
             if kind not in _ACTION_KINDS:
-                put(output)
                 if kind not in _QUIET:
                     changed = True
                     if self._observers and isinstance(output, _VIEWED):
@@ -496,6 +498,9 @@ class LiveSession:
                         if record is not None:
                             emit(self._observers, record)
                 continue
+            if first < index:
+                put_all(outputs[first:index])
+            first = index + 1
             if kind is not RunCalls:
                 changed = True
             action: Any = output  # one of ``_ACTION_KINDS`` (no ``cast`` call per output)
@@ -526,6 +531,10 @@ class LiveSession:
                     connection.start_soon(self._switch_when_ready, deadline)
                 case _:
                     assert_never(action)
+        if not first:  # no action: every output is an event
+            put_all(outputs)
+        elif first < len(outputs):
+            put_all(outputs[first:])
         if changed or self._protocol.ledger.answers_ready:  # calls may have settled at once
             self._wake.set()
 

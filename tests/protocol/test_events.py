@@ -293,3 +293,66 @@ def test_a_waiting_event_costs_the_buffer_no_object_of_its_own(kind: str) -> Non
         tracemalloc.stop()
     assert len(buffer) == count + 1
     assert grown / count < 24
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.just("read"),
+            st.lists(st.sampled_from(["audio", "turn", "fate", "closed"]), max_size=12),
+        ),
+        max_size=60,
+    ),
+    st.integers(1, 8),
+    st.integers(1, 8),
+    st.integers(1, 8),
+)
+def test_putting_a_run_of_events_at_once_is_putting_each_in_turn(
+    script: list[str | list[str]], capacity: int, control: int, settled: int
+) -> None:
+    # Below every capacity they go in at once; near one, each goes in as ``put`` takes it.
+    whole = EventBuffer(capacity=capacity, control_capacity=control, settled_capacity=settled)
+    each = EventBuffer(capacity=capacity, control_capacity=control, settled_capacity=settled)
+    read_whole: list[SessionEvent] = []
+    read_each: list[SessionEvent] = []
+    made = 0
+    for step in script:
+        if step == "read":
+            read_whole += list(whole.ready())
+            read_each += list(each.ready())
+            continue
+        run: list[SessionEvent] = []
+        for kind in step:
+            made += 1
+            if kind == "audio":
+                run.append(AudioOut(bytes([made % 256])))
+            elif kind == "turn":
+                run.append(TurnComplete(reason=str(made)))
+            elif kind == "fate":
+                run.append(ToolCallSettled(str(made), "f", "answered", "ok", 0.0))
+            else:
+                run.append(Closed(str(made)))
+        whole.put_all(run)
+        for event in run:
+            each.put(event)
+        assert len(whole) == len(each)
+    read_whole += anyio.run(drain, whole)
+    read_each += anyio.run(drain, each)
+    assert read_whole == read_each
+    assert whole.dropped == each.dropped
+
+
+async def test_a_run_put_at_once_wakes_a_waiting_reader() -> None:
+    buffer = EventBuffer()
+    got: list[SessionEvent | None] = []
+
+    async def reader() -> None:
+        got.append(await buffer.get())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        await anyio.wait_all_tasks_blocked()
+        buffer.put_all([Interrupted(), TurnComplete()])
+    assert got == [Interrupted()]
+    assert list(buffer.ready()) == [TurnComplete()]
