@@ -431,7 +431,8 @@ class LiveSession:
             except Exception:
                 log.exception("could not handle a server message; the session goes on")
                 continue
-            self._apply(out, connection)
+            if out:  # most messages of a turn (a handle, generation complete) have none
+                self._apply(out, connection)
             if protocol.handle != handle:
                 if self._switching:  # a new handle may let the switch-over go
                     self._wake.set()

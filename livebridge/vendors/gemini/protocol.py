@@ -29,7 +29,7 @@ sent by the app, withdraw it first. Otherwise ``CallPolicy.confirm_window`` deci
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Literal, assert_never
+from typing import Literal
 
 import msgspec
 
@@ -156,33 +156,22 @@ class GeminiLiveProtocol(LiveProtocol):
         self.connection.move("message")
         self._messages += 1
         out: list[Output] = []
-        kinds = wire.server_kinds(message)
         if self._observed:
-            for kind in kinds:
+            for kind in wire.server_kinds(message):
                 self._report.count("received", kind, out)
-        for kind in kinds:
-            match kind:
-                case "serverContent":
-                    assert message.server_content is not None
-                    self._on_content(message.server_content, message.usage_metadata, now, out)
-                case "toolCall":
-                    assert message.tool_call is not None
-                    self._on_calls(message.tool_call.function_calls, "tool_call", now, out)
-                case "toolCallCancellation":
-                    assert message.tool_call_cancellation is not None
-                    self._on_cancellation(message.tool_call_cancellation.ids, now, out)
-                case "sessionResumptionUpdate":
-                    assert message.session_resumption_update is not None
-                    self._on_handle(message.session_resumption_update)
-                case "goAway":
-                    assert message.go_away is not None
-                    self._on_go_away(message.go_away, now, out)
-                case "setupComplete" | "usageMetadata":  # usage goes with its turnComplete
-                    pass
-                case "voiceActivityDetectionSignal" | "voiceActivity":
-                    pass
-                case _:
-                    assert_never(kind)
+        # Each field that means something here, in ``SERVER_KINDS`` order; the rest
+        # (``setupComplete``, ``usageMetadata`` alone, voice activity) mean nothing to the calls.
+        # Read as fields, not as kinds: no tuple of kinds per message, no test per kind name.
+        if message.server_content is not None:
+            self._on_content(message.server_content, message.usage_metadata, now, out)
+        if message.tool_call is not None:
+            self._on_calls(message.tool_call.function_calls, "tool_call", now, out)
+        if message.tool_call_cancellation is not None:
+            self._on_cancellation(message.tool_call_cancellation.ids, now, out)
+        if message.session_resumption_update is not None:
+            self._on_handle(message.session_resumption_update)
+        if message.go_away is not None:
+            self._on_go_away(message.go_away, now, out)
         self.ledger.server_message()  # after its own calls: they crossed our answers in flight
         return out
 
