@@ -447,7 +447,8 @@ class LiveSession:
                 await self._ping_behind(transport)
             item = protocol.next_item(self._clock())
             if item is None:
-                self._apply(protocol.take_fates())
+                if protocol.ledger.waiting:  # fates decided since the last look (``drain``)
+                    self._apply(protocol.take_fates())
                 if protocol.idle:
                     self._set_idle()
                 self._wake.clear()  # next_item() just looked: wait for news after this
