@@ -229,6 +229,7 @@ class GeminiLiveProtocol(LiveProtocol):
     ) -> None:
         """Admit each call on its own: one malformed call never sinks the calls beside it."""
         live_calls: list[LiveCall] = []
+        started: list[Output] = []  # each call's event: the app's when every call is admitted
         anonymous = False
         irreversible: set[str] | None = None  # ids of calls held until their turn stands
         tool_of = self.tools.get
@@ -247,10 +248,11 @@ class GeminiLiveProtocol(LiveProtocol):
             tool = tool_of(name)
             if tool is None:
                 live_calls.append(LiveCall(call, anonymous=nameless))
+                started.append(ToolCallStarted(call_id, name, call.args, "BLOCKING"))
                 continue
-            live_calls.append(
-                LiveCall(call, tool.behavior, tool.scheduling, tool.streaming, nameless)
-            )
+            behavior = tool.behavior
+            live_calls.append(LiveCall(call, behavior, tool.scheduling, tool.streaming, nameless))
+            started.append(ToolCallStarted(call_id, name, call.args, behavior))
             if tool.irreversible:
                 if irreversible is None:
                     irreversible = set()
@@ -264,19 +266,16 @@ class GeminiLiveProtocol(LiveProtocol):
         self._fates(out)
         if not admitted:
             return
-        append = out.append
         if len(admitted) == len(live_calls):  # all of them, in order: the common case
-            for live_call in live_calls:
-                call = live_call.call
-                append(ToolCallStarted(call.id, call.name, call.args, live_call.behavior))
+            out += started
         else:
             behaviors = {lc.call.id: lc.behavior for lc in live_calls}
             for call in admitted:
-                append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
+                out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
         held = self._unconfirmed
         if irreversible is not None:
             held += [call.id for call in admitted if call.id in irreversible]
-        append(
+        out.append(
             RunCalls(
                 admitted,
                 self.turn,
