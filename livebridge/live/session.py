@@ -788,15 +788,9 @@ class LiveSession:
         """Tell the service the microphone stopped (flushes its audio buffer)."""
         await self._enqueue(Signal("audio_stream_end"))
 
-    async def events(self) -> AsyncIterator[SessionEvent]:
+    def events(self) -> AsyncIterator[SessionEvent]:
         """Every event of the session in order; ends after the terminal ``Closed`` event."""
-        events = self._events
-        while True:
-            for event in events.ready():  # no coroutine per event while they are waiting
-                yield event
-            if events.closed:  # and every event was read
-                return
-            await events.wait()
+        return self._events.stream()  # one generator resumed per event, no coroutine
 
     async def exchange(self) -> AsyncIterator[SessionEvent]:
         """The events of one exchange: what the model says and does about the last input, its

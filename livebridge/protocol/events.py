@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -370,6 +370,26 @@ class EventBuffer:
             if self._discarded and self._stale(queue):
                 continue
             yield queue.popleft()
+
+    async def stream(self) -> AsyncIterator[SessionEvent]:
+        """Every event in order, waiting for each; ends once closed and drained. As in
+        ``ready``, each is taken off the buffer only when the reader asks for it; the same loop
+        in the reader's own generator: no generator of ``ready`` resumed per event."""
+        while True:
+            items = self._items  # the real one once an event came (``ready`` says why)
+            while True:
+                if self._pending_drops:
+                    yield self._take_drops()
+                    continue
+                if not items:
+                    break
+                queue = items.popleft()
+                if self._discarded and self._stale(queue):
+                    continue
+                yield queue.popleft()
+            if self._closed:  # and every event was read
+                return
+            await self.wait()
 
     def _stale(self, queue: deque[SessionEvent]) -> bool:
         """Whether the tag of ``queue`` just read stood for an event discarded since."""

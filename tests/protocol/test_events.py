@@ -356,3 +356,32 @@ async def test_a_run_put_at_once_wakes_a_waiting_reader() -> None:
         buffer.put_all([Interrupted(), TurnComplete()])
     assert got == [Interrupted()]
     assert list(buffer.ready()) == [TurnComplete()]
+
+
+async def test_a_stream_takes_each_event_only_when_asked_and_ends_once_closed_and_drained() -> None:
+    # The same puts into a twin read with ``ready``: the stream reads what it reads.
+    buffer, twin = EventBuffer(capacity=4), EventBuffer(capacity=4)
+    fates = [ToolCallSettled(str(i), "f", "answered", "ok", 0.0) for i in range(3)]
+    for fate in fates:
+        buffer.put(fate)
+        twin.put(fate)
+    stream, held = buffer.stream(), twin.ready()
+    assert await anext(stream) == next(held) == fates[0]  # suspended: the rest stay queued
+    assert len(buffer) == 2
+    for i in range(100):  # past the capacity: media discarded, oldest first
+        buffer.put(AudioOut(bytes([i])))
+        twin.put(AudioOut(bytes([i])))
+    got: list[SessionEvent] = []
+
+    async def read() -> None:
+        async for event in stream:
+            got.append(event)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read)
+        await anyio.wait_all_tasks_blocked()  # drained: it waits for more
+        assert got == list(held)
+        assert any(isinstance(event, EventsDropped) for event in got)
+        buffer.put(Closed("done"))
+        buffer.close()
+    assert got[-1] == Closed("done")  # and the stream ended after it
