@@ -431,7 +431,8 @@ class LiveSession:
             except Exception:
                 log.exception("could not handle a server message; the session goes on")
                 continue
-            self._apply(out, connection)
+            if out:  # most messages of a turn (a handle, generation complete) have none
+                self._apply(out, connection)
             if protocol.handle != handle:
                 if self._switching:  # a new handle may let the switch-over go
                     self._wake.set()
@@ -446,7 +447,8 @@ class LiveSession:
                 await self._ping_behind(transport)
             item = protocol.next_item(self._clock())
             if item is None:
-                self._apply(protocol.take_fates())
+                if protocol.ledger.waiting:  # fates decided since the last look (``drain``)
+                    self._apply(protocol.take_fates())
                 if protocol.idle:
                     self._set_idle()
                 self._wake.clear()  # next_item() just looked: wait for news after this
@@ -480,15 +482,17 @@ class LiveSession:
         """Deliver the protocol's events and carry out its actions."""
         if not outputs:
             return
-        put: Callable[[Any], None] = self._events.put  # what is not an action is an event
+        # What is not an action is an event: each run of events between actions is queued at
+        # once, before the action after it (which may settle calls and queue their ends).
+        put_all: Callable[[Sequence[Any]], None] = self._events.put_all
+        first = 0  # the first output not queued or carried out yet
         # Anything but media, calls started and their events: the writer and watchers may have
         # work. A call started gives the writer none until it settles (``_on_settled`` wakes
         # it then); waking it anyway costs a pass of the loop on a turn's critical path.
         changed = False
-        for output in outputs:
+        for index, output in enumerate(outputs):
             kind = type(output)  # exact types: a set look-up is cheaper than isinstance
             if kind not in _ACTION_KINDS:
-                put(output)
                 if kind not in _QUIET:
                     changed = True
                     if self._observers and isinstance(output, _VIEWED):
@@ -496,6 +500,9 @@ class LiveSession:
                         if record is not None:
                             emit(self._observers, record)
                 continue
+            if first < index:
+                put_all(outputs[first:index])
+            first = index + 1
             if kind is not RunCalls:
                 changed = True
             action: Any = output  # one of ``_ACTION_KINDS`` (no ``cast`` call per output)
@@ -526,6 +533,10 @@ class LiveSession:
                     connection.start_soon(self._switch_when_ready, deadline)
                 case _:
                     assert_never(action)
+        if not first:  # no action: every output is an event
+            put_all(outputs)
+        elif first < len(outputs):
+            put_all(outputs[first:])
         if changed or self._protocol.ledger.answers_ready:  # calls may have settled at once
             self._wake.set()
 
@@ -777,15 +788,9 @@ class LiveSession:
         """Tell the service the microphone stopped (flushes its audio buffer)."""
         await self._enqueue(Signal("audio_stream_end"))
 
-    async def events(self) -> AsyncIterator[SessionEvent]:
+    def events(self) -> AsyncIterator[SessionEvent]:
         """Every event of the session in order; ends after the terminal ``Closed`` event."""
-        events = self._events
-        while True:
-            for event in events.ready():  # no coroutine per event while they are waiting
-                yield event
-            if events.closed:  # and every event was read
-                return
-            await events.wait()
+        return self._events.stream()  # one generator resumed per event, no coroutine
 
     async def exchange(self) -> AsyncIterator[SessionEvent]:
         """The events of one exchange: what the model says and does about the last input, its

@@ -280,7 +280,8 @@ class LiveProtocol(ABC):
         return out
 
     def _fates(self, out: list[Output]) -> None:
-        self._report.fates(self.ledger, out, reasons=self.reasons)
+        if self.ledger.waiting:  # mostly nothing is: no call into the reporter
+            self._report.fates(self.ledger, out, reasons=self.reasons)
 
     # -- turns, as the user waits for them --------------------------------------------------
 

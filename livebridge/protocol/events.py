@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -276,6 +276,48 @@ class EventBuffer:
         if self._readers.futures is not None:  # the first event since readers began to wait
             self._readers.wake()
 
+    def put_all(self, events: Sequence[SessionEvent]) -> None:
+        """Queue ``events`` in order, as a ``put`` of each would. When they all fit below every
+        capacity (the common case: a turn's calls started, a message's answers settled) no
+        policy can apply, so they go in with one room check and one wake-up for them all."""
+        if len(self._items) - self._discarded + len(events) > min(
+            self.capacity, self.control_capacity, self.settled_capacity
+        ):
+            for event in events:
+                self.put(event)
+            return
+        items = self._items
+        if items is _NONE:
+            items = self._items = deque()
+        kind: type | None = None
+        queue = _NONE
+        for event in events:
+            if type(event) is not kind:  # a run of one kind shares its queue
+                kind = type(event)
+                queue = self._queue_of(kind)
+            items.append(queue)
+            queue.append(event)
+        if self._readers.futures is not None:
+            self._readers.wake()
+
+    def _queue_of(self, kind: type) -> deque[SessionEvent]:
+        """The queue events of ``kind`` wait in, made by its first event."""
+        if kind in _MEDIA:
+            if self._media is _NONE:
+                self._media = self._new_queue()
+            return self._media
+        if kind is ToolCallSettled:
+            if self._settled is _NONE:
+                self._settled = self._new_queue()
+            return self._settled
+        if kind in _KEPT:
+            if self._kept is _NONE:
+                self._kept = self._new_queue()
+            return self._kept
+        if self._control is _NONE:
+            self._control = self._new_queue()
+        return self._control
+
     def _new_queue(self) -> deque[SessionEvent]:
         """A kind's first event: its queue (and the first event's, ``_items``)."""
         if self._items is _NONE:
@@ -328,6 +370,26 @@ class EventBuffer:
             if self._discarded and self._stale(queue):
                 continue
             yield queue.popleft()
+
+    async def stream(self) -> AsyncIterator[SessionEvent]:
+        """Every event in order, waiting for each; ends once closed and drained. As in
+        ``ready``, each is taken off the buffer only when the reader asks for it; the same loop
+        in the reader's own generator: no generator of ``ready`` resumed per event."""
+        while True:
+            items = self._items  # the real one once an event came (``ready`` says why)
+            while True:
+                if self._pending_drops:
+                    yield self._take_drops()
+                    continue
+                if not items:
+                    break
+                queue = items.popleft()
+                if self._discarded and self._stale(queue):
+                    continue
+                yield queue.popleft()
+            if self._closed:  # and every event was read
+                return
+            await self.wait()
 
     def _stale(self, queue: deque[SessionEvent]) -> bool:
         """Whether the tag of ``queue`` just read stood for an event discarded since."""

@@ -293,3 +293,95 @@ def test_a_waiting_event_costs_the_buffer_no_object_of_its_own(kind: str) -> Non
         tracemalloc.stop()
     assert len(buffer) == count + 1
     assert grown / count < 24
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.just("read"),
+            st.lists(st.sampled_from(["audio", "turn", "fate", "closed"]), max_size=12),
+        ),
+        max_size=60,
+    ),
+    st.integers(1, 8),
+    st.integers(1, 8),
+    st.integers(1, 8),
+)
+def test_putting_a_run_of_events_at_once_is_putting_each_in_turn(
+    script: list[str | list[str]], capacity: int, control: int, settled: int
+) -> None:
+    # Below every capacity they go in at once; near one, each goes in as ``put`` takes it.
+    whole = EventBuffer(capacity=capacity, control_capacity=control, settled_capacity=settled)
+    each = EventBuffer(capacity=capacity, control_capacity=control, settled_capacity=settled)
+    read_whole: list[SessionEvent] = []
+    read_each: list[SessionEvent] = []
+    made = 0
+    for step in script:
+        if step == "read":
+            read_whole += list(whole.ready())
+            read_each += list(each.ready())
+            continue
+        run: list[SessionEvent] = []
+        for kind in step:
+            made += 1
+            if kind == "audio":
+                run.append(AudioOut(bytes([made % 256])))
+            elif kind == "turn":
+                run.append(TurnComplete(reason=str(made)))
+            elif kind == "fate":
+                run.append(ToolCallSettled(str(made), "f", "answered", "ok", 0.0))
+            else:
+                run.append(Closed(str(made)))
+        whole.put_all(run)
+        for event in run:
+            each.put(event)
+        assert len(whole) == len(each)
+    read_whole += anyio.run(drain, whole)
+    read_each += anyio.run(drain, each)
+    assert read_whole == read_each
+    assert whole.dropped == each.dropped
+
+
+async def test_a_run_put_at_once_wakes_a_waiting_reader() -> None:
+    buffer = EventBuffer()
+    got: list[SessionEvent | None] = []
+
+    async def reader() -> None:
+        got.append(await buffer.get())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        await anyio.wait_all_tasks_blocked()
+        buffer.put_all([Interrupted(), TurnComplete()])
+    assert got == [Interrupted()]
+    assert list(buffer.ready()) == [TurnComplete()]
+
+
+async def test_a_stream_takes_each_event_only_when_asked_and_ends_once_closed_and_drained() -> None:
+    # The same puts into a twin read with ``ready``: the stream reads what it reads.
+    buffer, twin = EventBuffer(capacity=4), EventBuffer(capacity=4)
+    fates = [ToolCallSettled(str(i), "f", "answered", "ok", 0.0) for i in range(3)]
+    for fate in fates:
+        buffer.put(fate)
+        twin.put(fate)
+    stream, held = buffer.stream(), twin.ready()
+    assert await anext(stream) == next(held) == fates[0]  # suspended: the rest stay queued
+    assert len(buffer) == 2
+    for i in range(100):  # past the capacity: media discarded, oldest first
+        buffer.put(AudioOut(bytes([i])))
+        twin.put(AudioOut(bytes([i])))
+    got: list[SessionEvent] = []
+
+    async def read() -> None:
+        async for event in stream:
+            got.append(event)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read)
+        await anyio.wait_all_tasks_blocked()  # drained: it waits for more
+        assert got == list(held)
+        assert any(isinstance(event, EventsDropped) for event in got)
+        buffer.put(Closed("done"))
+        buffer.close()
+    assert got[-1] == Closed("done")  # and the stream ended after it

@@ -29,7 +29,7 @@ sent by the app, withdraw it first. Otherwise ``CallPolicy.confirm_window`` deci
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Literal, assert_never
+from typing import Literal
 
 import msgspec
 
@@ -156,33 +156,22 @@ class GeminiLiveProtocol(LiveProtocol):
         self.connection.move("message")
         self._messages += 1
         out: list[Output] = []
-        kinds = wire.server_kinds(message)
         if self._observed:
-            for kind in kinds:
+            for kind in wire.server_kinds(message):
                 self._report.count("received", kind, out)
-        for kind in kinds:
-            match kind:
-                case "serverContent":
-                    assert message.server_content is not None
-                    self._on_content(message.server_content, message.usage_metadata, now, out)
-                case "toolCall":
-                    assert message.tool_call is not None
-                    self._on_calls(message.tool_call.function_calls, "tool_call", now, out)
-                case "toolCallCancellation":
-                    assert message.tool_call_cancellation is not None
-                    self._on_cancellation(message.tool_call_cancellation.ids, now, out)
-                case "sessionResumptionUpdate":
-                    assert message.session_resumption_update is not None
-                    self._on_handle(message.session_resumption_update)
-                case "goAway":
-                    assert message.go_away is not None
-                    self._on_go_away(message.go_away, now, out)
-                case "setupComplete" | "usageMetadata":  # usage goes with its turnComplete
-                    pass
-                case "voiceActivityDetectionSignal" | "voiceActivity":
-                    pass
-                case _:
-                    assert_never(kind)
+        # Each field that means something here, in ``SERVER_KINDS`` order; the rest
+        # (``setupComplete``, ``usageMetadata`` alone, voice activity) mean nothing to the calls.
+        # Read as fields, not as kinds: no tuple of kinds per message, no test per kind name.
+        if message.server_content is not None:
+            self._on_content(message.server_content, message.usage_metadata, now, out)
+        if message.tool_call is not None:
+            self._on_calls(message.tool_call.function_calls, "tool_call", now, out)
+        if message.tool_call_cancellation is not None:
+            self._on_cancellation(message.tool_call_cancellation.ids, now, out)
+        if message.session_resumption_update is not None:
+            self._on_handle(message.session_resumption_update)
+        if message.go_away is not None:
+            self._on_go_away(message.go_away, now, out)
         self.ledger.server_message()  # after its own calls: they crossed our answers in flight
         return out
 
@@ -240,6 +229,7 @@ class GeminiLiveProtocol(LiveProtocol):
     ) -> None:
         """Admit each call on its own: one malformed call never sinks the calls beside it."""
         live_calls: list[LiveCall] = []
+        started: list[Output] = []  # each call's event: the app's when every call is admitted
         anonymous = False
         irreversible: set[str] | None = None  # ids of calls held until their turn stands
         tool_of = self.tools.get
@@ -258,10 +248,11 @@ class GeminiLiveProtocol(LiveProtocol):
             tool = tool_of(name)
             if tool is None:
                 live_calls.append(LiveCall(call, anonymous=nameless))
+                started.append(ToolCallStarted(call_id, name, call.args, "BLOCKING"))
                 continue
-            live_calls.append(
-                LiveCall(call, tool.behavior, tool.scheduling, tool.streaming, nameless)
-            )
+            behavior = tool.behavior
+            live_calls.append(LiveCall(call, behavior, tool.scheduling, tool.streaming, nameless))
+            started.append(ToolCallStarted(call_id, name, call.args, behavior))
             if tool.irreversible:
                 if irreversible is None:
                     irreversible = set()
@@ -275,19 +266,16 @@ class GeminiLiveProtocol(LiveProtocol):
         self._fates(out)
         if not admitted:
             return
-        append = out.append
         if len(admitted) == len(live_calls):  # all of them, in order: the common case
-            for live_call in live_calls:
-                call = live_call.call
-                append(ToolCallStarted(call.id, call.name, call.args, live_call.behavior))
+            out += started
         else:
             behaviors = {lc.call.id: lc.behavior for lc in live_calls}
             for call in admitted:
-                append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
+                out.append(ToolCallStarted(call.id, call.name, call.args, behaviors[call.id]))
         held = self._unconfirmed
         if irreversible is not None:
             held += [call.id for call in admitted if call.id in irreversible]
-        append(
+        out.append(
             RunCalls(
                 admitted,
                 self.turn,
