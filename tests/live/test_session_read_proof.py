@@ -21,13 +21,20 @@ from tests.support.gemini_sessions import collect_until, errors, open_session
 from tests.support.timing import seconds
 
 
-async def test_answers_and_their_ping_leave_in_one_write() -> None:
+def lookup_tools() -> livebridge.ToolRegistry:
+    """One tool that answers at once."""
     tools = livebridge.ToolRegistry()
 
     @tools.tool
     async def lookup(city: str) -> str:
         """Look a city up."""
         return f"found {city}"
+
+    return tools
+
+
+async def test_answers_and_their_ping_leave_in_one_write() -> None:
+    tools = lookup_tools()
 
     async def scenario(conv: Conversation) -> None:
         await conv.expect_turn()
@@ -60,12 +67,7 @@ async def test_answers_and_their_ping_leave_in_one_write() -> None:
 async def test_openai_outputs_and_their_ping_leave_in_one_write() -> None:
     """On OpenAI Realtime a message of answers is a frame per call: all of them and the ping
     go in one write, where each took a write (and a TLS record) of its own."""
-    tools = livebridge.ToolRegistry()
-
-    @tools.tool
-    async def lookup(city: str) -> str:
-        """Look a city up."""
-        return f"found {city}"
+    tools = lookup_tools()
 
     async def scenario(conv: Conversation) -> None:
         await conv.expect_turn()
@@ -108,12 +110,7 @@ async def test_answers_sent_while_a_ping_is_out_get_their_own_as_soon_as_its_pon
 ) -> None:
     # The first answer's pong is held: the second answer goes while it is out, owing a ping.
     # Once the pong is back, that ping goes at once, before any other server message.
-    tools = livebridge.ToolRegistry()
-
-    @tools.tool
-    async def lookup(city: str) -> str:
-        """Look a city up."""
-        return f"found {city}"
+    tools = lookup_tools()
 
     async def scenario(conv: Conversation) -> None:
         await conv.expect_turn()
