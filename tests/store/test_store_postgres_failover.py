@@ -135,7 +135,10 @@ async def test_a_standby_promoted_mid_conversation_runs_nothing_twice(
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker, world, pair.dsn, "a", stop)
         tg.start_soon(worker, world, pair.dsn, "b", stop)
-        await anyio.sleep(world.rng.uniform(0.5, 2.0))
+        with anyio.fail_after(seconds(60)):  # a loaded machine may take a while to start
+            while not world.runs:  # noqa: ASYNC110 (the workers' progress)
+                await anyio.sleep(0.02)
+        await anyio.sleep(world.rng.uniform(0.0, 1.5))  # then a random moment of the talk
         before = sum(world.runs.values())
         pair.primary.kill()  # mid-conversation: calls are running, leases are held
         await anyio.sleep(world.rng.uniform(0.0, 1.0))
