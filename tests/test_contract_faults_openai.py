@@ -161,7 +161,7 @@ async def play(world: World, conv: Conversation, connections: list[Conversation]
     world.note(f"response with calls {ids}")
     for call in case.calls:
         if call is not target or case.server not in _HOLDS:
-            world.gate(call.tag).open()
+            world.gate(call.tag).set()
     fault = case.server
     if fault == "cancel_before":
         await conv.cancel(issued)  # the response ends cancelled: none of its calls may run
@@ -204,7 +204,7 @@ async def play(world: World, conv: Conversation, connections: list[Conversation]
             await conv.close(code, CLOSE_REASONS[code])
             return
         await conv.send(SPEECH)  # interrupted: the user talks while the call runs
-        world.gate(target.tag).open()
+        world.gate(target.tag).set()
         await world._wait_answers(conv, issued, "the batch")
     await conv.say(END)
     await conv.turn_complete()

@@ -83,6 +83,7 @@ RUN_BY = {
     ("docs/emulator.md", "In Python"): "test_emulator_fragments_run_as_an_app",
     ("docs/emulator.md", "OpenAI Realtime"): "test_emulator_fragments_run_as_an_app",
     ("docs/emulator.md", "With pytest"): "test_pytest_fixture_snippet",
+    ("docs/emulator.md", "A scenario that waits on the test"): "test_signal_snippet",
     ("docs/performance.md", "Performance"): "test_performance_client_line",
     ("docs/deployment.md", "Many sessions in one process"): "test_performance_client_line",
     ("docs/recording.md", "Recording a session"): "test_recording_snippet_writes_a_recording",
@@ -252,6 +253,27 @@ def test_pytest_fixture_snippet(tmp_path: Path, mode: str) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout and "warning" not in result.stdout.lower(), result.stdout
+
+
+def test_signal_snippet(tmp_path: Path) -> None:
+    # The test file docs/emulator.md shows, with the pytest.ini beside it.
+    (tmp_path / "test_checkout.py").write_text(
+        block("A scenario that waits on the test", "docs/emulator.md")
+    )
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        env=offline_environment(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,8 @@
 ``Emulator`` serves; a scenario (``Scenario``, ``scenario_from_steps``, ``load_scenario``) plays
 the model through a ``Conversation`` (a ``LiveServerSession`` on GPT-Live), or the ``RuleModel``
 does without one; ``Faults`` break the wire on purpose; the contract checker's findings are
-``Violation``s, summed up in a ``Report``. Its sub-packages are internal.
+``Violation``s, summed up in a ``Report``. A scenario runs on the emulator's own thread: it
+meets the test through a ``Signal``, not an ``asyncio.Event``. Its sub-packages are internal.
 """
 
 from livebridge.emulator.contract import Answer, CallRecord, Thresholds, Violation
@@ -22,6 +23,7 @@ from livebridge.emulator.shared import (
     TranscriptEntry,
     UserTurn,
 )
+from livebridge.emulator.signal import Signal
 from livebridge.emulator.steps import load_scenario, scenario_from_steps
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "RuleModel",
     "Scenario",
     "ServiceOptions",
+    "Signal",
     "Thresholds",
     "TranscriptEntry",
     "UserTurn",

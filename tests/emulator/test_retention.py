@@ -15,7 +15,7 @@ import pytest
 from google import genai
 
 from livebridge import LiveSession, ToolRegistry
-from livebridge.emulator import Emulator, Faults, Retention, ServiceOptions
+from livebridge.emulator import Emulator, Faults, Retention, RuleModel, ServiceOptions
 from livebridge.emulator import server as emulator_server
 from livebridge.emulator.contract import Violation
 from livebridge.emulator.history import ENTRY_OVERHEAD, Ledger, footprint
@@ -25,6 +25,7 @@ from livebridge.protocol.events import TurnComplete
 from tests.support.gemini_sessions import MODEL, TEXT_CONFIG, collect_until, open_session
 
 TURNS = 60
+IMMEDIATE = RuleModel(first_output=0)  # what is kept is measured here, not how soon it answers
 WEATHER = ToolRegistry()
 
 
@@ -72,7 +73,7 @@ def traced() -> Iterator[list[int]]:
 @pytest.mark.slow
 async def test_the_transcript_connections_and_handles_stay_within_their_bounds() -> None:
     retention = Retention(transcript=40, violations=10, connections=2, handles=3)
-    async with Emulator(retention=retention) as emu:
+    async with Emulator(IMMEDIATE, retention=retention) as emu:
         for _ in range(4):
             async with open_session(emu, ToolRegistry()) as session:
                 for turn in range(TURNS // 4):
@@ -135,7 +136,7 @@ BUDGET = 256 << 10
 
 
 async def test_what_an_emulator_keeps_stays_within_its_byte_budget() -> None:
-    async with Emulator(retention=Retention(max_bytes=BUDGET)) as emu:
+    async with Emulator(IMMEDIATE, retention=Retention(max_bytes=BUDGET)) as emu:
         client = emu.client()
         await converse(emu, client, 10, 3)  # past the budget already
         with traced() as grown:

@@ -9,7 +9,7 @@ import pytest
 
 import livebridge
 from livebridge.calls.observers import CallOrphaned, Recorder
-from livebridge.emulator import Emulator, LiveOptions, LiveServerSession
+from livebridge.emulator import Emulator, LiveOptions, LiveServerSession, Signal
 from livebridge.errors import SessionEndedError
 from livebridge.protocol.events import (
     Closed,
@@ -24,7 +24,7 @@ from tests.support.gpt_live_sessions import MODEL, open_live, outputs, sent, ser
 from tests.support.timing import seconds
 
 
-def registry(gate: asyncio.Event | None = None) -> livebridge.ToolRegistry:
+def registry(gate: Signal | None = None) -> livebridge.ToolRegistry:
     tools = livebridge.ToolRegistry()
 
     @tools.tool
@@ -64,7 +64,7 @@ async def test_parallel_calls_get_one_output_each_and_one_continuation() -> None
 async def test_overlapping_delegations_share_one_gate() -> None:
     """T1: a fast call under one delegation settles while a slow one under another runs; the
     continuation waits for both (the service's gate is session-wide)."""
-    gate = asyncio.Event()
+    gate = Signal()  # set on the emulator's thread, awaited by a handler on this loop
 
     async def scenario(live: LiveServerSession) -> None:
         await live.wait_until(lambda: live.started)
@@ -182,7 +182,7 @@ async def test_a_budget_refusal_is_reported_and_the_call_answered_again() -> Non
 async def test_a_dropped_socket_ends_the_session_with_a_fate_for_every_open_call() -> None:
     """No resumption: the drop ends the session; the running call is orphaned, never answered
     on another socket."""
-    gate = asyncio.Event()
+    gate = Signal()  # never set: the call is still running when the socket drops
 
     async def scenario(live: LiveServerSession) -> None:
         await live.wait_until(lambda: live.started)

@@ -17,7 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import livebridge
-from livebridge.emulator import Conversation, Emulator
+from livebridge.emulator import Conversation, Emulator, Signal
 from livebridge.mcp import MCPServer
 from livebridge.mcp.connection import connection_for
 from livebridge.observe.metrics import PrometheusObserver
@@ -121,8 +121,7 @@ async def test_a_session_the_server_forgot_is_initialized_again() -> None:
     mcp_server = MCPServer.http(f"http://127.0.0.1:{port}/mcp", start_timeout=60)
     tools = livebridge.ToolRegistry()
     tools.add_mcp(mcp_server, include=["lookup"])
-    first_answered = anyio.Event()
-    restarted = anyio.Event()
+    first_answered, restarted = Signal(), Signal()  # the scenario runs on the emulator's thread
 
     async def scenario(conv: Conversation) -> None:
         await conv.expect_turn()

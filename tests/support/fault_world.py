@@ -6,14 +6,13 @@ holds one run of a case: the tools (which count every handler run, per request),
 the emulator plays and the notes both sides leave. ``tests/test_contract_faults.py`` judges it.
 
 The handlers run on the session's event loop (or its worker threads); the scenario runs on the
-emulator's thread. They meet through ``threading.Event``s (a handler has started) and ``Gate``s
+emulator's thread. They meet through ``threading.Event``s (a handler has started) and ``Signal``s
 (the scenario lets a handler finish), never through sleeps.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import random
 import threading
@@ -27,7 +26,7 @@ from typing import Any
 import anyio
 
 import livebridge
-from livebridge.emulator import Conversation, Emulator
+from livebridge.emulator import Conversation, Emulator, Signal
 from livebridge.protocol.transport import TransportKind
 
 #: Per-call timeout of the quick tools; ``hold`` waits for the scenario, so it gets longer.
@@ -237,21 +236,6 @@ def draw_case(seed: int) -> Case:
     )
 
 
-class Gate:
-    """Opened from any thread, awaited by a handler on the session's event loop."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._event = asyncio.Event()
-
-    def open(self) -> None:
-        with contextlib.suppress(RuntimeError):  # the run is over and its loop closed
-            self._loop.call_soon_threadsafe(self._event.set)
-
-    async def wait(self) -> None:
-        await self._event.wait()
-
-
 @dataclass(slots=True)
 class Issued:
     """Ids the scenario gave the calls of the batch, by tag; the repeated request's id; the
@@ -278,9 +262,9 @@ class World:
         self.released = threading.Event()
         self._lock = threading.Lock()
         self._entered = {c.tag: threading.Event() for c in case.calls}
-        self._gates = {c.tag: Gate(self.loop) for c in case.calls}
+        self._gates = {c.tag: Signal() for c in case.calls}
 
-    def gate(self, tag: int) -> Gate:
+    def gate(self, tag: int) -> Signal:
         return self._gates[tag]
 
     def note(self, text: str) -> None:
@@ -290,7 +274,7 @@ class World:
         """Let every blocked thread and gated handler finish (the run is over)."""
         self.released.set()
         for gate in self._gates.values():
-            gate.open()
+            gate.set()
 
     # -- the handlers ----------------------------------------------------------------------
 
@@ -409,7 +393,7 @@ class World:
         self.note(f"toolCall {ids}")
         for call in case.calls:
             if call is not case.target or case.server not in _NEEDS_HOLD:
-                self._gates[call.tag].open()  # only the fault's own call waits for the scenario
+                self._gates[call.tag].set()  # only the fault's own call waits for the scenario
         return ids
 
     async def _issue_with_malformed(self, conv: Conversation, kind: str) -> dict[int, str]:
@@ -472,21 +456,21 @@ class World:
         if fault == "cancel_during":
             await conv.cancel([ids[target.tag]])
         elif fault == "cancel_at_settle":
-            gate.open()
+            gate.set()
             await conv.cancel([ids[target.tag]])
         elif fault == "reissue_running":
             (again,) = await conv.session.issue_calls(
                 "model", [(target.tool, target.args)], reissue_of=ids[target.tag]
             )
             self.note(f"re-issued {ids[target.tag]} as {again}")
-            gate.open()
+            gate.set()
             await self._wait_answers(conv, [again], "the re-issue")
         elif fault == "interrupted":
             await conv.interrupted()
-            gate.open()
+            gate.set()
         elif fault == "go_away":
             await conv.go_away("2s")
-            gate.open()
+            gate.set()
             await self._wait_answers(conv, list(ids.values()), "the batch")
             await self._complete_turn(conv)
             return True
