@@ -68,14 +68,33 @@ TURN_SECONDS = 0.05
 
 @dataclass(slots=True)
 class Lags:
-    """Frame lags (seconds), each with when it was measured, once every session is up."""
+    """Frame lags (seconds), each with when it was measured, once every session is up; and how
+    many of the ``expected`` sessions are up (connected, about to stream)."""
 
+    expected: int = 0
     recording: bool = False
     samples: list[tuple[float, float]] = field(default_factory=list)
+    connected: int = 0
+    all_connected: asyncio.Event = field(default_factory=asyncio.Event)
 
     def note(self, now: float, lag: float) -> None:
         if self.recording:
             self.samples.append((now, lag))
+
+    def connected_one(self) -> None:
+        self.connected += 1
+        if self.connected >= self.expected:
+            self.all_connected.set()
+
+    async def wait_connected(self, timeout: float = 120.0) -> None:  # noqa: ASYNC109
+        """Until every expected session is up: on a busy machine that takes longer than any
+        fixed pause, and a probe that measured before would measure nothing."""
+        try:
+            await asyncio.wait_for(self.all_connected.wait(), timeout)
+        except TimeoutError:
+            raise RuntimeError(
+                f"{self.connected} of {self.expected} sessions connected in {timeout:g} s"
+            ) from None
 
 
 def p99(values: Sequence[float]) -> float:
@@ -112,6 +131,7 @@ def rss_bytes() -> int:
 
 async def mic(send: Callable[[bytes], Awaitable[None]], lags: Lags, stop: asyncio.Event) -> None:
     """Send a silent 40 ms frame every 40 ms, noting how late each one goes out."""
+    lags.connected_one()
     start = time.monotonic()
     frame = 0
     while not stop.is_set():
@@ -223,20 +243,25 @@ async def raw_session(server: Server, lags: Lags, stop: asyncio.Event) -> None:
 STREAMERS = {"livebridge": livebridge_session, "sdk": sdk_session, "raw": raw_session}
 
 
-async def idle_session(server: Server, variant: str, tuned: bool, stop: asyncio.Event) -> None:
+async def idle_session(
+    server: Server, variant: str, tuned: bool, lags: Lags, stop: asyncio.Event
+) -> None:
     model = model_name("idle")
     if variant == "livebridge":
         client = server.client(tuned=tuned)
         async with LiveSession.connect(client, model=model, tools=ToolRegistry()):
+            lags.connected_one()
             await stop.wait()
     elif variant == "sdk":
         client = server.client(tuned=tuned)
         async with client.aio.live.connect(model=model, config=sdk_config()):
+            lags.connected_one()
             await stop.wait()
     else:
         async with raw_connect(server, model) as ws:
             await ws.send(raw_setup(model), text=True)
             await ws.recv(decode=False)
+            lags.connected_one()
             await stop.wait()
 
 
@@ -250,29 +275,21 @@ async def probe(
     """
     server = server_from_env()
     server.client(tuned=tuned)
-    lags = Lags()
+    lags = Lags(expected=sessions)
     stop = asyncio.Event()
     baseline = rss_bytes()
-    connected = 0
-    everyone = asyncio.Event()
 
-    async def one() -> None:
-        nonlocal connected
+    def one() -> Awaitable[None]:
         if idle:
-            task = idle_session(server, variant, tuned, stop)
-        else:
-            task = STREAMERS[variant](server, lags, stop)
-        connected += 1
-        if connected == sessions:
-            everyone.set()
-        await task
+            return idle_session(server, variant, tuned, lags, stop)
+        return STREAMERS[variant](server, lags, stop)
 
     tasks = []
     for _ in range(sessions):
         tasks.append(asyncio.ensure_future(one()))
         await asyncio.sleep(0.005)
-    await everyone.wait()
-    await asyncio.sleep(1.0)
+    await lags.wait_connected()
+    await asyncio.sleep(1.0)  # past the first frames of the last ones up
     lags.recording = True
     wall, cpu = time.perf_counter(), time.process_time()
     if turns:

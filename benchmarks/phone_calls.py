@@ -5,9 +5,10 @@ The bridge process is pinned to one core; the benchmark server (``benchmarks.ser
 callers (20 ms of μ-law each way every 20 ms per call) run in processes of their own on the
 other cores. Frame lag is how late the bridge has finished forwarding each model frame to its
 caller (resampled, encoded, sent) relative to the frame's schedule; the criterion, as in
-``bench_sessions``, is its p99 outside the worst half-second. ``python -m benchmarks.phone_calls
-N SECONDS`` runs one probe and prints one JSON line; ``--callers URL N SECONDS`` is the callers'
-process.
+``bench_sessions``, is its p99 outside the worst half-second, measured once every call is up
+(however long that takes on a busy machine). ``python -m benchmarks.phone_calls N SECONDS`` runs
+one probe and prints one JSON line; ``--callers URL N`` is the callers' process, which hangs up
+every call when its stdin closes.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def _tools() -> ToolRegistry:
 async def probe(calls: int, seconds: float) -> dict[str, float]:
     server = server_from_env()
     client = server.client()
-    lags = Lags()
+    lags = Lags(expected=calls)
     tools = _tools()
     options = SessionOptions(transport="wire", audio_during_blocking="send")
 
@@ -82,6 +83,7 @@ async def probe(calls: int, seconds: float) -> dict[str, float]:
         async with LiveSession.connect(
             client, model=model, tools=tools, options=options
         ) as session:
+            lags.connected_one()
             yield cast(LiveSession, _Timed(session, lags))
 
     baseline = rss_bytes()
@@ -95,17 +97,22 @@ async def probe(calls: int, seconds: float) -> dict[str, float]:
             "--callers",
             f"ws://127.0.0.1:{port}/twilio",
             str(calls),
-            str(seconds + 3.0),
+            stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
         )
-        await asyncio.sleep(2.0)  # every call connected and streaming
-        lags.recording = True
-        wall, cpu = time.perf_counter(), time.process_time()
-        await asyncio.sleep(seconds)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        lags.recording = False
-        rss = rss_bytes()
-        await callers.wait()
+        assert callers.stdin is not None
+        try:
+            await lags.wait_connected()
+            await asyncio.sleep(1.0)  # past the first frames of the last ones up
+            lags.recording = True
+            wall, cpu = time.perf_counter(), time.process_time()
+            await asyncio.sleep(seconds)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            lags.recording = False
+            rss = rss_bytes()
+        finally:
+            callers.stdin.close()  # every caller hangs up
+            await callers.wait()
     overall, steady = lag_p99s(lags.samples)
     return {
         "cores": cpu / wall,
@@ -116,10 +123,13 @@ async def probe(calls: int, seconds: float) -> dict[str, float]:
     }
 
 
-async def _callers(url: str, calls: int, seconds: float) -> None:
+async def _callers(url: str, calls: int) -> None:
+    """``calls`` simulated callers, on the line until this process's stdin closes."""
+    hang_up = asyncio.ensure_future(asyncio.to_thread(sys.stdin.buffer.read))
+
     async def one() -> None:
         async with SimulatedCaller.dial(url):
-            await asyncio.sleep(seconds)
+            await asyncio.shield(hang_up)
 
     await asyncio.gather(*(one() for _ in range(calls)))
 
@@ -137,7 +147,7 @@ def run_probe(server: Server, calls: int, seconds: float) -> dict[str, float]:
 
 if __name__ == "__main__":
     if sys.argv[1] == "--callers":
-        asyncio.run(_callers(sys.argv[2], int(sys.argv[3]), float(sys.argv[4])))
+        asyncio.run(_callers(sys.argv[2], int(sys.argv[3])))
     else:
         pin_to_one_core()
         print(json.dumps(asyncio.run(probe(int(sys.argv[1]), float(sys.argv[2])))))
