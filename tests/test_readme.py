@@ -224,6 +224,23 @@ with urllib.request.urlopen(endpoint.url, timeout=10) as response:
     assert emulator.violations == []
 
 
+def pytest_in(directory: Path, *options: str) -> str:
+    """Run pytest on the test files in ``directory`` as a user would; its output, once it
+    passed one test."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options],
+        cwd=directory,
+        env=offline_environment(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout, result.stdout
+    return result.stdout
+
+
 @pytest.mark.parametrize("mode", ["auto", "strict"])
 def test_pytest_fixture_snippet(tmp_path: Path, mode: str) -> None:
     # Copied as docs/emulator.md shows it: the test file and the pytest.ini beside it, in the
@@ -233,26 +250,8 @@ def test_pytest_fixture_snippet(tmp_path: Path, mode: str) -> None:
     ini = re.search(r"```ini\n(.*?)```", page[page.index("## With pytest") :], re.DOTALL)
     assert ini, "the With pytest section shows its pytest.ini"
     (tmp_path / "pytest.ini").write_text(ini.group(1))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-o",
-            f"asyncio_mode={mode}",
-        ],
-        cwd=tmp_path,
-        env=offline_environment(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 passed" in result.stdout and "warning" not in result.stdout.lower(), result.stdout
+    out = pytest_in(tmp_path, "-o", f"asyncio_mode={mode}")
+    assert "warning" not in out.lower(), out
 
 
 def test_signal_snippet(tmp_path: Path) -> None:
@@ -263,17 +262,7 @@ def test_signal_snippet(tmp_path: Path) -> None:
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-        cwd=tmp_path,
-        env=offline_environment(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 passed" in result.stdout
+    pytest_in(tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -3,14 +3,12 @@ shown."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from livebridge.emulator import Emulator
-from tests.test_readme import TIMEOUT, block, offline_environment, run_python
+from tests.test_readme import block, offline_environment, pytest_in, run_python
 
 
 def weather_server(directory: Path) -> None:
@@ -33,14 +31,4 @@ def test_the_emulator_page_test_of_an_mcp_agent_passes(tmp_path: Path) -> None:
     weather_server(tmp_path)
     code = block("An agent with MCP tools, offline", "docs/emulator.md")
     (tmp_path / "test_agent.py").write_text(code)
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto"],
-        cwd=tmp_path,
-        env=offline_environment(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 passed" in result.stdout
+    pytest_in(tmp_path, "-o", "asyncio_mode=auto")
