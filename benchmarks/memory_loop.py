@@ -78,7 +78,9 @@ class MemoryConnector:
         yield MemoryTransport(self.turns)
 
 
-async def livebridge_loop(turns: int) -> None:
+async def livebridge_loop(turns: int, connector: MemoryConnector | None = None) -> None:
+    """``turns`` turns of a ``LiveSession`` over ``connector`` (the memory loop's own by
+    default)."""
     tools = ToolRegistry()
 
     @tools.tool(name="work")
@@ -86,7 +88,7 @@ async def livebridge_loop(turns: int) -> None:
         """Benchmark work."""
         return {"i": i}
 
-    connector = MemoryConnector(turns)
+    connector = connector or MemoryConnector(turns)
     async with LiveSession.connect(tools=tools, connector=connector) as session:
         done = 0
         async for event in session.events():

@@ -23,11 +23,8 @@ from typing import Any
 
 import livebridge
 from benchmarks import memory_loop
-from livebridge.protocol.actions import ProtocolOptions
-from livebridge.protocol.events import TurnComplete
 from livebridge.protocol.transport import Transport
 from livebridge.vendors.gemini import wire
-from livebridge.vendors.gemini.protocol import GeminiLiveProtocol
 
 TURNS = 40
 _ROOT = os.path.dirname(livebridge.__file__)
@@ -54,11 +51,6 @@ class HandledTransport(memory_loop.MemoryTransport):
 
 
 class HandledConnector(memory_loop.MemoryConnector):
-    def protocol(
-        self, tools: livebridge.ToolRegistry, options: ProtocolOptions, *, observed: bool
-    ) -> GeminiLiveProtocol:
-        return GeminiLiveProtocol(tools, options, observed=observed)
-
     @asynccontextmanager
     async def open(self, handle: str | None) -> AsyncIterator[Transport]:
         yield HandledTransport(self.turns)
@@ -76,21 +68,7 @@ class Frames:
 
 
 async def run_turns(turns: int) -> None:
-    tools = livebridge.ToolRegistry()
-
-    @tools.tool(name="work")
-    async def handler(i: int) -> dict[str, int]:
-        """Benchmark work."""
-        return {"i": i}
-
-    connector = HandledConnector(turns)
-    async with livebridge.LiveSession.connect(tools=tools, connector=connector) as session:
-        done = 0
-        async for event in session.events():
-            if isinstance(event, TurnComplete):
-                done += 1
-                if done == turns:
-                    return
+    await memory_loop.livebridge_loop(turns, HandledConnector(turns))
 
 
 async def frames_per_turn() -> Counter[str]:
