@@ -51,6 +51,7 @@ from livebridge.emulator.openai import handshake
 from livebridge.emulator.openai.connection import RealtimeSession
 from livebridge.emulator.scenario import Conversation, Scenario
 from livebridge.emulator.shared import Retention, ServiceOptions, Shared, TranscriptEntry, trim
+from livebridge.emulator.signal import wake
 from livebridge.emulator.tls import Certificates, create_certificates
 from livebridge.errors import UsageError
 
@@ -348,8 +349,7 @@ class Emulator:
         with self._waiters_lock:
             waiters = list(self._waiters)
         for loop, event in waiters:
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(event.set)
+            wake(loop, event)
 
     # lifecycle ---------------------------------------------------------------------------------
 

@@ -29,8 +29,7 @@ class Signal:
             self._set = True
             waiters = list(self._waiters)
         for loop, event in waiters:
-            with contextlib.suppress(RuntimeError):  # that loop has closed: nobody waits there
-                loop.call_soon_threadsafe(event.set)
+            wake(loop, event)
 
     def is_set(self) -> bool:
         return self._set
@@ -48,3 +47,10 @@ class Signal:
         finally:
             with self._lock:
                 self._waiters.discard(waiter)
+
+
+def wake(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
+    """Set ``event`` on its own ``loop`` from any thread (nothing, once that loop has closed:
+    nobody waits there any more)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(event.set)
